@@ -1,0 +1,5 @@
+"""``python -m calcheck``."""
+
+from calcheck.cli import main
+
+main()

@@ -1,0 +1,229 @@
+"""Binnings of scores (SPEC §2) and their per-bin sufficient statistics.
+
+Two representations are used:
+
+* **positional** bins: cut positions ``bounds`` (length B+1, ``bounds[0] = 0``,
+  ``bounds[-1] = n``) into the scores sorted ascending with a *stable* sort.  Bin b holds the
+  sorted rows ``bounds[b]:bounds[b+1]``.  Quantile, PAVA and PAVA-BC bins are positional by
+  definition; uniform bins are positional too once the scores are sorted.
+* **row assignment**: an int64 bin id per row (uniform bins without sorting).
+
+Every binned metric is computed from :class:`BinStats` — integer counts and float64 sums per
+bin — so that a streaming or distributed engine can merge partial results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BinStats:
+    """Sufficient statistics of a binning: one entry per bin, empty bins included.
+
+    Attributes
+    ----------
+    kind : str
+        ``"uniform"``, ``"quantile"``, ``"pava"`` or ``"pava-bc"``.
+    lower, upper : ndarray of shape (B,)
+        Reported bin edges.  For positional bins these are midpoints between neighbouring
+        sorted scores (0 and 1 at the ends); the bins themselves are defined by position.
+    count : ndarray of shape (B,), int64
+        Rows per bin.
+    sum_score, sum_label : ndarray of shape (B,)
+        Σ score and Σ label (positives) per bin.
+    """
+
+    kind: str
+    lower: FloatArray
+    upper: FloatArray
+    count: IntArray
+    sum_score: FloatArray
+    sum_label: IntArray
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("lower", "upper", "count", "sum_score", "sum_label"):
+            getattr(self, name).setflags(write=False)
+
+    @property
+    def n_bins(self) -> int:
+        """Number of bins, empty ones included."""
+        return int(self.count.shape[0])
+
+    @property
+    def n(self) -> int:
+        """Total number of rows."""
+        return int(self.count.sum())
+
+    @property
+    def nonempty(self) -> np.ndarray:
+        """Mask of the bins holding at least one row."""
+        return self.count > 0
+
+    @property
+    def mean_score(self) -> FloatArray:
+        """Mean score per bin (NaN for an empty bin)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.nonempty, self.sum_score / self.count, np.nan)
+
+    @property
+    def mean_label(self) -> FloatArray:
+        """Empirical probability per bin (NaN for an empty bin)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.nonempty, self.sum_label / self.count, np.nan)
+
+    @property
+    def gap(self) -> FloatArray:
+        """|mean label − mean score| per bin; 0 for an empty bin."""
+        return np.where(self.nonempty, np.abs(self.mean_label - self.mean_score), 0.0)
+
+    @property
+    def weight(self) -> FloatArray:
+        """Share of the rows in each bin, N_b / n."""
+        n = self.n
+        return self.count / n if n else np.zeros(self.n_bins)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The bin table as JSON-ready rows (NaN → None)."""
+        ms, ml, gap = self.mean_score, self.mean_label, self.gap
+        out = []
+        for b in range(self.n_bins):
+            out.append({
+                "bin": b,
+                "lower": float(self.lower[b]),
+                "upper": float(self.upper[b]),
+                "n": int(self.count[b]),
+                "positives": int(self.sum_label[b]),
+                "mean_score": None if np.isnan(ms[b]) else float(ms[b]),
+                "mean_label": None if np.isnan(ml[b]) else float(ml[b]),
+                "gap": float(gap[b]),
+            })
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# edges and positions
+
+
+def uniform_edges(n_bins: int) -> FloatArray:
+    """Edges of ``n_bins`` equal-width bins: ``numpy.linspace(0, 1, n_bins + 1)``."""
+    return np.linspace(0.0, 1.0, n_bins + 1)
+
+
+def uniform_assign(scores: FloatArray, n_bins: int) -> IntArray:
+    """Uniform bin id of every row (SPEC §2).
+
+    ``searchsorted(edges[1:-1], s, side="right")``: left-closed bins, the last one closed so that
+    a score of exactly 1.0 lands in it.  Float edges are kept as they are: with 10 bins, 0.3 is
+    below the edge 0.30000000000000004 and lands in bin 2, as the papers' code does.
+    """
+    return np.searchsorted(uniform_edges(n_bins)[1:-1], scores, side="right").astype(np.int64)
+
+
+def uniform_bounds(sorted_scores: FloatArray, n_bins: int) -> IntArray:
+    """Cut positions of the uniform bins in ascending scores; same bins as :func:`uniform_assign`."""
+    inner = uniform_edges(n_bins)[1:-1]
+    cuts = np.searchsorted(sorted_scores, inner, side="left")
+    return np.concatenate(([0], cuts, [sorted_scores.shape[0]])).astype(np.int64)
+
+
+def quantile_bounds(n: int, n_bins: int) -> IntArray:
+    """Cut positions of ``n_bins`` equal-mass bins split by index (SPEC §2).
+
+    ``(numpy.linspace(0, 1, n_bins + 1) * n).astype(int)``, as the TCE reference computes them;
+    ties may straddle a cut.
+    """
+    return (np.linspace(0.0, 1.0, n_bins + 1) * n).astype(np.int64)
+
+
+def positional_edges(sorted_scores: FloatArray, bounds: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Reporting edges of positional bins: midpoints between neighbouring sorted scores.
+
+    The outer edges are 0 and 1.  An empty bin gets a zero-width interval at its position.
+    """
+    n = sorted_scores.shape[0]
+    inner = bounds[1:-1]
+    left = sorted_scores[np.clip(inner - 1, 0, max(n - 1, 0))] if n else np.zeros(inner.shape)
+    right = sorted_scores[np.clip(inner, 0, max(n - 1, 0))] if n else np.zeros(inner.shape)
+    mids = np.where((inner > 0) & (inner < n), (left + right) / 2.0,
+                    np.where(inner <= 0, 0.0, 1.0))
+    edges = np.concatenate(([0.0], mids, [1.0]))
+    return edges[:-1].copy(), edges[1:].copy()
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics
+
+
+def segment_sums(values: np.ndarray, bounds: IntArray) -> np.ndarray:
+    """Sum of ``values[bounds[b]:bounds[b+1]]`` for every b (0 for an empty segment)."""
+    n_bins = bounds.shape[0] - 1
+    out = np.zeros(n_bins, dtype=np.result_type(values.dtype, np.int64)
+                   if values.dtype.kind in "biu" else np.float64)
+    counts = np.diff(bounds)
+    nonempty = counts > 0
+    if nonempty.any():
+        out[nonempty] = np.add.reduceat(values, bounds[:-1][nonempty])
+    return out
+
+
+def positional_stats(sorted_scores: FloatArray, sorted_labels: IntArray, bounds: IntArray, *,
+                     kind: str, params: dict[str, Any] | None = None,
+                     edges: tuple[FloatArray, FloatArray] | None = None) -> BinStats:
+    """:class:`BinStats` of positional bins over the sorted scores and labels."""
+    count = np.diff(bounds).astype(np.int64)
+    assert int(count.sum()) == sorted_scores.shape[0], "every row lands in exactly one bin"
+    lower, upper = edges if edges is not None else positional_edges(sorted_scores, bounds)
+    return BinStats(kind=kind, lower=lower, upper=upper, count=count,
+                    sum_score=segment_sums(sorted_scores, bounds).astype(np.float64),
+                    sum_label=segment_sums(sorted_labels, bounds).astype(np.int64),
+                    params=dict(params or {}))
+
+
+def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bins: int, *,
+                   kind: str, lower: FloatArray, upper: FloatArray,
+                   params: dict[str, Any] | None = None) -> BinStats:
+    """:class:`BinStats` from a row → bin assignment, with ``numpy.bincount``."""
+    count = np.bincount(assign, minlength=n_bins).astype(np.int64)
+    assert count.shape[0] == n_bins and int(count.sum()) == scores.shape[0], \
+        "every row lands in exactly one bin"
+    return BinStats(kind=kind, lower=lower, upper=upper, count=count,
+                    sum_score=np.bincount(assign, weights=scores, minlength=n_bins),
+                    sum_label=np.bincount(assign, weights=labels, minlength=n_bins)
+                    .round().astype(np.int64),
+                    params=dict(params or {}))
+
+
+def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int) -> BinStats:
+    """Uniform-bin statistics without sorting (row assignment + bincount)."""
+    edges = uniform_edges(n_bins)
+    return assigned_stats(uniform_assign(scores, n_bins), scores, labels, n_bins,
+                          kind="uniform", lower=edges[:-1].copy(), upper=edges[1:].copy(),
+                          params={"bins": n_bins})
+
+
+def uniform_stats_sorted(sorted_scores: FloatArray, sorted_labels: IntArray,
+                         n_bins: int) -> BinStats:
+    """Uniform-bin statistics from already sorted scores (same bins as :func:`uniform_stats`)."""
+    edges = uniform_edges(n_bins)
+    return positional_stats(sorted_scores, sorted_labels, uniform_bounds(sorted_scores, n_bins),
+                            kind="uniform", params={"bins": n_bins},
+                            edges=(edges[:-1].copy(), edges[1:].copy()))
+
+
+def quantile_stats(sorted_scores: FloatArray, sorted_labels: IntArray, n_bins: int) -> BinStats:
+    """Equal-mass (split by index) bin statistics from sorted scores."""
+    bounds = quantile_bounds(sorted_scores.shape[0], n_bins)
+    return positional_stats(sorted_scores, sorted_labels, bounds, kind="quantile",
+                            params={"bins": n_bins})
+
+
+def row_bin_ids(bounds: IntArray) -> IntArray:
+    """Bin id of every sorted row, from positional bounds."""
+    return np.repeat(np.arange(bounds.shape[0] - 1, dtype=np.int64), np.diff(bounds))

@@ -1,0 +1,206 @@
+"""The ``calcheck`` command line: parse → read → engine → report → exit code.
+
+Only typer is imported at module level; everything else is imported inside the commands so
+that ``calcheck --help`` stays fast.  :func:`run` is the one place that maps exceptions to exit
+codes (0 ok, 1 a requested gate failed, 2 usage or input error, 3 internal error, 130 Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+import typer
+
+from calcheck.errors import CalcheckError, ExitCode, UsageError
+
+try:  # typer >= 0.22 vendors click; older releases raise click's own exceptions
+    from typer import TyperException as _UsageBase
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import ClickException as _UsageBase  # type: ignore[assignment]
+_USAGE_ERRORS = (_UsageBase,)
+
+app = typer.Typer(
+    name="calcheck",
+    help="Is this classifier calibrated? Calibration metrics and tests, exact to the papers.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from calcheck._version import SCHEMA_VERSION, __version__
+
+        sys.stdout.write(f"calcheck {__version__} (report schema {SCHEMA_VERSION})\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version_callback,
+                                 help="Print the version and exit."),
+) -> None:
+    """Is this classifier calibrated? Calibration metrics and tests, exact to the papers."""
+
+
+def note(message: str, *, quiet: bool = False) -> None:
+    """A message for the user, on stderr."""
+    if not quiet:
+        sys.stderr.write(f"calcheck: {message}\n")
+
+
+def _output_format(fmt: Optional[str], as_json: bool) -> str:
+    from calcheck.report import OUTPUT_FORMATS
+
+    if as_json:
+        if fmt not in (None, "json"):
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        return "json"
+    if fmt is None:
+        return "table"
+    if fmt not in OUTPUT_FORMATS:
+        raise UsageError(f"unknown --format {fmt!r}; use one of {', '.join(OUTPUT_FORMATS)}")
+    return fmt
+
+
+def _file_format(path: str, fmt: str) -> str:
+    if fmt != "table":
+        return fmt
+    lower = path.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".md", ".markdown")):
+        return "markdown"
+    return "json"
+
+
+FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
+
+
+@app.command()
+def score(
+    file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
+    score_col: Optional[str] = typer.Option(
+        None, "--score", help="Score column (default: found by name, e.g. score, prob, y_prob)."),
+    label_col: Optional[str] = typer.Option(
+        None, "--label", help="Label column (default: found by name, e.g. label, y, target)."),
+    pos_label: Optional[str] = typer.Option(
+        None, "--pos-label", help="Value of the label column that means the positive class."),
+    metrics: Optional[list[str]] = typer.Option(
+        None, "--metrics", "-m",
+        help="Metric ids to compute, comma-separated or repeated; 'all' for every one. "
+             "Default: ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc."),
+    bins: int = typer.Option(
+        10, "--bins", help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE)."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Significance level of the tests inside metrics, in (0, 1)."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
+    as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o",
+        help="Also write the report to this file, atomically (format from --format, else from "
+             "the extension: .csv, .md, otherwise JSON)."),
+    fail_if: Optional[list[str]] = typer.Option(
+        None, "--fail-if",
+        help="Exit 1 when a condition holds, e.g. 'ece>0.02' (repeatable; >, >=, <, <=)."),
+    bins_table: Optional[list[str]] = typer.Option(
+        None, "--bins-table",
+        help="Show the per-bin table of this metric (repeatable; 'all' for every binned one)."),
+    input_format: Optional[str] = typer.Option(
+        None, "--input-format", help="csv or parquet, when it cannot be told from the input."),
+    drop_invalid: bool = typer.Option(
+        False, "--drop-invalid",
+        help="Drop rows with invalid scores or labels (counted and reported) instead of failing."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
+) -> None:
+    """Compute calibration metrics of binary predictions, side by side."""
+    from calcheck.gates import evaluate_gates, parse_gate
+    from calcheck.io import atomic_write, load_binary
+    from calcheck.metrics import METRICS, MetricOptions, Prepared, compute_metrics
+    from calcheck.metrics import resolve_metric_ids
+    from calcheck.report import build_report, render
+    from calcheck.validation import check_alpha, check_bins
+
+    # -- validate every option before touching the data
+    out_fmt = _output_format(fmt, as_json)
+    opts = MetricOptions(bins=check_bins(bins), alpha=check_alpha(alpha))
+    ids = resolve_metric_ids(metrics)
+    gates = [parse_gate(g) for g in (fail_if or [])]
+    for g in gates:
+        ids += [m for m in resolve_metric_ids([g.metric]) if m not in ids]
+    bins_for: list[str] = []
+    for raw in bins_table or []:
+        for mid in resolve_metric_ids([raw]) if raw.strip().lower() != "all" else ids:
+            if not METRICS[mid].binned:
+                if raw.strip().lower() == "all":
+                    continue
+                raise UsageError(f"--bins-table {mid}: {mid} is not a binned metric")
+            if mid not in ids:
+                ids.append(mid)
+            if mid not in bins_for:
+                bins_for.append(mid)
+
+    # -- read, compute, report
+    data = load_binary(file, score=score_col, label=label_col, pos_label=pos_label,
+                       input_format=input_format, drop_invalid=drop_invalid)
+    for w in data.warnings:
+        note(f"warning: {w}", quiet=quiet)
+    if data.rows_dropped:
+        reasons = ", ".join(f"{k}={v}" for k, v in data.dropped_by_reason.items())
+        note(f"dropped {data.rows_dropped} of {data.rows_read} rows ({reasons})")
+    prepared = Prepared(data.scores, data.labels, validate=False)
+    results = compute_metrics(prepared, ids, opts)
+    outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
+    settings: dict[str, Any] = {
+        "metrics": ids, "bins": opts.bins, "alpha": opts.alpha,
+        "pos_label": pos_label, "drop_invalid": drop_invalid,
+    }
+    report = build_report(command="score", input_info=data.input_dict(), settings=settings,
+                          metrics=results, bins_for=bins_for, gates=outcomes)
+    if output:
+        atomic_write(output, render(report, _file_format(output, out_fmt), bins_for=bins_for))
+    sys.stdout.write(render(report, out_fmt, bins_for=bins_for, color=sys.stdout.isatty()))
+    failed = [g for g in outcomes or [] if g["failed"]]
+    for g in failed:
+        note(f"gate failed: {g['condition']} (value {g['value']})")
+    if failed:
+        raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def run(argv: Optional[list[str]] = None) -> int:
+    """Run the CLI and return the exit code (the one place that maps exceptions to codes)."""
+    try:
+        rv = app(args=argv, prog_name="calcheck", standalone_mode=False)
+        return int(rv) if isinstance(rv, int) else int(ExitCode.OK)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("calcheck: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except _USAGE_ERRORS as exc:
+        sys.stderr.write(f"calcheck: error: {exc.format_message()} (see calcheck --help)\n")
+        return int(ExitCode.USAGE_OR_INPUT)
+    except CalcheckError as exc:
+        sys.stderr.write(f"calcheck: error: {exc}\n")
+        return int(ExitCode.USAGE_OR_INPUT)
+    except KeyboardInterrupt:
+        sys.stderr.write("calcheck: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        return int(ExitCode.OK)
+    except Exception as exc:  # noqa: BLE001 - the one top-level catch-all
+        if os.environ.get("CALCHECK_TRACEBACK"):
+            raise
+        sys.stderr.write(f"calcheck: internal error: {type(exc).__name__}: {exc} "
+                         "(please report it; set CALCHECK_TRACEBACK=1 for details)\n")
+        return int(ExitCode.INTERNAL)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())

@@ -1,0 +1,43 @@
+"""Exceptions raised by calcheck; only :mod:`calcheck.cli` turns them into exit codes."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit status (SPEC §10)."""
+
+    OK = 0
+    GATE_FAILED = 1
+    USAGE_OR_INPUT = 2
+    INTERNAL = 3
+    INTERRUPTED = 130
+
+
+class CalcheckError(Exception):
+    """Base class of every error calcheck raises on purpose."""
+
+
+class InputError(CalcheckError, ValueError):
+    """The data are unusable: missing file, bad column, invalid values.
+
+    Parameters
+    ----------
+    message : str
+        One line saying what is wrong, naming the file, column and first bad rows.
+    column : str, optional
+        The offending column, when there is one.
+    rows : list of int, optional
+        The first offending rows (1 = first data row, header excluded).
+    """
+
+    def __init__(self, message: str, *, column: str | None = None,
+                 rows: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+        self.rows = rows or []
+
+
+class UsageError(CalcheckError, ValueError):
+    """An option or argument has an invalid value (bad ``--bins``, unknown metric id, ...)."""

@@ -1,0 +1,403 @@
+"""Reading prediction files: CSV, gzipped CSV, Parquet files and directories, and stdin.
+
+This is the last place a DataFrame or an Arrow table exists: :func:`load_binary` returns
+numpy arrays with their provenance.  Every problem becomes an :class:`InputError` whose
+message names the file, the column, how many rows are bad and the first ones (rows numbered
+from 1 for the first data row, header excluded).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import InputError
+from calcheck.validation import describe_rows, invalid_score_masks
+
+SCORE_NAMES = ("score", "scores", "prob", "proba", "probability", "p", "p_hat", "y_prob",
+               "y_score", "pred_prob", "prediction")
+LABEL_NAMES = ("label", "labels", "y", "y_true", "target", "outcome", "actual")
+FORMATS = ("csv", "parquet")
+PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input opened for reading: where it came from and how to read it."""
+
+    name: str                     # what messages call it ("preds.csv", "<stdin>")
+    fmt: str                      # "csv" or "parquet"
+    path: str | None = None       # filesystem path (None for stdin)
+    data: bytes | None = None     # the bytes of stdin
+    compression: str | None = None
+
+
+@dataclass(frozen=True)
+class BinaryData:
+    """Scores and labels read from a file, validated, with provenance."""
+
+    scores: FloatArray
+    labels: IntArray
+    source: str
+    fmt: str
+    score_column: str
+    label_column: str
+    rows_read: int
+    rows_dropped: int = 0
+    dropped_by_reason: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def input_dict(self) -> dict[str, Any]:
+        """The ``input`` object of the JSON report."""
+        n = int(self.scores.shape[0])
+        pos = int(self.labels.sum())
+        return {
+            "path": self.source,
+            "format": self.fmt,
+            "score_column": self.score_column,
+            "label_column": self.label_column,
+            "rows_read": self.rows_read,
+            "rows_dropped": self.rows_dropped,
+            "dropped_by_reason": dict(self.dropped_by_reason),
+            "rows_used": n,
+            "positives": pos,
+            "prevalence": pos / n if n else None,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# opening
+
+
+def open_source(path: str, input_format: str | None = None, *,
+                stdin: BinaryIO | None = None) -> Source:
+    """Resolve ``path`` (a file, a directory of Parquet parts, or ``-`` for stdin)."""
+    if input_format is not None and input_format not in FORMATS:
+        raise InputError(f"unknown --input-format {input_format!r}; use one of {', '.join(FORMATS)}")
+    if path == "-":
+        raw = (stdin or sys.stdin.buffer).read()
+        if not raw:
+            raise InputError("<stdin>: no input (empty)")
+        comp = "gzip" if raw[:2] == GZIP_MAGIC else None
+        fmt = input_format or ("parquet" if raw[:4] == PARQUET_MAGIC else "csv")
+        return Source("<stdin>", fmt, data=raw, compression=comp)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if p.is_dir():
+        return Source(path, input_format or "parquet", path=path)
+    if p.stat().st_size == 0:
+        raise InputError(f"{path}: file is empty")
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    comp = "gzip" if head[:2] == GZIP_MAGIC else None
+    if input_format:
+        fmt = input_format
+    elif head == PARQUET_MAGIC or p.suffix.lower() in (".parquet", ".pq"):
+        fmt = "parquet"
+    else:
+        fmt = "csv"
+    return Source(path, fmt, path=path, compression=comp)
+
+
+def _parquet_dataset(src: Source) -> pads.Dataset:
+    try:
+        if src.data is not None:
+            return pads.dataset(pq.ParquetFile(io.BytesIO(src.data)).read())  # type: ignore[arg-type]
+        return pads.dataset(src.path, format="parquet")
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{src.name}: not a readable Parquet file or directory ({_one_line(exc)})") \
+            from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _csv_stream(src: Source) -> Any:
+    if src.data is not None:
+        buf: Any = pa.BufferReader(src.data)
+        return pa.CompressedInputStream(buf, "gzip") if src.compression else buf
+    return pa.input_stream(src.path, compression="gzip" if src.compression else None)
+
+
+def _read_csv(src: Source) -> pa.Table:
+    bad_rows: list[Any] = []
+
+    def on_invalid(row: Any) -> str:
+        bad_rows.append(row)
+        return "error"
+
+    try:
+        return pacsv.read_csv(
+            _csv_stream(src),
+            read_options=pacsv.ReadOptions(use_threads=True),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
+        )
+    except pa.ArrowInvalid as exc:
+        msg = str(exc)
+        if bad_rows:
+            r = bad_rows[0]
+            where = f"row {r.number - 1}" if r.number is not None else "a row"
+            raise InputError(
+                f"{src.name}: {where} has {r.actual_columns} fields, the header has "
+                f"{r.expected_columns} (ragged CSV): {r.text[:60]!r}",
+                rows=[r.number - 1] if r.number is not None else None) from None
+        if "Empty CSV file" in msg:
+            raise InputError(f"{src.name}: file is empty") from None
+        raise InputError(f"{src.name}: cannot parse as CSV ({_one_line(exc)})") from None
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"{src.name}: cannot read (truncated or corrupt compressed data? "
+                         f"{_one_line(exc)})") from None
+
+
+def read_columns(src: Source, wanted: list[str] | None = None) -> pa.Table:
+    """Read the columns ``wanted`` (all when None) as an Arrow table."""
+    if src.fmt == "parquet":
+        ds = _parquet_dataset(src)
+        try:
+            return ds.to_table(columns=wanted)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{src.name}: cannot read Parquet data ({_one_line(exc)})") from None
+    table = _read_csv(src)
+    return table.select(wanted) if wanted is not None else table
+
+
+def column_names(src: Source) -> tuple[list[str], pa.Table | None]:
+    """Column names of the source; for CSV the whole table is read once and returned too."""
+    if src.fmt == "parquet":
+        return list(_parquet_dataset(src).schema.names), None
+    table = _read_csv(src)
+    return list(table.column_names), table
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing columns
+
+
+def resolve_column(available: list[str], explicit: str | None, candidates: tuple[str, ...],
+                   role: str, flag: str, source: str) -> str:
+    """Pick the column for ``role``: the one named with ``flag`` or the one usual name present."""
+    if explicit is not None:
+        if explicit in available:
+            return explicit
+        lower = {c.lower(): c for c in available}
+        if explicit.lower() in lower:
+            return lower[explicit.lower()]
+        raise InputError(f"{source}: no column {explicit!r} ({flag}); available columns: "
+                         f"{', '.join(available)}", column=explicit)
+    found = [c for c in available if c.lower() in candidates]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise InputError(f"{source}: cannot find the {role} column (looked for "
+                         f"{', '.join(candidates)}); name it with {flag}; available columns: "
+                         f"{', '.join(available)}")
+    raise InputError(f"{source}: several columns could be the {role} column "
+                     f"({', '.join(found)}); choose one with {flag}")
+
+
+# ---------------------------------------------------------------------------------------------
+# converting and validating
+
+
+def _utf8_problem(col: pa.ChunkedArray) -> tuple[int, bytes] | None:
+    for i, v in enumerate(col.to_pylist()):
+        if isinstance(v, bytes):
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                return i, v
+    return None
+
+
+def _not_utf8(src: Source, name: str, col: pa.ChunkedArray) -> InputError:
+    bad = _utf8_problem(col)
+    where = f"; first at row {bad[0] + 1} ({bad[1][:30]!r})" if bad else ""
+    return InputError(f"{src.name}: column {name!r} holds bytes that are not valid UTF-8{where}; "
+                      "re-encode the file as UTF-8", column=name,
+                      rows=[bad[0] + 1] if bad else None)
+
+
+def _scores_array(src: Source, name: str,
+                  col: pa.ChunkedArray) -> tuple[FloatArray, np.ndarray, np.ndarray | None]:
+    """Scores as float64 (nulls → NaN), a mask of the non-numeric entries and their text."""
+    t = col.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise _not_utf8(src, name, col)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        arr = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        return np.asarray(arr, dtype=np.float64), np.zeros(len(arr), dtype=bool), None
+    if pa.types.is_null(t):
+        return np.full(len(col), np.nan), np.zeros(len(col), dtype=bool), None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        values = col.to_numpy(zero_copy_only=False)
+        out = np.full(len(values), np.nan)
+        nonnum = np.zeros(len(values), dtype=bool)
+        for i, v in enumerate(values):           # error path only: the column is not numeric
+            if v is None:
+                continue
+            try:
+                out[i] = float(v)
+            except ValueError:
+                nonnum[i] = True
+        return out, nonnum, values
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected numbers", column=name)
+
+
+def _labels_array(src: Source, name: str, col: pa.ChunkedArray,
+                  pos_label: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Labels as 0/1 int64, masks of missing and non-binary entries, and the raw values."""
+    t = col.type
+    n = len(col)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise _not_utf8(src, name, col)
+    missing = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_null(t):
+        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool), np.zeros(n, dtype=bool), None
+    if pa.types.is_boolean(t):
+        vals = np.asarray(col.fill_null(False).to_numpy(zero_copy_only=False))
+        if pos_label is not None:
+            pos = pos_label.strip().lower() in ("1", "true", "t", "yes")
+            return (vals == pos).astype(np.int64), missing, np.zeros(n, dtype=bool), None
+        return vals.astype(np.int64), missing, np.zeros(n, dtype=bool), None
+    numeric = pa.types.is_integer(t) or pa.types.is_floating(t)
+    if numeric:
+        vals = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
+        missing = missing | np.isnan(vals)
+        if pos_label is None:
+            nonbin = ~missing & (vals != 0) & (vals != 1)
+            return np.where(nonbin | missing, 0, vals).astype(np.int64), missing, nonbin, vals
+        try:
+            pos_value = float(pos_label)
+        except ValueError:
+            raise InputError(f"{src.name}: --pos-label {pos_label!r} is not a value of the numeric "
+                             f"column {name!r}", column=name) from None
+        return (*_pos_label_split(src, name, vals, missing, pos_value, pos_label), vals)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+        vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        if pos_label is None:
+            distinct = sorted({v for v in vals[~missing][:100000]})
+            raise InputError(f"{src.name}: column {name!r} holds text labels "
+                             f"({', '.join(map(repr, distinct[:5]))}); name the positive class "
+                             "with --pos-label", column=name)
+        return (*_pos_label_split(src, name, vals, missing, pos_label, pos_label), vals)
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected 0/1 labels", column=name)
+
+
+def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarray,
+                     pos_value: Any, pos_text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    present = vals[~missing]
+    distinct = np.unique(present) if present.dtype != object else np.array(sorted(set(present)))
+    if pos_value not in set(distinct.tolist()):
+        raise InputError(f"{src.name}: --pos-label {pos_text!r} does not occur in column {name!r} "
+                         f"(values: {', '.join(map(str, distinct[:5]))})", column=name)
+    if len(distinct) > 2:
+        raise InputError(f"{src.name}: column {name!r} has {len(distinct)} distinct values "
+                         f"({', '.join(map(str, distinct[:5]))}); labels must be binary",
+                         column=name)
+    y = np.zeros(len(vals), dtype=np.int64)
+    y[~missing] = (present == pos_value).astype(np.int64)
+    return y, missing, np.zeros(len(vals), dtype=bool)
+
+
+def load_binary(path: str, *, score: str | None = None, label: str | None = None,
+                pos_label: str | None = None, input_format: str | None = None,
+                drop_invalid: bool = False, stdin: BinaryIO | None = None) -> BinaryData:
+    """Read, select and validate the score and label columns of a binary prediction file.
+
+    Invalid rows (missing, non-numeric, infinite or out-of-range scores; missing or non-binary
+    labels) raise :class:`InputError` naming the first ones, unless ``drop_invalid`` is set:
+    then they are removed and counted by reason.
+    """
+    src = open_source(path, input_format, stdin=stdin)
+    available, table = column_names(src)
+    score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
+    label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+    if score_col == label_col:
+        raise InputError(f"{src.name}: the score and label columns are the same ({score_col!r})")
+    if table is None:
+        table = read_columns(src, [score_col, label_col])
+    n = table.num_rows
+    if n == 0:
+        raise InputError(f"{src.name}: no data rows (header only?)")
+    scores, nonnum, score_text = _scores_array(src, score_col, table.column(score_col))
+    labels, lab_missing, lab_nonbin, label_values = _labels_array(src, label_col, table.column(label_col),
+                                                    pos_label)
+    del table
+    problems: list[tuple[str, str, str, np.ndarray, Any]] = []
+    if nonnum.any():
+        problems.append(("non_numeric_score", score_col, "not numeric", nonnum, score_text))
+    masks = invalid_score_masks(scores)
+    masks["missing"] &= ~nonnum
+    what = {"missing": "missing (empty or NaN)", "infinite": "infinite",
+            "out_of_range": "outside [0, 1]"}
+    for reason, mask in masks.items():
+        if mask.any():
+            problems.append((f"{reason}_score", score_col, what[reason], mask, scores))
+    if lab_missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
+    if lab_nonbin.any():
+        problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
+                         "use --pos-label for other codings)", lab_nonbin, label_values))
+    dropped: dict[str, int] = {}
+    rows_dropped = 0
+    if problems:
+        if not drop_invalid:
+            reason, col, text, mask, values = problems[0]
+            k = int(mask.sum())
+            idx = np.flatnonzero(mask)[:3]
+            raise InputError(
+                f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
+                f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
+                column=col, rows=[int(i) + 1 for i in idx])
+        bad = np.zeros(n, dtype=bool)
+        for reason, _, _, mask, _ in problems:
+            dropped[reason] = int(mask.sum())
+            bad |= mask
+        rows_dropped = int(bad.sum())
+        keep = ~bad
+        scores, labels = scores[keep], labels[keep]
+        if scores.shape[0] == 0:
+            raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
+    warnings = []
+    pos = int(labels.sum())
+    if pos == 0 or pos == labels.shape[0]:
+        only = "1" if pos else "0"
+        warnings.append(f"{src.name}: column {label_col!r} holds only one class (all {only}); "
+                        "calibration metrics are still computed but say little")
+    return BinaryData(scores=np.ascontiguousarray(scores, dtype=np.float64),
+                      labels=np.ascontiguousarray(labels, dtype=np.int64),
+                      source=src.name, fmt=src.fmt, score_column=score_col,
+                      label_column=label_col, rows_read=n, rows_dropped=rows_dropped,
+                      dropped_by_reason=dropped, warnings=warnings)
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: never a half file."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write output ({_one_line(exc)})") from None

@@ -1,0 +1,110 @@
+"""The metrics engine: calibration metrics of binary classifiers.
+
+Every metric here is an *error*: lower is better, 0 is perfect calibration (the probabilistic
+count ``pc`` is a count, reported for context).  Each metric is a pure function of a
+:class:`~calcheck.metrics._data.Prepared` (validated arrays with a shared stable sort) and
+returns a :class:`~calcheck.metrics._result.MetricResult`.  ``METRICS`` is the registry the
+CLI, the JSON report and the common tests are driven by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from calcheck.errors import UsageError
+from calcheck.metrics import binned, scoring
+from calcheck.metrics._data import Prepared
+from calcheck.metrics._result import MetricResult
+
+__all__ = ["DEFAULT_METRICS", "METRICS", "MetricOptions", "MetricResult", "MetricSpec",
+           "Prepared", "compute_metrics", "resolve_metric_ids"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricOptions:
+    """Options shared by the metrics of one run (SPEC §9 defaults)."""
+
+    bins: int = 10
+    alpha: float = 0.05
+    test: str = "binomial"
+    tce_nmin: int | None = None
+    tce_nmax: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """A registry entry: how to compute a metric and how to describe it."""
+
+    id: str
+    title: str
+    unit: str
+    compute: Callable[[Prepared, MetricOptions], MetricResult]
+    needs_sort: bool
+    binned: bool
+
+
+METRICS: dict[str, MetricSpec] = {}
+
+
+def register(spec: MetricSpec) -> None:
+    """Add a metric to the registry (ids are unique)."""
+    if spec.id in METRICS:
+        raise ValueError(f"metric id {spec.id!r} registered twice")
+    METRICS[spec.id] = spec
+
+
+register(MetricSpec("ece", "ECE", "fraction",
+                    lambda d, o: binned.ece(d, bins=o.bins, p=1), False, True))
+register(MetricSpec("ece_l2", "ECE (l2)", "fraction",
+                    lambda d, o: binned.ece(d, bins=o.bins, p=2), False, True))
+register(MetricSpec("mce", "MCE", "fraction",
+                    lambda d, o: binned.mce(d, bins=o.bins), False, True))
+register(MetricSpec("ace", "ACE", "fraction",
+                    lambda d, o: binned.ace(d, bins=o.bins), True, True))
+register(MetricSpec("mce_q", "MCE(Q)", "fraction",
+                    lambda d, o: binned.mce_q(d, bins=o.bins), True, True))
+register(MetricSpec("brier", "Brier score", "fraction",
+                    lambda d, o: scoring.brier(d), False, False))
+register(MetricSpec("log_loss", "Log loss", "nats",
+                    lambda d, o: scoring.log_loss(d), False, False))
+register(MetricSpec("pde", "PDE", "fraction",
+                    lambda d, o: binned.pde(d, bins=o.bins), True, True))
+register(MetricSpec("pc", "Probabilistic count", "count",
+                    lambda d, o: scoring.pc(d), True, False))
+
+DEFAULT_METRICS: tuple[str, ...] = ("ece", "ece_l2", "mce", "ace", "mce_q", "brier",
+                                    "log_loss", "pde", "pc")
+
+
+def resolve_metric_ids(ids: Iterable[str] | None) -> list[str]:
+    """Validate metric ids (comma lists allowed); ``None`` → the defaults."""
+    if ids is None:
+        return [m for m in DEFAULT_METRICS if m in METRICS]
+    out: list[str] = []
+    for chunk in ids:
+        for raw in str(chunk).split(","):
+            mid = raw.strip().lower()
+            if not mid:
+                continue
+            if mid == "all":
+                out.extend(m for m in METRICS if m not in out)
+                continue
+            if mid not in METRICS:
+                raise UsageError(f"unknown metric id {mid!r}; known ids: {', '.join(METRICS)}")
+            if mid not in out:
+                out.append(mid)
+    if not out:
+        raise UsageError("no metric selected")
+    return out
+
+
+def compute_metrics(data: Prepared, ids: Iterable[str],
+                    options: MetricOptions | None = None) -> dict[str, MetricResult]:
+    """Compute the metrics ``ids`` on ``data``; the sort is done once and shared."""
+    opts = options or MetricOptions()
+    wanted = resolve_metric_ids(ids)
+    # metrics that sort go first so that uniform binning can reuse the sorted arrays
+    order = sorted(wanted, key=lambda m: not METRICS[m].needs_sort)
+    results = {m: METRICS[m].compute(data, opts) for m in order}
+    return {m: results[m] for m in wanted}

@@ -1,0 +1,72 @@
+"""Validated binary data with a lazily computed stable sort shared by all metrics."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.validation import (
+    check_binary_labels,
+    check_nonempty,
+    check_same_length,
+    check_scores,
+)
+
+
+class Prepared:
+    """Scores and 0/1 labels, validated once; the stable sort is computed at most once.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n,)
+        Predicted probabilities of the positive class, finite, in [0, 1].
+    labels : array_like of shape (n,)
+        0/1 outcomes (booleans accepted).
+    validate : bool, default True
+        Skip the checks when the caller (the file reader) has already made them.
+    """
+
+    def __init__(self, scores: ArrayLike, labels: ArrayLike, *, validate: bool = True) -> None:
+        if validate:
+            s = check_scores(scores, where="scores")
+            y = check_binary_labels(labels, where="labels")
+            check_same_length(s, y, names=("scores", "labels"))
+            check_nonempty(len(s), where="scores")
+        else:
+            s = np.asarray(scores, dtype=np.float64)
+            y = np.asarray(labels, dtype=np.int64)
+        self.scores: FloatArray = s
+        self.labels: IntArray = y
+
+    @property
+    def n(self) -> int:
+        """Number of rows."""
+        return int(self.scores.shape[0])
+
+    @cached_property
+    def positives(self) -> int:
+        """Number of positive labels."""
+        return int(self.labels.sum())
+
+    @cached_property
+    def order(self) -> IntArray:
+        """Stable ascending order of the scores (ties keep input order)."""
+        return np.argsort(self.scores, kind="stable")
+
+    @cached_property
+    def sorted_scores(self) -> FloatArray:
+        """Scores in ascending order."""
+        return self.scores[self.order]
+
+    @cached_property
+    def sorted_labels(self) -> IntArray:
+        """Labels in the order of :attr:`sorted_scores`."""
+        return self.labels[self.order]
+
+    @property
+    def is_sorted(self) -> bool:
+        """Whether the stable sort has already been computed."""
+        return "order" in self.__dict__

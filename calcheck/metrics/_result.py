@@ -1,0 +1,62 @@
+"""Result objects of the metrics engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from calcheck._json import jsonable
+from calcheck.binning import BinStats
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricResult:
+    """The value of one calibration metric, with the settings and bins that produced it.
+
+    Attributes
+    ----------
+    id : str
+        Metric id of SPEC §10 (``"ece"``, ``"tce"``, ...).
+    value : float
+        The metric; a fraction, except TCE ids which are percentages (0–100).
+    unit : str
+        ``"fraction"`` or ``"percent"``.
+    settings : dict
+        Every option that determined the value (binning, bins, norm, alpha, ...).
+    n_samples : int
+        Rows the metric was computed on.
+    bins : BinStats or None
+        The bin table, for binned metrics.
+    bin_extra : dict
+        Extra per-bin columns (e.g. rejection counts for TCE), each a sequence of length B.
+    """
+
+    id: str
+    value: float
+    unit: str = "fraction"
+    settings: dict[str, Any] = field(default_factory=dict)
+    n_samples: int = 0
+    bins: BinStats | None = None
+    bin_extra: dict[str, Any] = field(default_factory=dict)
+
+    def bin_rows(self) -> list[dict[str, Any]]:
+        """The bin table as a list of row dicts (empty when the metric is not binned)."""
+        if self.bins is None:
+            return []
+        rows = self.bins.rows()
+        for key, col in self.bin_extra.items():
+            for row, v in zip(rows, col):
+                row[key] = v
+        return jsonable(rows)  # type: ignore[no-any-return]
+
+    def to_dict(self, *, bins: bool = True) -> dict[str, Any]:
+        """JSON-ready dict: ``value``, ``unit``, ``n``, ``settings`` and (optionally) ``bins``."""
+        out: dict[str, Any] = {
+            "value": self.value,
+            "unit": self.unit,
+            "n": self.n_samples,
+            "settings": self.settings,
+        }
+        if bins and self.bins is not None:
+            out["bins"] = self.bin_rows()
+        return jsonable(out)  # type: ignore[no-any-return]

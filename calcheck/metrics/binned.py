@@ -1,0 +1,113 @@
+"""Binned calibration errors of a binary classifier: ECE, ECE-l2, MCE, ACE, MCE(Q), PDE.
+
+References
+----------
+.. [1] Naeini, Cooper, Hauskrecht. Obtaining well calibrated probabilities using Bayesian
+       binning. AAAI 2015 (ECE, MCE).
+.. [2] Matsubara, Tax, Mudd, Guy. TCE: A test-based approach to measuring calibration error.
+       UAI 2023, §2–3 and Table 5 (the binary conventions used here: ACE and MCE(Q) on 10
+       equal-mass bins split by index).
+.. [3] Torabian, Urner. Calibration through the lens of interpretability (PDE).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calcheck.binning import (
+    BinStats,
+    quantile_stats,
+    row_bin_ids,
+    quantile_bounds,
+    uniform_stats,
+    uniform_stats_sorted,
+)
+from calcheck.metrics._data import Prepared
+from calcheck.metrics._result import MetricResult
+
+
+def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
+    """Uniform bins, reusing the sort when another metric already paid for it."""
+    if data.is_sorted:
+        return uniform_stats_sorted(data.sorted_scores, data.sorted_labels, n_bins)
+    return uniform_stats(data.scores, data.labels, n_bins)
+
+
+def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
+    """Equal-mass bins split by index over the stably sorted scores."""
+    return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins)
+
+
+def ece_from_stats(stats: BinStats, p: int = 1) -> float:
+    r"""Weighted :math:`\ell_p` calibration error of a bin table.
+
+    .. math:: \mathrm{ECE}_1 = \sum_b \frac{N_b}{n} |\hat P_b - \bar Q_b|, \qquad
+              \mathrm{ECE}_2 = \Big(\sum_b \frac{N_b}{n} (\hat P_b - \bar Q_b)^2\Big)^{1/2}
+    """
+    w, g = stats.weight, stats.gap
+    if p == 1:
+        return float(np.sum(w * g))
+    return float(np.sqrt(np.sum(w * g * g)))
+
+
+def mce_from_stats(stats: BinStats) -> float:
+    """Largest per-bin gap |P̂_b − Q̄_b|; empty bins count as 0."""
+    return float(stats.gap.max()) if stats.n_bins else 0.0
+
+
+def _settings(binning: str, n_bins: int, **extra: object) -> dict[str, object]:
+    return {"binning": binning, "bins": n_bins, **extra}
+
+
+def ece(data: Prepared, *, bins: int = 10, p: int = 1) -> MetricResult:
+    """Expected calibration error on ``bins`` equal-width bins (SPEC §3)."""
+    stats = uniform_bins(data, bins)
+    return MetricResult(id="ece" if p == 1 else "ece_l2", value=ece_from_stats(stats, p),
+                        settings=_settings("uniform", bins, norm=f"l{p}"),
+                        n_samples=data.n, bins=stats)
+
+
+def mce(data: Prepared, *, bins: int = 10) -> MetricResult:
+    """Maximum calibration error on ``bins`` equal-width bins."""
+    stats = uniform_bins(data, bins)
+    return MetricResult(id="mce", value=mce_from_stats(stats),
+                        settings=_settings("uniform", bins, norm="max"),
+                        n_samples=data.n, bins=stats)
+
+
+def ace(data: Prepared, *, bins: int = 10) -> MetricResult:
+    """Adaptive calibration error: ECE on ``bins`` equal-mass bins split by index."""
+    stats = quantile_bins(data, bins)
+    return MetricResult(id="ace", value=ece_from_stats(stats, 1),
+                        settings=_settings("quantile", bins, norm="l1"),
+                        n_samples=data.n, bins=stats)
+
+
+def mce_q(data: Prepared, *, bins: int = 10) -> MetricResult:
+    """MCE(Q): maximum calibration error on equal-mass bins."""
+    stats = quantile_bins(data, bins)
+    return MetricResult(id="mce_q", value=mce_from_stats(stats),
+                        settings=_settings("quantile", bins, norm="max"),
+                        n_samples=data.n, bins=stats)
+
+
+def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
+    r"""Probability deviation error (Torabian & Urner), on equal-mass bins.
+
+    .. math:: \mathrm{PDE} = \sum_b \frac{N_b}{n}\, \frac{1}{N_b}\sum_{i\in b} |s_i - \hat P_b|
+              = \frac1n \sum_i |s_i - \hat P_{b(i)}|
+    """
+    bounds = quantile_bounds(data.n, bins)
+    stats = quantile_bins(data, bins)
+    phat = np.nan_to_num(stats.mean_label)
+    dev = np.abs(data.sorted_scores - phat[row_bin_ids(bounds)])
+    per_bin = np.zeros(stats.n_bins)
+    nonempty = stats.nonempty
+    if nonempty.any():
+        per_bin[nonempty] = np.add.reduceat(dev, bounds[:-1][nonempty])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1), np.nan)
+    return MetricResult(id="pde", value=float(per_bin.sum() / data.n),
+                        settings=_settings("quantile", bins),
+                        n_samples=data.n, bins=stats,
+                        bin_extra={"mean_abs_deviation": mean_dev})
