@@ -208,15 +208,6 @@ def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int) -> BinStats
                           params={"bins": n_bins})
 
 
-def uniform_stats_sorted(sorted_scores: FloatArray, sorted_labels: IntArray,
-                         n_bins: int) -> BinStats:
-    """Uniform-bin statistics from already sorted scores (same bins as :func:`uniform_stats`)."""
-    edges = uniform_edges(n_bins)
-    return positional_stats(sorted_scores, sorted_labels, uniform_bounds(sorted_scores, n_bins),
-                            kind="uniform", params={"bins": n_bins},
-                            edges=(edges[:-1].copy(), edges[1:].copy()))
-
-
 def quantile_stats(sorted_scores: FloatArray, sorted_labels: IntArray, n_bins: int) -> BinStats:
     """Equal-mass (split by index) bin statistics from sorted scores."""
     bounds = quantile_bounds(sorted_scores.shape[0], n_bins)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -53,7 +53,7 @@ def note(message: str, *, quiet: bool = False) -> None:
         sys.stderr.write(f"calcheck: {message}\n")
 
 
-def _output_format(fmt: Optional[str], as_json: bool) -> str:
+def _output_format(fmt: str | None, as_json: bool) -> str:
     from calcheck.report import OUTPUT_FORMATS
 
     if as_json:
@@ -84,13 +84,13 @@ FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' r
 @app.command()
 def score(
     file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
-    score_col: Optional[str] = typer.Option(
+    score_col: str | None = typer.Option(
         None, "--score", help="Score column (default: found by name, e.g. score, prob, y_prob)."),
-    label_col: Optional[str] = typer.Option(
+    label_col: str | None = typer.Option(
         None, "--label", help="Label column (default: found by name, e.g. label, y, target)."),
-    pos_label: Optional[str] = typer.Option(
+    pos_label: str | None = typer.Option(
         None, "--pos-label", help="Value of the label column that means the positive class."),
-    metrics: Optional[list[str]] = typer.Option(
+    metrics: list[str] | None = typer.Option(
         None, "--metrics", "-m",
         help="Metric ids to compute, comma-separated or repeated; 'all' for every one. "
              "Default: ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc."),
@@ -98,20 +98,20 @@ def score(
         10, "--bins", help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE)."),
     alpha: float = typer.Option(
         0.05, "--alpha", help="Significance level of the tests inside metrics, in (0, 1)."),
-    fmt: Optional[str] = typer.Option(
+    fmt: str | None = typer.Option(
         None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
     as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
-    output: Optional[str] = typer.Option(
+    output: str | None = typer.Option(
         None, "--output", "-o",
         help="Also write the report to this file, atomically (format from --format, else from "
              "the extension: .csv, .md, otherwise JSON)."),
-    fail_if: Optional[list[str]] = typer.Option(
+    fail_if: list[str] | None = typer.Option(
         None, "--fail-if",
         help="Exit 1 when a condition holds, e.g. 'ece>0.02' (repeatable; >, >=, <, <=)."),
-    bins_table: Optional[list[str]] = typer.Option(
+    bins_table: list[str] | None = typer.Option(
         None, "--bins-table",
         help="Show the per-bin table of this metric (repeatable; 'all' for every binned one)."),
-    input_format: Optional[str] = typer.Option(
+    input_format: str | None = typer.Option(
         None, "--input-format", help="csv or parquet, when it cannot be told from the input."),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid",
@@ -121,8 +121,13 @@ def score(
     """Compute calibration metrics of binary predictions, side by side."""
     from calcheck.gates import evaluate_gates, parse_gate
     from calcheck.io import atomic_write, load_binary
-    from calcheck.metrics import METRICS, MetricOptions, Prepared, compute_metrics
-    from calcheck.metrics import resolve_metric_ids
+    from calcheck.metrics import (
+        METRICS,
+        MetricOptions,
+        Prepared,
+        compute_metrics,
+        resolve_metric_ids,
+    )
     from calcheck.report import build_report, render
     from calcheck.validation import check_alpha, check_bins
 
@@ -172,7 +177,7 @@ def score(
         raise typer.Exit(int(ExitCode.GATE_FAILED))
 
 
-def run(argv: Optional[list[str]] = None) -> int:
+def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (the one place that maps exceptions to codes)."""
     try:
         rv = app(args=argv, prog_name="calcheck", standalone_mode=False)
@@ -193,7 +198,7 @@ def run(argv: Optional[list[str]] = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
-    except Exception as exc:  # noqa: BLE001 - the one top-level catch-all
+    except Exception as exc:
         if os.environ.get("CALCHECK_TRACEBACK"):
             raise
         sys.stderr.write(f"calcheck: internal error: {type(exc).__name__}: {exc} "

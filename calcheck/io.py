@@ -137,7 +137,7 @@ def _csv_stream(src: Source) -> Any:
     return pa.input_stream(src.path, compression="gzip" if src.compression else None)
 
 
-def _read_csv(src: Source) -> pa.Table:
+def _read_csv(src: Source, *, use_threads: bool = True) -> pa.Table:
     bad_rows: list[Any] = []
 
     def on_invalid(row: Any) -> str:
@@ -147,12 +147,14 @@ def _read_csv(src: Source) -> pa.Table:
     try:
         return pacsv.read_csv(
             _csv_stream(src),
-            read_options=pacsv.ReadOptions(use_threads=True),
+            read_options=pacsv.ReadOptions(use_threads=use_threads),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
         )
     except pa.ArrowInvalid as exc:
         msg = str(exc)
+        if bad_rows and bad_rows[0].number is None and use_threads:
+            return _read_csv(src, use_threads=False)  # error path: re-parse to number the row
         if bad_rows:
             r = bad_rows[0]
             where = f"row {r.number - 1}" if r.number is not None else "a row"
@@ -294,7 +296,7 @@ def _labels_array(src: Source, name: str, col: pa.ChunkedArray,
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
         vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
         if pos_label is None:
-            distinct = sorted({v for v in vals[~missing][:100000]})
+            distinct = sorted(set(vals[~missing][:100000]))
             raise InputError(f"{src.name}: column {name!r} holds text labels "
                              f"({', '.join(map(repr, distinct[:5]))}); name the positive class "
                              "with --pos-label", column=name)

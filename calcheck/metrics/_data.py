@@ -65,8 +65,3 @@ class Prepared:
     def sorted_labels(self) -> IntArray:
         """Labels in the order of :attr:`sorted_scores`."""
         return self.labels[self.order]
-
-    @property
-    def is_sorted(self) -> bool:
-        """Whether the stable sort has already been computed."""
-        return "order" in self.__dict__

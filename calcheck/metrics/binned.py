@@ -16,20 +16,20 @@ import numpy as np
 
 from calcheck.binning import (
     BinStats,
+    quantile_bounds,
     quantile_stats,
     row_bin_ids,
-    quantile_bounds,
     uniform_stats,
-    uniform_stats_sorted,
 )
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 
 
 def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
-    """Uniform bins, reusing the sort when another metric already paid for it."""
-    if data.is_sorted:
-        return uniform_stats_sorted(data.sorted_scores, data.sorted_labels, n_bins)
+    """Uniform bins by row assignment + bincount.
+
+    Always the same summation path, so a value never depends on which other metrics ran.
+    """
     return uniform_stats(data.scores, data.labels, n_bins)
 
 

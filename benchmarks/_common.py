@@ -1,0 +1,42 @@
+"""Helpers for the benchmark scripts: generated data and timing of CLI runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "_data"
+
+
+def binary_parquet(n: int, *, seed: int = 0) -> Path:
+    """A Parquet file of n binary predictions (calibrated logistic model), made once."""
+    import numpy as np
+    import pandas as pd
+
+    DATA.mkdir(exist_ok=True)
+    path = DATA / f"binary_{n}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=n)
+        s = 1.0 / (1.0 + np.exp(-(0.3 + 1.7 * x)))
+        y = (rng.uniform(size=n) < s).astype(np.int8)
+        pd.DataFrame({"score": s, "label": y}).to_parquet(path, index=False)
+    return path
+
+
+def run_cli(args: list[str]) -> tuple[float, float]:
+    """Run ``calcheck ARGS`` in a fresh process; return (wall seconds, peak RSS in GB)."""
+    t0 = time.perf_counter()
+    code = ("import resource, sys; from calcheck.cli import run; rc = run(sys.argv[1:]); "
+            "sys.stderr.write('PEAK_KB=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);"
+            " sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       env={**os.environ}, check=False)
+    wall = time.perf_counter() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"calcheck {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    peak_kb = int([ln for ln in r.stderr.splitlines() if ln.startswith("PEAK_KB=")][-1][8:])
+    return wall, peak_kb / 1024 / 1024

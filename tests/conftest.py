@@ -1,0 +1,56 @@
+"""Shared fixtures: paths, the ../shared/data skip rule, hypothesis profiles, a CLI runner."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data"
+SHARED = ROOT.parent / "shared" / "data"
+
+settings.register_profile("dev", derandomize=True, database=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.register_profile("ci", derandomize=True, database=None, max_examples=200,
+                          suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/data; skip the test when it is absent (fail when required)."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        if os.environ.get("CALCHECK_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{p} is missing but CALCHECK_REQUIRE_SHARED=1")
+        pytest.skip(f"{p} not found: the papers' data live in ../shared/data beside the repo")
+    return p
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run ``calcheck`` in-process: ``cli(["score", path], stdin=b"...")``."""
+    from calcheck.cli import run
+
+    def invoke(args: list[str], stdin: bytes | None = None) -> CliResult:
+        if stdin is not None:
+            fake = io.TextIOWrapper(io.BytesIO(stdin))
+            monkeypatch.setattr(sys, "stdin", fake)
+        capsys.readouterr()
+        code = run([str(a) for a in args])
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return invoke

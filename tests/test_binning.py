@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calcheck.binning import (
+    positional_edges,
+    positional_stats,
+    quantile_bounds,
+    quantile_stats,
+    uniform_assign,
+    uniform_bounds,
+    uniform_stats,
+)
+
+scores_st = st.lists(st.one_of(st.sampled_from([0.0, 1.0, 0.3, 0.5, 0.1]),
+                               st.floats(0, 1, allow_nan=False)), min_size=1, max_size=200)
+
+
+def test_uniform_assign_edges_as_the_papers_code():
+    s = np.array([0.0, 0.1, 0.29999, 0.3, 0.30000000000000004, 0.95, 1.0])
+    # 0.3 < edge 0.30000000000000004 -> bin 2; exactly 1.0 -> last bin
+    assert uniform_assign(s, 10).tolist() == [0, 1, 2, 2, 3, 9, 9]
+
+
+def test_uniform_stats_hand_computed():
+    s = np.array([0.05, 0.15, 0.12, 0.95, 1.0])
+    y = np.array([0, 1, 0, 1, 1])
+    st_ = uniform_stats(s, y, 10)
+    assert st_.count.tolist() == [1, 2, 0, 0, 0, 0, 0, 0, 0, 2]
+    assert st_.sum_label.tolist() == [0, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+    np.testing.assert_allclose(st_.mean_score[[0, 1, 9]], [0.05, 0.135, 0.975])
+    assert np.isnan(st_.mean_score[2])
+    np.testing.assert_allclose(st_.gap[[0, 1, 2, 9]], [0.05, 0.365, 0.0, 0.025])
+
+
+def test_quantile_bounds_split_by_index():
+    assert quantile_bounds(10, 3).tolist() == [0, 3, 6, 10]
+    assert quantile_bounds(5, 10).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+
+
+def test_quantile_ties_straddle_cut_and_edges_are_midpoints():
+    s = np.array([0.1, 0.2, 0.2, 0.2, 0.9, 1.0])
+    y = np.array([0, 0, 1, 0, 1, 1])
+    st_ = quantile_stats(s, y, 2)
+    assert st_.count.tolist() == [3, 3]
+    assert st_.sum_label.tolist() == [1, 2]
+    np.testing.assert_allclose(st_.lower, [0.0, 0.2])
+    np.testing.assert_allclose(st_.upper, [0.2, 1.0])
+
+
+def test_positional_edges_empty_bins():
+    s = np.array([0.2, 0.4])
+    lo, hi = positional_edges(s, np.array([0, 0, 1, 2]))
+    np.testing.assert_allclose(lo, [0.0, 0.0, 0.3])
+    np.testing.assert_allclose(hi, [0.0, 0.3, 1.0])
+
+
+@given(scores_st, st.integers(1, 25))
+def test_every_row_in_exactly_one_bin(scores, bins):
+    s = np.array(scores)
+    y = (np.arange(len(s)) % 2).astype(np.int64)
+    a = uniform_assign(s, bins)
+    assert a.min() >= 0 and a.max() < bins
+    ss = np.sort(s, kind="stable")
+    b = uniform_bounds(ss, bins)
+    assert b[0] == 0 and b[-1] == len(s) and np.all(np.diff(b) >= 0)
+    # the sorted (positional) path gives the same bins as the assignment path
+    ys = y[np.argsort(s, kind="stable")]
+    u1, u2 = uniform_stats(s, y, bins), positional_stats(ss, ys, b, kind="uniform")
+    assert u1.count.tolist() == u2.count.tolist()
+    assert u1.sum_label.tolist() == u2.sum_label.tolist()
+    np.testing.assert_allclose(u1.sum_score, u2.sum_score, rtol=1e-12, atol=1e-12)
+    q = quantile_stats(ss, ys, bins)
+    assert q.count.sum() == len(s)
+
+
+def test_bin_rows_are_json_ready():
+    st_ = uniform_stats(np.array([0.1, 0.9]), np.array([0, 1]), 3)
+    rows = st_.rows()
+    assert rows[1]["mean_score"] is None and rows[1]["n"] == 0
+    assert rows[0] == pytest.approx({"bin": 0, "lower": 0.0, "upper": 1 / 3, "n": 1,
+                                     "positives": 0, "mean_score": 0.1, "mean_label": 0.0,
+                                     "gap": 0.1, })

@@ -1,0 +1,34 @@
+"""Published values of the papers, reproduced on ../shared/data (skipped when absent)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calcheck
+from tests.conftest import shared_path
+
+# TCE paper (Matsubara et al., UAI 2023), Table 5 / the authors' summary file, 4 decimals.
+TABLE5 = {
+    #            TCE      TCE(Q)   ECE     ACE     MCE     MCE(Q)
+    "alexnet":   (42.7360, 43.7920, 0.0070, 0.0070, 0.1496, 0.0528),
+    "vgg19":     (23.5660, 22.8880, 0.0028, 0.0028, 0.2148, 0.0247),
+    "resnet18":  (29.9340, 31.7780, 0.0042, 0.0042, 0.2368, 0.0350),
+    "resnet50":  (24.5960, 23.0540, 0.0020, 0.0018, 0.1911, 0.0152),
+    "resnet152": (16.0860, 22.1600, 0.0012, 0.0013, 0.1882, 0.0101),
+}
+
+
+def load_tce(model: str) -> tuple[np.ndarray, np.ndarray]:
+    df = pd.read_parquet(shared_path("tce", f"imagenet_dogs_{model}.parquet"))
+    return df["score"].to_numpy(), df["label"].to_numpy()
+
+
+@pytest.mark.parametrize("model", list(TABLE5))
+def test_table5_binned_metrics(model):
+    s, y = load_tce(model)
+    _, _, ece, ace, mce, mce_q = TABLE5[model]
+    r = calcheck.evaluate(s, y, ["ece", "ace", "mce", "mce_q"])
+    assert round(r["ece"].value, 4) == pytest.approx(ece, abs=1e-12)
+    assert round(r["ace"].value, 4) == pytest.approx(ace, abs=1e-12)
+    assert round(r["mce"].value, 4) == pytest.approx(mce, abs=1e-12)
+    assert round(r["mce_q"].value, 4) == pytest.approx(mce_q, abs=1e-12)
