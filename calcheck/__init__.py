@@ -14,7 +14,8 @@ from calcheck._version import SCHEMA_VERSION, __version__
 _API = {
     "ece": "calcheck.api", "mce": "calcheck.api", "ace": "calcheck.api",
     "mce_q": "calcheck.api", "pde": "calcheck.api", "brier": "calcheck.api",
-    "log_loss": "calcheck.api", "pc": "calcheck.api", "evaluate": "calcheck.api",
+    "log_loss": "calcheck.api", "pc": "calcheck.api", "tce": "calcheck.api",
+    "binomtest_pvalue": "calcheck.hypotests.binom", "evaluate": "calcheck.api",
     "MetricResult": "calcheck.metrics._result", "BinStats": "calcheck.binning",
     "InputError": "calcheck.errors", "UsageError": "calcheck.errors",
     "CalcheckError": "calcheck.errors",

@@ -20,7 +20,8 @@ from calcheck.metrics import (
     compute_metrics,
     scoring,
 )
-from calcheck.validation import check_bins, check_p
+from calcheck.metrics import tce as _tce
+from calcheck.validation import check_alpha, check_bins, check_p
 
 
 def ece(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10, p: int = 1) -> MetricResult:
@@ -63,6 +64,38 @@ def mce_q(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResu
 def pde(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
     """Probability deviation error on ``bins`` equal-mass bins."""
     return binned.pde(Prepared(scores, labels), bins=check_bins(bins))
+
+
+def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins: int = 10,
+        alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
+        n_max: int | None = None) -> MetricResult:
+    """Test-based calibration error in percent (Matsubara et al., UAI 2023).
+
+    Parameters
+    ----------
+    scores, labels : array_like of shape (n,)
+        Predicted probabilities in [0, 1] and 0/1 outcomes.
+    binning : {"pava-bc", "quantile", "pava", "uniform"}
+        PAVA-BC (TCE, default), equal-mass (TCE(Q)), PAVA (TCE(V)) or equal-width (TCE(U)).
+    bins : int
+        Bin count of the equal-mass and equal-width binnings.
+    alpha : float
+        Significance level; rejection when p-value <= alpha.
+    test : {"binomial", "t"}
+        Exact two-sided binomial test (default) or one-sample t-test.
+    n_min, n_max : int, optional
+        PAVA-BC bin sizes; default ⌊n/20⌋ and ⌊n/5⌋.  PAVA-BC refuses fewer than 20 rows
+        unless they are given.
+
+    Returns
+    -------
+    MetricResult
+        ``.value`` in percent; ``.bins`` and ``.bin_extra`` form the test-based reliability
+        table (per bin: edges, n, empirical probability, min/quartiles/max of the predictions,
+        number and percent rejected).
+    """
+    return _tce.tce(Prepared(scores, labels), binning=binning, bins=check_bins(bins),
+                    alpha=check_alpha(alpha, name="alpha"), test=test, n_min=n_min, n_max=n_max)
 
 
 def brier(scores: ArrayLike, labels: ArrayLike) -> MetricResult:

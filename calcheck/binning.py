@@ -218,3 +218,127 @@ def quantile_stats(sorted_scores: FloatArray, sorted_labels: IntArray, n_bins: i
 def row_bin_ids(bounds: IntArray) -> IntArray:
     """Bin id of every sorted row, from positional bounds."""
     return np.repeat(np.arange(bounds.shape[0] - 1, dtype=np.int64), np.diff(bounds))
+
+
+# ---------------------------------------------------------------------------------------------
+# PAVA and PAVA-BC (TCE paper, Definition 3, Algorithms 2 and 3, Appendix A/B)
+
+
+def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int]:
+    """Block sizes of PAVA-BC over labels sorted by score, exactly as the authors' code runs it.
+
+    Algorithm 2 of Matsubara et al. (2023) in the form of their public code (SPEC §2): for
+    i = 1 .. n − n_min push the block {y_i, weight 1}; while there is a previous block and
+    (w_prev + w_last ≤ n_min) or (w_prev + w_last ≤ n_max and mean_prev ≥ mean_last), merge the
+    last block into the previous one.  Then the last n_min rows form a tail block, merged into
+    the preceding block when 2·n_min ≤ n_max.  ``n_min = 0, n_max = n + 1`` is plain PAVA
+    (the pool-adjacent-violators algorithm, equal means pooled).
+
+    The scan works on *runs* of equal labels with closed forms instead of row by row, so the
+    Python loop runs once per run (plus once per merge), not once per row:
+
+    * a one never triggers a merge below the block that absorbs it (it raises that block's
+      mean), so a run of ones is absorbed in one step, up to n_min, or up to n_max while the
+      block holds only ones;
+    * a run of zeros is absorbed up to n_max, and the top block T falls into the block B below
+      after exactly ``max(1, ceil(S_T·W_B / S_B) − W_T)`` zeros, if the weight cap allows.
+
+    Means are compared exactly in integers (S_prev·W_last ≥ S_last·W_prev).
+    """
+    y = np.asarray(sorted_labels)
+    n = int(y.shape[0])
+    if n_min < 0 or n_max < n_min:
+        raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
+    m = max(n - n_min, 0)
+    head = y[:m]
+    if m:
+        change = np.flatnonzero(head[1:] != head[:-1]) + 1
+        starts = np.concatenate(([0], change))
+        lengths = np.diff(np.concatenate((starts, [m]))).tolist()
+        values = head[starts].tolist()
+    else:
+        lengths, values = [], []
+
+    W: list[int] = []   # weights of the blocks below the top
+    S: list[int] = []   # label sums of the blocks below the top
+    wt = st = 0         # top block (wt == 0: no block yet)
+
+    def settle(wt: int, st: int) -> tuple[int, int]:
+        # merge the top into the blocks below while the rule says so (generic cascade)
+        while W:
+            wb, sb = W[-1], S[-1]
+            w = wb + wt
+            if w <= n_min or (w <= n_max and sb * wt >= st * wb):
+                W.pop()
+                S.pop()
+                wt, st = w, sb + st
+            else:
+                break
+        return wt, st
+
+    for v, r in zip(values, lengths):
+        if v:
+            while r:
+                if wt == 0:
+                    wt, st, r = 1, 1, r - 1
+                    continue
+                if wt + 1 <= n_min:
+                    k = min(r, n_min - wt)
+                elif wt + 1 <= n_max and st == wt:
+                    k = min(r, n_max - wt)
+                else:
+                    W.append(wt)
+                    S.append(st)
+                    wt, st, r = 1, 1, r - 1
+                    continue
+                wt, st, r = wt + k, st + k, r - k
+        else:
+            while r:
+                if wt == 0:
+                    wt, st, r = 1, 0, r - 1
+                    continue
+                if wt >= n_max:           # full: a zero starts a new block, which cannot merge
+                    W.append(wt)
+                    S.append(st)
+                    wt, st, r = 1, 0, r - 1
+                    continue
+                room = min(r, n_max - wt)
+                if W:
+                    wb, sb = W[-1], S[-1]
+                    if sb > 0:
+                        t_mean = max(1, -((-st * wb) // sb) - wt)
+                    else:
+                        t_mean = 1 if st == 0 else room + 1
+                    if t_mean <= min(room, n_max - wb - wt):
+                        wt, r = wt + t_mean, r - t_mean
+                        W.pop()
+                        S.pop()
+                        wt, st = settle(wb + wt, sb + st)
+                        continue
+                wt, r = wt + room, r - room
+    if wt:
+        W.append(wt)
+        S.append(st)
+    if n_min > 0 and n > 0:
+        tail = min(n_min, n)
+        if W and 2 * n_min <= n_max:
+            W[-1] += tail
+        else:
+            W.append(tail)
+    return W
+
+
+def pava_bc_bounds(sorted_labels: IntArray, n_min: int, n_max: int) -> IntArray:
+    """Cut positions of the PAVA-BC blocks (see :func:`pava_bc_weights`)."""
+    w = pava_bc_weights(sorted_labels, n_min, n_max)
+    return np.concatenate(([0], np.cumsum(w, dtype=np.int64))).astype(np.int64)
+
+
+def pava_bounds(sorted_labels: IntArray) -> IntArray:
+    """Cut positions of plain PAVA blocks: PAVA-BC with n_min = 0 and n_max = n + 1."""
+    return pava_bc_bounds(sorted_labels, 0, int(sorted_labels.shape[0]) + 1)
+
+
+def default_pava_bc_sizes(n: int) -> tuple[int, int]:
+    """The TCE paper's default bin-size constraints, n_min = ⌊n/20⌋ and n_max = ⌊n/5⌋."""
+    return n // 20, n // 5

@@ -93,11 +93,19 @@ def score(
     metrics: list[str] | None = typer.Option(
         None, "--metrics", "-m",
         help="Metric ids to compute, comma-separated or repeated; 'all' for every one. "
-             "Default: ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc."),
+             "Default: tce, tce_q, ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc; "
+             "also tce_v, tce_u."),
     bins: int = typer.Option(
-        10, "--bins", help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE)."),
+        10, "--bins",
+        help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE, TCE(Q), TCE(U))."),
     alpha: float = typer.Option(
-        0.05, "--alpha", help="Significance level of the tests inside metrics, in (0, 1)."),
+        0.05, "--alpha", help="Significance level of the tests inside TCE, in (0, 1)."),
+    test: str = typer.Option(
+        "binomial", "--test", help="Test inside TCE: binomial (exact, default) or t."),
+    tce_nmin: int | None = typer.Option(
+        None, "--tce-nmin", help="PAVA-BC minimum bin size for TCE (default ⌊n/20⌋)."),
+    tce_nmax: int | None = typer.Option(
+        None, "--tce-nmax", help="PAVA-BC maximum bin size for TCE (default ⌊n/5⌋)."),
     fmt: str | None = typer.Option(
         None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
     as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
@@ -133,7 +141,15 @@ def score(
 
     # -- validate every option before touching the data
     out_fmt = _output_format(fmt, as_json)
-    opts = MetricOptions(bins=check_bins(bins), alpha=check_alpha(alpha))
+    if test not in ("binomial", "t"):
+        raise UsageError(f"unknown --test {test!r}; use binomial or t")
+    for name, val in (("--tce-nmin", tce_nmin), ("--tce-nmax", tce_nmax)):
+        if val is not None and val < 0:
+            raise UsageError(f"{name} must be >= 0, got {val}")
+    if tce_nmin is not None and tce_nmax is not None and tce_nmax < tce_nmin:
+        raise UsageError(f"--tce-nmax ({tce_nmax}) must be >= --tce-nmin ({tce_nmin})")
+    opts = MetricOptions(bins=check_bins(bins), alpha=check_alpha(alpha), test=test,
+                         tce_nmin=tce_nmin, tce_nmax=tce_nmax)
     ids = resolve_metric_ids(metrics)
     gates = [parse_gate(g) for g in (fail_if or [])]
     for g in gates:
@@ -162,7 +178,8 @@ def score(
     results = compute_metrics(prepared, ids, opts)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
     settings: dict[str, Any] = {
-        "metrics": ids, "bins": opts.bins, "alpha": opts.alpha,
+        "metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
+        "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
         "pos_label": pos_label, "drop_invalid": drop_invalid,
     }
     report = build_report(command="score", input_info=data.input_dict(), settings=settings,

@@ -81,6 +81,9 @@ def describe_settings(settings: Mapping[str, Any]) -> str:
 
 
 _BIN_COLUMNS = ("bin", "lower", "upper", "n", "positives", "mean_score", "mean_label", "gap")
+# the test-based reliability table (TCE paper, Fig. 1) as the terminal shows it
+_TCE_TABLE_COLUMNS = ("bin", "lower", "upper", "n", "mean_label", "min_score", "q1_score",
+                      "median_score", "q3_score", "max_score", "rejected", "rejected_pct")
 
 
 def _bin_columns(rows: list[dict[str, Any]]) -> list[str]:
@@ -127,7 +130,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 100, color_system=None if color is False else "auto",
+    console = Console(file=buf, width=width or 140, color_system=None if color is False else "auto",
                       force_terminal=bool(color), legacy_windows=False, highlight=False)
     console.print(_header_line(report))
     table = Table(show_header=True, header_style="bold")
@@ -143,7 +146,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         if not m or "bins" not in m:
             continue
         rows = m["bins"]
-        cols = _bin_columns(rows)
+        cols = list(_TCE_TABLE_COLUMNS) if rows and "rejected" in rows[0] else _bin_columns(rows)
         bt = Table(title=f"bins of {TITLES.get(mid, mid)} ({describe_settings(m['settings'])})",
                    show_header=True, header_style="bold")
         for c in cols:

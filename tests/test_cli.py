@@ -36,8 +36,9 @@ def test_json_equals_api(cli):
     assert rep["metrics"]["ece"] == calcheck.ece(s, y).to_dict()
     assert rep["metrics"]["ace"] == calcheck.ace(s, y).to_dict()
     assert rep["metrics"]["brier"] == calcheck.brier(s, y).to_dict()
-    assert set(rep["metrics"]) == {"ece", "ece_l2", "mce", "ace", "mce_q", "brier", "log_loss",
-                                   "pde", "pc"}
+    assert rep["metrics"]["tce"] == calcheck.tce(s, y).to_dict()
+    assert set(rep["metrics"]) == {"tce", "tce_q", "ece", "ece_l2", "mce", "ace", "mce_q", "brier",
+                                   "log_loss", "pde", "pc"}
 
 
 def test_csv_and_parquet_agree(cli):

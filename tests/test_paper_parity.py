@@ -32,3 +32,17 @@ def test_table5_binned_metrics(model):
     assert round(r["ace"].value, 4) == pytest.approx(ace, abs=1e-12)
     assert round(r["mce"].value, 4) == pytest.approx(mce, abs=1e-12)
     assert round(r["mce_q"].value, 4) == pytest.approx(mce_q, abs=1e-12)
+
+
+@pytest.mark.parametrize("model", list(TABLE5))
+def test_table5_tce(model):
+    s, y = load_tce(model)
+    tce, tce_q = TABLE5[model][:2]
+    r = calcheck.tce(s, y)
+    assert r.settings["n_min"] == 2500 and r.settings["n_max"] == 10000
+    assert round(r.value, 4) == pytest.approx(tce, abs=1e-9)
+    assert round(calcheck.tce(s, y, binning="quantile").value, 4) == pytest.approx(tce_q, abs=1e-9)
+    # the test-based reliability table adds up
+    rows = r.bin_rows()
+    assert sum(b["n"] for b in rows) == 50_000
+    assert sum(b["rejected"] for b in rows) == round(r.value * 500)

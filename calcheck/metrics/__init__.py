@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from calcheck.errors import UsageError
-from calcheck.metrics import binned, scoring
+from calcheck.metrics import binned, scoring, tce
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 
@@ -54,6 +54,17 @@ def register(spec: MetricSpec) -> None:
     METRICS[spec.id] = spec
 
 
+def _tce(binning: str) -> Callable[[Prepared, MetricOptions], MetricResult]:
+    def compute(d: Prepared, o: MetricOptions) -> MetricResult:
+        return tce.tce(d, binning=binning, bins=o.bins, alpha=o.alpha, test=o.test,
+                       n_min=o.tce_nmin, n_max=o.tce_nmax)
+    return compute
+
+
+register(MetricSpec("tce", "TCE", "percent", _tce("pava-bc"), True, True))
+register(MetricSpec("tce_q", "TCE(Q)", "percent", _tce("quantile"), True, True))
+register(MetricSpec("tce_v", "TCE(V)", "percent", _tce("pava"), True, True))
+register(MetricSpec("tce_u", "TCE(U)", "percent", _tce("uniform"), True, True))
 register(MetricSpec("ece", "ECE", "fraction",
                     lambda d, o: binned.ece(d, bins=o.bins, p=1), False, True))
 register(MetricSpec("ece_l2", "ECE (l2)", "fraction",
@@ -73,8 +84,8 @@ register(MetricSpec("pde", "PDE", "fraction",
 register(MetricSpec("pc", "Probabilistic count", "count",
                     lambda d, o: scoring.pc(d), True, False))
 
-DEFAULT_METRICS: tuple[str, ...] = ("ece", "ece_l2", "mce", "ace", "mce_q", "brier",
-                                    "log_loss", "pde", "pc")
+DEFAULT_METRICS: tuple[str, ...] = ("tce", "tce_q", "ece", "ece_l2", "mce", "ace", "mce_q",
+                                    "brier", "log_loss", "pde", "pc")
 
 
 def resolve_metric_ids(ids: Iterable[str] | None) -> list[str]:

@@ -1,0 +1,1 @@
+"""Hypothesis tests: the exact binomial test (vectorized), and later T-Cal and classical tests."""

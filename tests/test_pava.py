@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calcheck.binning import pava_bc_bounds, pava_bc_weights, pava_bounds
+
+
+def pava_bc_reference(y, n_min, n_max):
+    """Row-by-row transcription of the authors' PAVA-BC (SPEC §2), the test oracle."""
+    n = len(y)
+    blocks = []  # [sum, weight]
+    for i in range(n - n_min):
+        blocks.append([int(y[i]), 1])
+        while len(blocks) > 1:
+            (s1, w1), (s2, w2) = blocks[-2], blocks[-1]
+            if w1 + w2 <= n_min or (w1 + w2 <= n_max and s1 / w1 >= s2 / w2):
+                blocks[-2] = [s1 + s2, w1 + w2]
+                blocks.pop()
+            else:
+                break
+    if n_min > 0 and n > 0:
+        tail = [int(np.sum(y[n - n_min:])), min(n_min, n)]
+        if blocks and 2 * n_min <= n_max:
+            blocks[-1] = [blocks[-1][0] + tail[0], blocks[-1][1] + tail[1]]
+        else:
+            blocks.append(tail)
+    return [w for _, w in blocks]
+
+
+labels_st = st.lists(st.integers(0, 1), min_size=1, max_size=400)
+
+
+@given(labels_st, st.integers(0, 60), st.integers(0, 200))
+def test_pava_bc_equals_row_by_row_reference(y, n_min, extra):
+    y = np.array(y)
+    n_min = min(n_min, len(y))
+    n_max = n_min + extra
+    assert pava_bc_weights(y, n_min, n_max) == pava_bc_reference(y, n_min, n_max)
+
+
+@given(st.integers(20, 3000), st.floats(0.0, 1.0), st.integers(0, 2**31))
+def test_pava_bc_defaults_on_model_like_labels(n, sharp, seed):
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.uniform(size=n))
+    y = (rng.uniform(size=n) < s ** (1 + 3 * sharp)).astype(np.int64)
+    n_min, n_max = n // 20, n // 5
+    w = pava_bc_weights(y, n_min, n_max)
+    assert w == pava_bc_reference(y, n_min, n_max)
+    assert sum(w) == n
+    # blocks respect n_min everywhere and n_max except the merged tail (authors' code)
+    assert all(x >= n_min for x in w)
+    assert all(x <= n_max for x in w[:-1])
+
+
+@given(labels_st)
+def test_pava_blocks_are_monotone_and_pooled(y):
+    y = np.array(y)
+    b = pava_bounds(y)
+    sums = np.add.reduceat(y, b[:-1])
+    means = sums / np.diff(b)
+    assert np.all(np.diff(means) > 0)  # strictly increasing: equal means are pooled
+    assert pava_bc_weights(y, 0, len(y) + 1) == pava_bc_reference(y, 0, len(y) + 1)
+
+
+def test_pava_hand_example():
+    # 0 1 0 1 1 0 -> isotonic fit 0, .5, .5, 2/3, 2/3, 2/3
+    assert pava_bounds(np.array([0, 1, 0, 1, 1, 0])).tolist() == [0, 1, 3, 6]
+
+
+def test_invalid_sizes():
+    with pytest.raises(ValueError):
+        pava_bc_bounds(np.array([0, 1]), 3, 2)

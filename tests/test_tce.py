@@ -1,0 +1,148 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.stats import binomtest
+from scipy.stats import t as student_t
+
+import calcheck
+from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
+from calcheck.errors import InputError
+from calcheck.hypotests.binom import binomtest_pvalue, reject_sorted
+
+# ------------------------------------------------------------------ exact binomial p-values
+
+
+@given(st.integers(1, 400).flatmap(lambda n: st.tuples(
+    st.integers(0, n), st.just(n),
+    st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5, 0.1, 0.3])))))
+def test_pvalue_equals_scipy(knp):
+    k, n, p = knp
+    assert binomtest_pvalue(k, n, p)[0] == binomtest(k, n, p).pvalue
+
+
+@pytest.mark.parametrize("k, n, p", [
+    (0, 1, 0.0), (1, 1, 0.0), (0, 1, 1.0), (1, 1, 1.0), (0, 1, 0.5), (1, 1, 0.3),
+    (0, 10, 0.0), (10, 10, 1.0), (3, 10, 0.3), (0, 10, 1.0), (10, 10, 0.0), (5, 10, 0.5),
+    (1, 3, 1 / 3), (2, 7, 2 / 7), (17, 1000, 0.01), (983, 1000, 0.99),
+])
+def test_pvalue_edge_cases(k, n, p):
+    assert binomtest_pvalue(k, n, p)[0] == binomtest(k, n, p).pvalue
+
+
+def test_pvalue_vectorized_many():
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 3000, 2000)
+    k = rng.integers(0, n + 1)
+    p = np.where(rng.uniform(size=2000) < 0.2, k / n, rng.uniform(size=2000) ** 3)
+    ref = [binomtest(int(a), int(b), float(c)).pvalue for a, b, c in zip(k, n, p)]
+    np.testing.assert_array_equal(binomtest_pvalue(k, n, p), ref)
+
+
+@given(st.integers(0, 2**31), st.sampled_from([0.05, 0.01, 0.5]), st.integers(2, 40))
+def test_fast_rejection_equals_exact(seed, alpha, chunk):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 3000))
+    s = np.sort(np.round(rng.uniform(size=n) ** rng.uniform(0.3, 4), int(rng.integers(1, 6))))
+    y = (rng.uniform(size=n) < s).astype(np.int64)
+    b = pava_bc_bounds(y, n // 20, n // 5) if seed % 2 else quantile_bounds(n, 7)
+    rb, k, nn = row_bin_ids(b), segment_sums(y, b), np.diff(b)
+    exact = binomtest_pvalue(k[rb], nn[rb], s) <= alpha
+    np.testing.assert_array_equal(reject_sorted(s, k, nn, rb, alpha, chunk=chunk), exact)
+
+
+# ------------------------------------------------------------------ TCE
+
+
+def test_tce_hand_computed():
+    # one quantile bin of 10 rows with 3 positives: reject each s with binomtest(3, 10, s) <= .05
+    s = np.array([0.01, 0.05, 0.1, 0.2, 0.3, 0.3, 0.4, 0.6, 0.8, 0.95])
+    y = np.array([0, 0, 0, 1, 0, 1, 0, 0, 1, 0])
+    expected = sum(binomtest(3, 10, p).pvalue <= 0.05 for p in s)
+    assert expected == 4  # 0.01, 0.05, 0.8 and 0.95 (0.6 gives p = 0.10)
+    r = calcheck.tce(s, y, binning="quantile", bins=1)
+    assert r.value == pytest.approx(100 * expected / 10)
+    assert r.unit == "percent" and r.bin_extra["rejected"].tolist() == [expected]
+
+
+def test_tce_brute_force_all_binnings():
+    rng = np.random.default_rng(7)
+    s = rng.uniform(size=1500) ** 2
+    y = rng.binomial(1, np.clip(s * 1.2, 0, 1))
+    order = np.argsort(s, kind="stable")
+    ss, ys = s[order], y[order]
+    for binning, bounds in [("pava-bc", pava_bc_bounds(ys, 75, 300)),
+                            ("quantile", quantile_bounds(1500, 10)),
+                            ("pava", pava_bc_bounds(ys, 0, 1501))]:
+        k, nn = segment_sums(ys, bounds), np.diff(bounds)
+        rej = sum(binomtest(int(k[b]), int(nn[b]), float(p)).pvalue <= 0.05
+                  for b in range(len(nn)) for p in ss[bounds[b]:bounds[b + 1]])
+        assert calcheck.tce(s, y, binning=binning).value == pytest.approx(100 * rej / 1500)
+
+
+def test_tce_uniform_bins_match_ece_bins():
+    rng = np.random.default_rng(2)
+    s = rng.uniform(size=800)
+    y = rng.binomial(1, s)
+    r = calcheck.tce(s, y, binning="uniform")
+    assert r.bins.count.tolist() == calcheck.ece(s, y).bins.count.tolist()
+
+
+def test_t_test_variant():
+    s = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.05, 0.5, 0.6])
+    y = np.array([0, 1, 0, 1, 1, 0, 0, 1])
+    phat = y.mean()
+    tstat = np.sqrt(8) * np.abs(phat - s) / np.sqrt(phat * (1 - phat))
+    expected = (2 * student_t.sf(tstat, 7) <= 0.05).sum()
+    r = calcheck.tce(s, y, binning="quantile", bins=1, test="t")
+    assert r.value == pytest.approx(100 * expected / 8)
+    # a pure bin rejects exactly the predictions that differ from its empirical probability
+    r0 = calcheck.tce(np.array([0.0, 0.0, 0.2]), np.array([0, 0, 0]), binning="quantile",
+                      bins=1, test="t")
+    assert r0.value == pytest.approx(100 / 3)
+
+
+def test_tce_refuses_tiny_input_unless_sizes_given():
+    s, y = np.linspace(0.1, 0.9, 10), np.array([0, 1] * 5)
+    with pytest.raises(InputError, match="at least 20 rows"):
+        calcheck.tce(s, y)
+    assert 0 <= calcheck.tce(s, y, n_min=2, n_max=5).value <= 100
+    assert 0 <= calcheck.tce(s, y, binning="pava").value <= 100
+
+
+@given(st.integers(20, 600), st.integers(0, 2**31), st.sampled_from(
+    ["pava-bc", "quantile", "pava", "uniform"]))
+def test_tce_range_and_table(n, seed, binning):
+    rng = np.random.default_rng(seed)
+    s = np.round(rng.uniform(size=n), 2)
+    s[:2] = [0.0, 1.0]
+    y = rng.binomial(1, s)
+    r = calcheck.tce(s, y, binning=binning)
+    assert 0.0 <= r.value <= 100.0
+    rows = r.bin_rows()
+    assert sum(b["n"] for b in rows) == n
+    for b in rows:
+        if b["n"]:
+            assert b["min_score"] <= b["q1_score"] <= b["median_score"] <= b["q3_score"] \
+                <= b["max_score"]
+            assert 0 <= b["rejected"] <= b["n"]
+
+
+def test_tce_cli(cli):
+    import json
+
+    from tests.conftest import SAMPLE
+
+    r = cli(["score", SAMPLE / "miscalibrated_01.parquet", "--json", "-m", "tce,tce_v,tce_u",
+             "--bins-table", "tce", "--alpha", "0.01"])
+    assert r.code == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["metrics"]["tce"]["unit"] == "percent"
+    assert rep["metrics"]["tce"]["settings"]["alpha"] == 0.01
+    assert {"rejected", "rejected_pct", "median_score"} <= set(rep["metrics"]["tce"]["bins"][0])
+    t = cli(["score", SAMPLE / "miscalibrated_01.parquet", "--json", "-m", "tce", "--test", "t",
+             "--tce-nmin", "100", "--tce-nmax", "2000"])
+    m = json.loads(t.stdout)["metrics"]["tce"]["settings"]
+    assert m["test"] == "t" and m["n_min"] == 100 and m["n_max"] == 2000
+    bad = cli(["score", SAMPLE / "calibrated_50.csv", "--tce-nmin", "10", "--tce-nmax", "5"])
+    assert bad.code == 2 and "--tce-nmax" in bad.stderr
