@@ -108,6 +108,36 @@ class BinStats:
 
 
 # ---------------------------------------------------------------------------------------------
+# sorting
+
+
+TIE_FALLBACK = 0.25
+
+
+def stable_argsort(scores: FloatArray) -> IntArray:
+    """``numpy.argsort(scores, kind="stable")``, faster when ties are rare.
+
+    An unstable introsort is about twice as fast as numpy's stable sort on floats; the order
+    it gives differs only inside runs of equal scores, which are then put back in input order
+    (a small lexsort over the tied rows only).  With many ties the stable sort is used directly.
+    """
+    order = np.argsort(scores)
+    ss = scores[order]
+    tie = ss[1:] == ss[:-1]
+    if not tie.any():
+        return order
+    starts = np.concatenate(([True], ~tie))
+    run_id = np.cumsum(starts) - 1
+    in_tie = np.bincount(run_id)[run_id] > 1
+    idx = np.flatnonzero(in_tie)
+    if idx.shape[0] > TIE_FALLBACK * scores.shape[0]:
+        return np.argsort(scores, kind="stable")
+    sub = order[idx]
+    order[idx] = sub[np.lexsort((sub, run_id[idx]))]
+    return order
+
+
+# ---------------------------------------------------------------------------------------------
 # edges and positions
 
 
@@ -282,15 +312,17 @@ def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int
                 if wt == 0:
                     wt, st, r = 1, 1, r - 1
                     continue
-                if wt + 1 <= n_min:
-                    k = min(r, n_min - wt)
-                elif wt + 1 <= n_max and st == wt:
-                    k = min(r, n_max - wt)
+                if wt < n_min:
+                    k = n_min - wt
+                elif wt < n_max and st == wt:
+                    k = n_max - wt
                 else:
                     W.append(wt)
                     S.append(st)
                     wt, st, r = 1, 1, r - 1
                     continue
+                if k > r:
+                    k = r
                 wt, st, r = wt + k, st + k, r - k
         else:
             while r:
@@ -302,14 +334,18 @@ def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int
                     S.append(st)
                     wt, st, r = 1, 0, r - 1
                     continue
-                room = min(r, n_max - wt)
+                room = n_max - wt
+                if r < room:
+                    room = r
                 if W:
                     wb, sb = W[-1], S[-1]
                     if sb > 0:
-                        t_mean = max(1, -((-st * wb) // sb) - wt)
+                        t_mean = -((-st * wb) // sb) - wt
+                        if t_mean < 1:
+                            t_mean = 1
                     else:
                         t_mean = 1 if st == 0 else room + 1
-                    if t_mean <= min(room, n_max - wb - wt):
+                    if t_mean <= room and t_mean <= n_max - wb - wt:
                         wt, r = wt + t_mean, r - t_mean
                         W.pop()
                         S.pop()

@@ -82,3 +82,20 @@ def test_bin_rows_are_json_ready():
     assert rows[0] == pytest.approx({"bin": 0, "lower": 0.0, "upper": 1 / 3, "n": 1,
                                      "positives": 0, "mean_score": 0.1, "mean_label": 0.0,
                                      "gap": 0.1, })
+
+
+@given(st.lists(st.sampled_from([0.0, 0.1, 0.2, 0.5, 1.0]) | st.floats(0, 1), max_size=300))
+def test_stable_argsort_equals_numpy_stable(values):
+    from calcheck.binning import stable_argsort
+
+    s = np.array(values, dtype=np.float64)
+    np.testing.assert_array_equal(stable_argsort(s), np.argsort(s, kind="stable"))
+
+
+def test_stable_argsort_few_ties_path():
+    from calcheck.binning import stable_argsort
+
+    rng = np.random.default_rng(0)
+    s = rng.uniform(size=10_000)
+    s[rng.integers(0, 10_000, 300)] = 0.5  # a minority of ties: the lexsort repair path
+    np.testing.assert_array_equal(stable_argsort(s), np.argsort(s, kind="stable"))

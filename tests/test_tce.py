@@ -8,7 +8,7 @@ from scipy.stats import t as student_t
 import calcheck
 from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
 from calcheck.errors import InputError
-from calcheck.hypotests.binom import binomtest_pvalue, reject_sorted
+from calcheck.hypotests.binom import binomtest_pvalue, rejections_sorted
 
 # ------------------------------------------------------------------ exact binomial p-values
 
@@ -48,7 +48,12 @@ def test_fast_rejection_equals_exact(seed, alpha, chunk):
     b = pava_bc_bounds(y, n // 20, n // 5) if seed % 2 else quantile_bounds(n, 7)
     rb, k, nn = row_bin_ids(b), segment_sums(y, b), np.diff(b)
     exact = binomtest_pvalue(k[rb], nn[rb], s) <= alpha
-    np.testing.assert_array_equal(reject_sorted(s, k, nn, rb, alpha, chunk=chunk), exact)
+    for refine in (64, 3):
+        counts, mask = rejections_sorted(s, b, k, alpha, chunk=chunk, refine=refine,
+                                         return_mask=True)
+        np.testing.assert_array_equal(mask, exact)
+        np.testing.assert_array_equal(counts, np.bincount(rb, weights=exact,
+                                                          minlength=len(nn)).astype(int))
 
 
 # ------------------------------------------------------------------ TCE

@@ -6,7 +6,7 @@ arithmetic runs on arrays: the same ``binom.pmf/cdf/sf`` calls and the same bina
 the outcome on the other side of the mode, step for step, so the p-values are identical.
 
 For TCE, where every prediction of a bin is tested against the bin's (k, N), most rows are far
-from the rejection boundary.  :func:`reject_sorted` decides them by chunks with exact monotone
+from the rejection boundary.  :func:`rejections_sorted` decides them by chunks with exact monotone
 bounds and computes the exact p-value only for rows in chunks the bounds cannot decide.
 
 Every p-value is written as ``cdf(t_lo; p) + sf(t_hi − 1; p)``: the lower tail ends at t_lo and
@@ -124,52 +124,112 @@ def binomtest_pvalue(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> FloatArray:
     return out
 
 
-def _chunks(keys: IntArray, size: int) -> IntArray:
-    """Starts of the runs of equal ``keys``, each run cut into pieces of at most ``size`` rows."""
-    m = keys.shape[0]
-    seg = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    seg_len = np.diff(np.concatenate((seg, [m])))
-    pieces = (seg_len + size - 1) // size
-    first = np.repeat(seg, pieces)
-    offset = (np.arange(pieces.sum()) - np.repeat(np.cumsum(pieces) - pieces, pieces)) * size
-    return (first + offset).astype(np.int64)
+def _first_true(pred: Callable[[IntArray, IntArray], np.ndarray], lo: IntArray,
+                hi: IntArray) -> IntArray:
+    """For each segment j, the first position in [lo_j, hi_j) where ``pred(j, pos)`` holds.
+
+    ``pred`` must be monotone (false … false true … true) within each segment; hi_j if never.
+    """
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        open_ = np.flatnonzero(lo < hi)
+        if open_.size == 0:
+            return lo
+        mid = (lo[open_] + hi[open_]) // 2
+        ok = pred(open_, mid)
+        lo[open_] = np.where(ok, lo[open_], mid + 1)
+        hi[open_] = np.where(ok, mid, hi[open_])
 
 
-def reject_sorted(scores: FloatArray, k: IntArray, n: IntArray, bin_of_row: IntArray,
-                  alpha: float, *, chunk: int | None = None) -> np.ndarray:
-    """Whether ``binomtest(k_b, N_b, p=s_i).pvalue <= alpha`` for every row i, exactly.
+def _pieces(start: IntArray, end: IntArray, size: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Cut segments [start, end) into pieces of at most ``size`` rows: (piece starts, ends, owner)."""
+    length = end - start
+    count = np.where(length > 0, (length + size - 1) // size, 0)
+    owner = np.repeat(np.arange(start.shape[0]), count)
+    within = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    p_start = start[owner] + within * size
+    p_end = np.minimum(p_start + size, end[owner])
+    return p_start.astype(np.int64), p_end.astype(np.int64), owner.astype(np.int64)
 
-    Rows must be sorted by score within each bin (true for positional bins over the stably
-    sorted scores).  Decides chunks of rows with the monotone bounds of the module docstring
-    and computes exact p-values only where the bounds straddle ``alpha``.
+
+def _chunk_bounds(scores: FloatArray, st: IntArray, en: IntArray, k: FloatArray,
+                  n: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Exact lower and upper bounds of the p-values of the rows of each chunk."""
+    p1, p2 = scores[st], scores[en - 1]
+    lo1, hi1, _ = tail_ends(k, n, p1)
+    lo2, hi2, _ = tail_ends(k, n, p2)
+    upper = _pvalue_from_ends(lo2, hi1, n, p1, p_lo=p1, p_hi=p2)
+    lower = _pvalue_from_ends(lo1, hi2, n, p1, p_lo=p2, p_hi=p1)
+    return lower, upper
+
+
+def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: float, *,
+                      chunk: int | None = None, refine: int = 64,
+                      return_mask: bool = False) -> tuple[IntArray, np.ndarray | None]:
+    """Per bin, how many rows have ``binomtest(k_b, N_b, p=s_i).pvalue <= alpha``, exactly.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n,)
+        Scores sorted ascending within each bin (positional bins over the sorted scores).
+    bounds : ndarray of shape (B + 1,)
+        Bin cut positions; bin b holds rows ``bounds[b]:bounds[b+1]`` with ``k[b]`` positives.
+    alpha : float
+        Rejection when the p-value is <= alpha.
+    chunk, refine : int
+        Rows per chunk of the first bound pass (default: n/2000 within [32, 4096]) and of the
+        second pass over the chunks the first could not decide.
+    return_mask : bool
+        Also return the row-level rejection mask.
+
+    Returns
+    -------
+    counts : ndarray of shape (B,), int64
+    mask : ndarray of shape (n,) of bool, or None
     """
     m = scores.shape[0]
+    n_bins = bounds.shape[0] - 1
+    counts = np.zeros(n_bins, dtype=np.int64)
+    mask = np.zeros(m, dtype=bool) if return_mask else None
     if m == 0:
-        return np.zeros(0, dtype=bool)
-    kr = k[bin_of_row].astype(np.float64)
-    nr = n[bin_of_row].astype(np.float64)
-    side = np.sign(scores * nr - kr).astype(np.int64)        # -1: p·n < k, 0: central, +1
+        return counts, mask
+    start, end = bounds[:-1].astype(np.int64), bounds[1:].astype(np.int64)
+    kf, nf = k.astype(np.float64), (end - start).astype(np.float64)
+    # side boundaries per bin, with scipy's own float predicates: p·n < k, then p·n <= k
+    a = _first_true(lambda b, i: scores[i] * nf[b] >= kf[b], start, end)
+    c = _first_true(lambda b, i: scores[i] * nf[b] > kf[b], a, end)
+    seg_start = np.concatenate((start, c))              # [start, a): p·n < k ; [c, end): p·n > k
+    seg_end = np.concatenate((a, end))
+    seg_bin = np.concatenate((np.arange(n_bins), np.arange(n_bins)))
     size = chunk or int(np.clip(m // 2000, 32, 4096))
-    starts = _chunks(bin_of_row * 3 + side + 1, size)
-    ends = np.concatenate((starts[1:], [m]))
-    reject = np.zeros(m, dtype=bool)
-    cside = side[starts]
-    use = np.flatnonzero(cside != 0)                          # central rows: p-value 1
-    if use.size == 0:
-        return reject
-    st, en = starts[use], ends[use]
-    p1, p2 = scores[st], scores[en - 1]
-    kc, nc = kr[st], nr[st]
-    lo1, hi1, _ = tail_ends(kc, nc, p1)
-    lo2, hi2, _ = tail_ends(kc, nc, p2)
-    upper = _pvalue_from_ends(lo2, hi1, nc, p1, p_lo=p1, p_hi=p2)
-    lower = _pvalue_from_ends(lo1, hi2, nc, p1, p_lo=p2, p_hi=p1)
-    all_reject = upper <= alpha * (1 - SAFETY)
-    none_reject = lower > alpha * (1 + SAFETY)
-    for a, b in zip(st[all_reject], en[all_reject]):
-        reject[a:b] = True
-    undecided = ~all_reject & ~none_reject
-    if undecided.any():
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(st[undecided], en[undecided])])
-        reject[rows] = binomtest_pvalue(kr[rows], nr[rows], scores[rows]) <= alpha
-    return reject
+
+    def decide(st: IntArray, en: IntArray, b: IntArray) -> tuple[np.ndarray, np.ndarray]:
+        lower, upper = _chunk_bounds(scores, st, en, kf[b], nf[b])
+        return upper <= alpha * (1 - SAFETY), lower > alpha * (1 + SAFETY)
+
+    def take(st: IntArray, en: IntArray, b: IntArray, sel: np.ndarray) -> None:
+        np.add.at(counts, b[sel], en[sel] - st[sel])
+        if mask is not None:
+            for x, y in zip(st[sel], en[sel]):
+                mask[x:y] = True
+
+    ps, pe, owner = _pieces(seg_start, seg_end, size)
+    pb = seg_bin[owner]
+    yes, no = decide(ps, pe, pb)
+    take(ps, pe, pb, yes)
+    und = ~yes & ~no
+    if und.any() and refine < size:
+        qs, qe, qo = _pieces(ps[und], pe[und], refine)
+        qb = pb[und][qo]
+        yes, no = decide(qs, qe, qb)
+        take(qs, qe, qb, yes)
+        und = ~yes & ~no
+        ps, pe, pb = qs, qe, qb
+    if und.any():
+        rows = np.concatenate([np.arange(x, y) for x, y in zip(ps[und], pe[und])])
+        rb = np.repeat(pb[und], (pe - ps)[und])
+        rej = binomtest_pvalue(kf[rb], nf[rb], scores[rows]) <= alpha
+        np.add.at(counts, rb[rej], 1)
+        if mask is not None:
+            mask[rows[rej]] = True
+    return counts, mask

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import stable_argsort
 from calcheck.validation import (
     check_binary_labels,
     check_nonempty,
@@ -54,7 +55,7 @@ class Prepared:
     @cached_property
     def order(self) -> IntArray:
         """Stable ascending order of the scores (ties keep input order)."""
-        return np.argsort(self.scores, kind="stable")
+        return stable_argsort(self.scores)
 
     @cached_property
     def sorted_scores(self) -> FloatArray:

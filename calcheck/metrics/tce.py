@@ -32,7 +32,7 @@ from calcheck.binning import (
     uniform_edges,
 )
 from calcheck.errors import InputError, UsageError
-from calcheck.hypotests.binom import reject_sorted
+from calcheck.hypotests.binom import rejections_sorted
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 
@@ -125,15 +125,15 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
         e = uniform_edges(bins)
         edges = (e[:-1].copy(), e[1:].copy())
     stats = positional_stats(s, y, bounds, kind=binning, params=extra_settings, edges=edges)
-    rows_bin = row_bin_ids(bounds)
     if test == "binomial":
-        rejected = reject_sorted(s, stats.sum_label, stats.count, rows_bin, alpha)
+        per_bin, _ = rejections_sorted(s, bounds, stats.sum_label, alpha)
     else:
+        rows_bin = row_bin_ids(bounds)
         phat = np.nan_to_num(stats.mean_label)
         rejected = t_test_reject(s, phat[rows_bin], stats.count[rows_bin].astype(np.float64),
                                  alpha)
-    per_bin = np.bincount(rows_bin, weights=rejected, minlength=stats.n_bins).round()
-    per_bin = per_bin.astype(np.int64)
+        per_bin = np.bincount(rows_bin, weights=rejected, minlength=stats.n_bins).round()
+        per_bin = per_bin.astype(np.int64)
     n_rej = int(per_bin.sum())
     q1, med, q3 = _segment_quantiles(s, bounds, (0.25, 0.5, 0.75))
     counts = stats.count
