@@ -12,6 +12,8 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
+from calcheck.errors import UsageError
+from calcheck.hypotests._result import TestResult
 from calcheck.metrics import (
     MetricOptions,
     MetricResult,
@@ -96,6 +98,82 @@ def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins:
     """
     return _tce.tce(Prepared(scores, labels), binning=binning, bins=check_bins(bins),
                     alpha=check_alpha(alpha, name="alpha"), test=test, n_min=n_min, n_max=n_max)
+
+
+def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: int | None = None,
+         alpha: float = 0.05, trials: int = 1000, resample: str = "labels",
+         rng: Any = 0) -> TestResult:
+    """T-Cal (Lee, Huang, Hassani, Dobriban): a test of calibration with a Monte Carlo p-value.
+
+    Parameters
+    ----------
+    scores, labels : array_like of shape (n,)
+        Predicted probabilities in [0, 1] and 0/1 outcomes.
+    adaptive : bool, default True
+        Test every dyadic level m = 2^1 … 2^B with Bonferroni level α/B (adaptive T-Cal).
+        Ignored when ``bins`` is given.
+    bins : int, optional
+        Fixed number of bins m (T-Cal with fixed m); bin id ⌊m·s⌋.
+    alpha : float
+        Significance level.
+    trials : int
+        Monte Carlo draws of the null distribution.
+    resample : {"labels", "consistency"}
+        Redraw labels only (exact type-I control) or scores and labels (the authors' code).
+    rng : int, numpy.random.Generator or None
+        Seed or generator; the same seed gives the same result.
+
+    Returns
+    -------
+    TestResult
+        ``.statistic`` (T_m for fixed m; the smallest level p-value for adaptive), ``.pvalue``,
+        ``.reject``, ``.details`` (critical values, the per-level table), ``.to_dict()``.
+    """
+    from calcheck.hypotests import tcal as _tcal
+
+    data = Prepared(scores, labels)
+    if bins is not None:
+        return _tcal.tcal_fixed(data.scores, data.labels, m=bins, alpha=alpha, trials=trials,
+                                resample=resample, rng=rng)
+    if not adaptive:
+        raise UsageError("give bins=m for T-Cal with fixed m, or adaptive=True")
+    return _tcal.tcal_adaptive(data.scores, data.labels, alpha=alpha, trials=trials,
+                               resample=resample, rng=rng)
+
+
+def hosmer_lemeshow(scores: ArrayLike, labels: ArrayLike, *, groups: int = 10,
+                    alpha: float = 0.05) -> TestResult:
+    """Hosmer–Lemeshow test on equal-mass groups, χ²(G − 2)."""
+    from calcheck.hypotests import classical
+
+    data = Prepared(scores, labels)
+    return classical.hosmer_lemeshow(data.scores, data.labels, groups=check_bins(groups, name="groups"),
+                                     alpha=check_alpha(alpha, name="alpha"))
+
+
+def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
+    """Spiegelhalter's two-sided Z test, with the direction of the miscalibration."""
+    from calcheck.hypotests import classical
+
+    data = Prepared(scores, labels)
+    return classical.spiegelhalter(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+
+
+def cox(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
+    """Cox calibration intercept and slope with the likelihood-ratio test of (0, 1)."""
+    from calcheck.hypotests import classical
+
+    data = Prepared(scores, labels)
+    return classical.cox(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+
+
+def binomial_discrete(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
+    """Exact binomial test per distinct score value with Bonferroni (discrete predictors)."""
+    from calcheck.hypotests import classical
+
+    data = Prepared(scores, labels)
+    return classical.binomial_discrete(data.scores, data.labels,
+                                       alpha=check_alpha(alpha, name="alpha"))
 
 
 def brier(scores: ArrayLike, labels: ArrayLike) -> MetricResult:

@@ -81,6 +81,62 @@ def _file_format(path: str, fmt: str) -> str:
 FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
 
 
+def _read(file: str, score_col: str | None, label_col: str | None, pos_label: str | None,
+          input_format: str | None, drop_invalid: bool, quiet: bool) -> Any:
+    """Read and validate the input; notes on stderr about warnings and dropped rows."""
+    from calcheck.io import load_binary
+
+    data = load_binary(file, score=score_col, label=label_col, pos_label=pos_label,
+                       input_format=input_format, drop_invalid=drop_invalid)
+    for w in data.warnings:
+        note(f"warning: {w}", quiet=quiet)
+    if data.rows_dropped:
+        reasons = ", ".join(f"{k}={v}" for k, v in data.dropped_by_reason.items())
+        note(f"dropped {data.rows_dropped} of {data.rows_read} rows ({reasons})")
+    return data
+
+
+def _emit(report: dict[str, Any], out_fmt: str, output: str | None,
+          bins_for: list[str] | None = None) -> None:
+    """Write the report file (atomically) first, then the requested output on stdout."""
+    from calcheck.io import atomic_write
+    from calcheck.report import render
+
+    if output:
+        atomic_write(output, render(report, _file_format(output, out_fmt), bins_for=bins_for or []))
+    sys.stdout.write(render(report, out_fmt, bins_for=bins_for or [], color=sys.stdout.isatty()))
+
+
+class _Progress:
+    """A progress bar on stderr, shown only on a TTY and only after the first second."""
+
+    def __init__(self, label: str) -> None:
+        import time
+
+        self.label = label
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is None:
+            if time.monotonic() - self.start < 1.0:
+                return
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 @app.command()
 def score(
     file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
@@ -128,7 +184,6 @@ def score(
 ) -> None:
     """Compute calibration metrics of binary predictions, side by side."""
     from calcheck.gates import evaluate_gates, parse_gate
-    from calcheck.io import atomic_write, load_binary
     from calcheck.metrics import (
         METRICS,
         MetricOptions,
@@ -136,7 +191,7 @@ def score(
         compute_metrics,
         resolve_metric_ids,
     )
-    from calcheck.report import build_report, render
+    from calcheck.report import build_report
     from calcheck.validation import check_alpha, check_bins
 
     # -- validate every option before touching the data
@@ -167,13 +222,7 @@ def score(
                 bins_for.append(mid)
 
     # -- read, compute, report
-    data = load_binary(file, score=score_col, label=label_col, pos_label=pos_label,
-                       input_format=input_format, drop_invalid=drop_invalid)
-    for w in data.warnings:
-        note(f"warning: {w}", quiet=quiet)
-    if data.rows_dropped:
-        reasons = ", ".join(f"{k}={v}" for k, v in data.dropped_by_reason.items())
-        note(f"dropped {data.rows_dropped} of {data.rows_read} rows ({reasons})")
+    data = _read(file, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
     prepared = Prepared(data.scores, data.labels, validate=False)
     results = compute_metrics(prepared, ids, opts)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
@@ -184,13 +233,89 @@ def score(
     }
     report = build_report(command="score", input_info=data.input_dict(), settings=settings,
                           metrics=results, bins_for=bins_for, gates=outcomes)
-    if output:
-        atomic_write(output, render(report, _file_format(output, out_fmt), bins_for=bins_for))
-    sys.stdout.write(render(report, out_fmt, bins_for=bins_for, color=sys.stdout.isatty()))
+    _emit(report, out_fmt, output, bins_for)
     failed = [g for g in outcomes or [] if g["failed"]]
     for g in failed:
         note(f"gate failed: {g['condition']} (value {g['value']})")
     if failed:
+        raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+@app.command("test")
+def test_cmd(
+    file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
+    method: list[str] | None = typer.Option(
+        None, "--method",
+        help="tcal (default), hl, spiegelhalter, cox, or all; comma-separated or repeated."),
+    bins: int | None = typer.Option(
+        None, "--bins", help="T-Cal with this fixed number of bins m (bin id ⌊m·s⌋)."),
+    adaptive: bool = typer.Option(
+        False, "--adaptive",
+        help="Adaptive T-Cal over the dyadic levels 2^1..2^B (the default without --bins)."),
+    trials: int = typer.Option(1000, "--trials", help="Monte Carlo draws of the null."),
+    resample: str = typer.Option(
+        "labels", "--resample",
+        help="Null simulation: labels (redraw y ~ Bernoulli(s); exact) or consistency (the "
+             "authors': redraw scores, then labels)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo simulation."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level, in (0, 1)."),
+    discrete_max: int = typer.Option(
+        50, "--discrete-max",
+        help="With at most this many distinct scores, also run the exact binomial test per value."),
+    fail_on_reject: bool = typer.Option(
+        False, "--fail-on-reject", help="Exit 1 when any selected test rejects calibration."),
+    score_col: str | None = typer.Option(None, "--score", help="Score column."),
+    label_col: str | None = typer.Option(None, "--label", help="Label column."),
+    pos_label: str | None = typer.Option(None, "--pos-label", help="Positive label value."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
+    as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Also write the report to this file, atomically."),
+    input_format: str | None = typer.Option(
+        None, "--input-format", help="csv or parquet, when it cannot be told from the input."),
+    drop_invalid: bool = typer.Option(
+        False, "--drop-invalid", help="Drop invalid rows (counted and reported) instead of failing."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
+) -> None:
+    """Test calibration: T-Cal / adaptive T-Cal with p-values, and the classical tests."""
+    from calcheck.hypotests import TestOptions, resolve_methods, run_tests
+    from calcheck.report import build_report
+    from calcheck.validation import check_alpha, check_bins
+
+    out_fmt = _output_format(fmt, as_json)
+    methods = resolve_methods(method)
+    if bins is not None and adaptive:
+        raise UsageError("--bins (T-Cal with fixed m) and --adaptive exclude each other")
+    if bins is not None:
+        check_bins(bins)
+    check_bins(trials, name="--trials")
+    check_bins(discrete_max, name="--discrete-max", minimum=0)
+    if resample not in ("labels", "consistency"):
+        raise UsageError(f"unknown --resample {resample!r}; use labels or consistency")
+    opts = TestOptions(alpha=check_alpha(alpha), bins=bins, trials=trials, resample=resample,
+                       seed=seed, discrete_max=discrete_max)
+
+    data = _read(file, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
+    progress = _Progress("simulating the null") if sys.stderr.isatty() else None
+    try:
+        results, notes = run_tests(data.scores, data.labels, methods, opts, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    for n_ in notes:
+        note(n_, quiet=quiet)
+    settings: dict[str, Any] = {
+        "methods": methods, "alpha": opts.alpha, "tcal": "fixed" if bins is not None else "adaptive",
+        "bins": bins, "trials": trials, "resample": resample, "seed": seed,
+        "discrete_max": discrete_max, "pos_label": pos_label, "drop_invalid": drop_invalid,
+    }
+    report = build_report(command="test", input_info=data.input_dict(), settings=settings,
+                          tests=results, notes=notes)
+    _emit(report, out_fmt, output)
+    if fail_on_reject and any(r.reject for r in results.values()):
+        rejected = ", ".join(tid for tid, r in results.items() if r.reject)
+        note(f"calibration rejected by: {rejected}")
         raise typer.Exit(int(ExitCode.GATE_FAILED))
 
 

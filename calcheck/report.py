@@ -27,9 +27,11 @@ TITLES = {
 
 
 def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mapping[str, Any],
-                 metrics: Mapping[str, MetricResult], bins_for: Iterable[str] = (),
-                 gates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The JSON report of a ``score`` run; bin tables only for the metrics in ``bins_for``."""
+                 metrics: Mapping[str, MetricResult] | None = None,
+                 tests: Mapping[str, Any] | None = None, bins_for: Iterable[str] = (),
+                 gates: list[dict[str, Any]] | None = None,
+                 notes: list[str] | None = None) -> dict[str, Any]:
+    """The JSON report of a run; bin tables only for the metrics in ``bins_for``."""
     with_bins = set(bins_for)
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -37,8 +39,13 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
         "command": command,
         "input": dict(input_info),
         "settings": dict(settings),
-        "metrics": {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()},
     }
+    if metrics is not None:
+        report["metrics"] = {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()}
+    if tests is not None:
+        report["tests"] = {tid: r.to_dict() for tid, r in tests.items()}
+    if notes:
+        report["notes"] = list(notes)
     if gates is not None:
         report["gates"] = gates
     return jsonable(report)  # type: ignore[no-any-return]
@@ -101,9 +108,57 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+TEST_TITLES = {
+    "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
+    "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
+    "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
+}
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if v != 0.0 and (abs(v) < 10 ** -digits or abs(v) >= 1e6):
+            return f"{v:.3e}"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _test_summary(tid: str, t: Mapping[str, Any]) -> str:
+    if tid == "tcal":
+        return (f"m={t['m']}, debiased l2-ECE={_fmt(t['debiased_l2_ece'])}, "
+                f"l1 plug-in={_fmt(t['plugin_l1'])}, critical T={_fmt(t['critical_value'])}")
+    if tid == "tcal_adaptive":
+        rej = t["rejecting_levels"]
+        return (f"B={t['B']} levels, level α/B={_fmt(t['level_alpha'])}, rejecting m: "
+                + (", ".join(map(str, rej[:6])) + (" …" if len(rej) > 6 else "") if rej else "none"))
+    if tid == "hosmer_lemeshow":
+        return f"χ²({t['df']}), {t['groups']} groups"
+    if tid == "spiegelhalter":
+        return (f"{t['direction']}: mean score {_fmt(t['mean_score'])} vs observed rate "
+                f"{_fmt(t['mean_label'])}")
+    if tid == "cox":
+        return f"intercept={_fmt(t['intercept'])}, slope={_fmt(t['slope'])}, χ²(2)"
+    if tid == "binomial_discrete":
+        return f"V={t['distinct_values']} values, level α/V={_fmt(t['level_alpha'])}"
+    return ""
+
+
+def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for tid, t in report.get("tests", {}).items():
+        rows.append((tid, TEST_TITLES.get(tid, tid), _fmt(t["statistic"], 6), _fmt(t["pvalue"]),
+                     "REJECT" if t["reject"] else "not rejected", _test_summary(tid, t)))
+    return rows
+
+
+_LEVEL_COLUMNS = ("m", "dpe", "debiased_l2_ece", "critical_value", "pvalue", "reject")
+
+
 def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     rows = []
-    for mid, m in report["metrics"].items():
+    for mid, m in report.get("metrics", {}).items():
         rows.append((mid, TITLES.get(mid, mid), format_value(m["value"], m["unit"]),
                      describe_settings(m.get("settings", {}))))
     return rows
@@ -133,16 +188,37 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
     console = Console(file=buf, width=width or 140, color_system=None if color is False else "auto",
                       force_terminal=bool(color), legacy_windows=False, highlight=False)
     console.print(_header_line(report))
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("id")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("settings")
-    for row in _metric_rows(report):
-        table.add_row(*row)
-    console.print(table)
+    if "metrics" in report:
+        table = Table(show_header=True, header_style="bold")
+        table.add_column("id")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        table.add_column("settings")
+        for row in _metric_rows(report):
+            table.add_row(*row)
+        console.print(table)
+    if "tests" in report:
+        tt = Table(show_header=True, header_style="bold",
+                   title=f"calibration tests at α = {report['settings'].get('alpha')}")
+        for c, j in (("id", "left"), ("test", "left"), ("statistic", "right"),
+                     ("p-value", "right"), ("verdict", "left"), ("details", "left")):
+            tt.add_column(c, justify=j)  # type: ignore[arg-type]
+        for row in _test_rows(report):
+            tt.add_row(*row)
+        console.print(tt)
+        levels = report["tests"].get("tcal_adaptive", {}).get("levels")
+        if levels:
+            lt = Table(title="adaptive T-Cal, per level", show_header=True, header_style="bold")
+            for c in _LEVEL_COLUMNS:
+                lt.add_column(c, justify="right")
+            for lv in levels:
+                lt.add_row(*(("yes" if lv[c] else "") if c == "reject" else _fmt(lv[c], 6)
+                             for c in _LEVEL_COLUMNS))
+            console.print(lt)
+    for note in report.get("notes", []):
+        console.print(f"note: {note}")
     for mid in bins_for:
-        m = report["metrics"].get(mid)
+        m = report.get("metrics", {}).get(mid)
         if not m or "bins" not in m:
             continue
         rows = m["bins"]
@@ -164,6 +240,15 @@ def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> st
     """CSV: one row per metric; with ``bins_for``, the bin rows of those metrics instead."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
+    if "tests" in report and "metrics" not in report:
+        w.writerow(["test", "statistic", "pvalue", "reject", "alpha", "details"])
+        for tid, tr in report["tests"].items():
+            extra = {k: v for k, v in tr.items()
+                     if k not in ("statistic", "pvalue", "reject", "alpha", "levels")}
+            w.writerow([tid, "" if tr["statistic"] is None else repr(tr["statistic"]),
+                        "" if tr["pvalue"] is None else repr(tr["pvalue"]), tr["reject"],
+                        tr["alpha"], json.dumps(extra, sort_keys=True)])
+        return buf.getvalue()
     wanted = [m for m in bins_for if "bins" in report["metrics"].get(m, {})]
     if wanted:
         cols = _bin_columns(report["metrics"][wanted[0]]["bins"])
@@ -181,12 +266,25 @@ def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> st
 
 def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> str:
     """GitHub-flavoured markdown tables."""
-    lines = [f"**{_header_line(report)}**", "", "| id | metric | value | settings |",
-             "|---|---|---:|---|"]
-    for row in _metric_rows(report):
-        lines.append("| " + " | ".join(row) + " |")
+    lines = [f"**{_header_line(report)}**", ""]
+    if "metrics" in report:
+        lines += ["| id | metric | value | settings |", "|---|---|---:|---|"]
+        for row in _metric_rows(report):
+            lines.append("| " + " | ".join(row) + " |")
+    if "tests" in report:
+        lines += ["| id | test | statistic | p-value | verdict | details |",
+                  "|---|---|---:|---:|---|---|"]
+        for trow in _test_rows(report):
+            lines.append("| " + " | ".join(trow) + " |")
+        levels = report["tests"].get("tcal_adaptive", {}).get("levels")
+        if levels:
+            lines += ["", "| " + " | ".join(_LEVEL_COLUMNS) + " |", "|" + "---:|" * len(_LEVEL_COLUMNS)]
+            for lv in levels:
+                lines.append("| " + " | ".join(_fmt(lv[c], 6) for c in _LEVEL_COLUMNS) + " |")
+    for note in report.get("notes", []):
+        lines += ["", f"- note: {note}"]
     for mid in bins_for:
-        m = report["metrics"].get(mid)
+        m = report.get("metrics", {}).get(mid)
         if not m or "bins" not in m:
             continue
         cols = _bin_columns(m["bins"])

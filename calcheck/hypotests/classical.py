@@ -1,0 +1,159 @@
+"""Classical calibration tests beside T-Cal (SPEC §7), and the binomial test of discrete scores.
+
+References
+----------
+.. [1] Hosmer, Lemeshow. Goodness of fit tests for the multiple logistic regression model. 1980.
+.. [2] Spiegelhalter. Probabilistic prediction in patient management and clinical trials. 1986.
+.. [3] Cox. Two further applications of a model for binary regression. Biometrika 1958.
+.. [4] Lee, Huang, Hassani, Dobriban. T-Cal, Appendix 8.2.4 (binomial test with Bonferroni).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+from scipy.stats import chi2, norm
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import quantile_bounds, segment_sums, stable_argsort
+from calcheck.hypotests._result import TestResult
+from calcheck.hypotests.binom import binomtest_pvalue
+
+LOGIT_EPS = 1e-15
+
+
+def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
+                    alpha: float = 0.05) -> TestResult:
+    r"""Hosmer–Lemeshow test on ``groups`` equal-mass groups (split by index after a stable sort).
+
+    .. math:: C = \sum_g \frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}, \quad C \sim \chi^2(G - 2)
+
+    Empty groups are skipped (G counts the non-empty ones).  A group whose expected variance is
+    0 (all scores 0 or all 1) adds 0 when O_g = E_g and makes C infinite otherwise.
+    """
+    order = stable_argsort(scores)
+    s, y = scores[order], labels[order]
+    b = quantile_bounds(s.shape[0], groups)
+    n_g = np.diff(b).astype(np.float64)
+    keep = n_g > 0
+    obs = segment_sums(y, b)[keep].astype(np.float64)
+    exp = segment_sums(s, b)[keep]
+    n_g = n_g[keep]
+    var = exp * (1.0 - exp / n_g)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(var > 0, (obs - exp) ** 2 / np.where(var > 0, var, 1.0),
+                         np.where(np.isclose(obs, exp), 0.0, np.inf))
+    stat = float(terms.sum())
+    g = int(keep.sum())
+    df = g - 2
+    p = float(chi2.sf(stat, df)) if df > 0 else float("nan")
+    return TestResult(id="hosmer_lemeshow", statistic=stat, pvalue=p,
+                      reject=bool(p <= alpha) if df > 0 else False, alpha=alpha,
+                      details={"df": df, "groups": g,
+                               "table": [{"n": int(a), "observed": float(o), "expected": float(e)}
+                                         for a, o, e in zip(n_g, obs, exp)]},
+                      settings={"groups": groups, "grouping": "equal-mass by index"})
+
+
+def spiegelhalter(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
+    r"""Spiegelhalter's Z test, two-sided.
+
+    .. math:: Z = \frac{\sum (y - s)(1 - 2s)}{\sqrt{\sum (1 - 2s)^2 s (1 - s)}}
+
+    The numerator is the Brier score minus its expectation under calibration; ``direction``
+    says whether the predictions are too high on average (over-prediction: mean score above
+    the observed rate) or too low.
+    """
+    s = scores
+    y = labels.astype(np.float64)
+    num = float(np.sum((y - s) * (1.0 - 2.0 * s)))
+    den = float(np.sqrt(np.sum((1.0 - 2.0 * s) ** 2 * s * (1.0 - s))))
+    if den == 0.0:
+        z = 0.0 if num == 0.0 else math.copysign(math.inf, num)
+    else:
+        z = num / den
+    p = float(2.0 * norm.sf(abs(z)))
+    ms, my = float(s.mean()), float(y.mean())
+    direction = "over-prediction" if ms > my else ("under-prediction" if ms < my else "none")
+    return TestResult(id="spiegelhalter", statistic=z, pvalue=p, reject=p <= alpha, alpha=alpha,
+                      details={"mean_score": ms, "mean_label": my, "direction": direction,
+                               "brier_excess": num / s.shape[0]},
+                      settings={"alternative": "two-sided"})
+
+
+def _logistic_fit(x: FloatArray, y: FloatArray, iters: int = 100) -> tuple[float, float, float]:
+    """Maximum-likelihood intercept and slope of logit P(y=1) = a + b·x (Newton), and the log-lik."""
+    X = np.column_stack([np.ones_like(x), x])
+    beta = np.zeros(2)
+    ll_old = -np.inf
+    for _ in range(iters):
+        eta = X @ beta
+        p = expit(eta)
+        w = p * (1.0 - p)
+        grad = X.T @ (y - p)
+        hess = X.T @ (X * w[:, None])
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        # step halving keeps the log-likelihood increasing (separation, extreme scores)
+        for _ in range(30):
+            cand = beta + step
+            ll = _loglik(X @ cand, y)
+            if ll >= ll_old - 1e-12:
+                break
+            step /= 2.0
+        beta, ll_old = cand, ll
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return float(beta[0]), float(beta[1]), float(ll_old)
+
+
+def _loglik(eta: FloatArray, y: FloatArray) -> float:
+    # log σ(η) = −log(1 + e^{−η}); log(1 − σ(η)) = −log(1 + e^{η})
+    return float(-np.sum(y * np.logaddexp(0.0, -eta) + (1.0 - y) * np.logaddexp(0.0, eta)))
+
+
+def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
+    """Cox calibration intercept and slope, with the likelihood-ratio test of (0, 1).
+
+    Logistic regression of y on logit(s) (s clipped to [1e-15, 1 − 1e-15]).  LR = 2·(ℓ(â, b̂) −
+    ℓ(0, 1)) ~ χ²(2).  A slope below 1 means predictions too extreme (over-confident), above 1
+    too moderate; the intercept shifts them all.
+    """
+    s = np.clip(scores, LOGIT_EPS, 1.0 - LOGIT_EPS)
+    x = np.log(s) - np.log1p(-s)
+    y = labels.astype(np.float64)
+    a, b, ll_fit = _logistic_fit(x, y)
+    ll_null = _loglik(x, y)
+    lr = max(0.0, 2.0 * (ll_fit - ll_null))
+    p = float(chi2.sf(lr, 2))
+    return TestResult(id="cox", statistic=lr, pvalue=p, reject=p <= alpha, alpha=alpha,
+                      details={"intercept": a, "slope": b, "df": 2,
+                               "statistic_name": "likelihood ratio vs (intercept, slope) = (0, 1)"},
+                      settings={"clip": LOGIT_EPS})
+
+
+def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
+    """Per distinct score value v, the exact two-sided binomial test of (k_v of n_v) at p = v.
+
+    Rejects when some p_v <= α/V (Bonferroni over the V distinct values); p = min(1, V·min p_v).
+    The authors' ``multiple_binom_test`` (T-Cal paper, Appendix 8.2.4).
+    """
+    values, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    k = np.bincount(inverse, weights=labels, minlength=values.shape[0]).round().astype(np.int64)
+    pv = binomtest_pvalue(k, counts, values)
+    V = int(values.shape[0])
+    pmin = float(pv.min())
+    worst = int(np.argmin(pv))
+    return TestResult(id="binomial_discrete", statistic=pmin, pvalue=min(1.0, V * pmin),
+                      reject=pmin <= alpha / V, alpha=alpha,
+                      details={"statistic_name": "smallest per-value p-value", "distinct_values": V,
+                               "level_alpha": alpha / V,
+                               "worst_value": {"score": float(values[worst]), "n": int(counts[worst]),
+                                               "positives": int(k[worst])},
+                               "note": "scores take few distinct values; T-Cal assumes continuous "
+                                       "scores, this test does not"},
+                      settings={"correction": "bonferroni"})
