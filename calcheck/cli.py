@@ -81,19 +81,50 @@ def _file_format(path: str, fmt: str) -> str:
 FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
 
 
-def _read(file: str, score_col: str | None, label_col: str | None, pos_label: str | None,
+def _read(file: Any, score_col: str | None, label_col: str | None, pos_label: str | None,
           input_format: str | None, drop_invalid: bool, quiet: bool) -> Any:
     """Read and validate the input; notes on stderr about warnings and dropped rows."""
     from calcheck.io import load_binary
 
     data = load_binary(file, score=score_col, label=label_col, pos_label=pos_label,
                        input_format=input_format, drop_invalid=drop_invalid)
+    _report_dropped(data, quiet)
+    return data
+
+
+def _read_test_input(file: str, score_col: str | None, label_col: str | None,
+                     pos_label: str | None, probs: list[str] | None, renormalize: bool,
+                     input_format: str | None, drop_invalid: bool,
+                     quiet: bool) -> tuple[Any, Any, dict[str, Any]]:
+    """Binary input as it is; multiclass input as its top-label view (confidence, correct)."""
+    from calcheck.io import input_kind, load_multiclass, open_source
+    from calcheck.multiclass import top_label_view
+
+    src = open_source(file, input_format)
+    if input_kind(src, score=score_col, probs=probs) == "binary":
+        data = _read(src, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
+        return data.scores, data.labels, data.input_dict()
+    mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
+                         drop_invalid=drop_invalid)
+    _report_dropped(mc, quiet)
+    if mc.rows_renormalized:
+        note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
+             quiet=quiet)
+    conf, correct = top_label_view(mc.probs, mc.labels)
+    note(f"multiclass input ({len(mc.prob_columns)} classes): testing the top-label view "
+         "(confidence of the predicted class vs correctness)", quiet=quiet)
+    info = mc.input_dict()
+    info.update({"view": "top-label", "positives": int(correct.sum()),
+                 "prevalence": float(correct.mean()), "accuracy": float(correct.mean())})
+    return conf, correct, info
+
+
+def _report_dropped(data: Any, quiet: bool) -> None:
     for w in data.warnings:
         note(f"warning: {w}", quiet=quiet)
     if data.rows_dropped:
         reasons = ", ".join(f"{k}={v}" for k, v in data.dropped_by_reason.items())
         note(f"dropped {data.rows_dropped} of {data.rows_read} rows ({reasons})")
-    return data
 
 
 def _emit(report: dict[str, Any], out_fmt: str, output: str | None,
@@ -222,7 +253,15 @@ def score(
                 bins_for.append(mid)
 
     # -- read, compute, report
-    data = _read(file, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
+    from calcheck.io import input_kind, open_source
+
+    src = open_source(file, input_format)
+    if input_kind(src, score=score_col, probs=None) == "multiclass":
+        raise UsageError(
+            f"{src.name} holds class-probability columns (prob_0..prob_K-1) and no score column: "
+            "`calcheck score` reads binary scores; multiclass metrics are not available yet. "
+            "Use `calcheck test` (top-label view), or --score COL for a binary score")
+    data = _read(src, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
     prepared = Prepared(data.scores, data.labels, validate=False)
     results = compute_metrics(prepared, ids, opts)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
@@ -267,6 +306,13 @@ def test_cmd(
     score_col: str | None = typer.Option(None, "--score", help="Score column."),
     label_col: str | None = typer.Option(None, "--label", help="Label column."),
     pos_label: str | None = typer.Option(None, "--pos-label", help="Positive label value."),
+    probs: list[str] | None = typer.Option(
+        None, "--probs",
+        help="Multiclass: class-probability columns (names, comma list or glob, e.g. 'prob_*'); "
+             "default: prob_0..prob_{K-1} when there is no score column. Tested on the top-label "
+             "view (confidence vs correctness)."),
+    renormalize: bool = typer.Option(
+        False, "--renormalize", help="Multiclass: divide rows that do not sum to 1 by their sum."),
     fmt: str | None = typer.Option(
         None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
     as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
@@ -296,10 +342,12 @@ def test_cmd(
     opts = TestOptions(alpha=check_alpha(alpha), bins=bins, trials=trials, resample=resample,
                        seed=seed, discrete_max=discrete_max)
 
-    data = _read(file, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
+    scores, labels, input_info = _read_test_input(
+        file, score_col, label_col, pos_label, probs, renormalize, input_format, drop_invalid,
+        quiet)
     progress = _Progress("simulating the null") if sys.stderr.isatty() else None
     try:
-        results, notes = run_tests(data.scores, data.labels, methods, opts, progress=progress)
+        results, notes = run_tests(scores, labels, methods, opts, progress=progress)
     finally:
         if progress is not None:
             progress.close()
@@ -310,7 +358,7 @@ def test_cmd(
         "bins": bins, "trials": trials, "resample": resample, "seed": seed,
         "discrete_max": discrete_max, "pos_label": pos_label, "drop_invalid": drop_invalid,
     }
-    report = build_report(command="test", input_info=data.input_dict(), settings=settings,
+    report = build_report(command="test", input_info=input_info, settings=settings,
                           tests=results, notes=notes)
     _emit(report, out_fmt, output)
     if fail_on_reject and any(r.reject for r in results.values()):

@@ -8,9 +8,11 @@ from 1 for the first data row, header excluded).
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import io
 import os
+import re
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -31,6 +33,8 @@ from calcheck.validation import describe_rows, invalid_score_masks
 SCORE_NAMES = ("score", "scores", "prob", "proba", "probability", "p", "p_hat", "y_prob",
                "y_score", "pred_prob", "prediction")
 LABEL_NAMES = ("label", "labels", "y", "y_true", "target", "outcome", "actual")
+PROB_COLUMN = re.compile(r"^prob_(\d+)$", re.IGNORECASE)
+ROW_SUM_TOL = 1e-6
 FORMATS = ("csv", "parquet")
 PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -45,6 +49,7 @@ class Source:
     path: str | None = None       # filesystem path (None for stdin)
     data: bytes | None = None     # the bytes of stdin
     compression: str | None = None
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,14 @@ def _csv_stream(src: Source) -> Any:
 
 
 def _read_csv(src: Source, *, use_threads: bool = True) -> pa.Table:
+    if "csv" in src.cache:                   # a CSV is parsed once per run
+        return src.cache["csv"]
+    table = _parse_csv(src, use_threads=use_threads)
+    src.cache["csv"] = table
+    return table
+
+
+def _parse_csv(src: Source, *, use_threads: bool = True) -> pa.Table:
     bad_rows: list[Any] = []
 
     def on_invalid(row: Any) -> str:
@@ -154,7 +167,7 @@ def _read_csv(src: Source, *, use_threads: bool = True) -> pa.Table:
     except pa.ArrowInvalid as exc:
         msg = str(exc)
         if bad_rows and bad_rows[0].number is None and use_threads:
-            return _read_csv(src, use_threads=False)  # error path: re-parse to number the row
+            return _parse_csv(src, use_threads=False)  # error path: re-parse to number the row
         if bad_rows:
             r = bad_rows[0]
             where = f"row {r.number - 1}" if r.number is not None else "a row"
@@ -320,7 +333,7 @@ def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarr
     return y, missing, np.zeros(len(vals), dtype=bool)
 
 
-def load_binary(path: str, *, score: str | None = None, label: str | None = None,
+def load_binary(path: str | Source, *, score: str | None = None, label: str | None = None,
                 pos_label: str | None = None, input_format: str | None = None,
                 drop_invalid: bool = False, stdin: BinaryIO | None = None) -> BinaryData:
     """Read, select and validate the score and label columns of a binary prediction file.
@@ -329,7 +342,7 @@ def load_binary(path: str, *, score: str | None = None, label: str | None = None
     labels) raise :class:`InputError` naming the first ones, unless ``drop_invalid`` is set:
     then they are removed and counted by reason.
     """
-    src = open_source(path, input_format, stdin=stdin)
+    src = path if isinstance(path, Source) else open_source(path, input_format, stdin=stdin)
     available, table = column_names(src)
     score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
     label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
@@ -403,3 +416,215 @@ def atomic_write(path: str, text: str) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write output ({_one_line(exc)})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# multiclass input (SPEC §1)
+
+
+@dataclass(frozen=True)
+class MulticlassData:
+    """K class-probability columns and class-index labels, validated, with provenance."""
+
+    probs: np.ndarray                 # (n, K) float64
+    labels: IntArray                  # class index 0..K−1
+    class_names: list[str]
+    source: str
+    fmt: str
+    prob_columns: list[str]
+    label_column: str
+    rows_read: int
+    rows_dropped: int = 0
+    dropped_by_reason: dict[str, int] = field(default_factory=dict)
+    rows_renormalized: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def input_dict(self) -> dict[str, Any]:
+        """The ``input`` object of the JSON report."""
+        return {
+            "path": self.source, "format": self.fmt, "kind": "multiclass",
+            "prob_columns": list(self.prob_columns), "classes": list(self.class_names),
+            "label_column": self.label_column, "rows_read": self.rows_read,
+            "rows_dropped": self.rows_dropped, "dropped_by_reason": dict(self.dropped_by_reason),
+            "rows_renormalized": self.rows_renormalized, "rows_used": int(self.labels.shape[0]),
+        }
+
+
+def _natural_key(name: str) -> tuple[str, int, str]:
+    m = re.search(r"(\d+)$", name)
+    return (name[: m.start()], int(m.group(1)), "") if m else (name, -1, name)
+
+
+def find_prob_columns(available: list[str]) -> list[str] | None:
+    """The auto-detected ``prob_0 .. prob_{K−1}`` columns (K ≥ 2, contiguous), else None."""
+    found = {int(m.group(1)): c for c in available if (m := PROB_COLUMN.match(c))}
+    if len(found) < 2 or sorted(found) != list(range(len(found))):
+        return None
+    return [found[k] for k in range(len(found))]
+
+
+def resolve_prob_columns(available: list[str], probs: list[str] | None, source: str) -> list[str]:
+    """Probability columns named by ``--probs`` (names, comma lists or globs), or auto-detected."""
+    if not probs:
+        cols = find_prob_columns(available)
+        if cols is None:
+            raise InputError(f"{source}: no probability columns prob_0..prob_{{K-1}} found; name "
+                             f"them with --probs; available columns: {', '.join(available)}")
+        return cols
+    cols: list[str] = []
+    for item in probs:
+        for part in (p.strip() for p in item.split(",")):
+            if not part:
+                continue
+            if any(ch in part for ch in "*?["):
+                hits = sorted((c for c in available if fnmatch.fnmatchcase(c, part)),
+                              key=_natural_key)
+                if not hits:
+                    raise InputError(f"{source}: --probs {part!r} matches no column; available "
+                                     f"columns: {', '.join(available)}")
+                cols += [h for h in hits if h not in cols]
+            elif part in available:
+                if part not in cols:
+                    cols.append(part)
+            else:
+                raise InputError(f"{source}: no column {part!r} (--probs); available columns: "
+                                 f"{', '.join(available)}", column=part)
+    if len(cols) < 2:
+        raise InputError(f"{source}: --probs names {len(cols)} column(s); multiclass input needs "
+                         "at least 2")
+    return cols
+
+
+def _class_names(cols: list[str]) -> list[str]:
+    prefix = os.path.commonprefix(cols)  # noqa: RUF071 - character prefix of column names
+    cut = prefix.rfind("_") + 1 if "_" in prefix else len(prefix)
+    names = [c[cut:] for c in cols]
+    return names if all(names) and len(set(names)) == len(names) else list(cols)
+
+
+def _class_index(src: Source, name: str, col: pa.ChunkedArray,
+                 class_names: list[str]) -> tuple[IntArray, np.ndarray, np.ndarray, Any]:
+    """Labels as class indices: integers 0..K−1, or names equal to a column suffix."""
+    k = len(class_names)
+    missing = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        vals = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
+        missing |= np.isnan(vals)
+        bad = ~missing & ((vals != np.round(vals)) | (vals < 0) | (vals >= k))
+        idx = np.where(missing | bad, 0, vals).astype(np.int64)
+        return idx, missing, bad, vals
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+        vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        lookup = {c: i for i, c in enumerate(class_names)}
+        lookup.update({str(i): i for i in range(k)})
+        idx = np.zeros(len(vals), dtype=np.int64)
+        bad = np.zeros(len(vals), dtype=bool)
+        for i, v in enumerate(vals):           # label strings: one dict lookup per row
+            if v is None:
+                continue
+            j = lookup.get(v)
+            if j is None:
+                bad[i] = True
+            else:
+                idx[i] = j
+        return idx, missing, bad, vals
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise _not_utf8(src, name, col)
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected class indices or names",
+                     column=name)
+
+
+def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label: str | None = None,
+                    input_format: str | None = None, renormalize: bool = False,
+                    drop_invalid: bool = False, stdin: BinaryIO | None = None) -> MulticlassData:
+    """Read and validate K probability columns and a class label (SPEC §1).
+
+    Probabilities must be finite and in [0, 1] and each row must sum to 1 within 1e-6;
+    ``renormalize`` divides rows by their sum instead (the number of rows changed by more than
+    the tolerance is reported).  Labels are class indices 0..K−1 or class names equal to the
+    probability columns' suffixes (``prob_cat`` → ``cat``).
+    """
+    src = path if isinstance(path, Source) else open_source(path, input_format, stdin=stdin)
+    available, table = column_names(src)
+    cols = resolve_prob_columns(available, probs, src.name)
+    label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
+                               "label", "--label", src.name)
+    if table is None:
+        table = read_columns(src, [*cols, label_col])
+    n = table.num_rows
+    if n == 0:
+        raise InputError(f"{src.name}: no data rows (header only?)")
+    names = _class_names(cols)
+    P = np.empty((n, len(cols)))
+    problems: list[tuple[str, str, str, np.ndarray, Any]] = []
+    for j, c in enumerate(cols):
+        vals, nonnum, text = _scores_array(src, c, table.column(c))
+        P[:, j] = vals
+        if nonnum.any():
+            problems.append(("non_numeric_prob", c, "not numeric", nonnum, text))
+        what = {"missing": "missing (empty or NaN)", "infinite": "infinite",
+                "out_of_range": "outside [0, 1]"}
+        for reason, mask in invalid_score_masks(vals).items():
+            mask = mask & ~nonnum
+            if mask.any():
+                problems.append((f"{reason}_prob", c, what[reason], mask, vals))
+    y, missing, bad, raw = _class_index(src, label_col, table.column(label_col), names)
+    del table
+    if missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
+    if bad.any():
+        problems.append(("unknown_class", label_col,
+                         f"not a class (expected 0..{len(cols) - 1} or one of "
+                         f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
+    finite_rows = np.isfinite(P).all(axis=1)
+    sums = np.where(finite_rows, P.sum(axis=1), 1.0)
+    off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
+    renormalized = 0
+    if off.any() and renormalize:
+        zero = off & (sums <= 0)
+        if zero.any():
+            problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities summing "
+                             "to 0 (cannot renormalize)", zero, None))
+        fix = off & ~zero
+        P[fix] /= sums[fix, None]
+        renormalized = int(fix.sum())
+    elif off.any():
+        problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
+                         "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
+    dropped: dict[str, int] = {}
+    rows_dropped = 0
+    if problems:
+        if not drop_invalid:
+            reason, col, text, mask, values = problems[0]
+            k = int(mask.sum())
+            idx = np.flatnonzero(mask)[:3]
+            raise InputError(
+                f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
+                f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
+                column=col, rows=[int(i) + 1 for i in idx])
+        badrow = np.zeros(n, dtype=bool)
+        for reason, _, _, mask, _ in problems:
+            dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
+            badrow |= mask
+        rows_dropped = int(badrow.sum())
+        P, y = P[~badrow], y[~badrow]
+        if y.shape[0] == 0:
+            raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
+    return MulticlassData(probs=np.ascontiguousarray(P), labels=y, class_names=names,
+                          source=src.name, fmt=src.fmt, prob_columns=cols, label_column=label_col,
+                          rows_read=n, rows_dropped=rows_dropped, dropped_by_reason=dropped,
+                          rows_renormalized=renormalized)
+
+
+def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
+    """``"binary"`` or ``"multiclass"``: --probs or auto-detected prob_0..prob_{K−1} columns
+    without a score column mean multiclass; everything else is read as binary."""
+    if probs:
+        return "multiclass"
+    if score is not None:
+        return "binary"
+    available, _ = column_names(src)
+    if any(c.lower() in SCORE_NAMES for c in available):
+        return "binary"
+    return "multiclass" if find_prob_columns(available) else "binary"

@@ -1,0 +1,85 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import calcheck
+from calcheck.errors import InputError
+from calcheck.io import load_multiclass
+from calcheck.multiclass import top_label_view
+
+
+def _write(tmp_path, df, name="m.csv"):
+    p = tmp_path / name
+    if name.endswith(".parquet"):
+        df.to_parquet(p, index=False)
+    else:
+        df.to_csv(p, index=False)
+    return p
+
+
+def _frame(n=600, k=4, seed=0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 2
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(k, p=row) for row in p])
+    df = pd.DataFrame({f"prob_{j}": p[:, j] for j in range(k)})
+    df["label"] = y
+    return df, p, y
+
+
+def test_top_label_view_ties_to_lowest_index():
+    probs = np.array([[0.4, 0.4, 0.2], [0.1, 0.3, 0.6], [0.5, 0.25, 0.25]])
+    conf, correct = top_label_view(probs, np.array([1, 2, 0]))
+    assert conf.tolist() == [0.4, 0.6, 0.5]
+    assert correct.tolist() == [0, 1, 1]     # row 0: argmax tie → class 0, label 1
+
+
+def test_load_multiclass_autodetect_and_names(tmp_path):
+    df, _, y = _frame()
+    d = load_multiclass(str(_write(tmp_path, df, "m.parquet")))
+    assert d.prob_columns == [f"prob_{j}" for j in range(4)] and d.class_names == ["0", "1", "2", "3"]
+    np.testing.assert_array_equal(d.labels, y)
+    named = pd.DataFrame({"prob_cat": [0.7, 0.2], "prob_dog": [0.3, 0.8], "target": ["cat", "cat"]})
+    d2 = load_multiclass(str(_write(tmp_path, named)), probs=["prob_*"])
+    assert d2.class_names == ["cat", "dog"] and d2.labels.tolist() == [0, 0]
+
+
+def test_row_sums_checked_and_renormalized(tmp_path):
+    df = pd.DataFrame({"prob_0": [0.5, 0.6, 0.2], "prob_1": [0.5, 0.6, 0.8], "label": [0, 1, 1]})
+    p = _write(tmp_path, df)
+    with pytest.raises(InputError, match=r"do not sum to 1 within 1e-6.*row 2"):
+        load_multiclass(str(p))
+    d = load_multiclass(str(p), renormalize=True)
+    assert d.rows_renormalized == 1 and np.allclose(d.probs.sum(axis=1), 1)
+
+
+def test_unknown_class_and_drop(tmp_path):
+    df = pd.DataFrame({"prob_0": [0.5, 0.4], "prob_1": [0.5, 0.6], "label": [0, 7]})
+    p = _write(tmp_path, df)
+    with pytest.raises(InputError, match=r"1 value not a class.*row 2"):
+        load_multiclass(str(p))
+    d = load_multiclass(str(p), drop_invalid=True)
+    assert d.rows_dropped == 1 and d.dropped_by_reason == {"unknown_class": 1}
+
+
+def test_cli_test_multiclass_is_top_label(cli, tmp_path):
+    df, p, y = _frame(n=800)
+    path = _write(tmp_path, df, "m.parquet")
+    r = cli(["test", path, "--json", "--trials", "300", "--method", "tcal,hl"])
+    assert r.code == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["input"]["view"] == "top-label" and rep["input"]["kind"] == "multiclass"
+    conf, correct = top_label_view(p, y)
+    assert rep["tests"]["tcal_adaptive"] == calcheck.tcal(conf, correct, trials=300).to_dict()
+    assert rep["tests"]["hosmer_lemeshow"] == calcheck.hosmer_lemeshow(conf, correct).to_dict()
+    assert "top-label view" in r.stderr
+    g = cli(["test", path, "--probs", "prob_*", "--json", "--method", "cox"])
+    assert json.loads(g.stdout)["tests"]["cox"] == calcheck.cox(conf, correct).to_dict()
+
+
+def test_cli_score_on_multiclass_says_what_to_do(cli, tmp_path):
+    df, _, _ = _frame(n=50)
+    r = cli(["score", _write(tmp_path, df)])
+    assert r.code == 2 and "calcheck test" in r.stderr and len(r.stderr.splitlines()) == 1
