@@ -333,6 +333,48 @@ def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarr
     return y, missing, np.zeros(len(vals), dtype=bool)
 
 
+Problem = tuple[str, str, str, np.ndarray, Any]   # reason, column, text, row mask, values
+
+_SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
+               "out_of_range": "outside [0, 1]"}
+
+
+def _probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, text: Any,
+                          kind: str) -> list[Problem]:
+    """Non-numeric, missing, infinite and out-of-range entries of a probability column."""
+    out: list[Problem] = []
+    if nonnum.any():
+        out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
+    for reason, mask in invalid_score_masks(values).items():
+        mask = mask & ~nonnum
+        if mask.any():
+            out.append((f"{reason}_{kind}", column, _SCORE_WHAT[reason], mask, values))
+    return out
+
+
+def _settle_problems(src: Source, problems: list[Problem], n: int,
+                     drop_invalid: bool) -> tuple[np.ndarray | None, int, dict[str, int]]:
+    """Raise on the first problem, or (``drop_invalid``) return the rows to keep and the counts."""
+    if not problems:
+        return None, 0, {}
+    if not drop_invalid:
+        _, col, text, mask, values = problems[0]
+        k = int(mask.sum())
+        idx = np.flatnonzero(mask)[:3]
+        raise InputError(
+            f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
+            f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
+            column=col, rows=[int(i) + 1 for i in idx])
+    bad = np.zeros(n, dtype=bool)
+    dropped: dict[str, int] = {}
+    for reason, _, _, mask, _ in problems:
+        dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
+        bad |= mask
+    if bad.all():
+        raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
+    return ~bad, int(bad.sum()), dropped
+
+
 def load_binary(path: str | Source, *, score: str | None = None, label: str | None = None,
                 pos_label: str | None = None, input_format: str | None = None,
                 drop_invalid: bool = False, stdin: BinaryIO | None = None) -> BinaryData:
@@ -357,41 +399,15 @@ def load_binary(path: str | Source, *, score: str | None = None, label: str | No
     labels, lab_missing, lab_nonbin, label_values = _labels_array(src, label_col, table.column(label_col),
                                                     pos_label)
     del table
-    problems: list[tuple[str, str, str, np.ndarray, Any]] = []
-    if nonnum.any():
-        problems.append(("non_numeric_score", score_col, "not numeric", nonnum, score_text))
-    masks = invalid_score_masks(scores)
-    masks["missing"] &= ~nonnum
-    what = {"missing": "missing (empty or NaN)", "infinite": "infinite",
-            "out_of_range": "outside [0, 1]"}
-    for reason, mask in masks.items():
-        if mask.any():
-            problems.append((f"{reason}_score", score_col, what[reason], mask, scores))
+    problems = _probability_problems(score_col, scores, nonnum, score_text, "score")
     if lab_missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
     if lab_nonbin.any():
         problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
                          "use --pos-label for other codings)", lab_nonbin, label_values))
-    dropped: dict[str, int] = {}
-    rows_dropped = 0
-    if problems:
-        if not drop_invalid:
-            reason, col, text, mask, values = problems[0]
-            k = int(mask.sum())
-            idx = np.flatnonzero(mask)[:3]
-            raise InputError(
-                f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
-                f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
-                column=col, rows=[int(i) + 1 for i in idx])
-        bad = np.zeros(n, dtype=bool)
-        for reason, _, _, mask, _ in problems:
-            dropped[reason] = int(mask.sum())
-            bad |= mask
-        rows_dropped = int(bad.sum())
-        keep = ~bad
+    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
+    if keep is not None:
         scores, labels = scores[keep], labels[keep]
-        if scores.shape[0] == 0:
-            raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
     warnings = []
     pos = int(labels.sum())
     if pos == 0 or pos == labels.shape[0]:
@@ -557,18 +573,11 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
         raise InputError(f"{src.name}: no data rows (header only?)")
     names = _class_names(cols)
     P = np.empty((n, len(cols)))
-    problems: list[tuple[str, str, str, np.ndarray, Any]] = []
+    problems: list[Problem] = []
     for j, c in enumerate(cols):
         vals, nonnum, text = _scores_array(src, c, table.column(c))
         P[:, j] = vals
-        if nonnum.any():
-            problems.append(("non_numeric_prob", c, "not numeric", nonnum, text))
-        what = {"missing": "missing (empty or NaN)", "infinite": "infinite",
-                "out_of_range": "outside [0, 1]"}
-        for reason, mask in invalid_score_masks(vals).items():
-            mask = mask & ~nonnum
-            if mask.any():
-                problems.append((f"{reason}_prob", c, what[reason], mask, vals))
+        problems += _probability_problems(c, vals, nonnum, text, "prob")
     y, missing, bad, raw = _class_index(src, label_col, table.column(label_col), names)
     del table
     if missing.any():
@@ -592,25 +601,9 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
     elif off.any():
         problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
                          "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
-    dropped: dict[str, int] = {}
-    rows_dropped = 0
-    if problems:
-        if not drop_invalid:
-            reason, col, text, mask, values = problems[0]
-            k = int(mask.sum())
-            idx = np.flatnonzero(mask)[:3]
-            raise InputError(
-                f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
-                f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
-                column=col, rows=[int(i) + 1 for i in idx])
-        badrow = np.zeros(n, dtype=bool)
-        for reason, _, _, mask, _ in problems:
-            dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
-            badrow |= mask
-        rows_dropped = int(badrow.sum())
-        P, y = P[~badrow], y[~badrow]
-        if y.shape[0] == 0:
-            raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
+    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
+    if keep is not None:
+        P, y = P[keep], y[keep]
     return MulticlassData(probs=np.ascontiguousarray(P), labels=y, class_names=names,
                           source=src.name, fmt=src.fmt, prob_columns=cols, label_column=label_col,
                           rows_read=n, rows_dropped=rows_dropped, dropped_by_reason=dropped,
