@@ -66,6 +66,7 @@ class BinaryData:
     rows_dropped: int = 0
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def input_dict(self) -> dict[str, Any]:
         """The ``input`` object of the JSON report."""
@@ -375,9 +376,36 @@ def _settle_problems(src: Source, problems: list[Problem], n: int,
     return ~bad, int(bad.sum()), dropped
 
 
+def _extras(src: Source, table: pa.Table, available: list[str], numeric: list[str],
+            raw: list[str]) -> dict[str, np.ndarray]:
+    """Extra columns: ``numeric`` as float64 (missing → NaN, text → error), ``raw`` as they are."""
+    out: dict[str, np.ndarray] = {}
+    for name in numeric:
+        vals, nonnum, text = _scores_array(src, name, table.column(name))
+        if nonnum.any():
+            k = int(nonnum.sum())
+            raise InputError(f"{src.name}: column {name!r}: {k} value{'s' if k > 1 else ''} not "
+                             f"numeric; {describe_rows(nonnum, text)} (--var needs a numeric "
+                             "column)", column=name)
+        out[name] = vals
+    for name in raw:
+        if name not in out:
+            out[name] = np.asarray(table.column(name).to_numpy(zero_copy_only=False))
+    return out
+
+
+def _check_extra_names(available: list[str], names: list[str], source: str) -> None:
+    for name in names:
+        if name not in available:
+            raise InputError(f"{source}: no column {name!r}; available columns: "
+                             f"{', '.join(available)}", column=name)
+
+
 def load_binary(path: str | Source, *, score: str | None = None, label: str | None = None,
                 pos_label: str | None = None, input_format: str | None = None,
-                drop_invalid: bool = False, stdin: BinaryIO | None = None) -> BinaryData:
+                drop_invalid: bool = False, stdin: BinaryIO | None = None,
+                numeric_extras: list[str] | None = None,
+                raw_extras: list[str] | None = None) -> BinaryData:
     """Read, select and validate the score and label columns of a binary prediction file.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores; missing or non-binary
@@ -390,14 +418,18 @@ def load_binary(path: str | Source, *, score: str | None = None, label: str | No
     label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
     if score_col == label_col:
         raise InputError(f"{src.name}: the score and label columns are the same ({score_col!r})")
+    numeric_extras, raw_extras = list(numeric_extras or []), list(raw_extras or [])
+    _check_extra_names(available, numeric_extras + raw_extras, src.name)
     if table is None:
-        table = read_columns(src, [score_col, label_col])
+        table = read_columns(src, list(dict.fromkeys([score_col, label_col, *numeric_extras,
+                                                      *raw_extras])))
     n = table.num_rows
     if n == 0:
         raise InputError(f"{src.name}: no data rows (header only?)")
     scores, nonnum, score_text = _scores_array(src, score_col, table.column(score_col))
-    labels, lab_missing, lab_nonbin, label_values = _labels_array(src, label_col, table.column(label_col),
-                                                    pos_label)
+    labels, lab_missing, lab_nonbin, label_values = _labels_array(
+        src, label_col, table.column(label_col), pos_label)
+    extras = _extras(src, table, available, numeric_extras, raw_extras)
     del table
     problems = _probability_problems(score_col, scores, nonnum, score_text, "score")
     if lab_missing.any():
@@ -408,6 +440,7 @@ def load_binary(path: str | Source, *, score: str | None = None, label: str | No
     keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
     if keep is not None:
         scores, labels = scores[keep], labels[keep]
+        extras = {k: v[keep] for k, v in extras.items()}
     warnings = []
     pos = int(labels.sum())
     if pos == 0 or pos == labels.shape[0]:
@@ -418,7 +451,7 @@ def load_binary(path: str | Source, *, score: str | None = None, label: str | No
                       labels=np.ascontiguousarray(labels, dtype=np.int64),
                       source=src.name, fmt=src.fmt, score_column=score_col,
                       label_column=label_col, rows_read=n, rows_dropped=rows_dropped,
-                      dropped_by_reason=dropped, warnings=warnings)
+                      dropped_by_reason=dropped, warnings=warnings, extras=extras)
 
 
 def atomic_write(path: str, text: str) -> None:
@@ -454,6 +487,7 @@ class MulticlassData:
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
     rows_renormalized: int = 0
     warnings: list[str] = field(default_factory=list)
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def input_dict(self) -> dict[str, Any]:
         """The ``input`` object of the JSON report."""
@@ -553,7 +587,9 @@ def _class_index(src: Source, name: str, col: pa.ChunkedArray,
 
 def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label: str | None = None,
                     input_format: str | None = None, renormalize: bool = False,
-                    drop_invalid: bool = False, stdin: BinaryIO | None = None) -> MulticlassData:
+                    drop_invalid: bool = False, stdin: BinaryIO | None = None,
+                    numeric_extras: list[str] | None = None,
+                    raw_extras: list[str] | None = None) -> MulticlassData:
     """Read and validate K probability columns and a class label (SPEC §1).
 
     Probabilities must be finite and in [0, 1] and each row must sum to 1 within 1e-6;
@@ -566,8 +602,11 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
     cols = resolve_prob_columns(available, probs, src.name)
     label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
                                "label", "--label", src.name)
+    numeric_extras, raw_extras = list(numeric_extras or []), list(raw_extras or [])
+    _check_extra_names(available, numeric_extras + raw_extras, src.name)
     if table is None:
-        table = read_columns(src, [*cols, label_col])
+        table = read_columns(src, list(dict.fromkeys([*cols, label_col, *numeric_extras,
+                                                      *raw_extras])))
     n = table.num_rows
     if n == 0:
         raise InputError(f"{src.name}: no data rows (header only?)")
@@ -579,6 +618,7 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
         P[:, j] = vals
         problems += _probability_problems(c, vals, nonnum, text, "prob")
     y, missing, bad, raw = _class_index(src, label_col, table.column(label_col), names)
+    extras = _extras(src, table, available, numeric_extras, raw_extras)
     del table
     if missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
@@ -604,10 +644,11 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
     keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
     if keep is not None:
         P, y = P[keep], y[keep]
+        extras = {k: v[keep] for k, v in extras.items()}
     return MulticlassData(probs=np.ascontiguousarray(P), labels=y, class_names=names,
                           source=src.name, fmt=src.fmt, prob_columns=cols, label_column=label_col,
                           rows_read=n, rows_dropped=rows_dropped, dropped_by_reason=dropped,
-                          rows_renormalized=renormalized)
+                          rows_renormalized=renormalized, extras=extras)
 
 
 def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
@@ -621,3 +662,16 @@ def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> st
     if any(c.lower() in SCORE_NAMES for c in available):
         return "binary"
     return "multiclass" if find_prob_columns(available) else "binary"
+
+
+def class_indices(values: np.ndarray, class_names: list[str], *, source: str,
+                  column: str) -> IntArray:
+    """Map a column of class indices or class names (e.g. ``--correct-from pred``) to indices."""
+    col = pa.chunked_array([pa.array(values.tolist())])
+    idx, missing, bad, raw = _class_index(Source(source, "csv"), column, col, class_names)
+    problem = missing | bad
+    if problem.any():
+        k = int(problem.sum())
+        raise InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} not a "
+                         f"class; {describe_rows(problem, raw)}", column=column)
+    return idx

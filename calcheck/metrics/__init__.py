@@ -10,15 +10,17 @@ CLI, the JSON report and the common tests are driven by.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calcheck.errors import UsageError
-from calcheck.metrics import binned, scoring, tce
+from calcheck.metrics import binned, multiclass, scoring, tce
 from calcheck.metrics._data import Prepared
+from calcheck.metrics.multiclass import MulticlassPrepared
 from calcheck.metrics._result import MetricResult
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "MetricOptions", "MetricResult", "MetricSpec",
-           "Prepared", "compute_metrics", "resolve_metric_ids"]
+__all__ = ["DEFAULT_METRICS", "DEFAULT_MULTICLASS_METRICS", "METRICS", "MULTICLASS_METRICS",
+           "MetricOptions", "MetricResult", "MetricSpec", "MulticlassPrepared", "Prepared",
+           "compute_metrics", "compute_multiclass_metrics", "resolve_metric_ids"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +32,7 @@ class MetricOptions:
     test: str = "binomial"
     tce_nmin: int | None = None
     tce_nmax: int | None = None
+    tace_threshold: float = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +122,82 @@ def compute_metrics(data: Prepared, ids: Iterable[str],
     order = sorted(wanted, key=lambda m: not METRICS[m].needs_sort)
     results = {m: METRICS[m].compute(data, opts) for m in order}
     return {m: results[m] for m in wanted}
+
+
+# ---------------------------------------------------------------------------------------------
+# multiclass (SPEC §4): own metrics, plus any binary id computed on the top-label view
+
+
+@dataclass(frozen=True, slots=True)
+class MulticlassSpec:
+    """A multiclass registry entry."""
+
+    id: str
+    title: str
+    unit: str
+    compute: Callable[[MulticlassPrepared, MetricOptions], MetricResult]
+
+
+def _on_top(binary_id: str, new_id: str) -> Callable[[MulticlassPrepared, MetricOptions],
+                                                     MetricResult]:
+    def compute(d: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+        res = METRICS[binary_id].compute(d.top, o)
+        return replace(res, id=new_id, settings={**res.settings, "view": "top-label"})
+    return compute
+
+
+MULTICLASS_METRICS: dict[str, MulticlassSpec] = {
+    "ece_top": MulticlassSpec("ece_top", "top-label ECE", "fraction", _on_top("ece", "ece_top")),
+    "mce_top": MulticlassSpec("mce_top", "top-label MCE", "fraction", _on_top("mce", "mce_top")),
+    "ace_top": MulticlassSpec("ace_top", "top-label ACE", "fraction", _on_top("ace", "ace_top")),
+    "sce": MulticlassSpec("sce", "SCE", "fraction",
+                          lambda d, o: multiclass.sce(d, bins=o.bins)),
+    "ace_cw": MulticlassSpec("ace_cw", "ACE (classwise)", "fraction",
+                             lambda d, o: multiclass.ace_cw(d, bins=o.bins)),
+    "tace": MulticlassSpec("tace", "TACE", "fraction",
+                           lambda d, o: multiclass.tace(d, bins=o.bins,
+                                                        threshold=o.tace_threshold)),
+    "tce_cw": MulticlassSpec("tce_cw", "TCE (classwise)", "percent",
+                             lambda d, o: multiclass.tce_cw(d, alpha=o.alpha, test=o.test,
+                                                            n_min=o.tce_nmin, n_max=o.tce_nmax)),
+}
+DEFAULT_MULTICLASS_METRICS: tuple[str, ...] = ("ece_top", "mce_top", "ace_top", "sce", "ace_cw",
+                                               "tace", "tce_cw")
+
+
+def resolve_multiclass_ids(ids: Iterable[str] | None) -> list[str]:
+    """Validate metric ids for multiclass input: its own ids, or binary ids (top-label view)."""
+    if ids is None:
+        return list(DEFAULT_MULTICLASS_METRICS)
+    out: list[str] = []
+    for chunk in ids:
+        for raw in str(chunk).split(","):
+            mid = raw.strip().lower()
+            if not mid:
+                continue
+            if mid == "all":
+                out.extend(m for m in MULTICLASS_METRICS if m not in out)
+            elif mid in MULTICLASS_METRICS or mid in METRICS:
+                if mid not in out:
+                    out.append(mid)
+            else:
+                raise UsageError(f"unknown metric id {mid!r}; multiclass ids: "
+                                 f"{', '.join(MULTICLASS_METRICS)} (or a binary id, computed on "
+                                 "the top-label view)")
+    if not out:
+        raise UsageError("no metric selected")
+    return out
+
+
+def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
+                               options: MetricOptions | None = None) -> dict[str, MetricResult]:
+    """Compute multiclass metrics; binary ids are computed on the top-label view."""
+    opts = options or MetricOptions(bins=15)
+    out: dict[str, MetricResult] = {}
+    for mid in resolve_multiclass_ids(ids):
+        if mid in MULTICLASS_METRICS:
+            out[mid] = MULTICLASS_METRICS[mid].compute(data, opts)
+        else:
+            res = METRICS[mid].compute(data.top, opts)
+            out[mid] = replace(res, settings={**res.settings, "view": "top-label"})
+    return out

@@ -29,6 +29,8 @@ class MetricResult:
         The bin table, for binned metrics.
     bin_extra : dict
         Extra per-bin columns (e.g. rejection counts for TCE), each a sequence of length B.
+    extra : dict
+        Further JSON-ready results (e.g. the per-class table of a classwise metric).
     """
 
     id: str
@@ -38,6 +40,7 @@ class MetricResult:
     n_samples: int = 0
     bins: BinStats | None = None
     bin_extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def bin_rows(self) -> list[dict[str, Any]]:
         """The bin table as a list of row dicts (empty when the metric is not binned)."""
@@ -59,4 +62,5 @@ class MetricResult:
         }
         if bins and self.bins is not None:
             out["bins"] = self.bin_rows()
+        out.update(self.extra)
         return jsonable(out)  # type: ignore[no-any-return]

@@ -1,0 +1,175 @@
+"""Calibration metrics of multiclass classifiers (SPEC §4; Nixon et al. 2019; TCE paper Remark 2).
+
+calcheck's own conventions reuse SPEC §2's binnings per class:
+
+* **top-label** ECE / MCE / ACE: the binary metrics on the top-label view (confidence =
+  max_k p_ik, correct = 1[argmax = c_i], ties → lowest index); default 15 bins.
+* **SCE**: per class k, uniform bins over p_ik with indicator 1[c_i = k];
+  err_k = Σ_b (n_bk/n)|acc(b,k) − conf(b,k)|; SCE = (1/K) Σ_k err_k.
+* **ACE** (classwise, ``ace_cw``): the same with equal-mass bins per class (weights n_bk/n).
+* **TACE**: ACE over the probabilities p_ik ≥ ε only (default ε = 0.01), bins and weights on
+  the kept values of each class (weights n_bk/n_k), divided by K (a class with no kept value
+  adds 0).
+* **classwise TCE** (``tce_cw``): mean over k of the binary TCE of (p_ik, 1[c_i = k]).
+
+References
+----------
+.. [1] Nixon, Dusenberry, Zhang, Jerfel, Tran. Measuring calibration in deep learning. CVPR
+       Workshops 2019.
+.. [2] Matsubara, Tax, Mudd, Guy. TCE: A test-based approach to measuring calibration error.
+       UAI 2023, Remark 2.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import quantile_bounds, segment_sums, stable_argsort, uniform_edges
+from calcheck.metrics._data import Prepared
+from calcheck.metrics._result import MetricResult
+from calcheck.multiclass import top_label_view
+
+CLASS_BLOCK = 8_000_000      # matrix entries per block of classes in the vectorized SCE
+
+
+class MulticlassPrepared:
+    """Validated class probabilities (n, K) and class labels, with cached per-class passes."""
+
+    def __init__(self, probs: FloatArray, labels: IntArray) -> None:
+        self.probs = np.asarray(probs, dtype=np.float64)
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self._classwise: dict[tuple[Any, ...], Any] = {}
+
+    @property
+    def n(self) -> int:
+        """Rows."""
+        return int(self.probs.shape[0])
+
+    @property
+    def k(self) -> int:
+        """Classes."""
+        return int(self.probs.shape[1])
+
+    @cached_property
+    def top(self) -> Prepared:
+        """The top-label view as binary data (confidence, correct)."""
+        conf, correct = top_label_view(self.probs, self.labels)
+        return Prepared(conf, correct, validate=False)
+
+    def column(self, k: int) -> tuple[FloatArray, IntArray]:
+        """Probabilities of class k and the one-vs-rest labels 1[c = k]."""
+        return np.ascontiguousarray(self.probs[:, k]), (self.labels == k).astype(np.int64)
+
+    def classwise(self, bins: int, eps: float, tce_opts: dict[str, Any] | None) -> dict[str, Any]:
+        """One pass over the classes (one sort each): ACE and TACE per class, and TCE if asked.
+
+        Results are cached per (bins, eps, TCE options) so several metrics share the pass.
+        """
+        key = (bins, eps, None if tce_opts is None else tuple(sorted(tce_opts.items())))
+        if key in self._classwise:
+            return self._classwise[key]  # type: ignore[no-any-return]
+        from calcheck.metrics.tce import tce
+
+        n, K = self.n, self.k
+        ace_err = np.zeros(K)
+        tace_err = np.zeros(K)
+        kept = np.zeros(K, dtype=np.int64)
+        tce_vals = np.zeros(K) if tce_opts is not None else None
+        for k in range(K):
+            p, y = self.column(k)
+            order = stable_argsort(p)
+            ps, ys = p[order], y[order]
+            b = quantile_bounds(n, bins)
+            cnt = np.diff(b)
+            gap = _gaps(segment_sums(ps, b), segment_sums(ys, b), cnt)
+            ace_err[k] = float(np.sum(cnt * gap) / n)
+            first = int(np.searchsorted(ps, eps, side="left"))   # kept values: a sorted suffix
+            m = n - first
+            kept[k] = m
+            if m:
+                bk = quantile_bounds(m, bins)
+                ck = np.diff(bk)
+                gk = _gaps(segment_sums(ps[first:], bk), segment_sums(ys[first:], bk), ck)
+                tace_err[k] = float(np.sum(ck * gk) / m)
+            if tce_vals is not None:
+                data = Prepared(p, y, validate=False)
+                data.__dict__["order"] = order                   # reuse the sort
+                tce_vals[k] = tce(data, **tce_opts).value
+        out = {"ace": ace_err, "tace": tace_err, "kept": kept, "tce": tce_vals}
+        self._classwise[key] = out
+        return out
+
+
+def _gaps(sum_p: FloatArray, sum_y: np.ndarray, count: np.ndarray) -> FloatArray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, np.abs(sum_y / np.maximum(count, 1) -
+                                          sum_p / np.maximum(count, 1)), 0.0)
+
+
+def sce_per_class(data: MulticlassPrepared, bins: int) -> FloatArray:
+    """err_k of the static calibration error for every class (uniform bins, weights n_bk/n)."""
+    n, K = data.n, data.k
+    inner = uniform_edges(bins)[1:-1]
+    err = np.zeros(K)
+    block = max(1, CLASS_BLOCK // max(n, 1))
+    for k0 in range(0, K, block):
+        k1 = min(K, k0 + block)
+        P = data.probs[:, k0:k1]
+        assign = np.searchsorted(inner, P, side="right")
+        key = (assign + bins * np.arange(k1 - k0)[None, :]).ravel()
+        onehot = (data.labels[:, None] == np.arange(k0, k1)[None, :]).ravel()
+        size = bins * (k1 - k0)
+        cnt = np.bincount(key, minlength=size)
+        sp = np.bincount(key, weights=P.ravel(), minlength=size)
+        sy = np.bincount(key, weights=onehot, minlength=size)
+        gap = _gaps(sp, sy, cnt)
+        err[k0:k1] = (cnt * gap).reshape(k1 - k0, bins).sum(axis=1) / n
+    return err
+
+
+def _classwise_result(mid: str, per_class: FloatArray, data: MulticlassPrepared,
+                      settings: dict[str, Any], extra: dict[str, Any] | None = None) -> MetricResult:
+    rows = [{"class": k, "error": float(e)} for k, e in enumerate(per_class)]
+    if extra:
+        for key, col in extra.items():
+            for row, v in zip(rows, col):
+                row[key] = v
+    return MetricResult(id=mid, value=float(per_class.mean()), unit=settings.pop("unit", "fraction"),
+                        settings=settings, n_samples=data.n, bins=None,
+                        extra={"per_class": rows})
+
+
+def sce(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
+    """Static calibration error: classwise ECE on uniform bins, averaged over classes."""
+    return _classwise_result("sce", sce_per_class(data, bins), data,
+                             {"binning": "uniform", "bins": bins, "classes": data.k})
+
+
+def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
+    """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
+    cw = data.classwise(bins, 0.01, None)
+    return _classwise_result("ace_cw", cw["ace"], data,
+                             {"binning": "quantile", "bins": bins, "classes": data.k})
+
+
+def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
+    """Thresholded ACE: classwise ACE over the probabilities >= threshold of each class."""
+    cw = data.classwise(bins, threshold, None)
+    return _classwise_result("tace", cw["tace"], data,
+                             {"binning": "quantile", "bins": bins, "threshold": threshold,
+                              "classes": data.k}, extra={"kept": cw["kept"].tolist()})
+
+
+def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomial",
+           n_min: int | None = None, n_max: int | None = None) -> MetricResult:
+    """Classwise TCE: the mean over classes of the binary TCE of (p_ik, 1[c_i = k]), percent."""
+    opts = {"binning": "pava-bc", "alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
+    cw = data.classwise(15, 0.01, opts)
+    return _classwise_result("tce_cw", cw["tce"], data,
+                             {"binning": "pava-bc", "alpha": alpha, "test": test,
+                              "n_min": n_min, "n_max": n_max, "classes": data.k,
+                              "unit": "percent"})
