@@ -177,14 +177,22 @@ def score(
         None, "--label", help="Label column (default: found by name, e.g. label, y, target)."),
     pos_label: str | None = typer.Option(
         None, "--pos-label", help="Value of the label column that means the positive class."),
+    probs: list[str] | None = typer.Option(
+        None, "--probs",
+        help="Multiclass: class-probability columns (names, comma list or glob such as "
+             "'prob_*'); default: prob_0..prob_{K-1} when there is no score column."),
+    renormalize: bool = typer.Option(
+        False, "--renormalize", help="Multiclass: divide rows that do not sum to 1 by their sum."),
     metrics: list[str] | None = typer.Option(
         None, "--metrics", "-m",
-        help="Metric ids to compute, comma-separated or repeated; 'all' for every one. "
-             "Default: tce, tce_q, ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc; "
-             "also tce_v, tce_u."),
-    bins: int = typer.Option(
-        10, "--bins",
-        help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE, TCE(Q), TCE(U))."),
+        help="Metric ids, comma-separated or repeated; 'all' for every one. Binary default: "
+             "tce, tce_q, ece, ece_l2, mce, ace, mce_q, brier, log_loss, pde, pc (also tce_v, "
+             "tce_u). Multiclass default: ece_top, mce_top, ace_top, sce, ace_cw, tace, tce_cw "
+             "(binary ids are computed on the top-label view)."),
+    bins: int | None = typer.Option(
+        None, "--bins",
+        help="Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), PDE, TCE(Q), TCE(U), "
+             "SCE, ACE, TACE): default 10 for binary input, 15 for multiclass."),
     alpha: float = typer.Option(
         0.05, "--alpha", help="Significance level of the tests inside TCE, in (0, 1)."),
     test: str = typer.Option(
@@ -193,6 +201,20 @@ def score(
         None, "--tce-nmin", help="PAVA-BC minimum bin size for TCE (default ⌊n/20⌋)."),
     tce_nmax: int | None = typer.Option(
         None, "--tce-nmax", help="PAVA-BC maximum bin size for TCE (default ⌊n/5⌋)."),
+    tace_threshold: float = typer.Option(
+        0.01, "--tace-threshold", help="TACE keeps the probabilities >= this value."),
+    var: list[str] | None = typer.Option(
+        None, "--var",
+        help="Variable-based calibration (VECE, VCE(v*)) along this numeric column (repeatable)."),
+    loess_span: float = typer.Option(
+        0.75, "--loess-span", help="LOESS span of the variable-based calibration curves."),
+    correct_from: str | None = typer.Option(
+        None, "--correct-from",
+        help="Take correctness for VECE as 1[COL = label] (e.g. the model's `pred` column)."),
+    by: str | None = typer.Option(
+        None, "--by", help="Also compute every selected metric per value of this column."),
+    min_group_size: int = typer.Option(
+        100, "--min-group-size", help="Groups smaller than this are reported but flagged."),
     fmt: str | None = typer.Option(
         None, "--format", "-f", help="Output: table (default), json, csv or markdown."),
     as_json: bool = typer.Option(False, "--json", help="Shorthand for --format json."),
@@ -213,15 +235,18 @@ def score(
         help="Drop rows with invalid scores or labels (counted and reported) instead of failing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
-    """Compute calibration metrics of binary predictions, side by side."""
+    """Compute calibration metrics side by side (binary or multiclass), per variable and group."""
+    from calcheck import engine
     from calcheck.gates import evaluate_gates, parse_gate
-    from calcheck.metrics import (
-        METRICS,
-        MetricOptions,
-        Prepared,
-        compute_metrics,
-        resolve_metric_ids,
+    from calcheck.io import (
+        binary_correctness,
+        class_indices,
+        input_kind,
+        load_binary,
+        load_multiclass,
+        open_source,
     )
+    from calcheck.metrics import METRICS, MetricOptions, resolve_metric_ids, resolve_multiclass_ids
     from calcheck.report import build_report
     from calcheck.validation import check_alpha, check_bins
 
@@ -234,44 +259,109 @@ def score(
             raise UsageError(f"{name} must be >= 0, got {val}")
     if tce_nmin is not None and tce_nmax is not None and tce_nmax < tce_nmin:
         raise UsageError(f"--tce-nmax ({tce_nmax}) must be >= --tce-nmin ({tce_nmin})")
-    opts = MetricOptions(bins=check_bins(bins), alpha=check_alpha(alpha), test=test,
-                         tce_nmin=tce_nmin, tce_nmax=tce_nmax)
-    ids = resolve_metric_ids(metrics)
+    if not 0.0 < loess_span <= 1.0:
+        raise UsageError(f"--loess-span must be in (0, 1], got {loess_span}")
+    if not 0.0 <= tace_threshold < 1.0:
+        raise UsageError(f"--tace-threshold must be in [0, 1), got {tace_threshold}")
+    if bins is not None:
+        check_bins(bins)
+    check_bins(min_group_size, name="--min-group-size", minimum=0)
+    check_alpha(alpha)
     gates = [parse_gate(g) for g in (fail_if or [])]
+
+    src = open_source(file, input_format)
+    multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
+    resolve = resolve_multiclass_ids if multiclass else resolve_metric_ids
+    binned = {m for m, s in METRICS.items() if s.binned} | (
+        {"ece_top", "mce_top", "ace_top"} if multiclass else set())
+    ids = resolve(metrics)
     for g in gates:
-        ids += [m for m in resolve_metric_ids([g.metric]) if m not in ids]
+        ids += [m for m in resolve([g.metric]) if m not in ids]
     bins_for: list[str] = []
     for raw in bins_table or []:
-        for mid in resolve_metric_ids([raw]) if raw.strip().lower() != "all" else ids:
-            if not METRICS[mid].binned:
-                if raw.strip().lower() == "all":
+        everything = raw.strip().lower() == "all"
+        for mid in (ids if everything else resolve([raw])):
+            if mid not in binned:
+                if everything:
                     continue
                 raise UsageError(f"--bins-table {mid}: {mid} is not a binned metric")
             if mid not in ids:
                 ids.append(mid)
             if mid not in bins_for:
                 bins_for.append(mid)
+    opts = MetricOptions(bins=bins if bins is not None else (15 if multiclass else 10),
+                         alpha=alpha, test=test, tce_nmin=tce_nmin, tce_nmax=tce_nmax,
+                         tace_threshold=tace_threshold)
 
-    # -- read, compute, report
-    from calcheck.io import input_kind, open_source
+    # -- read
+    variables = list(dict.fromkeys(var or []))
+    raw_cols = [c for c in (correct_from, by) if c]
+    if multiclass:
+        mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
+                             drop_invalid=drop_invalid, numeric_extras=variables,
+                             raw_extras=raw_cols)
+        _report_dropped(mc, quiet)
+        if mc.rows_renormalized:
+            note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
+                 quiet=quiet)
+        data = engine.ScoreInput(labels=mc.labels, probs=mc.probs)
+        loaded: Any = mc
+        input_info = mc.input_dict()
+        top = data.error_view()[1]
+        input_info.update({"accuracy": float(1.0 - top.mean())})
+    else:
+        loaded = load_binary(src, score=score_col, label=label_col, pos_label=pos_label,
+                             drop_invalid=drop_invalid, numeric_extras=variables,
+                             raw_extras=raw_cols)
+        _report_dropped(loaded, quiet)
+        data = engine.ScoreInput(labels=loaded.labels, scores=loaded.scores)
+        input_info = loaded.input_dict()
 
-    src = open_source(file, input_format)
-    if input_kind(src, score=score_col, probs=None) == "multiclass":
-        raise UsageError(
-            f"{src.name} holds class-probability columns (prob_0..prob_K-1) and no score column: "
-            "`calcheck score` reads binary scores; multiclass metrics are not available yet. "
-            "Use `calcheck test` (top-label view), or --score COL for a binary score")
-    data = _read(src, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
-    prepared = Prepared(data.scores, data.labels, validate=False)
-    results = compute_metrics(prepared, ids, opts)
+    # -- compute
+    results = engine.compute(data, ids, opts)
+    var_result = None
+    notes: list[str] = []
+    if variables:
+        incorrect = None
+        if correct_from:
+            values = loaded.extras[correct_from]
+            incorrect = (1.0 - (class_indices(values, mc.class_names, source=src.name,
+                                              column=correct_from) == mc.labels)
+                         if multiclass else
+                         binary_correctness(values, data.labels, pos_label=pos_label,
+                                            source=src.name, column=correct_from))
+        var_result = engine.variables(data, {v: loaded.extras[v] for v in variables},
+                                      span=loess_span, incorrect=incorrect)
+        for name, vr in var_result.results.items():
+            if vr.excluded_missing:
+                notes.append(f"--var {name}: {vr.excluded_missing} rows with a missing value "
+                             "excluded from its VECE")
+            if vr.table.empty_bins:
+                notes.append(f"--var {name}: {vr.table.empty_bins} empty bin(s) skipped")
+    group_results = None
+    if by:
+        group_results = engine.groups(data, loaded.extras[by], ids, opts,
+                                      min_size=min_group_size)
+    for n_ in notes:
+        note(n_, quiet=quiet)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
     settings: dict[str, Any] = {
         "metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
-        "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
-        "pos_label": pos_label, "drop_invalid": drop_invalid,
+        "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": pos_label,
+        "drop_invalid": drop_invalid, "input": "multiclass" if multiclass else "binary",
     }
-    report = build_report(command="score", input_info=data.input_dict(), settings=settings,
-                          metrics=results, bins_for=bins_for, gates=outcomes)
+    if multiclass:
+        settings.update({"tace_threshold": tace_threshold, "convention": "calcheck"})
+    if variables:
+        settings.update({"variables": variables, "vece_bins": 10, "loess_span": loess_span,
+                         "correct_from": correct_from})
+    if by:
+        settings.update({"by": by, "min_group_size": min_group_size})
+    report = build_report(
+        command="score", input_info=input_info, settings=settings, metrics=results,
+        bins_for=bins_for, gates=outcomes, notes=notes,
+        variables=var_result.to_dict() if var_result else None,
+        groups={g.value: g.to_dict() for g in group_results} if group_results else None)
     _emit(report, out_fmt, output, bins_for)
     failed = [g for g in outcomes or [] if g["failed"]]
     for g in failed:

@@ -675,3 +675,19 @@ def class_indices(values: np.ndarray, class_names: list[str], *, source: str,
         raise InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} not a "
                          f"class; {describe_rows(problem, raw)}", column=column)
     return idx
+
+
+def binary_correctness(values: np.ndarray, labels: IntArray, *, pos_label: str | None,
+                       source: str, column: str) -> FloatArray:
+    """``--correct-from`` for binary input: incorrect = 1[column's prediction ≠ label].
+
+    The column holds 0/1 (or booleans) predictions, or the label's own coding with --pos-label.
+    """
+    col = pa.chunked_array([pa.array(values.tolist())])
+    y, missing, nonbin, raw = _labels_array(Source(source, "csv"), column, col, pos_label)
+    problem = missing | nonbin
+    if problem.any():
+        k = int(problem.sum())
+        raise InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} not a "
+                         f"binary prediction; {describe_rows(problem, raw)}", column=column)
+    return (y != labels).astype(np.float64)

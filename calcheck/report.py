@@ -20,6 +20,8 @@ from calcheck.metrics._result import MetricResult
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 
 TITLES = {
+    "ece_top": "top-label ECE", "mce_top": "top-label MCE", "ace_top": "top-label ACE",
+    "sce": "SCE", "ace_cw": "ACE (classwise)", "tace": "TACE", "tce_cw": "TCE (classwise)",
     "ece": "ECE", "ece_l2": "ECE (l2)", "mce": "MCE", "ace": "ACE", "mce_q": "MCE(Q)",
     "tce": "TCE", "tce_q": "TCE(Q)", "tce_v": "TCE(V)", "tce_u": "TCE(U)",
     "brier": "Brier score", "log_loss": "Log loss", "pde": "PDE", "pc": "Probabilistic count",
@@ -30,7 +32,9 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  metrics: Mapping[str, MetricResult] | None = None,
                  tests: Mapping[str, Any] | None = None, bins_for: Iterable[str] = (),
                  gates: list[dict[str, Any]] | None = None,
-                 notes: list[str] | None = None) -> dict[str, Any]:
+                 notes: list[str] | None = None,
+                 variables: Mapping[str, Any] | None = None,
+                 groups: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``."""
     with_bins = set(bins_for)
     report: dict[str, Any] = {
@@ -44,6 +48,10 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
         report["metrics"] = {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()}
     if tests is not None:
         report["tests"] = {tid: r.to_dict() for tid, r in tests.items()}
+    if variables is not None:
+        report["variables"] = dict(variables)
+    if groups is not None:
+        report["groups"] = dict(groups)
     if notes:
         report["notes"] = list(notes)
     if gates is not None:
@@ -109,6 +117,8 @@ def _cell(v: Any) -> str:
 
 
 TEST_TITLES = {
+    "ece_top": "top-label ECE", "mce_top": "top-label MCE", "ace_top": "top-label ACE",
+    "sce": "SCE", "ace_cw": "ACE (classwise)", "tace": "TACE", "tce_cw": "TCE (classwise)",
     "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
     "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
     "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
@@ -166,6 +176,11 @@ def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
 
 def _header_line(report: Mapping[str, Any]) -> str:
     inp = report["input"]
+    if inp.get("kind") == "multiclass":
+        acc = inp.get("accuracy")
+        text = (f"{inp['path']}  n={inp['rows_used']:,}  classes={len(inp['classes'])}"
+                + (f"  accuracy={acc:.4f}" if acc is not None else ""))
+        return text + (f"  dropped={inp['rows_dropped']:,}" if inp.get("rows_dropped") else "")
     prev = inp.get("prevalence")
     text = (f"{inp['path']}  n={inp['rows_used']:,}  positives={inp['positives']:,}  "
             f"prevalence={prev:.4f}" if prev is not None else f"{inp['path']}")
@@ -215,6 +230,41 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                 lt.add_row(*(("yes" if lv[c] else "") if c == "reject" else _fmt(lv[c], 6)
                              for c in _LEVEL_COLUMNS))
             console.print(lt)
+    if "variables" in report:
+        vt = Table(title="variable-based calibration (ranked by VECE)", show_header=True,
+                   header_style="bold")
+        for c in ("rank", "variable", "VECE", "VCE(v*)", "v*", "n", "bins", "excluded"):
+            vt.add_column(c, justify="left" if c == "variable" else "right")
+        for name, v in report["variables"].items():
+            vt.add_row(str(v["rank"]), name, _fmt(v["vece"]), _fmt(v["vce_max"]),
+                       _fmt(v["v_star"]), f"{v['n']:,}", str(len(v["bins"])),
+                       str(v["excluded_missing"]))
+        console.print(vt)
+        first = next(iter(report["variables"].values()), None)
+        if first is not None:
+            console.print(f"ECE over qcut bins of the predicted error (the VECE paper's ECE): "
+                          f"{_fmt(first['ece_qcut'])}")
+    if "groups" in report:
+        ids = list(report.get("metrics", {}))
+        gt = Table(title=f"by {report['settings'].get('by')}", show_header=True,
+                   header_style="bold")
+        gt.add_column("group")
+        gt.add_column("n", justify="right")
+        for mid in ids:
+            gt.add_column(mid, justify="right")
+        overall = report.get("metrics", {})
+        gt.add_row("(all)", f"{report['input']['rows_used']:,}",
+                   *(format_value(overall[m]["value"], overall[m]["unit"]) for m in ids))
+        for gname, g in report["groups"].items():
+            cells = []
+            for mid in ids:
+                m = g["metrics"].get(mid, {})
+                cells.append("–" if m.get("value") is None else
+                             format_value(m["value"], m.get("unit", "fraction")))
+            gt.add_row(gname + (" *" if g["flagged"] else ""), f"{g['n']:,}", *cells)
+        console.print(gt)
+        if any(g["flagged"] for g in report["groups"].values()):
+            console.print(f"* fewer than {report['settings'].get('min_group_size')} rows")
     for note in report.get("notes", []):
         console.print(f"note: {note}")
     for mid in bins_for:
@@ -281,6 +331,18 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) 
             lines += ["", "| " + " | ".join(_LEVEL_COLUMNS) + " |", "|" + "---:|" * len(_LEVEL_COLUMNS)]
             for lv in levels:
                 lines.append("| " + " | ".join(_fmt(lv[c], 6) for c in _LEVEL_COLUMNS) + " |")
+    if "variables" in report:
+        lines += ["", "| rank | variable | VECE | VCE(v*) | v* | n |", "|---:|---|---:|---:|---:|---:|"]
+        for name, v in report["variables"].items():
+            lines.append(f"| {v['rank']} | {name} | {_fmt(v['vece'])} | {_fmt(v['vce_max'])} | "
+                         f"{_fmt(v['v_star'])} | {v['n']} |")
+    if "groups" in report:
+        ids = list(report.get("metrics", {}))
+        lines += ["", "| group | n | " + " | ".join(ids) + " |", "|---|---:|" + "---:|" * len(ids)]
+        for gname, g in report["groups"].items():
+            vals = [_fmt(g["metrics"].get(m, {}).get("value")) for m in ids]
+            lines.append(f"| {gname}{' *' if g['flagged'] else ''} | {g['n']} | "
+                         + " | ".join(vals) + " |")
     for note in report.get("notes", []):
         lines += ["", f"- note: {note}"]
     for mid in bins_for:

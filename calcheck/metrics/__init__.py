@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from calcheck.errors import UsageError
 from calcheck.metrics import binned, multiclass, scoring, tce
 from calcheck.metrics._data import Prepared
-from calcheck.metrics.multiclass import MulticlassPrepared
 from calcheck.metrics._result import MetricResult
+from calcheck.metrics.multiclass import MulticlassPrepared
 
 __all__ = ["DEFAULT_METRICS", "DEFAULT_MULTICLASS_METRICS", "METRICS", "MULTICLASS_METRICS",
            "MetricOptions", "MetricResult", "MetricSpec", "MulticlassPrepared", "Prepared",

@@ -35,7 +35,12 @@ RESIDUAL_POINTS = 1024      # fits feeding the residual variance (standard error
 
 
 def qcut_edges(v: FloatArray, bins: int = 10) -> FloatArray:
-    """``pandas.qcut(v, bins, duplicates="drop")`` edges: percentiles at i/bins, unique."""
+    """``pandas.qcut(v, bins, duplicates="drop")`` edges: percentiles at i/bins, unique.
+
+    Computed as pandas 2.x does (``np.percentile(v, 100·i/bins)``), the version the authors'
+    reference values were made with; pandas 3 takes ``np.quantile(v, i/bins)``, which can
+    differ in the last bit of an edge.
+    """
     return np.unique(np.percentile(v, np.linspace(0.0, 1.0, bins + 1) * 100.0))
 
 
