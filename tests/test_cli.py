@@ -212,12 +212,12 @@ def test_usage_error_from_parser_is_one_line(cli):
 
 
 def test_internal_error_exit_3(cli, monkeypatch):
-    import calcheck.metrics
+    import calcheck.engine
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(calcheck.metrics, "compute_metrics", boom)
+    monkeypatch.setattr(calcheck.engine, "compute", boom)
     r = cli(["score", CSV])
     assert r.code == 3 and "internal error" in r.stderr
 

@@ -77,9 +77,3 @@ def test_cli_test_multiclass_is_top_label(cli, tmp_path):
     assert "top-label view" in r.stderr
     g = cli(["test", path, "--probs", "prob_*", "--json", "--method", "cox"])
     assert json.loads(g.stdout)["tests"]["cox"] == calcheck.cox(conf, correct).to_dict()
-
-
-def test_cli_score_on_multiclass_says_what_to_do(cli, tmp_path):
-    df, _, _ = _frame(n=50)
-    r = cli(["score", _write(tmp_path, df)])
-    assert r.code == 2 and "calcheck test" in r.stderr and len(r.stderr.splitlines()) == 1
