@@ -203,6 +203,10 @@ def score(
         None, "--tce-nmax", help="PAVA-BC maximum bin size for TCE (default ⌊n/5⌋)."),
     tace_threshold: float = typer.Option(
         0.01, "--tace-threshold", help="TACE keeps the probabilities >= this value."),
+    compat: str | None = typer.Option(
+        None, "--compat",
+        help="nixon: compute top-label ECE/ACE, SCE, ACE and TACE exactly as Nixon et al.'s "
+             "reference code does (its bin edges, empty bins and weights)."),
     var: list[str] | None = typer.Option(
         None, "--var",
         help="Variable-based calibration (VECE, VCE(v*)) along this numeric column (repeatable)."),
@@ -263,6 +267,8 @@ def score(
         raise UsageError(f"--loess-span must be in (0, 1], got {loess_span}")
     if not 0.0 <= tace_threshold < 1.0:
         raise UsageError(f"--tace-threshold must be in [0, 1), got {tace_threshold}")
+    if compat not in (None, "nixon"):
+        raise UsageError(f"unknown --compat {compat!r}; the only convention offered is nixon")
     if bins is not None:
         check_bins(bins)
     check_bins(min_group_size, name="--min-group-size", minimum=0)
@@ -291,7 +297,7 @@ def score(
                 bins_for.append(mid)
     opts = MetricOptions(bins=bins if bins is not None else (15 if multiclass else 10),
                          alpha=alpha, test=test, tce_nmin=tce_nmin, tce_nmax=tce_nmax,
-                         tace_threshold=tace_threshold)
+                         tace_threshold=tace_threshold, compat=compat)
 
     # -- read
     variables = list(dict.fromkeys(var or []))
@@ -318,6 +324,9 @@ def score(
         input_info = loaded.input_dict()
 
     # -- compute
+    if compat and not multiclass:
+        note("--compat nixon changes multiclass metrics only; binary metrics are unchanged",
+             quiet=quiet)
     results = engine.compute(data, ids, opts)
     var_result = None
     notes: list[str] = []
@@ -351,7 +360,8 @@ def score(
         "drop_invalid": drop_invalid, "input": "multiclass" if multiclass else "binary",
     }
     if multiclass:
-        settings.update({"tace_threshold": tace_threshold, "convention": "calcheck"})
+        settings.update({"tace_threshold": tace_threshold,
+                         "convention": "nixon" if compat == "nixon" else "calcheck"})
     if variables:
         settings.update({"variables": variables, "vece_bins": 10, "loess_span": loess_span,
                          "correct_from": correct_from})

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from calcheck.errors import UsageError
-from calcheck.metrics import binned, multiclass, scoring, tce
+from calcheck.metrics import binned, multiclass, nixon, scoring, tce
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import MulticlassPrepared
@@ -33,6 +33,7 @@ class MetricOptions:
     tce_nmin: int | None = None
     tce_nmax: int | None = None
     tace_threshold: float = 0.01
+    compat: str | None = None        # "nixon": Nixon et al.'s reference conventions
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,10 @@ def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
     opts = options or MetricOptions(bins=15)
     out: dict[str, MetricResult] = {}
     for mid in resolve_multiclass_ids(ids):
-        if mid in MULTICLASS_METRICS:
+        if opts.compat == "nixon" and mid in nixon.NIXON:
+            out[mid] = nixon.nixon_metric(mid, data, bins=opts.bins,
+                                          tace_threshold=opts.tace_threshold)
+        elif mid in MULTICLASS_METRICS:
             out[mid] = MULTICLASS_METRICS[mid].compute(data, opts)
         else:
             res = METRICS[mid].compute(data.top, opts)
