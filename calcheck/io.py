@@ -336,6 +336,16 @@ def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarr
 
 Problem = tuple[str, str, str, np.ndarray, Any]   # reason, column, text, row mask, values
 
+
+def _rows_error(source: str, column: str, mask: np.ndarray, values: Any, what: str,
+                hint: str = "") -> InputError:
+    """``"f.csv: column 'x': 3 values not numeric; first at rows 2, 5, 9 (e.g. 'a')"``."""
+    k = int(mask.sum())
+    idx = np.flatnonzero(mask)[:3]
+    return InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} {what}; "
+                      f"{describe_rows(mask, values)}{hint}", column=column,
+                      rows=[int(i) + 1 for i in idx])
+
 _SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
                "out_of_range": "outside [0, 1]"}
 
@@ -360,12 +370,8 @@ def _settle_problems(src: Source, problems: list[Problem], n: int,
         return None, 0, {}
     if not drop_invalid:
         _, col, text, mask, values = problems[0]
-        k = int(mask.sum())
-        idx = np.flatnonzero(mask)[:3]
-        raise InputError(
-            f"{src.name}: column {col!r}: {k} value{'s' if k > 1 else ''} {text}; "
-            f"{describe_rows(mask, values)} (use --drop-invalid to drop invalid rows)",
-            column=col, rows=[int(i) + 1 for i in idx])
+        raise _rows_error(src.name, col, mask, values, text,
+                          " (use --drop-invalid to drop invalid rows)")
     bad = np.zeros(n, dtype=bool)
     dropped: dict[str, int] = {}
     for reason, _, _, mask, _ in problems:
@@ -383,10 +389,8 @@ def _extras(src: Source, table: pa.Table, available: list[str], numeric: list[st
     for name in numeric:
         vals, nonnum, text = _scores_array(src, name, table.column(name))
         if nonnum.any():
-            k = int(nonnum.sum())
-            raise InputError(f"{src.name}: column {name!r}: {k} value{'s' if k > 1 else ''} not "
-                             f"numeric; {describe_rows(nonnum, text)} (--var needs a numeric "
-                             "column)", column=name)
+            raise _rows_error(src.name, name, nonnum, text, "not numeric",
+                              " (--var needs a numeric column)")
         out[name] = vals
     for name in raw:
         if name not in out:
@@ -667,13 +671,10 @@ def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> st
 def class_indices(values: np.ndarray, class_names: list[str], *, source: str,
                   column: str) -> IntArray:
     """Map a column of class indices or class names (e.g. ``--correct-from pred``) to indices."""
-    col = pa.chunked_array([pa.array(values.tolist())])
+    col = pa.chunked_array([pa.array(values)])
     idx, missing, bad, raw = _class_index(Source(source, "csv"), column, col, class_names)
-    problem = missing | bad
-    if problem.any():
-        k = int(problem.sum())
-        raise InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} not a "
-                         f"class; {describe_rows(problem, raw)}", column=column)
+    if (missing | bad).any():
+        raise _rows_error(source, column, missing | bad, raw, "not a class")
     return idx
 
 
@@ -683,11 +684,8 @@ def binary_correctness(values: np.ndarray, labels: IntArray, *, pos_label: str |
 
     The column holds 0/1 (or booleans) predictions, or the label's own coding with --pos-label.
     """
-    col = pa.chunked_array([pa.array(values.tolist())])
+    col = pa.chunked_array([pa.array(values)])
     y, missing, nonbin, raw = _labels_array(Source(source, "csv"), column, col, pos_label)
-    problem = missing | nonbin
-    if problem.any():
-        k = int(problem.sum())
-        raise InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} not a "
-                         f"binary prediction; {describe_rows(problem, raw)}", column=column)
+    if (missing | nonbin).any():
+        raise _rows_error(source, column, missing | nonbin, raw, "not a binary prediction")
     return (y != labels).astype(np.float64)

@@ -141,3 +141,28 @@ def test_groups_binary_with_too_small_group(cli, tmp_path):
     assert rep["groups"]["y"]["metrics"]["tce"]["value"] is None
     assert "at least 20 rows" in rep["groups"]["y"]["metrics"]["tce"]["error"]
     assert rep["groups"]["y"]["metrics"]["ece"]["value"] is not None
+
+
+def test_correct_from_binary_and_errors(cli, tmp_path):
+    from calcheck.engine import ScoreInput, variables
+
+    rng = np.random.default_rng(9)
+    s = rng.uniform(size=600)
+    y = rng.binomial(1, s)
+    other = rng.binomial(1, 0.5, 600)          # some other model's predictions
+    age = rng.uniform(20, 70, 600)
+    df = pd.DataFrame({"score": s, "label": y, "pred": other, "age": age})
+    path = tmp_path / "c.csv"
+    df.to_csv(path, index=False)
+    rep = json.loads(cli(["score", path, "--json", "-m", "ece", "--var", "age",
+                          "--correct-from", "pred"]).stdout)
+    expect = variables(ScoreInput(labels=y, scores=s), {"age": age},
+                       incorrect=(other != y).astype(float)).results["age"].vece
+    assert rep["variables"]["age"]["vece"] == pytest.approx(expect)
+    df.loc[4, "pred"] = 7
+    df.to_csv(path, index=False)
+    bad = cli(["score", path, "-m", "ece", "--var", "age", "--correct-from", "pred"])
+    assert bad.code == 2 and "column 'pred': 1 value not a binary prediction; first at row 5" \
+        in bad.stderr
+    missing = cli(["score", path, "-m", "ece", "--var", "nope"])
+    assert missing.code == 2 and "no column 'nope'" in missing.stderr
