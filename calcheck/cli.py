@@ -92,6 +92,47 @@ def _read(file: Any, score_col: str | None, label_col: str | None, pos_label: st
     return data
 
 
+def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str | None,
+              pos_label: str | None, probs: list[str] | None, renormalize: bool,
+              drop_invalid: bool, quiet: bool, numeric_extras: list[str],
+              raw_extras: list[str]) -> tuple[Any, Any, dict[str, Any]]:
+    """Read binary or multiclass input: (engine.ScoreInput, the loaded data, report input)."""
+    from calcheck import engine
+    from calcheck.io import load_binary, load_multiclass
+
+    if multiclass:
+        mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
+                             drop_invalid=drop_invalid, numeric_extras=numeric_extras,
+                             raw_extras=raw_extras)
+        _report_dropped(mc, quiet)
+        if mc.rows_renormalized:
+            note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
+                 quiet=quiet)
+        data = engine.ScoreInput(labels=mc.labels, probs=mc.probs)
+        info = mc.input_dict()
+        info["accuracy"] = float(1.0 - data.error_view()[1].mean())
+        return data, mc, info
+    loaded = load_binary(src, score=score_col, label=label_col, pos_label=pos_label,
+                         drop_invalid=drop_invalid, numeric_extras=numeric_extras,
+                         raw_extras=raw_extras)
+    _report_dropped(loaded, quiet)
+    return engine.ScoreInput(labels=loaded.labels, scores=loaded.scores), loaded, \
+        loaded.input_dict()
+
+
+def _incorrect_from(loaded: Any, data: Any, column: str, multiclass: bool,
+                    pos_label: str | None, source: str) -> Any:
+    """``--correct-from``: incorrect = 1[column's prediction ≠ label]."""
+    from calcheck.io import binary_correctness, class_indices
+
+    values = loaded.extras[column]
+    if multiclass:
+        pred = class_indices(values, loaded.class_names, source=source, column=column)
+        return (pred != data.labels).astype(float)
+    return binary_correctness(values, data.labels, pos_label=pos_label, source=source,
+                              column=column)
+
+
 def _read_test_input(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, probs: list[str] | None, renormalize: bool,
                      input_format: str | None, drop_invalid: bool,
@@ -237,19 +278,15 @@ def score(
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid",
         help="Drop rows with invalid scores or labels (counted and reported) instead of failing."),
+    text_plot: bool = typer.Option(
+        False, "--plot",
+        help="Also draw a compact reliability diagram in the terminal (table output only)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Compute calibration metrics side by side (binary or multiclass), per variable and group."""
     from calcheck import engine
     from calcheck.gates import evaluate_gates, parse_gate
-    from calcheck.io import (
-        binary_correctness,
-        class_indices,
-        input_kind,
-        load_binary,
-        load_multiclass,
-        open_source,
-    )
+    from calcheck.io import input_kind, open_source
     from calcheck.metrics import METRICS, MetricOptions, resolve_metric_ids, resolve_multiclass_ids
     from calcheck.report import build_report
     from calcheck.validation import check_alpha, check_bins
@@ -295,33 +332,21 @@ def score(
                 ids.append(mid)
             if mid not in bins_for:
                 bins_for.append(mid)
+    plot_id = "ece_top" if multiclass else "ece"
+    if text_plot:
+        if plot_id not in ids:
+            ids.append(plot_id)
+        if plot_id not in bins_for:
+            bins_for.append(plot_id)
     opts = MetricOptions(bins=bins if bins is not None else (15 if multiclass else 10),
                          alpha=alpha, test=test, tce_nmin=tce_nmin, tce_nmax=tce_nmax,
                          tace_threshold=tace_threshold, compat=compat)
 
     # -- read
     variables = list(dict.fromkeys(var or []))
-    raw_cols = [c for c in (correct_from, by) if c]
-    if multiclass:
-        mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
-                             drop_invalid=drop_invalid, numeric_extras=variables,
-                             raw_extras=raw_cols)
-        _report_dropped(mc, quiet)
-        if mc.rows_renormalized:
-            note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
-                 quiet=quiet)
-        data = engine.ScoreInput(labels=mc.labels, probs=mc.probs)
-        loaded: Any = mc
-        input_info = mc.input_dict()
-        top = data.error_view()[1]
-        input_info.update({"accuracy": float(1.0 - top.mean())})
-    else:
-        loaded = load_binary(src, score=score_col, label=label_col, pos_label=pos_label,
-                             drop_invalid=drop_invalid, numeric_extras=variables,
-                             raw_extras=raw_cols)
-        _report_dropped(loaded, quiet)
-        data = engine.ScoreInput(labels=loaded.labels, scores=loaded.scores)
-        input_info = loaded.input_dict()
+    data, loaded, input_info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
+                                         renormalize, drop_invalid, quiet, variables,
+                                         [c for c in (correct_from, by) if c])
 
     # -- compute
     if compat and not multiclass:
@@ -333,12 +358,8 @@ def score(
     if variables:
         incorrect = None
         if correct_from:
-            values = loaded.extras[correct_from]
-            incorrect = (1.0 - (class_indices(values, mc.class_names, source=src.name,
-                                              column=correct_from) == mc.labels)
-                         if multiclass else
-                         binary_correctness(values, data.labels, pos_label=pos_label,
-                                            source=src.name, column=correct_from))
+            incorrect = _incorrect_from(loaded, data, correct_from, multiclass, pos_label,
+                                        src.name)
         var_result = engine.variables(data, {v: loaded.extras[v] for v in variables},
                                       span=loess_span, incorrect=incorrect)
         for name, vr in var_result.results.items():
@@ -372,7 +393,15 @@ def score(
         bins_for=bins_for, gates=outcomes, notes=notes,
         variables=var_result.to_dict() if var_result else None,
         groups={g.value: g.to_dict() for g in group_results} if group_results else None)
-    _emit(report, out_fmt, output, bins_for)
+    _emit(report, out_fmt, output, [b for b in bins_for if not (text_plot and b == plot_id)])
+    if text_plot:
+        from calcheck.report import render_text_reliability
+
+        if out_fmt == "table":
+            sys.stdout.write(render_text_reliability(report, plot_id,
+                                                     color=sys.stdout.isatty()))
+        else:
+            note("--plot draws in the terminal only with --format table", quiet=quiet)
     failed = [g for g in outcomes or [] if g["failed"]]
     for g in failed:
         note(f"gate failed: {g['condition']} (value {g['value']})")
@@ -465,6 +494,230 @@ def test_cmd(
         rejected = ", ".join(tid for tid, r in results.items() if r.reject)
         note(f"calibration rejected by: {rejected}")
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+PLOT_KINDS = ("reliability", "tce", "variable")
+
+
+@app.command()
+def plot(
+    file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
+    kind: str = typer.Option(
+        "tce", "--kind", help="reliability, tce (test-based reliability diagram) or variable."),
+    output: str = typer.Option(..., "--output", "-o", help="Image file: .png, .svg or .pdf."),
+    var: str | None = typer.Option(None, "--var", help="The variable of --kind variable."),
+    bins: int = typer.Option(10, "--bins", help="Bins of the reliability diagram."),
+    binning: str = typer.Option(
+        "uniform", "--binning", help="Reliability diagram bins: uniform or quantile."),
+    yscale: str = typer.Option(
+        "auto", "--yscale",
+        help="Probability axis of the TCE diagram: auto (logit when predictions crowd near 0 "
+             "or 1), linear or logit."),
+    loess_span: float = typer.Option(0.75, "--loess-span", help="LOESS span (--kind variable)."),
+    correct_from: str | None = typer.Option(
+        None, "--correct-from", help="Correctness from this column (--kind variable)."),
+    score_col: str | None = typer.Option(None, "--score", help="Score column."),
+    label_col: str | None = typer.Option(None, "--label", help="Label column."),
+    pos_label: str | None = typer.Option(None, "--pos-label", help="Positive label value."),
+    probs: list[str] | None = typer.Option(
+        None, "--probs", help="Multiclass probability columns (top-label view for reliability/tce)."),
+    renormalize: bool = typer.Option(False, "--renormalize", help="Multiclass: fix row sums."),
+    input_format: str | None = typer.Option(None, "--input-format", help="csv or parquet."),
+    drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop invalid rows."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
+) -> None:
+    """Draw a reliability diagram, the test-based reliability diagram, or a variable plot."""
+    from calcheck.io import input_kind, open_source
+    from calcheck.validation import check_bins
+
+    kind = kind.lower()
+    if kind not in PLOT_KINDS:
+        raise UsageError(f"unknown --kind {kind!r}; use one of {', '.join(PLOT_KINDS)}")
+    if kind == "variable" and not var:
+        raise UsageError("--kind variable needs --var COL")
+    if not output.lower().endswith((".png", ".svg", ".pdf")):
+        raise UsageError(f"-o {output}: the image format comes from the extension: .png, .svg "
+                         "or .pdf")
+    if binning not in ("uniform", "quantile"):
+        raise UsageError(f"unknown --binning {binning!r}; use uniform or quantile")
+    if yscale not in ("auto", "linear", "logit"):
+        raise UsageError(f"unknown --yscale {yscale!r}; use auto, linear or logit")
+    check_bins(bins)
+    _require_matplotlib()
+    src = open_source(file, input_format)
+    multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
+    data, loaded, _ = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
+                                renormalize, drop_invalid, quiet, [var] if var else [],
+                                [correct_from] if correct_from else [])
+    fig = _figure(kind, data, loaded, var, bins=bins, binning=binning, yscale=yscale,
+                  span=loess_span, correct_from=correct_from, multiclass=multiclass,
+                  pos_label=pos_label, source=src.name)
+    _save_figure(fig, output)
+    note(f"wrote {output}", quiet=quiet)
+
+
+def _require_matplotlib() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from calcheck.plots import INSTALL_HINT, MissingExtra
+
+        raise MissingExtra(f"plots need matplotlib, which is not installed; {INSTALL_HINT}")
+
+
+def _figure(kind: str, data: Any, loaded: Any, var: str | None, *, bins: int, binning: str,
+            yscale: str, span: float, correct_from: str | None, multiclass: bool,
+            pos_label: str | None, source: str, title: str | None = None) -> Any:
+    from calcheck import figures, plots
+    from calcheck.engine import variables
+    from calcheck.metrics import MulticlassPrepared, Prepared
+
+    top = MulticlassPrepared(data.probs, data.labels).top if multiclass else \
+        Prepared(data.scores, data.labels, validate=False)
+    view = " (top-label view)" if multiclass else ""
+    if kind == "reliability":
+        return figures.reliability(top, bins=bins, binning=binning,
+                                   title=title or f"Reliability diagram{view}")
+    if kind == "tce":
+        return figures.test_based(top, yscale=yscale,
+                                  title=title or f"Test-based reliability diagram{view}")
+    assert var is not None
+    incorrect = (_incorrect_from(loaded, data, correct_from, multiclass, pos_label, source)
+                 if correct_from else None)
+    res = variables(data, {var: loaded.extras[var]}, span=span, incorrect=incorrect)
+    return plots.variable_figure(res.to_dict()[var], loaded.extras[var], var)
+
+
+def _save_figure(fig: Any, path: str) -> None:
+    """Save atomically: draw to a temporary file in the same folder, then rename."""
+    from pathlib import Path
+
+    from calcheck import plots
+
+    target = Path(path)
+    tmp = target.with_name(f".{target.stem}.tmp-{os.getpid()}{target.suffix}")
+    try:
+        plots.save(fig, str(tmp))
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@app.command()
+def report(
+    file: str = typer.Argument(..., help=FILE_HELP, show_default=False),
+    output: str = typer.Option(..., "--output", "-o", help="The report: .html (or .pdf)."),
+    var: list[str] | None = typer.Option(None, "--var", help="Variables for VECE (repeatable)."),
+    adaptive: bool = typer.Option(
+        True, "--adaptive/--no-tcal", help="Run adaptive T-Cal (default) or skip it."),
+    trials: int = typer.Option(1000, "--trials", help="T-Cal Monte Carlo draws."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the T-Cal simulation."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help="html (default) or pdf; default from the extension."),
+    loess_span: float = typer.Option(0.75, "--loess-span", help="LOESS span of variable plots."),
+    correct_from: str | None = typer.Option(
+        None, "--correct-from", help="Correctness for VECE from this column."),
+    score_col: str | None = typer.Option(None, "--score", help="Score column."),
+    label_col: str | None = typer.Option(None, "--label", help="Label column."),
+    pos_label: str | None = typer.Option(None, "--pos-label", help="Positive label value."),
+    probs: list[str] | None = typer.Option(None, "--probs", help="Multiclass probability columns."),
+    renormalize: bool = typer.Option(False, "--renormalize", help="Multiclass: fix row sums."),
+    input_format: str | None = typer.Option(None, "--input-format", help="csv or parquet."),
+    drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop invalid rows."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
+) -> None:
+    """One self-contained report: metrics, test verdicts and every figure (HTML or PDF)."""
+    from calcheck import engine, plots
+    from calcheck.hypotests import TestOptions, run_tests
+    from calcheck.io import atomic_write, input_kind, open_source
+    from calcheck.metrics import MetricOptions, MulticlassPrepared
+    from calcheck.report import build_report
+    from calcheck.validation import check_alpha, check_bins
+
+    kind = (fmt or ("pdf" if output.lower().endswith(".pdf") else "html")).lower()
+    if kind not in ("html", "pdf"):
+        raise UsageError(f"unknown --format {kind!r}; use html or pdf")
+    check_alpha(alpha)
+    check_bins(trials, name="--trials")
+    _require_matplotlib()
+    src = open_source(file, input_format)
+    multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
+    variables = list(dict.fromkeys(var or []))
+    data, loaded, info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
+                                   renormalize, drop_invalid, quiet, variables,
+                                   [correct_from] if correct_from else [])
+    opts = MetricOptions(bins=15 if multiclass else 10, alpha=alpha)
+    metrics = engine.compute(data, list(_default_ids(multiclass)), opts)
+    if multiclass:
+        top = MulticlassPrepared(data.probs, data.labels).top
+        s, y = top.scores, top.labels
+    else:
+        s, y = data.scores, data.labels
+    methods = (["tcal"] if adaptive else []) + ["hl", "spiegelhalter", "cox"]
+    progress = _Progress("simulating the null") if sys.stderr.isatty() else None
+    try:
+        tests, notes = run_tests(s, y, methods, TestOptions(alpha=alpha, trials=trials,
+                                                           seed=seed), progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    var_result = None
+    if variables:
+        incorrect = (_incorrect_from(loaded, data, correct_from, multiclass, pos_label, src.name)
+                     if correct_from else None)
+        var_result = engine.variables(data, {v: loaded.extras[v] for v in variables},
+                                      span=loess_span, incorrect=incorrect)
+    settings = {"alpha": alpha, "trials": trials, "seed": seed, "tcal": adaptive,
+                "input": "multiclass" if multiclass else "binary", "variables": variables,
+                "loess_span": loess_span, "correct_from": correct_from}
+    rep = build_report(command="report", input_info=info, settings=settings, metrics=metrics,
+                       tests=tests, notes=notes,
+                       variables=var_result.to_dict() if var_result else None)
+    common = {"bins": 10, "yscale": "auto", "span": loess_span, "correct_from": correct_from,
+              "multiclass": multiclass, "pos_label": pos_label, "source": src.name}
+    figs = [("Test-based reliability diagram (TCE, PAVA-BC bins)",
+             _figure("tce", data, loaded, None, binning="uniform", **common)),
+            ("Reliability diagram, 10 equal-width bins (ECE)",
+             _figure("reliability", data, loaded, None, binning="uniform", **common)),
+            ("Reliability diagram, 10 equal-mass bins (ACE)",
+             _figure("reliability", data, loaded, None, binning="quantile", **common))]
+    for v in variables:
+        assert var_result is not None
+        figs.append((f"Variable-based calibration along {v}",
+                     plots.variable_figure(var_result.to_dict()[v], loaded.extras[v], v)))
+    if kind == "pdf":
+        _write_pdf(output, [f for _, f in figs])
+    else:
+        from calcheck.html_report import render_html
+
+        atomic_write(output, render_html(rep, [(cap, plots.to_png_bytes(f)) for cap, f in figs]))
+    note(f"wrote {output}", quiet=quiet)
+
+
+def _default_ids(multiclass: bool) -> tuple[str, ...]:
+    from calcheck.metrics import DEFAULT_METRICS, DEFAULT_MULTICLASS_METRICS
+
+    return DEFAULT_MULTICLASS_METRICS if multiclass else DEFAULT_METRICS
+
+
+def _write_pdf(path: str, figs: list[Any]) -> None:
+    """Figures as the pages of one PDF, written atomically."""
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        with PdfPages(tmp) as pdf:
+            for f in figs:
+                pdf.savefig(f)
+                plt.close(f)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -286,6 +286,41 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
     return buf.getvalue()
 
 
+def render_text_reliability(report: Mapping[str, Any], metric: str, *,
+                            width: int | None = None, color: bool | None = None) -> str:
+    """A compact reliability diagram in the terminal: per bin, the mean score and the empirical
+    probability as bars on the same 0–1 scale (rich, no plotting library needed)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    m = report.get("metrics", {}).get(metric)
+    if not m or "bins" not in m:
+        return ""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width or 100, color_system=None if color is False else "auto",
+                      force_terminal=bool(color), legacy_windows=False, highlight=False)
+    t = Table(title=f"reliability diagram ({TITLES.get(metric, metric)} bins): "
+                    "predicted ▇ vs observed █", show_header=True, header_style="bold")
+    for c, j in (("bin", "left"), ("n", "right"), ("predicted / observed", "left"),
+                 ("gap", "right")):
+        t.add_column(c, justify=j)  # type: ignore[arg-type]
+    bar = 40
+    for r in m["bins"]:
+        if not r["n"]:
+            continue
+        ps, ob = r["mean_score"], r["mean_label"]
+        cell = Text()
+        cell.append("▇" * max(1, round(bar * ps)), style="cyan")
+        cell.append(f" {ps:.3f}\n")
+        cell.append("█" * max(1, round(bar * ob)), style="magenta" if ob < ps else "green")
+        cell.append(f" {ob:.3f}")
+        t.add_row(f"[{r['lower']:.2f}, {r['upper']:.2f}]", f"{r['n']:,}", cell,
+                  f"{ob - ps:+.3f}")
+    console.print(t)
+    return buf.getvalue()
+
+
 def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> str:
     """CSV: one row per metric; with ``bins_for``, the bin rows of those metrics instead."""
     buf = io.StringIO()

@@ -1,0 +1,62 @@
+"""Figures from data: compute the tables with the engine, then draw them (``calcheck.plots``).
+
+The Python API for pictures: ``calcheck.plot_reliability``, ``calcheck.plot_tce``,
+``calcheck.plot_variable`` return matplotlib figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from calcheck import plots
+from calcheck.metrics._data import Prepared
+from calcheck.metrics.binned import ace as _quantile_bins
+from calcheck.metrics.binned import ece as _ece
+from calcheck.metrics.tce import _bounds, tce
+
+
+def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
+                title: str | None = None) -> Any:
+    """Reliability diagram of equal-width (``uniform``) or equal-mass (``quantile``) bins."""
+    res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
+    label = "equal-width" if binning == "uniform" else "equal-mass"
+    return plots.reliability_figure(res.bin_rows(), data.scores,
+                                    title=title or f"Reliability diagram ({bins} {label} bins)")
+
+
+def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto",
+               **tce_options: Any) -> Any:
+    """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given)."""
+    res = tce(data, **tce_options)
+    bounds, _ = _bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
+                        tce_options.get("n_min"), tce_options.get("n_max"))
+    return plots.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
+                            title=title or "Test-based reliability diagram", yscale=yscale)
+
+
+def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
+                     binning: str = "uniform") -> Any:
+    """Reliability diagram of binary predictions (matplotlib Figure)."""
+    return reliability(Prepared(scores, labels), bins=bins, binning=binning)
+
+
+def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
+             **tce_options: Any) -> Any:
+    """Test-based reliability diagram (matplotlib Figure); options as :func:`calcheck.tce`."""
+    return test_based(Prepared(scores, labels), yscale=yscale, **tce_options)
+
+
+def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name: str = "v", *,
+                  span: float = 0.75) -> Any:
+    """Variable-based calibration plot of binary scores (or an (n, K) probability matrix)."""
+    from calcheck.engine import ScoreInput, variables
+
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    data = ScoreInput(labels=y, probs=s) if s.ndim == 2 else ScoreInput(labels=y, scores=s)
+    res = variables(data, {name: v}, span=span)
+    return plots.variable_figure(res.to_dict()[name], v, name)

@@ -1,0 +1,266 @@
+"""Figures, drawn from the engine's result tables (matplotlib, the optional ``plot`` extra).
+
+* :func:`reliability_figure` — reliability diagram: empirical probability against mean score
+  per bin with exact binomial 95% intervals, bin sizes below, histogram of predictions beside
+  (TCE paper Fig. 1, right).
+* :func:`tce_figure` — the test-based reliability diagram: violins of the predictions of each
+  bin, the bin's empirical probability, bin sizes with the rejected share (and its percentage)
+  overlaid, histogram of predictions (TCE paper Fig. 1, left).  Bins are labelled with their
+  score range, not just an id.
+* :func:`variable_figure` — variable-based calibration plot: LOESS-smoothed error rate and
+  predicted error against the variable with 95% bands, v* marked, the variable's distribution
+  below (VECE paper Fig. 1b).
+
+Axes zoom to the range that holds the predictions (imbalanced data put them all near 0 or 1);
+histograms use a log count axis when counts span several orders of magnitude.
+matplotlib is imported inside the functions: without it they raise :class:`MissingExtra`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import CalcheckError
+
+INSTALL_HINT = 'install the plotting extra: pip install "calcheck[plot]"'
+MAX_VIOLIN_POINTS = 4000
+
+
+class MissingExtra(CalcheckError):
+    """An optional dependency is not installed."""
+
+
+def _mpl() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtra(f"plots need matplotlib, which is not installed; {INSTALL_HINT}") \
+            from None
+    return plt
+
+
+LOGIT_CLIP = 1e-6
+
+
+def choose_scale(scores: FloatArray, yscale: str = "auto") -> str:
+    """``"logit"`` when most predictions are within 0.02 of 0 or 1 (imbalanced data), else
+    ``"linear"``; an explicit ``yscale`` wins."""
+    if yscale in ("linear", "logit"):
+        return yscale
+    extreme = np.mean((scores < 0.02) | (scores > 0.98))
+    return "logit" if extreme >= 0.5 else "linear"
+
+
+def _apply_scale(ax: Any, scale: str, lim: tuple[float, float]) -> tuple[float, float]:
+    if scale == "logit":
+        lim = (max(lim[0], LOGIT_CLIP), min(lim[1], 1 - LOGIT_CLIP))
+        ax.set_yscale("logit", nonpositive="clip")
+    ax.set_ylim(*lim)
+    return lim
+
+
+def _zoom(lo: float, hi: float, pad: float = 0.05) -> tuple[float, float]:
+    span = max(hi - lo, 1e-6)
+    return max(0.0, lo - pad * span), min(1.0, hi + pad * span)
+
+
+def _hist_scale(counts: np.ndarray) -> str:
+    nz = counts[counts > 0]
+    return "log" if nz.size and nz.max() / max(nz.min(), 1) > 50 else "linear"
+
+
+def _binom_interval(k: IntArray, n: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Exact (Clopper–Pearson) 95% intervals of k/n."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, beta.ppf(0.025, k, n - k + 1), 0.0)
+        hi = np.where(k < n, beta.ppf(0.975, k + 1, n - k), 1.0)
+    return np.nan_to_num(lo), np.nan_to_num(hi, nan=1.0)
+
+
+def _pred_hist(ax: Any, scores: FloatArray, ylim: tuple[float, float], color: str,
+               scale: str = "linear") -> None:
+    if scale == "logit":                      # bins evenly spaced on the logit axis
+        lo, hi = np.log(ylim[0] / (1 - ylim[0])), np.log(ylim[1] / (1 - ylim[1]))
+        edges = 1.0 / (1.0 + np.exp(-np.linspace(lo, hi, 41)))
+    else:
+        edges = np.linspace(ylim[0], ylim[1], 41)
+    counts, _ = np.histogram(scores, bins=edges)
+    ax.barh(edges[:-1], counts, height=np.diff(edges), align="edge", color=color, alpha=0.8)
+    ax.set_xscale(_hist_scale(counts))
+    ax.set_xlabel("predictions")
+    ax.tick_params(labelleft=False)
+
+
+def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray, *,
+                       title: str = "Reliability diagram") -> Any:
+    """Reliability diagram from a metric's bin table (``MetricResult.bin_rows()``)."""
+    plt = _mpl()
+    rows = [r for r in bins_table if r["n"] > 0]
+    ms = np.array([r["mean_score"] for r in rows])
+    ml = np.array([r["mean_label"] for r in rows])
+    n = np.array([r["n"] for r in rows])
+    k = np.array([r["positives"] for r in rows])
+    lo, hi = _binom_interval(k, n)
+    lim = _zoom(min(float(scores.min()), float(lo.min())), max(float(scores.max()),
+                                                                float(hi.max())))
+    fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
+    gs = fig.add_gridspec(2, 2, width_ratios=(4, 1), height_ratios=(4, 1.2))
+    ax = fig.add_subplot(gs[0, 0])
+    ax.plot(lim, lim, ls="--", color="0.5", lw=1, label="perfect calibration")
+    for edge in sorted({r["lower"] for r in rows} | {r["upper"] for r in rows}):
+        ax.axvline(edge, color="0.85", lw=0.8, ls=":", zorder=0)
+    ax.errorbar(ms, ml, yerr=[ml - lo, hi - ml], fmt="o", color="C0", ecolor="C0", capsize=3,
+                label="empirical probability (95% CI)")
+    ax.set_xlim(*lim)
+    ax.set_ylim(*lim)
+    ax.set_xlabel("mean predicted probability in bin")
+    ax.set_ylabel("empirical probability")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small")
+    axh = fig.add_subplot(gs[0, 1], sharey=ax)
+    _pred_hist(axh, scores, lim, "C0")
+    axc = fig.add_subplot(gs[1, 0], sharex=ax)
+    lower = np.array([r["lower"] for r in rows])
+    upper = np.array([r["upper"] for r in rows])
+    axc.bar(lower, n, width=np.maximum(upper - lower, 1e-9), align="edge", color="0.6",
+            edgecolor="white", label="bin size")
+    axc.set_yscale(_hist_scale(n))
+    axc.set_ylabel("rows")
+    axc.set_xlabel("predicted probability")
+    return fig
+
+
+def _violin_data(sorted_scores: FloatArray, bounds: IntArray) -> list[FloatArray]:
+    out = []
+    for a, b in itertools.pairwise(bounds):
+        seg = sorted_scores[a:b]
+        if seg.size > MAX_VIOLIN_POINTS:     # evenly spaced order statistics keep the shape
+            seg = seg[np.linspace(0, seg.size - 1, MAX_VIOLIN_POINTS).astype(np.int64)]
+        out.append(seg)
+    return out
+
+
+def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, bounds: IntArray, *,
+               title: str = "Test-based reliability diagram", value: float | None = None,
+               yscale: str = "auto") -> Any:
+    """Test-based reliability diagram from the TCE bin table and the sorted scores.
+
+    ``yscale`` is ``"linear"``, ``"logit"`` or ``"auto"`` (logit when most predictions are
+    near 0 or 1, where a linear axis flattens the bins; exact 0s and 1s are clipped to 1e-6 for
+    display only).
+    """
+    plt = _mpl()
+    nb = len(bins_table)
+    x = np.arange(1, nb + 1)
+    scale = choose_scale(sorted_scores, yscale)
+    shown = np.clip(sorted_scores, LOGIT_CLIP, 1 - LOGIT_CLIP) if scale == "logit" \
+        else sorted_scores
+    data = _violin_data(shown, bounds)
+    nonempty = [i for i, d in enumerate(data) if d.size > 0]
+    emp = np.array([np.nan if r["mean_label"] is None else r["mean_label"] for r in bins_table])
+    if scale == "logit":
+        emp = np.clip(emp, LOGIT_CLIP, 1 - LOGIT_CLIP)
+        lim = (float(min(shown.min(), np.nanmin(emp))) / 2,
+               1 - (1 - float(max(shown.max(), np.nanmax(emp)))) / 2)
+    else:
+        lim = _zoom(min(float(shown.min()), float(np.nanmin(emp))),
+                    max(float(shown.max()), float(np.nanmax(emp))))
+    fig = plt.figure(figsize=(max(7.5, 0.75 * nb + 3), 7.5), layout="constrained")
+    gs = fig.add_gridspec(2, 2, width_ratios=(5, 1), height_ratios=(4, 1.6))
+    ax = fig.add_subplot(gs[0, 0])
+    varying = [i for i in nonempty if np.ptp(data[i]) > 0]
+    if varying:
+        parts = ax.violinplot([data[i] for i in varying], positions=x[varying], widths=0.8,
+                              showextrema=True, showmedians=True)
+        for body in parts["bodies"]:
+            body.set_alpha(0.45)
+    flat = [i for i in nonempty if np.ptp(data[i]) == 0]
+    if flat:
+        ax.scatter(x[flat], [data[i][0] for i in flat], marker="_", s=300, color="C0")
+    ax.hlines(emp, x - 0.4, x + 0.4, colors="red", lw=3, label="empirical probability")
+    lim = _apply_scale(ax, scale, lim)
+    ax.set_xlim(0.4, nb + 0.6)
+    ax.set_ylabel(r"predicted probability $P_\theta(y=1\mid x)$")
+    ax.set_title(title + (f" — TCE {value:.2f}%" if value is not None else ""))
+    ax.legend(loc="upper left", fontsize="small")
+    ax.tick_params(labelbottom=False)
+    axh = fig.add_subplot(gs[0, 1], sharey=ax)
+    _pred_hist(axh, shown, lim, "C0", scale)
+    axb = fig.add_subplot(gs[1, 0], sharex=ax)
+    n = np.array([r["n"] for r in bins_table])
+    rej = np.array([r["rejected"] for r in bins_table])
+    axb.bar(x, n, width=0.8, color="0.75", label="not rejected")
+    axb.bar(x, rej, width=0.8, color="tab:red", alpha=0.75, label="rejected")
+    for xi, ni, ri in zip(x, n, rej):
+        if ni:
+            axb.text(xi, ni, f"{100 * ri / ni:.0f}%", ha="center", va="bottom", fontsize=8)
+    axb.set_ylim(0, n.max() * 1.25 if n.size else 1)
+    axb.set_ylabel("rows")
+    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\nn={r['n']}" for r in bins_table]
+    axb.set_xticks(x, labels, rotation=45 if nb > 8 else 0, ha="right" if nb > 8 else "center",
+                   fontsize=7)
+    axb.set_xlabel("bin (score range, rows)")
+    axb.legend(loc="upper right", fontsize="x-small", ncols=2)
+    return fig
+
+
+def variable_figure(var: dict[str, Any], values: FloatArray, name: str) -> Any:
+    """Variable-based calibration plot from a ``variables.NAME`` report entry."""
+    plt = _mpl()
+    c = var["curve"]
+    v = np.asarray(c["v"], float)
+    fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
+    gs = fig.add_gridspec(2, 1, height_ratios=(4, 1))
+    ax = fig.add_subplot(gs[0])
+    for key, color, label in (("error_rate", "C0", "actual error (LOESS)"),
+                              ("predicted_error", "C3", "predicted error (LOESS)")):
+        mid = 100 * np.asarray(c[key], float)
+        ax.plot(v, mid, color=color, label=label)
+        ax.fill_between(v, 100 * np.asarray(c[f"{key}_lo"], float),
+                        100 * np.asarray(c[f"{key}_hi"], float), color=color, alpha=0.25)
+    ax.axvline(var["v_star"], color="0.3", ls=":", lw=1)
+    ax.annotate(f"VCE(v*) = {100 * var['vce_max']:.1f} pts at {name} = {var['v_star']:.4g}",
+                xy=(var["v_star"], ax.get_ylim()[1]), xytext=(4, -14), textcoords="offset points",
+                fontsize=8)
+    ax.set_ylabel("% error")
+    ax.set_title(f"Variable-based calibration along {name} — VECE {100 * var['vece']:.2f}%")
+    ax.legend(loc="best", fontsize="small")
+    ax.tick_params(labelbottom=False)
+    axh = fig.add_subplot(gs[1], sharex=ax)
+    ok = values[~np.isnan(values)]
+    inside = ok[(ok >= v.min()) & (ok <= v.max())]
+    integer = inside.size and np.all(inside == np.round(inside)) and np.ptp(inside) <= 200
+    edges = np.arange(inside.min() - 0.5, inside.max() + 1.5) if integer else 30
+    axh.hist(inside, bins=edges, color="0.6")
+    axh.set_xlim(v.min(), v.max())
+    axh.set_xlabel(f"{name} (5th–95th percentile)")
+    axh.set_ylabel("rows")
+    return fig
+
+
+def save(fig: Any, path: str) -> None:
+    """Save a figure; the format follows the extension (png, svg, pdf)."""
+    plt = _mpl()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def to_png_bytes(fig: Any) -> bytes:
+    """The figure as PNG bytes (for the HTML report)."""
+    import io
+
+    plt = _mpl()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
