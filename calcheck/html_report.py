@@ -62,7 +62,8 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
         for tid, t in report["tests"].items():
             verdict = ("<span class='reject'>rejected</span>" if t["reject"]
                        else "<span class='accept'>not rejected</span>")
-            stat = "–" if t["statistic"] is None else f"{t['statistic']:.6g}"
+            stat = ("∞" if t.get("infinite") else "–") if t["statistic"] is None \
+                else f"{t['statistic']:.6g}"
             pval = "–" if t["pvalue"] is None else f"{t['pvalue']:.4g}"
             parts.append(f"<tr><td>{_e(TEST_TITLES.get(tid, tid))}</td><td class='num'>{stat}"
                          f"</td><td class='num'>{pval}</td><td>{verdict} at α = {t['alpha']}"

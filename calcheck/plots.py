@@ -186,7 +186,8 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
             body.set_alpha(0.45)
     flat = [i for i in nonempty if np.ptp(data[i]) == 0]
     if flat:
-        ax.scatter(x[flat], [data[i][0] for i in flat], marker="_", s=300, color="C0")
+        ax.scatter(x[flat], [data[i][0] for i in flat], marker="_", s=400, lw=3, color="C0",
+                   clip_on=False, zorder=3, label="predictions (all equal)")
     ax.hlines(emp, x - 0.4, x + 0.4, colors="red", lw=3, label="empirical probability")
     lim = _apply_scale(ax, scale, lim)
     ax.set_xlim(0.4, nb + 0.6)

@@ -158,7 +158,8 @@ def _test_summary(tid: str, t: Mapping[str, Any]) -> str:
 def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
     rows = []
     for tid, t in report.get("tests", {}).items():
-        rows.append((tid, TEST_TITLES.get(tid, tid), _fmt(t["statistic"], 6), _fmt(t["pvalue"]),
+        stat = "∞" if t.get("infinite") else _fmt(t["statistic"], 6)
+        rows.append((tid, TEST_TITLES.get(tid, tid), stat, _fmt(t["pvalue"]),
                      "REJECT" if t["reject"] else "not rejected", _test_summary(tid, t)))
     return rows
 

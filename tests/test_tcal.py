@@ -296,3 +296,11 @@ def test_cli_test_usage_errors(cli, tmp_path, args, needle):
     out = tmp_path / "r.json"
     r = cli(["test", SAMPLE / "calibrated_50.csv", *args, "-o", out])
     assert r.code == 2 and needle in r.stderr and not out.exists()
+
+
+def test_hosmer_lemeshow_certain_predictions_that_fail_are_infinite():
+    s = np.r_[np.full(50, 1.0), np.linspace(0.1, 0.9, 450)]
+    y = np.r_[np.ones(45), np.zeros(5), np.random.default_rng(0).binomial(1, s[50:])]
+    r = calcheck.hosmer_lemeshow(s, y)
+    assert r.details["infinite"] and r.pvalue == 0.0 and r.reject
+    assert r.to_dict()["statistic"] is None            # JSON never carries inf

@@ -51,7 +51,7 @@ def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
     p = float(chi2.sf(stat, df)) if df > 0 else float("nan")
     return TestResult(id="hosmer_lemeshow", statistic=stat, pvalue=p,
                       reject=bool(p <= alpha) if df > 0 else False, alpha=alpha,
-                      details={"df": df, "groups": g,
+                      details={"df": df, "groups": g, "infinite": bool(np.isinf(stat)),
                                "table": [{"n": int(a), "observed": float(o), "expected": float(e)}
                                          for a, o, e in zip(n_g, obs, exp)]},
                       settings={"groups": groups, "grouping": "equal-mass by index"})
