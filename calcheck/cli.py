@@ -402,9 +402,9 @@ def score(
                                                      color=sys.stdout.isatty()))
         else:
             note("--plot draws in the terminal only with --format table", quiet=quiet)
-    failed = [g for g in outcomes or [] if g["failed"]]
-    for g in failed:
-        note(f"gate failed: {g['condition']} (value {g['value']})")
+    failed = [o for o in outcomes or [] if o["failed"]]
+    for o in failed:
+        note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
 
@@ -674,14 +674,14 @@ def report(
     rep = build_report(command="report", input_info=info, settings=settings, metrics=metrics,
                        tests=tests, notes=notes,
                        variables=var_result.to_dict() if var_result else None)
-    common = {"bins": 10, "yscale": "auto", "span": loess_span, "correct_from": correct_from,
-              "multiclass": multiclass, "pos_label": pos_label, "source": src.name}
-    figs = [("Test-based reliability diagram (TCE, PAVA-BC bins)",
-             _figure("tce", data, loaded, None, binning="uniform", **common)),
-            ("Reliability diagram, 10 equal-width bins (ECE)",
-             _figure("reliability", data, loaded, None, binning="uniform", **common)),
-            ("Reliability diagram, 10 equal-mass bins (ACE)",
-             _figure("reliability", data, loaded, None, binning="quantile", **common))]
+    def draw(kind: str, binning: str) -> Any:
+        return _figure(kind, data, loaded, None, bins=10, binning=binning, yscale="auto",
+                       span=loess_span, correct_from=correct_from, multiclass=multiclass,
+                       pos_label=pos_label, source=src.name)
+
+    figs = [("Test-based reliability diagram (TCE, PAVA-BC bins)", draw("tce", "uniform")),
+            ("Reliability diagram, 10 equal-width bins (ECE)", draw("reliability", "uniform")),
+            ("Reliability diagram, 10 equal-mass bins (ACE)", draw("reliability", "quantile"))]
     for v in variables:
         assert var_result is not None
         figs.append((f"Variable-based calibration along {v}",
