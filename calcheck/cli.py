@@ -92,10 +92,60 @@ def _read(file: Any, score_col: str | None, label_col: str | None, pos_label: st
     return data
 
 
+def _score_streaming(file: str, score_col: str | None, label_col: str | None,
+                     pos_label: str | None, metrics: list[str] | None, bins: int | None,
+                     where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
+                     output: str | None, gates: list[Any], bins_table: list[str] | None,
+                     quiet: bool, unsupported: bool) -> None:
+    """``score --engine stream``: fold Parquet batches into mergeable states."""
+    from calcheck.gates import evaluate_gates
+    from calcheck.io import StreamStats, stream_binary
+    from calcheck.report import build_report
+    from calcheck.streaming import STREAMABLE
+    from calcheck.streaming.engine import stream_metrics
+
+    if unsupported:
+        raise UsageError("--engine stream does not do --var, --by, --probs or --plot yet; "
+                         "use --engine memory")
+    ids = [m.strip().lower() for chunk in (metrics or [",".join(STREAMABLE)])
+           for m in str(chunk).split(",") if m.strip()]
+    ids += [g.metric for g in gates if g.metric not in ids]
+    bins_for = [m for raw in (bins_table or []) for m in
+                (["ece", "ece_l2", "mce"] if raw.strip().lower() == "all" else [raw.strip()])
+                if m in ("ece", "ece_l2", "mce")]
+    stats = StreamStats()
+    results = stream_metrics(stream_binary(file, score=score_col, label=label_col,
+                                           pos_label=pos_label, batch_rows=batch_rows,
+                                           where=where, drop_invalid=drop_invalid, stats=stats),
+                             ids, bins=bins or 10)
+    if stats.rows_dropped:
+        reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+        note(f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})")
+    n = next(iter(results.values())).n_samples
+    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
+            "label_column": stats.label_column, "rows_read": stats.rows_read,
+            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
+            "rows_used": n, "positives": None, "prevalence": None, "batches": stats.batches}
+    outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
+    settings = {"metrics": ids, "bins": bins or 10, "engine": "stream", "batch_rows": batch_rows,
+                "where": where, "pos_label": pos_label, "drop_invalid": drop_invalid}
+    report = build_report(command="score", input_info=info, settings=settings, metrics=results,
+                          bins_for=bins_for, gates=outcomes)
+    if results.get("ece") is not None and results["ece"].bins is not None:
+        report["input"]["positives"] = int(results["ece"].bins.sum_label.sum())
+        report["input"]["prevalence"] = report["input"]["positives"] / n
+    _emit(report, out_fmt, output, bins_for)
+    failed = [o for o in outcomes or [] if o["failed"]]
+    for o in failed:
+        note(f"gate failed: {o['condition']} (value {o['value']})")
+    if failed:
+        raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
 def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str | None,
               pos_label: str | None, probs: list[str] | None, renormalize: bool,
               drop_invalid: bool, quiet: bool, numeric_extras: list[str],
-              raw_extras: list[str]) -> tuple[Any, Any, dict[str, Any]]:
+              raw_extras: list[str], where: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """Read binary or multiclass input: (engine.ScoreInput, the loaded data, report input)."""
     from calcheck import engine
     from calcheck.io import load_binary, load_multiclass
@@ -103,7 +153,7 @@ def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str 
     if multiclass:
         mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
                              drop_invalid=drop_invalid, numeric_extras=numeric_extras,
-                             raw_extras=raw_extras)
+                             raw_extras=raw_extras, where=where)
         _report_dropped(mc, quiet)
         if mc.rows_renormalized:
             note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
@@ -114,7 +164,7 @@ def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str 
         return data, mc, info
     loaded = load_binary(src, score=score_col, label=label_col, pos_label=pos_label,
                          drop_invalid=drop_invalid, numeric_extras=numeric_extras,
-                         raw_extras=raw_extras)
+                         raw_extras=raw_extras, where=where)
     _report_dropped(loaded, quiet)
     return engine.ScoreInput(labels=loaded.labels, scores=loaded.scores), loaded, \
         loaded.input_dict()
@@ -278,6 +328,17 @@ def score(
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid",
         help="Drop rows with invalid scores or labels (counted and reported) instead of failing."),
+    engine_name: str = typer.Option(
+        "memory", "--engine",
+        help="memory (default: every metric, exact) or stream (Parquet files or directories, "
+             "hive partitions included, in bounded memory; computes ece, ece_l2, mce, brier, "
+             "log_loss)."),
+    batch_rows: int = typer.Option(
+        1_000_000, "--batch-rows", help="Rows per batch of --engine stream."),
+    where: str | None = typer.Option(
+        None, "--where",
+        help="Keep only rows matching, e.g. \"split = 'test' and score >= 0.1\" (pushed down "
+             "to Parquet scans)."),
     text_plot: bool = typer.Option(
         False, "--plot",
         help="Also draw a compact reliability diagram in the terminal (table output only)."),
@@ -312,6 +373,18 @@ def score(
     check_alpha(alpha)
     gates = [parse_gate(g) for g in (fail_if or [])]
 
+    if engine_name not in ("memory", "stream"):
+        raise UsageError(f"unknown --engine {engine_name!r}; use memory or stream")
+    check_bins(batch_rows, name="--batch-rows")
+    if where:
+        from calcheck.io import parse_where
+
+        parse_where(where)                     # a bad filter fails before any reading
+    if engine_name == "stream":
+        _score_streaming(file, score_col, label_col, pos_label, metrics, bins, where, batch_rows,
+                         drop_invalid, out_fmt, output, gates, bins_table, quiet,
+                         bool(var or by or probs or text_plot))
+        return
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
     resolve = resolve_multiclass_ids if multiclass else resolve_metric_ids
@@ -346,7 +419,7 @@ def score(
     variables = list(dict.fromkeys(var or []))
     data, loaded, input_info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
                                          renormalize, drop_invalid, quiet, variables,
-                                         [c for c in (correct_from, by) if c])
+                                         [c for c in (correct_from, by) if c], where=where)
 
     # -- compute
     if compat and not multiclass:
@@ -379,6 +452,7 @@ def score(
         "metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
         "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": pos_label,
         "drop_invalid": drop_invalid, "input": "multiclass" if multiclass else "binary",
+        "engine": "memory", "where": where,
     }
     if multiclass:
         settings.update({"tace_threshold": tace_threshold,

@@ -125,7 +125,7 @@ def _parquet_dataset(src: Source) -> pads.Dataset:
     try:
         if src.data is not None:
             return pads.dataset(pq.ParquetFile(io.BytesIO(src.data)).read())  # type: ignore[arg-type]
-        return pads.dataset(src.path, format="parquet")
+        return pads.dataset(src.path, format="parquet", partitioning="hive")
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{src.name}: not a readable Parquet file or directory ({_one_line(exc)})") \
             from None
@@ -338,13 +338,16 @@ Problem = tuple[str, str, str, np.ndarray, Any]   # reason, column, text, row ma
 
 
 def _rows_error(source: str, column: str, mask: np.ndarray, values: Any, what: str,
-                hint: str = "") -> InputError:
-    """``"f.csv: column 'x': 3 values not numeric; first at rows 2, 5, 9 (e.g. 'a')"``."""
+                hint: str = "", row_offset: int = 0) -> InputError:
+    """``"f.csv: column 'x': 3 values not numeric; first at rows 2, 5, 9 (e.g. 'a')"``.
+
+    ``row_offset``: rows before this batch (streaming), so row numbers stay global.
+    """
     k = int(mask.sum())
     idx = np.flatnonzero(mask)[:3]
     return InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} {what}; "
-                      f"{describe_rows(mask, values)}{hint}", column=column,
-                      rows=[int(i) + 1 for i in idx])
+                      f"{describe_rows(mask, values, row_base=1 + row_offset)}{hint}",
+                      column=column, rows=[int(i) + 1 + row_offset for i in idx])
 
 _SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
                "out_of_range": "outside [0, 1]"}
@@ -363,21 +366,21 @@ def _probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, t
     return out
 
 
-def _settle_problems(src: Source, problems: list[Problem], n: int,
-                     drop_invalid: bool) -> tuple[np.ndarray | None, int, dict[str, int]]:
+def _settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid: bool,
+                     row_offset: int = 0) -> tuple[np.ndarray | None, int, dict[str, int]]:
     """Raise on the first problem, or (``drop_invalid``) return the rows to keep and the counts."""
     if not problems:
         return None, 0, {}
     if not drop_invalid:
         _, col, text, mask, values = problems[0]
         raise _rows_error(src.name, col, mask, values, text,
-                          " (use --drop-invalid to drop invalid rows)")
+                          " (use --drop-invalid to drop invalid rows)", row_offset)
     bad = np.zeros(n, dtype=bool)
     dropped: dict[str, int] = {}
     for reason, _, _, mask, _ in problems:
         dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
         bad |= mask
-    if bad.all():
+    if bad.all() and row_offset == 0 and n > 0 and not src.cache.get("streaming"):
         raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
     return ~bad, int(bad.sum()), dropped
 
@@ -398,6 +401,26 @@ def _extras(src: Source, table: pa.Table, available: list[str], numeric: list[st
     return out
 
 
+def _filtered(src: Source, table: pa.Table | None, columns: list[str],
+              where: str | None) -> pa.Table:
+    """The needed columns, with the ``--where`` filter applied (pushed down for Parquet)."""
+    cols = list(dict.fromkeys(columns))
+    expr = parse_where(where) if where else None
+    if table is None:                                       # Parquet: read only what is needed
+        if expr is None:
+            return read_columns(src, cols)
+        try:
+            return _parquet_dataset(src).to_table(columns=cols, filter=expr)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{src.name}: cannot apply --where ({_one_line(exc)})") from None
+    if expr is None:
+        return table
+    try:
+        return table.filter(expr)
+    except (pa.ArrowException, TypeError) as exc:
+        raise InputError(f"{src.name}: cannot apply --where ({_one_line(exc)})") from None
+
+
 def _check_extra_names(available: list[str], names: list[str], source: str) -> None:
     for name in names:
         if name not in available:
@@ -405,11 +428,32 @@ def _check_extra_names(available: list[str], names: list[str], source: str) -> N
                              f"{', '.join(available)}", column=name)
 
 
+def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
+                   pos_label: str | None, drop_invalid: bool, row_offset: int = 0,
+                   ) -> tuple[FloatArray, IntArray, np.ndarray | None, int, dict[str, int]]:
+    """Validated scores and labels of a table (or a streamed batch starting at ``row_offset``):
+    (scores, labels, rows kept or None, rows dropped, dropped by reason)."""
+    n = table.num_rows
+    scores, nonnum, score_text = _scores_array(src, score_col, table.column(score_col))
+    labels, lab_missing, lab_nonbin, label_values = _labels_array(
+        src, label_col, table.column(label_col), pos_label)
+    problems = _probability_problems(score_col, scores, nonnum, score_text, "score")
+    if lab_missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
+    if lab_nonbin.any():
+        problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
+                         "use --pos-label for other codings)", lab_nonbin, label_values))
+    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid, row_offset)
+    if keep is not None:
+        scores, labels = scores[keep], labels[keep]
+    return scores, labels, keep, rows_dropped, dropped
+
+
 def load_binary(path: str | Source, *, score: str | None = None, label: str | None = None,
                 pos_label: str | None = None, input_format: str | None = None,
                 drop_invalid: bool = False, stdin: BinaryIO | None = None,
                 numeric_extras: list[str] | None = None,
-                raw_extras: list[str] | None = None) -> BinaryData:
+                raw_extras: list[str] | None = None, where: str | None = None) -> BinaryData:
     """Read, select and validate the score and label columns of a binary prediction file.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores; missing or non-binary
@@ -424,26 +468,15 @@ def load_binary(path: str | Source, *, score: str | None = None, label: str | No
         raise InputError(f"{src.name}: the score and label columns are the same ({score_col!r})")
     numeric_extras, raw_extras = list(numeric_extras or []), list(raw_extras or [])
     _check_extra_names(available, numeric_extras + raw_extras, src.name)
-    if table is None:
-        table = read_columns(src, list(dict.fromkeys([score_col, label_col, *numeric_extras,
-                                                      *raw_extras])))
+    table = _filtered(src, table, [score_col, label_col, *numeric_extras, *raw_extras], where)
     n = table.num_rows
     if n == 0:
         raise InputError(f"{src.name}: no data rows (header only?)")
-    scores, nonnum, score_text = _scores_array(src, score_col, table.column(score_col))
-    labels, lab_missing, lab_nonbin, label_values = _labels_array(
-        src, label_col, table.column(label_col), pos_label)
     extras = _extras(src, table, available, numeric_extras, raw_extras)
+    scores, labels, keep, rows_dropped, dropped = binary_columns(
+        src, table, score_col, label_col, pos_label, drop_invalid)
     del table
-    problems = _probability_problems(score_col, scores, nonnum, score_text, "score")
-    if lab_missing.any():
-        problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
-    if lab_nonbin.any():
-        problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
-                         "use --pos-label for other codings)", lab_nonbin, label_values))
-    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
     if keep is not None:
-        scores, labels = scores[keep], labels[keep]
         extras = {k: v[keep] for k, v in extras.items()}
     warnings = []
     pos = int(labels.sum())
@@ -593,7 +626,8 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
                     input_format: str | None = None, renormalize: bool = False,
                     drop_invalid: bool = False, stdin: BinaryIO | None = None,
                     numeric_extras: list[str] | None = None,
-                    raw_extras: list[str] | None = None) -> MulticlassData:
+                    raw_extras: list[str] | None = None,
+                    where: str | None = None) -> MulticlassData:
     """Read and validate K probability columns and a class label (SPEC §1).
 
     Probabilities must be finite and in [0, 1] and each row must sum to 1 within 1e-6;
@@ -608,9 +642,7 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
                                "label", "--label", src.name)
     numeric_extras, raw_extras = list(numeric_extras or []), list(raw_extras or [])
     _check_extra_names(available, numeric_extras + raw_extras, src.name)
-    if table is None:
-        table = read_columns(src, list(dict.fromkeys([*cols, label_col, *numeric_extras,
-                                                      *raw_extras])))
+    table = _filtered(src, table, [*cols, label_col, *numeric_extras, *raw_extras], where)
     n = table.num_rows
     if n == 0:
         raise InputError(f"{src.name}: no data rows (header only?)")
@@ -689,3 +721,98 @@ def binary_correctness(values: np.ndarray, labels: IntArray, *, pos_label: str |
     if (missing | nonbin).any():
         raise _rows_error(source, column, missing | nonbin, raw, "not a binary prediction")
     return (y != labels).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# streaming (bounded memory)
+
+_WHERE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(==|=|!=|<=|>=|<|>)\s*(.+?)\s*$")
+
+
+def parse_where(text: str) -> Any:
+    """A ``--where`` filter — comparisons joined by ``and`` — as a pyarrow dataset expression.
+
+    Values are numbers or quoted strings: ``"split = 'test' and score >= 0.1"``.
+    """
+    ops = {"==": "__eq__", "=": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__",
+           ">": "__gt__", ">=": "__ge__"}
+    expr = None
+    for part in re.split(r"\s+and\s+", text.strip(), flags=re.IGNORECASE):
+        m = _WHERE.match(part)
+        if not m:
+            raise InputError(f"cannot parse --where {part!r}; write COL OP VALUE joined by 'and' "
+                             "(OP one of = != < <= > >=; text values in quotes)")
+        col, op, raw = m.groups()
+        if raw[:1] in "'\"" and raw[-1:] == raw[:1] and len(raw) >= 2:
+            value: Any = raw[1:-1]
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise InputError(f"--where {part!r}: {raw!r} is neither a number nor a "
+                                     "quoted string") from None
+        cond = getattr(pads.field(col), ops[op])(value)
+        expr = cond if expr is None else expr & cond
+    return expr
+
+
+@dataclass
+class StreamStats:
+    """What a streamed read saw: rows read, dropped by reason, batches."""
+
+    rows_read: int = 0
+    rows_dropped: int = 0
+    dropped_by_reason: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    score_column: str = ""
+    label_column: str = ""
+
+
+def stream_binary(path: str, *, score: str | None = None, label: str | None = None,
+                  pos_label: str | None = None, batch_rows: int = 1_000_000,
+                  where: str | None = None, drop_invalid: bool = False,
+                  stats: StreamStats | None = None) -> Any:
+    """Validated (scores, labels) batches of a Parquet file, directory, glob-free dataset or
+    hive-partitioned tree, read through ``pyarrow.dataset`` in bounded memory.
+
+    ``where`` is pushed down to the scan (partition pruning and row-group statistics).  Row
+    numbers in error messages count the rows of the (filtered) stream.
+    """
+    src = open_source(path, "parquet")
+    src.cache["streaming"] = True
+    if src.data is not None:
+        raise InputError("streaming reads files or directories, not stdin")
+    try:
+        ds = pads.dataset(src.path, format="parquet", partitioning="hive")
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{src.name}: not a readable Parquet file or directory "
+                         f"({_one_line(exc)})") from None
+    available = list(ds.schema.names)
+    score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
+    label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+    flt = parse_where(where) if where else None
+    st = stats if stats is not None else StreamStats()
+    st.score_column, st.label_column = score_col, label_col
+    try:
+        # bounded readahead: at most a couple of batches in flight
+        scanner = ds.scanner(columns=[score_col, label_col], filter=flt, batch_size=batch_rows,
+                             batch_readahead=2, fragment_readahead=1)
+        batches = scanner.to_batches()
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            s, y, _, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
+                                                         pos_label, drop_invalid, st.rows_read)
+            st.rows_read += batch.num_rows
+            st.rows_dropped += dropped_n
+            for k, v in dropped.items():
+                st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
+            st.batches += 1
+            if s.shape[0]:
+                yield np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int64)
+    except pa.ArrowException as exc:
+        raise InputError(f"{src.name}: cannot scan the dataset ({_one_line(exc)})") from None

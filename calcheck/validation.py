@@ -31,7 +31,7 @@ def _fmt_value(v: Any) -> str:
 def describe_rows(mask: BoolArray, values: Any = None, *, row_base: int = 1) -> str:
     """Say where ``mask`` is true: ``"first at rows 17, 40 (e.g. 1.37)"``."""
     idx = np.flatnonzero(mask)[:MAX_SHOWN]
-    word = "row" if row_base == 1 else "index"
+    word = "index" if row_base == 0 else "row"     # 0: array positions; >= 1: file rows
     words = word + ("s" if len(idx) > 1 else "") if word == "row" else (
         "indices" if len(idx) > 1 else "index")
     text = f"first at {words} " + ", ".join(str(int(i) + row_base) for i in idx)

@@ -1,0 +1,130 @@
+"""--engine stream: hive-partitioned datasets, --where push-down, bounded memory."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+STREAM_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss"]
+
+
+@pytest.fixture(scope="module")
+def hive(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hive")
+    rng = np.random.default_rng(0)
+    n = 60_000
+    s = rng.uniform(size=n)
+    df = pd.DataFrame({"score": s, "label": rng.binomial(1, s ** 1.3),
+                       "split": rng.choice(["train", "test"], n), "day": rng.integers(1, 4, n)})
+    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
+                        partition_cols=["split", "day"])
+    df.to_parquet(root / "all.parquet", index=False)
+    return root, df
+
+
+def metrics_of(cli, args):
+    r = cli(["score", *map(str, args), "--json"])
+    assert r.code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("batch_rows", ["997", "1000000"])
+def test_stream_equals_in_memory(cli, hive, batch_rows):
+    root, df = hive
+    stream = metrics_of(cli, [root / "ds", "--engine", "stream", "--batch-rows", batch_rows,
+                              "--bins-table", "ece"])
+    memory = metrics_of(cli, [root / "all.parquet", "-m", ",".join(STREAM_IDS),
+                              "--bins-table", "ece"])
+    for mid in STREAM_IDS:
+        assert stream["metrics"][mid]["value"] == pytest.approx(memory["metrics"][mid]["value"],
+                                                                rel=1e-12, abs=1e-15)
+    sb, mb = stream["metrics"]["ece"]["bins"], memory["metrics"]["ece"]["bins"]
+    assert [b["n"] for b in sb] == [b["n"] for b in mb]
+    assert [b["positives"] for b in sb] == [b["positives"] for b in mb]
+    assert stream["input"]["rows_read"] == len(df) and stream["settings"]["engine"] == "stream"
+
+
+def test_where_is_pushed_down_in_both_engines(cli, hive):
+    root, df = hive
+    sub = df[(df.split == "test") & (df.day >= 2)]
+    where = "split = 'test' and day >= 2"
+    stream = metrics_of(cli, [root / "ds", "--engine", "stream", "--where", where, "-m", "ece"])
+    memory = metrics_of(cli, [root / "ds", "--where", where, "-m", "ece"])
+    import calcheck
+
+    ref = calcheck.ece(sub["score"].to_numpy(), sub["label"].to_numpy()).value
+    assert stream["metrics"]["ece"]["value"] == pytest.approx(ref, rel=1e-12)
+    assert memory["metrics"]["ece"]["value"] == pytest.approx(ref, rel=1e-12)
+    assert stream["input"]["rows_read"] == len(sub)
+
+
+def test_stream_errors_name_the_global_row(cli, tmp_path):
+    d = tmp_path / "parts"
+    d.mkdir()
+    s = np.linspace(0.01, 0.99, 3000)
+    s[2500] = 1.7
+    pq.write_table(pa.table({"score": s, "label": np.zeros(3000, dtype=np.int8)}),
+                   d / "p.parquet", row_group_size=1000)
+    r = cli(["score", d, "--engine", "stream", "--batch-rows", "400"])
+    assert r.code == 2 and "1 value outside [0, 1]; first at row 2501 (e.g. 1.7)" in r.stderr
+    ok = cli(["score", d, "--engine", "stream", "--drop-invalid", "--json", "-m", "brier"])
+    assert ok.code == 0 and json.loads(ok.stdout)["input"]["rows_dropped"] == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--engine", "stream", "-m", "tce"], "need(s) the in-memory engine"),
+    (["--engine", "stream", "--var", "x"], "does not do --var"),
+    (["--engine", "warp"], "unknown --engine"),
+    (["--where", "score >> 3"], "neither a number nor a quoted string"),
+    (["--batch-rows", "0"], "--batch-rows must be"),
+])
+def test_stream_usage_errors(cli, hive, args, needle):
+    root, _ = hive
+    r = cli(["score", root / "ds", *args])
+    assert r.code == 2 and needle in r.stderr, r.stderr
+
+
+PROBE = textwrap.dedent("""
+    import resource, sys
+    cap = int(sys.argv[1])
+    if cap:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    from calcheck.cli import run
+    rc = run(sys.argv[2:])
+    peak = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmPeak')][0]
+    sys.stderr.write(f'VMPEAK={peak}\\n')
+    sys.exit(rc)
+""")
+
+
+def probe(cap, *args):
+    return subprocess.run([sys.executable, "-c", PROBE, str(cap), *map(str, args)],
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
+    rng = np.random.default_rng(1)
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(4):                                   # 20 M rows
+        s = rng.uniform(size=5_000_000)
+        pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=s.size) < s)
+                                 .astype(np.int8)}), big / f"part-{i}.parquet")
+    tiny = tmp_path / "tiny.parquet"
+    pq.write_table(pa.table({"score": [0.2, 0.8], "label": [0, 1]}), tiny)
+    base = probe(0, "score", tiny, "--engine", "stream", "-m", "ece", "--json")
+    assert base.returncode == 0, base.stderr
+    baseline = int(base.stderr.split("VMPEAK=")[1].split()[0]) * 1024
+    cap = baseline + 300 * 2**20
+    stream = probe(cap, "score", big, "--engine", "stream", "--batch-rows", "250000",
+                   "-m", "ece,brier", "--json")
+    assert stream.returncode == 0, stream.stderr[-500:]
+    assert json.loads(stream.stdout)["input"]["rows_read"] == 20_000_000
+    memory = probe(cap, "score", big, "-m", "ece,brier", "--json")
+    assert memory.returncode != 0          # the same data does not fit in memory under the cap
