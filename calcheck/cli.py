@@ -81,17 +81,6 @@ def _file_format(path: str, fmt: str) -> str:
 FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
 
 
-def _read(file: Any, score_col: str | None, label_col: str | None, pos_label: str | None,
-          input_format: str | None, drop_invalid: bool, quiet: bool) -> Any:
-    """Read and validate the input; notes on stderr about warnings and dropped rows."""
-    from calcheck.io import load_binary
-
-    data = load_binary(file, score=score_col, label=label_col, pos_label=pos_label,
-                       input_format=input_format, drop_invalid=drop_invalid)
-    _report_dropped(data, quiet)
-    return data
-
-
 def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, metrics: list[str] | None, bins: int | None,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
@@ -107,8 +96,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     if unsupported:
         raise UsageError("--engine stream does not do --var, --by, --probs or --plot yet; "
                          "use --engine memory")
-    ids = [m.strip().lower() for chunk in (metrics or [",".join(STREAMABLE)])
-           for m in str(chunk).split(",") if m.strip()]
+    from calcheck.metrics import resolve_metric_ids
+
+    ids = resolve_metric_ids(metrics or list(STREAMABLE))
     ids += [g.metric for g in gates if g.metric not in ids]
     bins_for = [m for raw in (bins_table or []) for m in
                 (["ece", "ece_l2", "mce"] if raw.strip().lower() == "all" else [raw.strip()])
@@ -188,23 +178,18 @@ def _read_test_input(file: str, score_col: str | None, label_col: str | None,
                      input_format: str | None, drop_invalid: bool,
                      quiet: bool) -> tuple[Any, Any, dict[str, Any]]:
     """Binary input as it is; multiclass input as its top-label view (confidence, correct)."""
-    from calcheck.io import input_kind, load_multiclass, open_source
+    from calcheck.io import input_kind, open_source
     from calcheck.multiclass import top_label_view
 
     src = open_source(file, input_format)
-    if input_kind(src, score=score_col, probs=probs) == "binary":
-        data = _read(src, score_col, label_col, pos_label, input_format, drop_invalid, quiet)
-        return data.scores, data.labels, data.input_dict()
-    mc = load_multiclass(src, probs=probs, label=label_col, renormalize=renormalize,
-                         drop_invalid=drop_invalid)
-    _report_dropped(mc, quiet)
-    if mc.rows_renormalized:
-        note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
-             quiet=quiet)
-    conf, correct = top_label_view(mc.probs, mc.labels)
-    note(f"multiclass input ({len(mc.prob_columns)} classes): testing the top-label view "
+    multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
+    data, _, info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
+                              renormalize, drop_invalid, quiet, [], [])
+    if not multiclass:
+        return data.scores, data.labels, info
+    conf, correct = top_label_view(data.probs, data.labels)
+    note(f"multiclass input ({data.probs.shape[1]} classes): testing the top-label view "
          "(confidence of the predicted class vs correctness)", quiet=quiet)
-    info = mc.input_dict()
     info.update({"view": "top-label", "positives": int(correct.sum()),
                  "prevalence": float(correct.mean()), "accuracy": float(correct.mean())})
     return conf, correct, info

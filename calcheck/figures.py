@@ -15,7 +15,7 @@ from calcheck import plots
 from calcheck.metrics._data import Prepared
 from calcheck.metrics.binned import ace as _quantile_bins
 from calcheck.metrics.binned import ece as _ece
-from calcheck.metrics.tce import _bounds, tce
+from calcheck.metrics.tce import tce, tce_bounds
 
 
 def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
@@ -31,7 +31,7 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
                **tce_options: Any) -> Any:
     """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given)."""
     res = tce(data, **tce_options)
-    bounds, _ = _bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
+    bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
                         tce_options.get("n_min"), tce_options.get("n_max"))
     return plots.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
                             title=title or "Test-based reliability diagram", yscale=yscale)

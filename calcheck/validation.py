@@ -124,6 +124,12 @@ def check_nonempty(n: int, *, where: str) -> None:
         raise InputError(f"{where}: no rows to compute on")
 
 
+def split_ids(values: Sequence[str]) -> list[str]:
+    """Ids given as repeated options and/or comma lists, lower-cased, blanks dropped, in order."""
+    return [part.strip().lower() for chunk in values for part in str(chunk).split(",")
+            if part.strip()]
+
+
 def check_bins(bins: int, *, name: str = "--bins", minimum: int = 1) -> int:
     """Validate a bin count."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < minimum:

@@ -15,6 +15,7 @@ import numpy as np
 
 from calcheck.errors import UsageError
 from calcheck.hypotests._result import TestResult
+from calcheck.validation import split_ids
 
 METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 METHOD_IDS = {"hl": "hosmer_lemeshow", "spiegelhalter": "spiegelhalter", "cox": "cox"}
@@ -42,18 +43,14 @@ def resolve_methods(methods: Iterable[str] | None) -> list[str]:
     if not methods:
         return ["tcal"]
     out: list[str] = []
-    for chunk in methods:
-        for raw in str(chunk).split(","):
-            m = raw.strip().lower()
-            if not m:
-                continue
-            if m == "all":
-                out.extend(x for x in METHODS if x not in out)
-            elif m in METHODS:
-                if m not in out:
-                    out.append(m)
-            else:
-                raise UsageError(f"unknown --method {m!r}; use one of {', '.join(METHODS)}, all")
+    for m in split_ids(list(methods)):
+        if m == "all":
+            out.extend(x for x in METHODS if x not in out)
+        elif m in METHODS:
+            if m not in out:
+                out.append(m)
+        else:
+            raise UsageError(f"unknown --method {m!r}; use one of {', '.join(METHODS)}, all")
     if not out:
         raise UsageError("no test method selected")
     return out

@@ -17,6 +17,7 @@ from calcheck.metrics import binned, multiclass, nixon, scoring, tce
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import MulticlassPrepared
+from calcheck.validation import split_ids
 
 __all__ = ["DEFAULT_METRICS", "DEFAULT_MULTICLASS_METRICS", "METRICS", "MULTICLASS_METRICS",
            "MetricOptions", "MetricResult", "MetricSpec", "MulticlassPrepared", "Prepared",
@@ -97,18 +98,14 @@ def resolve_metric_ids(ids: Iterable[str] | None) -> list[str]:
     if ids is None:
         return [m for m in DEFAULT_METRICS if m in METRICS]
     out: list[str] = []
-    for chunk in ids:
-        for raw in str(chunk).split(","):
-            mid = raw.strip().lower()
-            if not mid:
-                continue
-            if mid == "all":
-                out.extend(m for m in METRICS if m not in out)
-                continue
-            if mid not in METRICS:
-                raise UsageError(f"unknown metric id {mid!r}; known ids: {', '.join(METRICS)}")
-            if mid not in out:
-                out.append(mid)
+    for mid in split_ids(list(ids)):
+        if mid == "all":
+            out.extend(m for m in METRICS if m not in out)
+            continue
+        if mid not in METRICS:
+            raise UsageError(f"unknown metric id {mid!r}; known ids: {', '.join(METRICS)}")
+        if mid not in out:
+            out.append(mid)
     if not out:
         raise UsageError("no metric selected")
     return out
@@ -171,20 +168,16 @@ def resolve_multiclass_ids(ids: Iterable[str] | None) -> list[str]:
     if ids is None:
         return list(DEFAULT_MULTICLASS_METRICS)
     out: list[str] = []
-    for chunk in ids:
-        for raw in str(chunk).split(","):
-            mid = raw.strip().lower()
-            if not mid:
-                continue
-            if mid == "all":
-                out.extend(m for m in MULTICLASS_METRICS if m not in out)
-            elif mid in MULTICLASS_METRICS or mid in METRICS:
-                if mid not in out:
-                    out.append(mid)
-            else:
-                raise UsageError(f"unknown metric id {mid!r}; multiclass ids: "
-                                 f"{', '.join(MULTICLASS_METRICS)} (or a binary id, computed on "
-                                 "the top-label view)")
+    for mid in split_ids(list(ids)):
+        if mid == "all":
+            out.extend(m for m in MULTICLASS_METRICS if m not in out)
+        elif mid in MULTICLASS_METRICS or mid in METRICS:
+            if mid not in out:
+                out.append(mid)
+        else:
+            raise UsageError(f"unknown metric id {mid!r}; multiclass ids: "
+                             f"{', '.join(MULTICLASS_METRICS)} (or a binary id, computed on "
+                             "the top-label view)")
     if not out:
         raise UsageError("no metric selected")
     return out

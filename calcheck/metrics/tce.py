@@ -41,8 +41,9 @@ BINNINGS = {"pava-bc": "tce", "quantile": "tce_q", "pava": "tce_v", "uniform": "
 TESTS = ("binomial", "t")
 
 
-def _bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
-            n_max: int | None) -> tuple[IntArray, dict[str, Any]]:
+def tce_bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
+               n_max: int | None) -> tuple[IntArray, dict[str, Any]]:
+    """Cut positions of TCE's bins over the sorted rows, and the settings that made them."""
     n = data.n
     if binning == "pava-bc":
         if n_min is None and n_max is None and n < TCE_MIN_ROWS:
@@ -118,7 +119,7 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
     """
     if test not in TESTS:
         raise UsageError(f"unknown --test {test!r}; use one of {', '.join(TESTS)}")
-    bounds, extra_settings = _bounds(data, binning, bins, n_min, n_max)
+    bounds, extra_settings = tce_bounds(data, binning, bins, n_min, n_max)
     s, y = data.sorted_scores, data.sorted_labels
     edges = None
     if binning == "uniform":

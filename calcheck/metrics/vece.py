@@ -105,23 +105,8 @@ def _qcut_sorted(vs: FloatArray, pe: FloatArray, inc: FloatArray, bins: int) -> 
 def qcut_calibration(v: FloatArray, pred_error: FloatArray, incorrect: FloatArray,
                      bins: int = 10) -> QcutTable:
     """Σ_b (n_b/n)|mean(pred_error) − mean(incorrect)| over qcut bins of ``v``."""
-    edges = qcut_edges(v, bins)
-    n_bins = max(edges.shape[0] - 1, 1)
-    if edges.shape[0] == 1:                      # a constant variable: one bin
-        ids = np.zeros(v.shape[0], dtype=np.int64)
-        edges = np.array([edges[0], edges[0]])
-    else:
-        ids = qcut_assign(v, edges)
-    cnt = np.bincount(ids, minlength=n_bins)
-    se = np.bincount(ids, weights=pred_error, minlength=n_bins)
-    si = np.bincount(ids, weights=incorrect, minlength=n_bins)
-    nonempty = cnt > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        me = np.where(nonempty, se / np.maximum(cnt, 1), np.nan)
-        mi = np.where(nonempty, si / np.maximum(cnt, 1), np.nan)
-    value = float(np.sum(np.abs(me[nonempty] - mi[nonempty]) * cnt[nonempty]) / v.shape[0])
-    return QcutTable(lower=edges[:-1].copy(), upper=edges[1:].copy(), count=cnt, mean_pred_error=me,
-                     mean_incorrect=mi, value=value, empty_bins=int((~nonempty).sum()))
+    order = np.argsort(v)          # bins are runs of the sorted values; tie order is irrelevant
+    return _qcut_sorted(v[order], pred_error[order], np.asarray(incorrect, float)[order], bins)
 
 
 # ---------------------------------------------------------------------------------------------
