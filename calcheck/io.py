@@ -771,18 +771,43 @@ class StreamStats:
     label_column: str = ""
 
 
-def stream_binary(path: str, *, score: str | None = None, label: str | None = None,
-                  pos_label: str | None = None, batch_rows: int = 1_000_000,
-                  where: str | None = None, drop_invalid: bool = False,
-                  stats: StreamStats | None = None) -> Any:
-    """Validated (scores, labels) batches of a Parquet file, directory, glob-free dataset or
-    hive-partitioned tree, read through ``pyarrow.dataset`` in bounded memory.
+def _fast_binary(batch: pa.RecordBatch, score_col: str,
+                 label_col: str) -> tuple[FloatArray, np.ndarray] | None:
+    """Zero-copy (scores, labels) of a batch that is plainly valid — float64 scores in [0, 1]
+    and integer or boolean 0/1 labels, no nulls — or None (then the full checks run and name
+    the first bad row)."""
+    sc, lc = batch.column(score_col), batch.column(label_col)
+    if sc.type != pa.float64() or sc.null_count or lc.null_count:
+        return None
+    if not (pa.types.is_integer(lc.type) or pa.types.is_boolean(lc.type)):
+        return None
+    s = sc.to_numpy(zero_copy_only=True)
+    if not (s.min() >= 0.0 and s.max() <= 1.0):        # NaN fails both comparisons
+        return None
+    y = lc.to_numpy(zero_copy_only=False)
+    if y.dtype != np.bool_ and (y.min() < 0 or y.max() > 1):
+        return None
+    return s, y
 
-    ``where`` is pushed down to the scan (partition pruning and row-group statistics).  Row
-    numbers in error messages count the rows of the (filtered) stream.
-    """
+
+@dataclass
+class StreamPlan:
+    """What a streamed read will scan: the dataset's fragments (files) after partition pruning,
+    the resolved columns and the pushed-down filter.  Fragments pickle, so Dask workers can
+    each scan their own."""
+
+    name: str
+    fragments: list[Any]
+    score_column: str
+    label_column: str
+    filter: Any
+    schema: Any
+
+
+def plan_stream(path: str, *, score: str | None = None, label: str | None = None,
+                where: str | None = None) -> StreamPlan:
+    """Open a Parquet file, directory or hive-partitioned tree for streaming."""
     src = open_source(path, "parquet")
-    src.cache["streaming"] = True
     if src.data is not None:
         raise InputError("streaming reads files or directories, not stdin")
     try:
@@ -793,26 +818,109 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
     available = list(ds.schema.names)
     score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
     label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+    if score_col == label_col:
+        raise InputError(f"{src.name}: the score and label columns are the same ({score_col!r})")
     flt = parse_where(where) if where else None
-    st = stats if stats is not None else StreamStats()
-    st.score_column, st.label_column = score_col, label_col
     try:
-        # bounded readahead: at most a couple of batches in flight
-        scanner = ds.scanner(columns=[score_col, label_col], filter=flt, batch_size=batch_rows,
-                             batch_readahead=2, fragment_readahead=1)
-        batches = scanner.to_batches()
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            s, y, _, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
-                                                         pos_label, drop_invalid, st.rows_read)
-            st.rows_read += batch.num_rows
-            st.rows_dropped += dropped_n
-            for k, v in dropped.items():
-                st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
-            st.batches += 1
-            if s.shape[0]:
-                yield np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int64)
+        fragments = list(ds.get_fragments(filter=flt))
     except pa.ArrowException as exc:
         raise InputError(f"{src.name}: cannot scan the dataset ({_one_line(exc)})") from None
+    return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema)
+
+
+def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int) -> Any:
+    """Record batches of one fragment (one file), read one row group at a time."""
+    try:
+        yield from fragment.to_batches(schema=plan.schema,
+                                       columns=[plan.score_column, plan.label_column],
+                                       filter=plan.filter, batch_size=batch_rows,
+                                       batch_readahead=0, fragment_readahead=0)
+    except pa.ArrowException as exc:
+        raise InputError(f"{fragment.path}: cannot scan ({_one_line(exc)})") from None
+
+
+def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
+                      pos_label: str | None = None, drop_invalid: bool = False,
+                      stats: StreamStats | None = None) -> Any:
+    """(scores, labels) of record batches, validated; error rows are numbered from 1 over all
+    the batches given (the rows after the ``--where`` filter), and the message names ``name``."""
+    src = Source(name=name, fmt="parquet", path=name)
+    src.cache["streaming"] = True
+    st = stats if stats is not None else StreamStats()
+    st.score_column, st.label_column = plan.score_column, plan.label_column
+    sc, lc = plan.score_column, plan.label_column
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        fast = None if pos_label is not None else _fast_binary(batch, sc, lc)
+        if fast is not None:
+            st.rows_read += batch.num_rows
+            st.batches += 1
+            yield fast
+            continue
+        table = pa.Table.from_batches([batch])
+        s, y, _, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label, drop_invalid,
+                                                     st.rows_read)
+        st.rows_read += batch.num_rows
+        st.rows_dropped += dropped_n
+        for k, v in dropped.items():
+            st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
+        st.batches += 1
+        if s.shape[0]:
+            yield np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
+
+
+def _prefetch(items: Any, depth: int = 2) -> Any:
+    """Iterate ``items`` in a background thread, at most ``depth`` ahead: Arrow decodes the next
+    row group while the caller computes on this one, and memory stays bounded."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put((True, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((True, done))
+        except BaseException as exc:                      # handed to the consumer
+            q.put((False, exc))
+
+    th = threading.Thread(target=produce, daemon=True)
+    th.start()
+    try:
+        while True:
+            ok, item = q.get()
+            if not ok:
+                raise item
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+def stream_binary(path: str, *, score: str | None = None, label: str | None = None,
+                  pos_label: str | None = None, batch_rows: int = 1_000_000,
+                  where: str | None = None, drop_invalid: bool = False,
+                  stats: StreamStats | None = None) -> Any:
+    """Validated (scores, labels) batches of a Parquet file, directory or hive-partitioned tree,
+    read file by file through ``pyarrow.dataset`` in bounded memory (one row group decoding
+    ahead of the computation).
+
+    ``where`` is pushed down to the scan (partition pruning and row-group statistics).  Row
+    numbers in error messages count the rows of the (filtered) stream.
+    """
+    plan = plan_stream(path, score=score, label=label, where=where)
+    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows))
+    yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
+                                 drop_invalid=drop_invalid, stats=stats)

@@ -6,6 +6,6 @@ int64 counts and compensated float64 sums, so any partitioning of the rows, merg
 order, gives the same counts and the same values to ~1e-15 relative.
 """
 
-from calcheck.streaming.states import STREAMABLE, CompensatedSum, FixedBinState
+from calcheck.streaming.states import STREAMABLE, CompensatedSum, StreamState
 
-__all__ = ["STREAMABLE", "CompensatedSum", "FixedBinState"]
+__all__ = ["STREAMABLE", "CompensatedSum", "StreamState"]

@@ -1,44 +1,122 @@
-"""The streaming engine: fold validated batches into one :class:`FixedBinState`."""
+"""The streaming engine: fold validated batches into one :class:`StreamState` and turn it into
+the in-memory engine's result objects."""
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
-from calcheck.streaming.states import STREAMABLE, FixedBinState
+from calcheck.streaming.states import GRID_BITS, STREAMABLE, StreamState
+
+_SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
 
 
-def stream_metrics(batches: Iterable[tuple[FloatArray, IntArray]], ids: list[str], *,
-                   bins: int = 10) -> dict[str, MetricResult]:
-    """The streamable metrics ``ids`` over all batches, in the in-memory engine's result form."""
+@dataclass(frozen=True)
+class StateSpec:
+    """What a partial state keeps; picklable, so Dask workers build identical empty states."""
+
+    bins: int = 10
+    tcal_m: int | None = None
+    log_loss: bool = True
+    spiegelhalter: bool = False
+    grid_bits: int = GRID_BITS
+
+    def new(self) -> StreamState:
+        return StreamState(bins=self.bins, tcal_m=self.tcal_m, log_loss=self.log_loss,
+                           spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits)
+
+
+def check_streamable(ids: list[str]) -> None:
     bad = [m for m in ids if m not in STREAMABLE]
     if bad:
-        raise UsageError(f"--engine stream computes {', '.join(STREAMABLE)}; "
+        raise UsageError(f"--engine stream/dask computes {', '.join(STREAMABLE)}; "
                          f"{', '.join(bad)} need(s) the in-memory engine (--engine memory)")
-    state = FixedBinState(bins=bins)
-    for s, y in batches:
-        state.update(s, y)
+
+
+def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
+         threads: int | None = None) -> StreamState:
+    """One pass: every batch into a fresh state.
+
+    With ``threads`` > 1, batch i goes to worker i mod threads (each with its own state, merged
+    at the end), so the result does not depend on thread timing; numpy releases the GIL in most
+    of the per-batch work.  By default two workers when the per-row work is heavy (log loss,
+    Spiegelhalter), else one (measured: the bin sums alone are bound by ``np.bincount``, which
+    holds the GIL).
+    """
+    if threads is None:
+        threads = 2 if (spec.log_loss or spec.spiegelhalter) else 1
+    if threads <= 1:
+        state = spec.new()
+        for s, y in batches:
+            state.update(s, y)
+        return state
+    states = [spec.new() for _ in range(threads)]
+    queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        while True:
+            item = queues[i].get()
+            if item is None:
+                return
+            if not errors:
+                try:
+                    states[i].update(*item)
+                except BaseException as exc:        # re-raised in the caller's thread
+                    errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    try:
+        for j, batch in enumerate(batches):
+            if errors:
+                break
+            queues[j % threads].put(batch)
+    finally:
+        for q in queues:
+            q.put(None)
+        for w in workers:
+            w.join()
+    if errors:
+        raise errors[0]
+    for other in states[1:]:
+        states[0].merge(other)
+    return states[0]
+
+
+def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult]:
+    """The streamable metrics ``ids`` of a finished state, in the in-memory engine's form."""
+    check_streamable(ids)
     if state.n == 0:
         raise InputError("no rows to compute on (after the --where filter and dropped rows)")
     out = state.finalize()
+    bins = state.bins
     e = uniform_edges(bins)
     stats = BinStats(kind="uniform", lower=e[:-1].copy(), upper=e[1:].copy(),
                      count=out["bins"]["count"], sum_score=out["bins"]["sum_score"],
                      sum_label=out["bins"]["positives"], params={"bins": bins})
-    settings = {
-        "ece": {"binning": "uniform", "bins": bins, "norm": "l1"},
-        "ece_l2": {"binning": "uniform", "bins": bins, "norm": "l2"},
-        "mce": {"binning": "uniform", "bins": bins, "norm": "max"},
-        "brier": {},
-        "log_loss": {"clip": 1e-15},
-    }
-    unit = {"log_loss": "fraction"}
     results = {}
     for mid in ids:
-        results[mid] = MetricResult(id=mid, value=float(out[mid]), unit=unit.get(mid, "fraction"),
-                                    settings=settings[mid], n_samples=int(out["n"]),
-                                    bins=stats if mid in ("ece", "ece_l2", "mce") else None)
+        if mid in _SETTINGS:
+            settings: dict[str, Any] = {"binning": "uniform", "bins": bins, "norm": _SETTINGS[mid]}
+        else:
+            settings = {"clip": 1e-15} if mid == "log_loss" else {}
+        results[mid] = MetricResult(id=mid, value=float(out[mid]), unit="fraction",
+                                    settings=settings, n_samples=int(out["n"]),
+                                    bins=stats if mid in _SETTINGS else None)
     return results
+
+
+def stream_metrics(batches: Iterable[tuple[FloatArray, IntArray]], ids: list[str], *,
+                   bins: int = 10) -> dict[str, MetricResult]:
+    """The streamable metrics ``ids`` over all batches (one pass)."""
+    check_streamable(ids)
+    return metric_results(fold(batches, StateSpec(bins=bins, log_loss="log_loss" in ids)), ids)

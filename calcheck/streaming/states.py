@@ -1,8 +1,25 @@
-"""Partial states of the fixed-edge metrics (see the package docstring)."""
+"""Partial states of the streaming engine: ``update(batch)`` → ``merge(other)`` → ``finalize()``.
+
+One aggregate serves every streamable metric and test: a **dyadic grid** of 2^G cells over the
+score (cell = ⌊2^G·s⌋, exact in float64 because 2^G is a power of two; s = 1 gets its own cell),
+split by label, holding int64 counts and compensated sums of s and of r² = (s − y)².
+
+* T-Cal's dyadic levels m = 2^k, k ≤ G, are unions of whole cells — their statistics are exact.
+* A fixed binning (ECE's uniform bins with their float edges, T-Cal's ⌊m·s⌋ for any m) puts every
+  cell into one bin, except the few cells that *straddle* one of its edges (≤ one per edge).  The
+  rows of those cells are binned row by row with the binning's own rule and kept as exact
+  per-(cell, bin) sums.  So the fixed-bin metrics equal the in-memory engine's: bin counts
+  bit-identical, values to ~1e-15 (only the order of float additions differs).
+* Brier, log loss and Spiegelhalter's sums are plain compensated scalars.
+
+Counts are int64 and sums are :class:`CompensatedSum` (TwoSum), so any split of the rows into
+partitions merged in any order gives identical counts and values equal to ~1e-15 relative.
+"""
 
 from __future__ import annotations
 
-import math
+import functools
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +29,9 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
 
-# metric ids the streaming engine computes, and the test ids it can report
+# metric ids the streaming engine computes
 STREAMABLE = ("ece", "ece_l2", "mce", "brier", "log_loss")
+GRID_BITS = 16          # 65,537 cells: 1.5 MB of state, exact T-Cal levels up to m = 2^16
 
 
 @dataclass
@@ -47,96 +65,322 @@ class CompensatedSum:
         return self.hi + self.lo
 
 
-@dataclass
-class FixedBinState:
-    """Sufficient statistics of the streamable metrics for ``bins`` uniform bins and T-Cal m.
+# ---------------------------------------------------------------------------------------------
+# fixed binnings on the grid
 
-    Attributes hold int64 counts and :class:`CompensatedSum` sums; ``update`` adds a batch,
-    ``merge`` adds another state (commutative and associative up to rounding of the sums),
-    ``finalize`` returns the metric values.
+def binning_ids(kind: str, size: int, scores: FloatArray) -> IntArray:
+    """Row bin ids of a fixed binning: ``uniform`` (SPEC §2, ``size`` bins) or ``dyadic``
+    (T-Cal's ⌊m·s⌋ with m = ``size``, ids 0..m)."""
+    if kind == "uniform":
+        return uniform_assign(scores, size)
+    return np.floor(scores * float(size)).astype(np.int64)
+
+
+def binning_width(kind: str, size: int) -> int:
+    return size if kind == "uniform" else size + 1
+
+
+@functools.lru_cache(maxsize=32)
+def grid_table(kind: str, size: int, bits: int) -> tuple[IntArray, IntArray]:
+    """(bin id of every grid cell, sorted ids of the cells that straddle an edge).
+
+    A cell holds [c/2^G, (c+1)/2^G); both binning rules are monotone in s, so a cell lies in one
+    bin exactly when its smallest and largest float share the bin."""
+    cells = np.arange((1 << bits) + 1, dtype=np.float64)
+    lo = np.ldexp(cells, -bits)
+    hi = np.nextafter(np.ldexp(cells + 1.0, -bits), -np.inf)
+    hi[-1] = 1.0
+    a, b = binning_ids(kind, size, lo), binning_ids(kind, size, hi)
+    return a, np.flatnonzero(a != b)
+
+
+@dataclass
+class EdgePart:
+    """Exact sums of the rows in a binning's straddling cells, per (cell, bin, label)."""
+
+    cells: IntArray                      # the straddling cells (sorted)
+    width: int                           # ids per cell (bins of the binning)
+    count: IntArray
+    score: CompensatedSum
+    sq: CompensatedSum
+
+    @classmethod
+    def empty(cls, cells: IntArray, width: int) -> EdgePart:
+        size = 2 * width * max(cells.shape[0], 1)
+        return cls(cells, width, np.zeros(size, dtype=np.int64), CompensatedSum.zeros(size),
+                   CompensatedSum.zeros(size))
+
+
+_local = threading.local()
+
+
+def _float_labels(y: Any) -> FloatArray:
+    """Labels as float64 in a per-thread buffer (dot products with 0/1 weights are exact selections)."""
+    buf = getattr(_local, "yf", None)
+    if buf is None or buf.shape[0] < y.shape[0]:
+        buf = np.empty(y.shape[0])
+        _local.yf = buf
+    out = buf[: y.shape[0]]
+    np.copyto(out, y, casting="unsafe")
+    return out
+
+
+def _workspace(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+    """Per-thread scratch buffers, reused across batches (fresh pages are slow to fault in)."""
+    ws = getattr(_local, "ws", None)
+    if ws is None or ws[0].shape[0] < n:
+        ws = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=np.intp))
+        _local.ws = ws
+    return ws[0][:n], ws[1][:n], ws[2][:n], ws[3][:n]
+
+
+@dataclass
+class StreamState:
+    """Sufficient statistics of the streamable metrics and tests (see the module docstring).
+
+    Parameters
+    ----------
+    bins : int
+        Uniform bins of ECE / ECE-l2 / MCE.
+    tcal_m : int or None
+        Fixed m of T-Cal, if its statistic is wanted.
+    log_loss, spiegelhalter : bool
+        Keep the sums these need (each costs a few passes over the batch).
+    grid_bits : int
+        G of the 2^G-cell grid.
     """
 
     bins: int = 10
-    m: int = 15
+    tcal_m: int | None = None
+    log_loss: bool = True
+    spiegelhalter: bool = False
+    grid_bits: int = GRID_BITS
     n: int = 0
-    count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    positives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    sum_score: CompensatedSum | None = None
-    scalars: CompensatedSum | None = None       # Σ(s−y)², Σ log-lik, Spiegelhalter num, den
-    t_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    t_s: CompensatedSum | None = None           # T-Cal bins ⌊m·s⌋ (0..m): Σ r, Σ r²
+    cell_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    cell_score: CompensatedSum | None = None
+    cell_sq: CompensatedSum | None = None
+    edges: dict[str, EdgePart] = field(default_factory=dict)
+    scalars: CompensatedSum | None = None     # Σ log-likelihood, Spiegelhalter num, den
 
     def __post_init__(self) -> None:
-        if self.sum_score is None:
-            self.count = np.zeros(self.bins, dtype=np.int64)
-            self.positives = np.zeros(self.bins, dtype=np.int64)
-            self.sum_score = CompensatedSum.zeros(self.bins)
-            self.scalars = CompensatedSum.zeros(4)
-            self.t_count = np.zeros(self.m + 1, dtype=np.int64)
-            self.t_s = CompensatedSum.zeros(2 * (self.m + 1))
+        if self.cell_score is None:
+            size = 2 * self.n_cells
+            self.cell_count = np.zeros(size, dtype=np.int64)
+            self.cell_score = CompensatedSum.zeros(size)
+            self.cell_sq = CompensatedSum.zeros(size)
+            self.scalars = CompensatedSum.zeros(3)
+            for key, (kind, size_) in self.binnings.items():
+                _, cells = grid_table(kind, size_, self.grid_bits)
+                self.edges[key] = EdgePart.empty(cells, binning_width(kind, size_))
 
-    def update(self, scores: FloatArray, labels: IntArray) -> FixedBinState:
-        """Add a batch of validated scores and 0/1 labels."""
+    @property
+    def n_cells(self) -> int:
+        return (1 << self.grid_bits) + 1
+
+    @property
+    def binnings(self) -> dict[str, tuple[str, int]]:
+        out = {"ece": ("uniform", int(self.bins))}
+        if self.tcal_m is not None:
+            out["tcal"] = ("dyadic", int(self.tcal_m))
+        return out
+
+    @property
+    def settings(self) -> tuple[Any, ...]:
+        return (self.bins, self.tcal_m, self.log_loss, self.spiegelhalter, self.grid_bits)
+
+    # -- update ------------------------------------------------------------------------------
+
+    def update(self, scores: FloatArray, labels: IntArray) -> StreamState:
+        """Add a batch of scores in [0, 1] and 0/1 labels (validated by the reader)."""
         s = np.asarray(scores, dtype=np.float64)
-        y = np.asarray(labels, dtype=np.int64)
-        assert self.sum_score is not None and self.scalars is not None and self.t_s is not None
-        b = uniform_assign(s, self.bins)
-        self.count += np.bincount(b, minlength=self.bins)
-        self.positives += np.bincount(b, weights=y, minlength=self.bins).round().astype(np.int64)
-        self.sum_score.add(np.bincount(b, weights=s, minlength=self.bins))
-        r = s - y
-        clipped = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
-        ll = np.where(y.astype(bool), np.log(clipped), np.log1p(-clipped))
-        w = 1.0 - 2.0 * s
-        self.scalars.add(np.array([np.dot(r, r), ll.sum(), np.sum(-r * w),
-                                   np.sum(w * w * s * (1.0 - s))]))
-        tb = np.floor(s * float(self.m)).astype(np.int64)     # T-Cal's ids, s = 1 → m
-        self.t_count += np.bincount(tb, minlength=self.m + 1)
-        self.t_s.add(np.concatenate([np.bincount(tb, weights=r, minlength=self.m + 1),
-                                     np.bincount(tb, weights=r * r, minlength=self.m + 1)]))
-        self.n += int(s.shape[0])
+        y = np.asarray(labels)
+        n = int(s.shape[0])
+        if n == 0:
+            return self
+        if y.shape != s.shape:
+            raise ValueError("scores and labels differ in length")
+        if not (s.min() >= 0.0 and s.max() <= 1.0) or y.min() < 0 or y.max() > 1:
+            raise ValueError("scores must lie in [0, 1] and labels be 0/1")
+        assert self.cell_score is not None and self.cell_sq is not None
+        assert self.scalars is not None
+        f, g, h, k = _workspace(n)
+        size = 2 * self.n_cells
+        np.multiply(s, float(1 << self.grid_bits), out=f)
+        np.copyto(k, f, casting="unsafe")                  # ⌊2^G·s⌋ (s ≥ 0: truncation)
+        np.left_shift(k, 1, out=k)
+        np.add(k, y, out=k, casting="unsafe")               # key = 2·cell + y
+        self.cell_count += np.bincount(k, minlength=size)
+        self.cell_score.add(np.bincount(k, weights=s, minlength=size))
+        np.subtract(s, y, out=f, casting="unsafe")          # r = s − y
+        sums = [0.0, 0.0, 0.0]
+        # sums of products via ufuncs into scratch buffers, not np.dot: BLAS threads would
+        # compete with Arrow's decoder threads for the cores
+        if self.spiegelhalter:
+            np.multiply(s, -2.0, out=g)
+            g += 1.0                                        # w = 1 − 2s
+            sums[1] = -float(np.multiply(f, g, out=h).sum())   # Σ (y − s)(1 − 2s)
+            np.multiply(g, g, out=g)
+            g *= s
+            np.subtract(1.0, s, out=h)
+            sums[2] = float(np.multiply(g, h, out=g).sum())    # Σ (1 − 2s)² s (1 − s)
+        if self.log_loss:                                   # Σ y·log c + (1 − y)·log1p(−c)
+            np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS, out=g)
+            np.negative(g, out=h)
+            np.log1p(h, out=h)
+            np.log(g, out=g)
+            yf = _float_labels(y)
+            total = float(h.sum())
+            sums[0] = float(np.multiply(yf, g, out=g).sum()) + total
+            sums[0] -= float(np.multiply(yf, h, out=h).sum())
+        if self.spiegelhalter or self.log_loss:
+            self.scalars.add(np.array(sums))
+        np.multiply(f, f, out=f)
+        self.cell_sq.add(np.bincount(k, weights=f, minlength=size))
+        self._update_edges(s, y, k)
+        self.n += n
         return self
 
-    def merge(self, other: FixedBinState) -> FixedBinState:
-        """Add another partial state with the same settings."""
-        if (self.bins, self.m) != (other.bins, other.m):
-            raise ValueError("cannot merge states with different bins or m")
-        assert self.sum_score and other.sum_score and self.scalars and other.scalars
-        assert self.t_s and other.t_s
-        self.count += other.count
-        self.positives += other.positives
-        self.sum_score.merge(other.sum_score)
+    def _update_edges(self, s: FloatArray, y: Any, key: IntArray) -> None:
+        special = _special_keys(tuple(sorted(self.binnings.values())), self.grid_bits)
+        rows = np.flatnonzero(special.take(key))
+        if rows.shape[0] == 0:
+            return
+        ss, yy, cells = s[rows], y[rows].astype(np.int64), key[rows] >> 1
+        rr = ss - yy
+        for name, (kind, size) in self.binnings.items():
+            part = self.edges[name]
+            pos = np.searchsorted(part.cells, cells)
+            pos = np.minimum(pos, max(part.cells.shape[0] - 1, 0))
+            mine = part.cells.shape[0] > 0 and part.cells[pos] == cells
+            if not np.any(mine):
+                continue
+            ids = binning_ids(kind, size, ss[mine])
+            kk = (pos[mine] * part.width + ids) * 2 + yy[mine]
+            total = part.count.shape[0]
+            part.count += np.bincount(kk, minlength=total)
+            part.score.add(np.bincount(kk, weights=ss[mine], minlength=total))
+            part.sq.add(np.bincount(kk, weights=rr[mine] ** 2, minlength=total))
+
+    # -- merge -------------------------------------------------------------------------------
+
+    def merge(self, other: StreamState) -> StreamState:
+        """Add another partial state with the same settings (any order: counts stay exact)."""
+        if self.settings != other.settings:
+            raise ValueError(f"cannot merge states with different settings "
+                             f"({self.settings} vs {other.settings})")
+        assert self.cell_score and other.cell_score and self.cell_sq and other.cell_sq
+        assert self.scalars and other.scalars
+        self.cell_count += other.cell_count
+        self.cell_score.merge(other.cell_score)
+        self.cell_sq.merge(other.cell_sq)
         self.scalars.merge(other.scalars)
-        self.t_count += other.t_count
-        self.t_s.merge(other.t_s)
+        for name, part in self.edges.items():
+            o = other.edges[name]
+            part.count += o.count
+            part.score.merge(o.score)
+            part.sq.merge(o.sq)
         self.n += other.n
         return self
 
+    # -- finalize ----------------------------------------------------------------------------
+
+    def cells(self) -> dict[str, Any]:
+        """Occupied grid cells: ids and per-cell N, positives K, Σs, Σr² and Σs²."""
+        assert self.cell_score is not None and self.cell_sq is not None
+        cnt = self.cell_count.reshape(-1, 2)
+        score = self.cell_score.value.reshape(-1, 2)
+        sq = self.cell_sq.value.reshape(-1, 2)
+        N = cnt.sum(axis=1)
+        occ = np.flatnonzero(N)
+        K = cnt[occ, 1]
+        # Σs² = Σ_{y=0} r² + Σ_{y=1} (1 + 2r + r²) with Σ_{y=1} r = Σ_{y=1} s − K
+        s_sq = sq[occ, 0] + (2.0 * score[occ, 1] - K + sq[occ, 1])
+        return {"cell": occ, "n": N[occ], "positives": K, "sum_score": score[occ].sum(axis=1),
+                "sum_sq_resid": sq[occ].sum(axis=1), "sum_score_sq": s_sq}
+
+    def units(self, name: str) -> dict[str, Any]:
+        """Groups of rows that lie in one bin of binning ``name`` and one grid cell: the whole
+        non-straddling cells plus the (straddling cell, bin) parts; sorted by bin."""
+        kind, size = self.binnings[name]
+        table, straddle = grid_table(kind, size, self.grid_bits)
+        c = self.cells()
+        keep = ~np.isin(c["cell"], straddle)
+        part = self.edges[name]
+        pc = part.count.reshape(-1, 2)
+        pn = pc.sum(axis=1)
+        pocc = np.flatnonzero(pn)
+        ps = part.score.value.reshape(-1, 2)
+        pq = part.sq.value.reshape(-1, 2)
+        p_sq = pq[pocc, 0] + (2.0 * ps[pocc, 1] - pc[pocc, 1] + pq[pocc, 1])
+        out = {
+            "bin": np.concatenate([table[c["cell"][keep]], pocc % part.width]),
+            "n": np.concatenate([c["n"][keep], pn[pocc]]),
+            "positives": np.concatenate([c["positives"][keep], pc[pocc, 1]]),
+            "sum_score": np.concatenate([c["sum_score"][keep], ps[pocc].sum(axis=1)]),
+            "sum_sq_resid": np.concatenate([c["sum_sq_resid"][keep], pq[pocc].sum(axis=1)]),
+            "sum_score_sq": np.concatenate([c["sum_score_sq"][keep], p_sq]),
+        }
+        order = np.argsort(out["bin"], kind="stable")
+        return {k: v[order] for k, v in out.items()}
+
+    def binned(self, name: str) -> dict[str, Any]:
+        """Per-bin N, positives, Σs, Σr² of binning ``name`` (all ids, empty bins included)."""
+        kind, size = self.binnings[name]
+        u = self.units(name)
+        width = binning_width(kind, size)
+        counts = np.zeros(width, dtype=np.int64)
+        pos = np.zeros(width, dtype=np.int64)
+        np.add.at(counts, u["bin"], u["n"])
+        np.add.at(pos, u["bin"], u["positives"])
+        return {"count": counts, "positives": pos,
+                "sum_score": np.bincount(u["bin"], weights=u["sum_score"], minlength=width),
+                "sum_sq_resid": np.bincount(u["bin"], weights=u["sum_sq_resid"],
+                                            minlength=width)}
+
     def finalize(self) -> dict[str, Any]:
-        """Metric values, the uniform bin table and the fixed-m T-Cal statistics."""
-        assert self.sum_score is not None and self.scalars is not None and self.t_s is not None
+        """Metric values, the uniform bin table and (when kept) the T-Cal / Spiegelhalter sums."""
+        assert self.scalars is not None
         n = self.n
-        cnt = self.count
+        b = self.binned("ece")
+        cnt = b["count"]
         ne = cnt > 0
-        ms = np.where(ne, self.sum_score.value / np.maximum(cnt, 1), np.nan)
-        ml = np.where(ne, self.positives / np.maximum(cnt, 1), np.nan)
+        ms = np.where(ne, b["sum_score"] / np.maximum(cnt, 1), np.nan)
+        ml = np.where(ne, b["positives"] / np.maximum(cnt, 1), np.nan)
         gap = np.where(ne, np.abs(ml - ms), 0.0)
-        w = cnt / n
-        sq, ll, num, den = self.scalars.value
-        z = num / math.sqrt(den) if den > 0 else (0.0 if num == 0 else math.copysign(math.inf, num))
-        tc = self.t_count.astype(np.float64)
-        S, Q = self.t_s.value[: self.m + 1], self.t_s.value[self.m + 1:]
-        occ = tc > 0
-        return {
+        w = cnt / n if n else cnt * 0.0
+        ll, num, den = self.scalars.value
+        out: dict[str, Any] = {
             "n": n,
             "ece": float(np.sum(w * gap)),
             "ece_l2": float(np.sqrt(np.sum(w * gap * gap))),
             "mce": float(gap.max()) if gap.size else 0.0,
-            "brier": float(sq / n),
-            "log_loss": float(-ll / n),
-            "spiegelhalter_z": float(z),
-            "tcal_dpe": float(np.sum((S[occ] ** 2 - Q[occ]) / tc[occ]) / n),
-            "tcal_plugin_l1": float(np.sum(np.abs(S[occ])) / n),
-            "bins": {"count": cnt.copy(), "positives": self.positives.copy(),
-                     "sum_score": self.sum_score.value.copy()},
+            "brier": float(np.sum(self.cell_sq.value) / n) if self.cell_sq and n else np.nan,
+            "bins": {"count": cnt, "positives": b["positives"], "sum_score": b["sum_score"]},
         }
+        if self.log_loss:
+            out["log_loss"] = float(-ll / n) if n else np.nan
+        if self.spiegelhalter:
+            out["spiegelhalter_num"], out["spiegelhalter_den"] = float(num), float(den)
+        if self.tcal_m is not None:
+            t = self.binned("tcal")
+            out.update({f"tcal_{k}": v for k, v in plugin_stats(
+                t["count"], t["sum_score"] - t["positives"], t["sum_sq_resid"], n).items()})
+        return out
+
+
+def plugin_stats(count: IntArray, S: FloatArray, Q: FloatArray, n: int) -> dict[str, float]:
+    """T-Cal's DPE and plug-ins from per-bin N, S = Σr, Q = Σr² (SPEC §6)."""
+    occ = count > 0
+    c = count[occ].astype(np.float64)
+    return {"dpe": float(np.sum((S[occ] ** 2 - Q[occ]) / c) / n),
+            "plugin_l2_biased": float(np.sum(S[occ] ** 2 / c) / n),
+            "plugin_l1": float(np.sum(np.abs(S[occ])) / n)}
+
+
+@functools.lru_cache(maxsize=16)
+def _special_keys(binnings: tuple[tuple[str, int], ...], bits: int) -> np.ndarray:
+    """Boolean table over keys 2·cell + y: is the cell straddling an edge of some binning?"""
+    special = np.zeros((1 << bits) + 1, dtype=bool)
+    for kind, size in binnings:
+        special[grid_table(kind, size, bits)[1]] = True
+    return np.repeat(special, 2)
