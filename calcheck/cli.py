@@ -85,29 +85,30 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, metrics: list[str] | None, bins: int | None,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
-                     quiet: bool, unsupported: bool) -> None:
-    """``score --engine stream``: fold Parquet batches into mergeable states."""
+                     quiet: bool, unsupported: bool, engine_name: str = "stream",
+                     scheduler: str | None = None) -> None:
+    """``score --engine stream|dask``: fold Parquet batches into mergeable states."""
     from calcheck.gates import evaluate_gates
-    from calcheck.io import StreamStats, stream_binary
     from calcheck.report import build_report
     from calcheck.streaming import STREAMABLE
-    from calcheck.streaming.engine import stream_metrics
+    from calcheck.streaming.engine import StateSpec, check_streamable, collect, metric_results
 
     if unsupported:
-        raise UsageError("--engine stream does not do --var, --by, --probs or --plot yet; "
-                         "use --engine memory")
+        raise UsageError(f"--engine {engine_name} does not do --var, --by, --probs or --plot "
+                         "yet; use --engine memory")
     from calcheck.metrics import resolve_metric_ids
 
     ids = resolve_metric_ids(metrics or list(STREAMABLE))
     ids += [g.metric for g in gates if g.metric not in ids]
+    check_streamable(ids)
     bins_for = [m for raw in (bins_table or []) for m in
                 (["ece", "ece_l2", "mce"] if raw.strip().lower() == "all" else [raw.strip()])
                 if m in ("ece", "ece_l2", "mce")]
-    stats = StreamStats()
-    results = stream_metrics(stream_binary(file, score=score_col, label=label_col,
-                                           pos_label=pos_label, batch_rows=batch_rows,
-                                           where=where, drop_invalid=drop_invalid, stats=stats),
-                             ids, bins=bins or 10)
+    spec = StateSpec(bins=bins or 10, log_loss="log_loss" in ids)
+    state, stats = collect(file, spec, engine=engine_name, score=score_col, label=label_col,
+                           pos_label=pos_label, where=where, batch_rows=batch_rows,
+                           drop_invalid=drop_invalid, scheduler=scheduler)
+    results = metric_results(state, ids)
     if stats.rows_dropped:
         reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
         note(f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})")
@@ -117,13 +118,16 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
             "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
             "rows_used": n, "positives": None, "prevalence": None, "batches": stats.batches}
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
-    settings = {"metrics": ids, "bins": bins or 10, "engine": "stream", "batch_rows": batch_rows,
-                "where": where, "pos_label": pos_label, "drop_invalid": drop_invalid}
+    settings = {"metrics": ids, "bins": bins or 10, "engine": engine_name,
+                "batch_rows": batch_rows, "where": where, "pos_label": pos_label,
+                "drop_invalid": drop_invalid, "scheduler": scheduler,
+                "grid": {"cells": 2 ** spec.grid_bits, "exact": True,
+                         "note": "fixed-bin metrics are exact: edge-straddling grid cells are "
+                                 "binned row by row"}}
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
                           bins_for=bins_for, gates=outcomes)
-    if results.get("ece") is not None and results["ece"].bins is not None:
-        report["input"]["positives"] = int(results["ece"].bins.sum_label.sum())
-        report["input"]["prevalence"] = report["input"]["positives"] / n
+    report["input"]["positives"] = state.positives
+    report["input"]["prevalence"] = state.positives / n
     _emit(report, out_fmt, output, bins_for)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
@@ -315,11 +319,14 @@ def score(
         help="Drop rows with invalid scores or labels (counted and reported) instead of failing."),
     engine_name: str = typer.Option(
         "memory", "--engine",
-        help="memory (default: every metric, exact) or stream (Parquet files or directories, "
+        help="memory (default: every metric, exact), stream (Parquet files or directories, "
              "hive partitions included, in bounded memory; computes ece, ece_l2, mce, brier, "
-             "log_loss)."),
+             "log_loss) or dask (the same on a Dask cluster; pip install 'calcheck[dask]')."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler",
+        help="Dask scheduler address for --engine dask (default: local threads)."),
     batch_rows: int = typer.Option(
-        1_000_000, "--batch-rows", help="Rows per batch of --engine stream."),
+        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
     where: str | None = typer.Option(
         None, "--where",
         help="Keep only rows matching, e.g. \"split = 'test' and score >= 0.1\" (pushed down "
@@ -358,17 +365,19 @@ def score(
     check_alpha(alpha)
     gates = [parse_gate(g) for g in (fail_if or [])]
 
-    if engine_name not in ("memory", "stream"):
-        raise UsageError(f"unknown --engine {engine_name!r}; use memory or stream")
+    if engine_name not in ("memory", "stream", "dask"):
+        raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
+    if scheduler and engine_name != "dask":
+        raise UsageError("--scheduler applies to --engine dask only")
     check_bins(batch_rows, name="--batch-rows")
     if where:
         from calcheck.io import parse_where
 
         parse_where(where)                     # a bad filter fails before any reading
-    if engine_name == "stream":
+    if engine_name in ("stream", "dask"):
         _score_streaming(file, score_col, label_col, pos_label, metrics, bins, where, batch_rows,
                          drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         bool(var or by or probs or text_plot))
+                         bool(var or by or probs or text_plot), engine_name, scheduler)
         return
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"

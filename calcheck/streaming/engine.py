@@ -120,3 +120,26 @@ def stream_metrics(batches: Iterable[tuple[FloatArray, IntArray]], ids: list[str
     """The streamable metrics ``ids`` over all batches (one pass)."""
     check_streamable(ids)
     return metric_results(fold(batches, StateSpec(bins=bins, log_loss="log_loss" in ids)), ids)
+
+
+def collect(path: str, spec: StateSpec, *, engine: str = "stream", score: str | None = None,
+            label: str | None = None, pos_label: str | None = None, where: str | None = None,
+            batch_rows: int = 1_000_000, drop_invalid: bool = False,
+            scheduler: str | None = None) -> tuple[StreamState, Any]:
+    """One pass over a Parquet file or dataset with ``engine`` ``stream`` (this process) or
+    ``dask`` (a Dask cluster): the merged :class:`StreamState` and the read statistics."""
+    from calcheck.io import StreamStats, plan_stream, stream_binary
+
+    if engine == "dask":
+        from calcheck.streaming.dask_engine import dask_fold
+
+        plan = plan_stream(path, score=score, label=label, where=where)
+        return dask_fold(plan, spec, batch_rows=batch_rows, pos_label=pos_label,
+                         drop_invalid=drop_invalid, scheduler=scheduler)
+    if engine != "stream":
+        raise UsageError(f"unknown streaming engine {engine!r}; use stream or dask")
+    stats = StreamStats()
+    state = fold(stream_binary(path, score=score, label=label, pos_label=pos_label,
+                               batch_rows=batch_rows, where=where, drop_invalid=drop_invalid,
+                               stats=stats), spec)
+    return state, stats

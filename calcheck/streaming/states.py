@@ -185,6 +185,10 @@ class StreamState:
         return out
 
     @property
+    def positives(self) -> int:
+        return int(self.cell_count[1::2].sum())
+
+    @property
     def settings(self) -> tuple[Any, ...]:
         return (self.bins, self.tcal_m, self.log_loss, self.spiegelhalter, self.grid_bits)
 

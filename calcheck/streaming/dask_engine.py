@@ -1,0 +1,104 @@
+"""``--engine dask``: the streaming engine's partial states computed on a Dask cluster.
+
+Each Dask partition is a group of dataset fragments (Parquet files); a worker scans its files
+file by file (``pyarrow.dataset``, ``--where`` pushed down), folds them into a
+:class:`~calcheck.streaming.states.StreamState`, and the states are merged by Dask's own tree
+reduction (``Bag.reduction`` with ``split_every``).  Because counts are int64 and sums are
+compensated, the result does not depend on how the files are spread over workers.
+
+Dask is an optional extra (``pip install 'calcheck[dask]'``); without it this module raises a
+:class:`~calcheck.errors.UsageError` naming the install command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calcheck.errors import UsageError
+from calcheck.io import StreamPlan, StreamStats, fragment_batches, validated_batches
+from calcheck.streaming.engine import StateSpec
+from calcheck.streaming.states import StreamState
+
+INSTALL = "pip install 'calcheck[dask]'"
+CONNECT_TIMEOUT = 15     # seconds to reach a --scheduler address
+
+
+def _require_dask() -> Any:
+    try:
+        import dask.bag as db
+    except ImportError:
+        raise UsageError(f"--engine dask needs Dask, an optional extra: {INSTALL}") from None
+    return db
+
+
+def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
+    """Add the read statistics of two partitions."""
+    out = StreamStats(rows_read=a.rows_read + b.rows_read,
+                      rows_dropped=a.rows_dropped + b.rows_dropped,
+                      dropped_by_reason=dict(a.dropped_by_reason), batches=a.batches + b.batches,
+                      score_column=a.score_column or b.score_column,
+                      label_column=a.label_column or b.label_column)
+    for k, v in b.dropped_by_reason.items():
+        out.dropped_by_reason[k] = out.dropped_by_reason.get(k, 0) + v
+    return out
+
+
+def partition_state(fragments: Any, plan: StreamPlan, spec: StateSpec, batch_rows: int,
+                    pos_label: str | None, drop_invalid: bool) -> tuple[StreamState, StreamStats]:
+    """Fold the files of one partition; errors name the file and the row within it."""
+    state = spec.new()
+    stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
+    for fr in fragments:
+        file_stats = StreamStats()
+        batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows), name=fr.path,
+                                    pos_label=pos_label, drop_invalid=drop_invalid,
+                                    stats=file_stats)
+        for s, y in batches:
+            state.update(s, y)
+        stats = merge_stats(stats, file_stats)
+    return state, stats
+
+
+def merge_partials(parts: Any) -> tuple[StreamState, StreamStats]:
+    """Merge a list of (state, stats) pairs (one node of the reduction tree)."""
+    parts = list(parts)
+    state, stats = parts[0]
+    for s, st in parts[1:]:
+        state = state.merge(s)
+        stats = merge_stats(stats, st)
+    return state, stats
+
+
+def dask_fold(plan: StreamPlan, spec: StateSpec, *, batch_rows: int = 1_000_000,
+              pos_label: str | None = None, drop_invalid: bool = False,
+              scheduler: str | None = None, files_per_partition: int = 1,
+              split_every: int = 8) -> tuple[StreamState, StreamStats]:
+    """The merged state and read statistics of every file of ``plan``, computed by Dask.
+
+    ``scheduler`` is a Dask scheduler address (``tcp://host:8786``); without it the computation
+    runs on the active ``distributed.Client`` if there is one, else Dask's local threads.
+    """
+    db = _require_dask()
+    if not plan.fragments:
+        return spec.new(), StreamStats(score_column=plan.score_column,
+                                       label_column=plan.label_column)
+    nparts = max(1, -(-len(plan.fragments) // max(1, files_per_partition)))
+    bag = db.from_sequence(plan.fragments, npartitions=nparts)
+    total = bag.reduction(
+        lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid),
+        merge_partials, split_every=split_every)
+    if scheduler is None:
+        result = total.compute()
+    else:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError(f"--scheduler needs dask.distributed: {INSTALL}") from None
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+        except OSError as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc})") from None
+        with client:
+            result = client.compute(total).result()
+    state, stats = result
+    return state, stats

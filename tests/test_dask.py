@@ -1,0 +1,109 @@
+"""--engine dask: the streaming states on a Dask LocalCluster equal the stream and in-memory
+engines on a generated hive-partitioned dataset.  Skips (with the reason) without the
+``calcheck[dask]`` extra; CI installs it."""
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+dask = pytest.importorskip("dask", reason="the Dask extra is not installed "
+                                          "(pip install 'calcheck[dask]')")
+distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed "
+                                                        "(pip install 'calcheck[dask]')")
+
+IDS = ["ece", "ece_l2", "mce", "brier", "log_loss"]
+
+
+@pytest.fixture(scope="module")
+def hive(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask_hive")
+    rng = np.random.default_rng(7)
+    n = 80_000
+    s = rng.beta(0.6, 1.4, size=n)
+    s[:4] = [0.0, 1.0, 0.3, 0.7]                 # exact edges of both binnings
+    df = pd.DataFrame({"score": s, "label": rng.binomial(1, np.clip(s * 1.1, 0, 1)),
+                       "region": rng.choice(["eu", "us", "apac"], n),
+                       "day": rng.integers(1, 6, n)})
+    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
+                        partition_cols=["region", "day"])
+    df.to_parquet(root / "all.parquet", index=False)
+    return root, df
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
+                      dashboard_address=None) as c:
+        yield c
+
+
+def report(cli, *args):
+    r = cli(["score", *map(str, args), "--json", "--bins-table", "ece"])
+    assert r.code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("where", [None, "region != 'us' and day >= 2 and score > 0.05"])
+def test_dask_stream_and_memory_agree(cli, hive, cluster, where):
+    root, _ = hive
+    extra = ["--where", where] if where else []
+    dk = report(cli, root / "ds", "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                *extra)
+    st = report(cli, root / "ds", "--engine", "stream", "--batch-rows", "3001", *extra)
+    mem = report(cli, root / "ds", "-m", ",".join(IDS), *extra)
+    assert dk["input"]["rows_read"] == st["input"]["rows_read"] == mem["input"]["rows_used"]
+    for mid in IDS:
+        ref = mem["metrics"][mid]["value"]
+        assert dk["metrics"][mid]["value"] == pytest.approx(ref, rel=1e-12, abs=1e-15), mid
+        assert st["metrics"][mid]["value"] == pytest.approx(ref, rel=1e-12, abs=1e-15), mid
+    for key in ("n", "positives"):                      # bin counts are exact integers
+        assert ([b[key] for b in dk["metrics"]["ece"]["bins"]]
+                == [b[key] for b in mem["metrics"]["ece"]["bins"]])
+    assert dk["settings"]["engine"] == "dask"
+
+
+def test_dask_local_threads_without_scheduler(cli, hive):
+    root, _ = hive
+    dk = report(cli, root / "ds", "--engine", "dask", "-m", "ece")
+    st = report(cli, root / "ds", "--engine", "stream", "-m", "ece")
+    assert dk["metrics"]["ece"]["value"] == pytest.approx(st["metrics"]["ece"]["value"],
+                                                          rel=1e-12)
+
+
+def test_dask_errors_name_the_file_and_row(cli, tmp_path, cluster):
+    d = tmp_path / "bad"
+    for i in range(3):
+        (d / f"day={i}").mkdir(parents=True)
+        s = np.linspace(0.1, 0.9, 500)
+        if i == 2:
+            s[41] = np.nan
+        pq.write_table(pa.table({"score": s, "label": np.ones(500, dtype=np.int8)}),
+                       d / f"day={i}" / "p.parquet")
+    r = cli(["score", d, "--engine", "dask", "--scheduler", cluster.scheduler_address])
+    assert r.code == 2, r.stderr
+    assert "day=2" in r.stderr and "row 42" in r.stderr and "'score'" in r.stderr
+    ok = cli(["score", d, "--engine", "dask", "--drop-invalid", "--json", "-m", "ece"])
+    assert ok.code == 0 and json.loads(ok.stdout)["input"]["rows_dropped"] == 1
+
+
+def test_unreachable_scheduler_is_a_usage_error(cli, hive, monkeypatch):
+    from calcheck.streaming import dask_engine
+
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 2)
+    root, _ = hive
+    r = cli(["score", root / "ds", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"])
+    assert r.code == 2 and "Dask scheduler" in r.stderr
+
+
+def test_missing_extra_is_named(cli, hive, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.bag", None)       # as if Dask were not installed
+    root, _ = hive
+    r = cli(["score", root / "ds", "--engine", "dask"])
+    assert r.code == 2 and "pip install 'calcheck[dask]'" in r.stderr
