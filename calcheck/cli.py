@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from calcheck.errors import CalcheckError, ExitCode, UsageError
+from calcheck.errors import CalcheckError, ExitCode, InputError, UsageError
 
 try:  # typer >= 0.22 vendors click; older releases raise click's own exceptions
     from typer import TyperException as _UsageBase
@@ -180,7 +180,7 @@ def _incorrect_from(loaded: Any, data: Any, column: str, multiclass: bool,
 def _read_test_input(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, probs: list[str] | None, renormalize: bool,
                      input_format: str | None, drop_invalid: bool,
-                     quiet: bool) -> tuple[Any, Any, dict[str, Any]]:
+                     quiet: bool, where: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """Binary input as it is; multiclass input as its top-label view (confidence, correct)."""
     from calcheck.io import input_kind, open_source
     from calcheck.multiclass import top_label_view
@@ -188,7 +188,7 @@ def _read_test_input(file: str, score_col: str | None, label_col: str | None,
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
     data, _, info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
-                              renormalize, drop_invalid, quiet, [], [])
+                              renormalize, drop_invalid, quiet, [], [], where=where)
     if not multiclass:
         return data.scores, data.labels, info
     conf, correct = top_label_view(data.probs, data.labels)
@@ -519,6 +519,17 @@ def test_cmd(
         None, "--input-format", help="csv or parquet, when it cannot be told from the input."),
     drop_invalid: bool = typer.Option(
         False, "--drop-invalid", help="Drop invalid rows (counted and reported) instead of failing."),
+    engine_name: str = typer.Option(
+        "memory", "--engine",
+        help="memory (default, exact), stream (Parquet datasets in bounded memory: tcal and "
+             "spiegelhalter; T-Cal's null drawn per 2^-16 score cell, recorded in the report) "
+             "or dask (the same on a Dask cluster)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address for --engine dask."),
+    batch_rows: int = typer.Option(
+        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
+    where: str | None = typer.Option(
+        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Test calibration: T-Cal / adaptive T-Cal with p-values, and the classical tests."""
@@ -538,22 +549,40 @@ def test_cmd(
         raise UsageError(f"unknown --resample {resample!r}; use labels or consistency")
     opts = TestOptions(alpha=check_alpha(alpha), bins=bins, trials=trials, resample=resample,
                        seed=seed, discrete_max=discrete_max)
+    if engine_name not in ("memory", "stream", "dask"):
+        raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
+    if scheduler and engine_name != "dask":
+        raise UsageError("--scheduler applies to --engine dask only")
+    check_bins(batch_rows, name="--batch-rows")
+    if where:
+        from calcheck.io import parse_where
 
-    scores, labels, input_info = _read_test_input(
-        file, score_col, label_col, pos_label, probs, renormalize, input_format, drop_invalid,
-        quiet)
-    progress = _Progress("simulating the null") if sys.stderr.isatty() else None
-    try:
-        results, notes = run_tests(scores, labels, methods, opts, progress=progress)
-    finally:
-        if progress is not None:
-            progress.close()
+        parse_where(where)
+
+    if engine_name == "memory":
+        scores, labels, input_info = _read_test_input(
+            file, score_col, label_col, pos_label, probs, renormalize, input_format, drop_invalid,
+            quiet, where)
+        progress = _Progress("simulating the null") if sys.stderr.isatty() else None
+        try:
+            results, notes = run_tests(scores, labels, methods, opts, progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
+    else:
+        if probs:
+            raise UsageError(f"--engine {engine_name} tests binary scores; use --engine memory "
+                             "for multiclass input")
+        results, notes, input_info = _test_streaming(
+            file, methods, opts, engine_name, scheduler, score_col, label_col, pos_label,
+            where, batch_rows, drop_invalid)
     for n_ in notes:
         note(n_, quiet=quiet)
     settings: dict[str, Any] = {
         "methods": methods, "alpha": opts.alpha, "tcal": "fixed" if bins is not None else "adaptive",
         "bins": bins, "trials": trials, "resample": resample, "seed": seed,
         "discrete_max": discrete_max, "pos_label": pos_label, "drop_invalid": drop_invalid,
+        "engine": engine_name, "where": where,
     }
     report = build_report(command="test", input_info=input_info, settings=settings,
                           tests=results, notes=notes)
@@ -562,6 +591,59 @@ def test_cmd(
         rejected = ", ".join(tid for tid, r in results.items() if r.reject)
         note(f"calibration rejected by: {rejected}")
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
+                    scheduler: str | None, score_col: str | None, label_col: str | None,
+                    pos_label: str | None, where: str | None, batch_rows: int,
+                    drop_invalid: bool) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """``test --engine stream|dask``: one pass into a grid state, then the tests on it."""
+    from calcheck.streaming import tests as stests
+    from calcheck.streaming.engine import StateSpec, collect
+
+    bad = [m for m in methods if m not in ("tcal", "spiegelhalter")]
+    if bad:
+        raise UsageError(f"--engine {engine_name} runs tcal and spiegelhalter; "
+                         f"{', '.join(bad)} need(s) --engine memory")
+    if opts.resample != "labels":
+        raise UsageError(f"--engine {engine_name} simulates the null by redrawing labels; "
+                         "--resample consistency needs --engine memory")
+    spec = StateSpec(tcal_m=opts.bins, log_loss=False,
+                     spiegelhalter="spiegelhalter" in methods)
+    state, stats = collect(file, spec, engine=engine_name, score=score_col, label=label_col,
+                           pos_label=pos_label, where=where, batch_rows=batch_rows,
+                           drop_invalid=drop_invalid, scheduler=scheduler)
+    if state.n == 0:
+        raise InputError("no rows to test (after the --where filter and dropped rows)")
+    results: dict[str, Any] = {}
+    notes = []
+    if "tcal" in methods:
+        if opts.bins is not None:
+            results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
+                                                       trials=opts.trials, seed=opts.seed)
+        else:
+            r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=opts.trials,
+                                            seed=opts.seed)
+            results["tcal_adaptive"] = r
+            if r.details["levels_omitted"]:
+                notes.append(f"adaptive T-Cal on the {engine_name} engine tests the levels "
+                             f"{r.settings['levels']} (bins of at least one 2^-"
+                             f"{state.grid_bits} grid cell); finer levels of the B = "
+                             f"{r.details['B_spec']} in memory are omitted")
+        tc = results.get("tcal") or results["tcal_adaptive"]
+        notes.append("T-Cal's null is drawn per grid cell (binomial), not per row; relative "
+                     f"variance excess {tc.settings['null_variance_excess']:.1e}")
+    if "spiegelhalter" in methods:
+        results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
+    if stats.rows_dropped:
+        reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+        notes.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})")
+    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
+            "label_column": stats.label_column, "rows_read": stats.rows_read,
+            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
+            "rows_used": state.n, "positives": state.positives,
+            "prevalence": state.positives / state.n, "batches": stats.batches}
+    return results, notes, info
 
 
 PLOT_KINDS = ("reliability", "tce", "variable")

@@ -69,17 +69,26 @@ def spiegelhalter(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) 
     s = scores
     y = labels.astype(np.float64)
     num = float(np.sum((y - s) * (1.0 - 2.0 * s)))
-    den = float(np.sqrt(np.sum((1.0 - 2.0 * s) ** 2 * s * (1.0 - s))))
-    if den == 0.0:
+    den = float(np.sum((1.0 - 2.0 * s) ** 2 * s * (1.0 - s)))
+    return spiegelhalter_from_sums(num, den, n=s.shape[0], mean_score=float(s.mean()),
+                                   mean_label=float(y.mean()), alpha=alpha)
+
+
+def spiegelhalter_from_sums(num: float, den: float, *, n: int, mean_score: float,
+                            mean_label: float, alpha: float = 0.05) -> TestResult:
+    """Spiegelhalter's test from Σ (y − s)(1 − 2s), Σ (1 − 2s)² s (1 − s) and the means (the
+    streaming engine keeps exactly these sums)."""
+    root = math.sqrt(den) if den > 0 else 0.0
+    if root == 0.0:
         z = 0.0 if num == 0.0 else math.copysign(math.inf, num)
     else:
-        z = num / den
+        z = num / root
     p = float(2.0 * norm.sf(abs(z)))
-    ms, my = float(s.mean()), float(y.mean())
+    ms, my = mean_score, mean_label
     direction = "over-prediction" if ms > my else ("under-prediction" if ms < my else "none")
     return TestResult(id="spiegelhalter", statistic=z, pvalue=p, reject=p <= alpha, alpha=alpha,
                       details={"mean_score": ms, "mean_label": my, "direction": direction,
-                               "brier_excess": num / s.shape[0]},
+                               "brier_excess": num / n},
                       settings={"alternative": "two-sided"})
 
 

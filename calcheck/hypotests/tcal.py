@@ -317,14 +317,49 @@ def tcal_fixed(scores: FloatArray, labels: IntArray, *, m: int, alpha: float = 0
     st = dpe(scores, labels, m)
     null = simulate_null(scores, [int(m)], trials=trials, resample=resample, rng=gen,
                          progress=progress)[0]
+    return fixed_result(st, null, m=int(m), alpha=alpha,
+                        settings={"m": int(m), "trials": trials, "resample": resample,
+                                  "seed": _seed_of(rng)})
+
+
+def _seed_of(rng: Any) -> Any:
+    return rng if isinstance(rng, (int, type(None))) else "generator"
+
+
+def fixed_result(st: PluginStats, null: FloatArray, *, m: int, alpha: float,
+                 settings: dict[str, Any]) -> TestResult:
+    """The ``tcal`` result of an observed statistic and its null draws."""
     p = mc_pvalue(st.dpe, null)
     return TestResult(
         id="tcal", statistic=st.dpe, pvalue=p, reject=p <= alpha, alpha=alpha,
-        details={"m": int(m), "debiased_l2_ece": math.sqrt(max(st.dpe, 0.0)),
+        details={"m": m, "debiased_l2_ece": math.sqrt(max(st.dpe, 0.0)),
                  "plugin_l1": st.plugin_l1, "plugin_l2_biased": st.plugin_l2_biased,
                  "critical_value": float(np.quantile(null, 1 - alpha))},
-        settings={"m": int(m), "trials": trials, "resample": resample,
-                  "seed": rng if isinstance(rng, (int, type(None))) else "generator"})
+        settings=settings)
+
+
+def adaptive_result(observed: list[PluginStats], null: FloatArray, ms: list[int], *,
+                    alpha: float, details: dict[str, Any],
+                    settings: dict[str, Any]) -> TestResult:
+    """The ``tcal_adaptive`` result: Bonferroni over the levels ``ms`` (one row of ``null``
+    per level)."""
+    B = len(ms)
+    level_alpha = alpha / B
+    levels = []
+    for i, m in enumerate(ms):
+        p = mc_pvalue(observed[i].dpe, null[i])
+        levels.append({"m": m, "dpe": observed[i].dpe,
+                       "debiased_l2_ece": math.sqrt(max(observed[i].dpe, 0.0)),
+                       "critical_value": float(np.quantile(null[i], 1 - level_alpha)),
+                       "pvalue": p, "reject": p <= level_alpha})
+    pmin = min(lv["pvalue"] for lv in levels)
+    reject = any(lv["reject"] for lv in levels)
+    return TestResult(
+        id="tcal_adaptive", statistic=pmin, pvalue=min(1.0, B * pmin), reject=reject, alpha=alpha,
+        details={"statistic_name": "smallest level p-value", "B": B, "level_alpha": level_alpha,
+                 **details, "rejecting_levels": [lv["m"] for lv in levels if lv["reject"]],
+                 "levels": levels},
+        settings=settings)
 
 
 def tcal_adaptive(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
@@ -342,20 +377,6 @@ def tcal_adaptive(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
     ss, rs = s[order], s[order] - y[order]
     observed = [plugin_from_bounds(rs, _runs(bin_ids(ss, m))) for m in ms]
     null = simulate_null(s, ms, trials=trials, resample=resample, rng=gen, progress=progress)
-    level_alpha = alpha / B
-    levels = []
-    for i, m in enumerate(ms):
-        p = mc_pvalue(observed[i].dpe, null[i])
-        levels.append({"m": m, "dpe": observed[i].dpe,
-                       "debiased_l2_ece": math.sqrt(max(observed[i].dpe, 0.0)),
-                       "critical_value": float(np.quantile(null[i], 1 - level_alpha)),
-                       "pvalue": p, "reject": p <= level_alpha})
-    pmin = min(lv["pvalue"] for lv in levels)
-    reject = any(lv["reject"] for lv in levels)
-    return TestResult(
-        id="tcal_adaptive", statistic=pmin, pvalue=min(1.0, B * pmin), reject=reject, alpha=alpha,
-        details={"statistic_name": "smallest level p-value", "B": B, "level_alpha": level_alpha,
-                 "rejecting_levels": [lv["m"] for lv in levels if lv["reject"]],
-                 "levels": levels},
-        settings={"levels": f"2^1..2^{B}", "trials": trials, "resample": resample,
-                  "seed": rng if isinstance(rng, (int, type(None))) else "generator"})
+    return adaptive_result(observed, null, ms, alpha=alpha, details={},
+                           settings={"levels": f"2^1..2^{B}", "trials": trials,
+                                     "resample": resample, "seed": _seed_of(rng)})

@@ -1,0 +1,142 @@
+"""Tests on a finished :class:`StreamState`: T-Cal (fixed m and adaptive) and Spiegelhalter.
+
+Observed statistics are exact: T-Cal's bins are unions of grid cells (dyadic levels up to 2^G)
+or of cells plus the exactly binned rows of the few straddling cells (fixed m), and
+Spiegelhalter's sums are kept as they are.
+
+The Monte Carlo null cannot redraw a label per row without holding the rows, so it redraws per
+**unit** — a grid cell, or the part of a straddling cell inside one bin (width ≤ 2^-G):
+K*_u ~ Binomial(N_u, s̄_u) with s̄_u = Σs/N, then S*_u = Σs − K*_u and
+Q*_u = Σs² + K*_u (1 − 2 Σs²/Σs) (unbiased for Σ (s − y*)²).  The per-row null draws
+Bernoulli(s_i); the unit draw has the same mean and a variance larger by
+Σ_u (Σs² − (Σs)²/N) — reported as ``null_variance_excess`` relative to Σ s(1 − s) (≈ 1e-10 on
+continuous scores with G = 16).  Draws depend only on the seed and the units, which are the
+same for every partitioning, so a run is reproducible on any cluster size.  Adaptive T-Cal tests
+the levels m = 2^1 … 2^min(B, G) with Bonferroni over the levels tested; finer levels (bins
+narrower than a cell) are reported as omitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.hypotests._result import TestResult
+from calcheck.hypotests.classical import spiegelhalter_from_sums
+from calcheck.hypotests.tcal import (
+    PluginStats,
+    _check,
+    adaptive_result,
+    fixed_result,
+    n_levels,
+)
+from calcheck.streaming.states import StreamState, plugin_stats
+
+TRIAL_CHUNK = 50        # fixed, so the draws do not depend on the machine
+
+
+def _starts(ids: IntArray) -> IntArray:
+    return np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+
+
+def _observed(N: IntArray, S: FloatArray, Q: FloatArray, n: int) -> PluginStats:
+    return PluginStats(**plugin_stats(N, S, Q, n))
+
+
+def _unit_params(u: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    N = u["n"].astype(np.float64)
+    A, P = u["sum_score"], np.maximum(u["sum_score_sq"], 0.0)
+    p = np.clip(A / N, 0.0, 1.0)
+    slope = np.where(A > 0, 1.0 - 2.0 * P / np.where(A > 0, A, 1.0), 0.0)
+    excess = float(np.sum(np.maximum(P - A * A / N, 0.0)))
+    var = float(np.sum(np.maximum(A - P, 0.0)))
+    return p, slope, P, (excess / var if var > 0 else 0.0)
+
+
+def grid_null(u: dict[str, Any], levels: list[IntArray], *, n: int, trials: int,
+              seed: int) -> tuple[FloatArray, float]:
+    """Null draws of T_m for every level (``levels[i]``: the bin id of every unit, sorted, each
+    level a coarsening of the one before), and the relative null variance excess."""
+    N = u["n"]
+    A = u["sum_score"]
+    p, slope, P, excess = _unit_params(u)
+    rng = np.random.default_rng(seed)
+    out = np.empty((len(levels), trials))
+    starts = []
+    first = np.arange(N.shape[0])                # first unit of every group of the level above
+    for ids in levels:                           # each level grouped over the previous one
+        st = _starts(ids[first])
+        starts.append(st)
+        first = first[st]
+    done = 0
+    while done < trials:
+        t = min(TRIAL_CHUNK, trials - done)
+        K = rng.binomial(N, p, size=(t, N.shape[0])).astype(np.float64)
+        S = A - K
+        Q = P + K * slope
+        cnt = N.astype(np.float64)
+        for i, st in enumerate(starts):
+            S = np.add.reduceat(S, st, axis=1)
+            Q = np.add.reduceat(Q, st, axis=1)
+            cnt = np.add.reduceat(cnt, st)
+            out[i, done:done + t] = np.sum((S * S - Q) / cnt, axis=1) / n
+        done += t
+    return out, excess
+
+
+def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 1000,
+                      seed: int = 0) -> TestResult:
+    """T-Cal with the state's fixed m: exact statistic, grid null (module docstring)."""
+    _check(trials, alpha, "labels")
+    assert state.tcal_m is not None
+    u = state.units("tcal")
+    n = state.n
+    b = state.binned("tcal")
+    st = _observed(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
+    null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed)
+    res = fixed_result(st, null[0], m=int(state.tcal_m), alpha=alpha,
+                       settings={"m": int(state.tcal_m), "trials": trials, "resample": "labels",
+                                 "seed": seed, **_null_settings(state, excess)})
+    return res
+
+
+def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 1000,
+                         seed: int = 0) -> TestResult:
+    """Adaptive T-Cal on the grid: levels 2^1 … 2^min(B, G), exact statistics, grid null."""
+    _check(trials, alpha, "labels")
+    n = state.n
+    G = state.grid_bits
+    B = n_levels(n)
+    L = min(B, G)
+    c = state.cells()
+    ks = list(range(L, 0, -1))                   # finest first
+    levels = [c["cell"] >> (G - k) for k in ks]
+    S_cell = c["sum_score"] - c["positives"]
+    observed = []
+    for ids in levels:
+        N = np.bincount(ids, weights=c["n"]).astype(np.int64)
+        observed.append(_observed(N, np.bincount(ids, weights=S_cell),
+                                  np.bincount(ids, weights=c["sum_sq_resid"]), n))
+    null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed)
+    ms = [2 ** k for k in ks][::-1]
+    details = {"B_spec": B, "levels_omitted": [2 ** k for k in range(L + 1, B + 1)]}
+    return adaptive_result(observed[::-1], null[::-1], ms, alpha=alpha, details=details,
+                           settings={"levels": f"2^1..2^{L}", "trials": trials,
+                                     "resample": "labels", "seed": seed,
+                                     **_null_settings(state, excess)})
+
+
+def _null_settings(state: StreamState, excess: float) -> dict[str, Any]:
+    return {"engine_null": "binomial per grid cell", "grid_cells": 1 << state.grid_bits,
+            "null_variance_excess": excess}
+
+
+def spiegelhalter_stream(state: StreamState, *, alpha: float = 0.05) -> TestResult:
+    """Spiegelhalter's Z from the state's exact sums."""
+    out = state.finalize()
+    c = state.cells()
+    return spiegelhalter_from_sums(out["spiegelhalter_num"], out["spiegelhalter_den"], n=state.n,
+                                   mean_score=float(c["sum_score"].sum() / state.n),
+                                   mean_label=state.positives / state.n, alpha=alpha)
