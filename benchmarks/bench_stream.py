@@ -46,19 +46,39 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000_000)
     ap.add_argument("--parts", type=int, default=20)
+    ap.add_argument("--dask", action="store_true", help="also time --engine dask")
     a = ap.parse_args()
     t0 = time.perf_counter()
     root = dataset(a.rows, a.parts)
     print(f"(dataset ready in {time.perf_counter() - t0:.0f} s)")
-    r = subprocess.run([sys.executable, "-c", SCAN, str(root)], capture_output=True, text=True,
-                       check=True)
-    n, scan_s, scan_kb = r.stdout.split()
-    print(f"plain pyarrow scan of score,label: {float(scan_s):.1f} s, {int(n):,} rows, "
+    best = None
+    for _ in range(3):                                # the scan is noisy here: best of three
+        r = subprocess.run([sys.executable, "-c", SCAN, str(root)], capture_output=True,
+                           text=True, check=True)
+        n, scan_s, scan_kb = r.stdout.split()
+        best = min(best or float(scan_s), float(scan_s))
+    scan_s = str(best)
+    print(f"plain pyarrow scan of score,label (best of 3): {float(scan_s):.2f} s, {int(n):,} rows, "
           f"peak RSS {int(scan_kb) / 2**20:.2f} GB")
-    wall, peak = run_cli(["score", str(root), "--engine", "stream", "--json",
-                          "--batch-rows", "1000000"])
-    print(f"calcheck score --engine stream (ece, ece_l2, mce, brier, log_loss): {wall:.1f} s "
-          f"({wall / float(scan_s):.1f}x the scan), peak RSS {peak:.2f} GB")
+    scan = float(scan_s)
+    runs = [
+        ("score --engine stream -m ece,ece_l2,mce,brier (fixed-bin metrics)",
+         ["score", str(root), "--engine", "stream", "-m", "ece,ece_l2,mce,brier", "--json"]),
+        ("score --engine stream (default: + log_loss)",
+         ["score", str(root), "--engine", "stream", "--json"]),
+        ("test --engine stream --bins 15 --method tcal,spiegelhalter (ECE bins + T-Cal DPE, "
+         "1000 null draws)",
+         ["test", str(root), "--engine", "stream", "--bins", "15", "--method",
+          "tcal,spiegelhalter", "--json"]),
+        ("test --engine stream --adaptive (levels 2^1..2^16, 1000 null draws)",
+         ["test", str(root), "--engine", "stream", "--json"]),
+    ]
+    if a.dask:
+        runs.append(("score --engine dask (local threads)",
+                     ["score", str(root), "--engine", "dask", "--json"]))
+    for label, args in runs:
+        wall, peak = min(run_cli(args) for _ in range(3))      # best of three, as the scan
+        print(f"{label}: {wall:.1f} s ({wall / scan:.1f}x the scan), peak RSS {peak:.2f} GB")
 
 
 if __name__ == "__main__":

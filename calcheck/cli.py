@@ -337,11 +337,7 @@ def score(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Compute calibration metrics side by side (binary or multiclass), per variable and group."""
-    from calcheck import engine
     from calcheck.gates import evaluate_gates, parse_gate
-    from calcheck.io import input_kind, open_source
-    from calcheck.metrics import METRICS, MetricOptions, resolve_metric_ids, resolve_multiclass_ids
-    from calcheck.report import build_report
     from calcheck.validation import check_alpha, check_bins
 
     # -- validate every option before touching the data
@@ -379,6 +375,11 @@ def score(
                          drop_invalid, out_fmt, output, gates, bins_table, quiet,
                          bool(var or by or probs or text_plot), engine_name, scheduler)
         return
+    from calcheck import engine
+    from calcheck.io import input_kind, open_source
+    from calcheck.metrics import METRICS, MetricOptions, resolve_metric_ids, resolve_multiclass_ids
+    from calcheck.report import build_report
+
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
     resolve = resolve_multiclass_ids if multiclass else resolve_metric_ids

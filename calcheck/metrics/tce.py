@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
@@ -32,7 +31,6 @@ from calcheck.binning import (
     uniform_edges,
 )
 from calcheck.errors import InputError, UsageError
-from calcheck.hypotests.binom import rejections_sorted
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 
@@ -77,6 +75,8 @@ def t_test_reject(scores: FloatArray, phat: FloatArray, n: FloatArray, alpha: fl
     if mixed.size:
         ph, nn = phat[mixed], n[mixed]
         tstat = np.sqrt(nn) * np.abs(ph - scores[mixed]) / np.sqrt(ph * (1.0 - ph))
+        from scipy.stats import t as student_t  # scipy loads only when TCE runs
+
         out[mixed] = 2.0 * student_t.sf(tstat, nn - 1) <= alpha
     return out
 
@@ -127,6 +127,8 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
         edges = (e[:-1].copy(), e[1:].copy())
     stats = positional_stats(s, y, bounds, kind=binning, params=extra_settings, edges=edges)
     if test == "binomial":
+        from calcheck.hypotests.binom import rejections_sorted  # scipy, on first use
+
         per_bin, _ = rejections_sorted(s, bounds, stats.sum_label, alpha)
     else:
         rows_bin = row_bin_ids(bounds)
