@@ -33,7 +33,7 @@ def test_fixed_m_statistic_is_exact_and_null_close_to_per_row():
     assert got.details["plugin_l1"] == pytest.approx(ref.details["plugin_l1"], rel=1e-12)
     # different draws, same null: critical values agree to Monte Carlo error
     assert got.details["critical_value"] == pytest.approx(ref.details["critical_value"], rel=0.2)
-    assert got.settings["null_variance_excess"] < 1e-9
+    assert got.settings["null_variance_excess"] < 1e-7         # units 2^-12 wide
     assert not got.reject and not ref.reject
 
 

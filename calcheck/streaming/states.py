@@ -318,6 +318,8 @@ class StreamState:
         p_sq = pq[pocc, 0] + (2.0 * ps[pocc, 1] - pc[pocc, 1] + pq[pocc, 1])
         out = {
             "bin": np.concatenate([table[c["cell"][keep]], pocc % part.width]),
+            "cell": np.concatenate([c["cell"][keep], part.cells[pocc // part.width]
+                                    if part.cells.shape[0] else pocc[:0]]),
             "n": np.concatenate([c["n"][keep], pn[pocc]]),
             "positives": np.concatenate([c["positives"][keep], pc[pocc, 1]]),
             "sum_score": np.concatenate([c["sum_score"][keep], ps[pocc].sum(axis=1)]),

@@ -5,7 +5,8 @@ or of cells plus the exactly binned rows of the few straddling cells (fixed m), 
 Spiegelhalter's sums are kept as they are.
 
 The Monte Carlo null cannot redraw a label per row without holding the rows, so it redraws per
-**unit** — a grid cell, or the part of a straddling cell inside one bin (width ≤ 2^-G):
+**unit** — a grid cell, or the part of a straddling cell inside one bin (width ≤ 2^-G); for a
+fixed m, 16 neighbouring cells of one bin form a unit (width ≤ 2^-12, 16x fewer draws):
 K*_u ~ Binomial(N_u, s̄_u) with s̄_u = Σs/N, then S*_u = Σs − K*_u and
 Q*_u = Σs² + K*_u (1 − 2 Σs²/Σs) (unbiased for Σ (s − y*)²).  The per-row null draws
 Bernoulli(s_i); the unit draw has the same mean and a variance larger by
@@ -35,6 +36,20 @@ from calcheck.hypotests.tcal import (
 from calcheck.streaming.states import StreamState, plugin_stats
 
 TRIAL_CHUNK = 50        # fixed, so the draws do not depend on the machine
+FIXED_UNIT_SHIFT = 4    # fixed-m null: units of 16 grid cells (2^-12 wide) within a bin
+
+
+def _coarsen(u: dict[str, Any], shift: int) -> dict[str, Any]:
+    """Merge units that share a bin and a block of 2^shift grid cells (16x fewer draws; the
+    variance excess this adds is reported with the rest)."""
+    key = u["bin"].astype(np.int64) * (1 << 40) + (u["cell"] >> shift)
+    uniq, inv = np.unique(key, return_inverse=True)
+    out = {"bin": (uniq >> 40).astype(np.int64)}
+    for k in ("n", "positives"):
+        out[k] = np.bincount(inv, weights=u[k], minlength=uniq.shape[0]).astype(np.int64)
+    for k in ("sum_score", "sum_sq_resid", "sum_score_sq"):
+        out[k] = np.bincount(inv, weights=u[k], minlength=uniq.shape[0])
+    return out
 
 
 def _starts(ids: IntArray) -> IntArray:
@@ -91,14 +106,15 @@ def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 
     """T-Cal with the state's fixed m: exact statistic, grid null (module docstring)."""
     _check(trials, alpha, "labels")
     assert state.tcal_m is not None
-    u = state.units("tcal")
+    u = _coarsen(state.units("tcal"), FIXED_UNIT_SHIFT)
     n = state.n
     b = state.binned("tcal")
     st = _observed(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
     null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed)
     res = fixed_result(st, null[0], m=int(state.tcal_m), alpha=alpha,
                        settings={"m": int(state.tcal_m), "trials": trials, "resample": "labels",
-                                 "seed": seed, **_null_settings(state, excess)})
+                                 "seed": seed,
+                                 **_null_settings(state, excess, FIXED_UNIT_SHIFT)})
     return res
 
 
@@ -125,11 +141,12 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
     return adaptive_result(observed[::-1], null[::-1], ms, alpha=alpha, details=details,
                            settings={"levels": f"2^1..2^{L}", "trials": trials,
                                      "resample": "labels", "seed": seed,
-                                     **_null_settings(state, excess)})
+                                     **_null_settings(state, excess, 0)})
 
 
-def _null_settings(state: StreamState, excess: float) -> dict[str, Any]:
-    return {"engine_null": "binomial per grid cell", "grid_cells": 1 << state.grid_bits,
+def _null_settings(state: StreamState, excess: float, shift: int) -> dict[str, Any]:
+    return {"engine_null": "binomial per score unit", "grid_cells": 1 << state.grid_bits,
+            "null_unit_width": 2.0 ** (shift - state.grid_bits),
             "null_variance_excess": excess}
 
 
