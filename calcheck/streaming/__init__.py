@@ -1,9 +1,11 @@
 """Mergeable partial states: update(batch) → merge(other) → finalize().
 
-The first piece of calcheck's scale-out engine: metrics on fixed bin edges (ECE, ECE-l2, MCE),
-Brier, log loss, Spiegelhalter's Z and T-Cal's DPE / plug-in statistics for a fixed m, as exact
-int64 counts and compensated float64 sums, so any partitioning of the rows, merged in any
-order, gives the same counts and the same values to ~1e-15 relative.
+calcheck's scale-out engine: one dyadic grid state (:class:`StreamState`) serves the metrics
+on fixed bin edges (ECE, ECE-l2, MCE), Brier, log loss, Spiegelhalter's Z and T-Cal (fixed m
+and adaptive, :mod:`calcheck.streaming.tests`), as exact int64 counts and compensated float64
+sums, so any partitioning of the rows, merged in any order, gives the same counts and the same
+values to ~1e-15 relative.  :mod:`calcheck.streaming.engine` folds batches in this process;
+:mod:`calcheck.streaming.dask_engine` does it on a Dask cluster.
 """
 
 from calcheck.streaming.states import STREAMABLE, CompensatedSum, StreamState
