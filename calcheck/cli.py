@@ -81,6 +81,37 @@ def _file_format(path: str, fmt: str) -> str:
 FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
 
 
+def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: int,
+                          where: str | None) -> None:
+    """--engine, --scheduler, --batch-rows and --where, checked before any reading."""
+    from calcheck.validation import check_bins
+
+    if engine_name not in ("memory", "stream", "dask"):
+        raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
+    if scheduler and engine_name != "dask":
+        raise UsageError("--scheduler applies to --engine dask only")
+    check_bins(batch_rows, name="--batch-rows")
+    if where:
+        from calcheck.io import parse_where
+
+        parse_where(where)
+
+
+def _stream_input(file: str, state: Any, stats: Any) -> tuple[dict[str, Any], str | None]:
+    """The report's ``input`` of a streamed read, and the dropped-rows note (or None)."""
+    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
+            "label_column": stats.label_column, "rows_read": stats.rows_read,
+            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
+            "rows_used": state.n, "positives": state.positives,
+            "prevalence": state.positives / state.n if state.n else None,
+            "batches": stats.batches}
+    dropped = None
+    if stats.rows_dropped:
+        reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+        dropped = f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})"
+    return info, dropped
+
+
 def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, metrics: list[str] | None, bins: int | None,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
@@ -109,14 +140,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                            pos_label=pos_label, where=where, batch_rows=batch_rows,
                            drop_invalid=drop_invalid, scheduler=scheduler)
     results = metric_results(state, ids)
-    if stats.rows_dropped:
-        reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
-        note(f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})")
-    n = next(iter(results.values())).n_samples
-    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
-            "label_column": stats.label_column, "rows_read": stats.rows_read,
-            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
-            "rows_used": n, "positives": None, "prevalence": None, "batches": stats.batches}
+    info, dropped = _stream_input(file, state, stats)
+    if dropped:
+        note(dropped)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
     settings = {"metrics": ids, "bins": bins or 10, "engine": engine_name,
                 "batch_rows": batch_rows, "where": where, "pos_label": pos_label,
@@ -126,8 +152,6 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                                  "binned row by row"}}
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
                           bins_for=bins_for, gates=outcomes)
-    report["input"]["positives"] = state.positives
-    report["input"]["prevalence"] = state.positives / n
     _emit(report, out_fmt, output, bins_for)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
@@ -361,15 +385,7 @@ def score(
     check_alpha(alpha)
     gates = [parse_gate(g) for g in (fail_if or [])]
 
-    if engine_name not in ("memory", "stream", "dask"):
-        raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
-    if scheduler and engine_name != "dask":
-        raise UsageError("--scheduler applies to --engine dask only")
-    check_bins(batch_rows, name="--batch-rows")
-    if where:
-        from calcheck.io import parse_where
-
-        parse_where(where)                     # a bad filter fails before any reading
+    _check_engine_options(engine_name, scheduler, batch_rows, where)
     if engine_name in ("stream", "dask"):
         _score_streaming(file, score_col, label_col, pos_label, metrics, bins, where, batch_rows,
                          drop_invalid, out_fmt, output, gates, bins_table, quiet,
@@ -550,15 +566,7 @@ def test_cmd(
         raise UsageError(f"unknown --resample {resample!r}; use labels or consistency")
     opts = TestOptions(alpha=check_alpha(alpha), bins=bins, trials=trials, resample=resample,
                        seed=seed, discrete_max=discrete_max)
-    if engine_name not in ("memory", "stream", "dask"):
-        raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
-    if scheduler and engine_name != "dask":
-        raise UsageError("--scheduler applies to --engine dask only")
-    check_bins(batch_rows, name="--batch-rows")
-    if where:
-        from calcheck.io import parse_where
-
-        parse_where(where)
+    _check_engine_options(engine_name, scheduler, batch_rows, where)
 
     if engine_name == "memory":
         scores, labels, input_info = _read_test_input(
@@ -636,14 +644,9 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
                      f"variance excess {tc.settings['null_variance_excess']:.1e}")
     if "spiegelhalter" in methods:
         results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
-    if stats.rows_dropped:
-        reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
-        notes.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows ({reasons})")
-    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
-            "label_column": stats.label_column, "rows_read": stats.rows_read,
-            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
-            "rows_used": state.n, "positives": state.positives,
-            "prevalence": state.positives / state.n, "batches": stats.batches}
+    info, dropped = _stream_input(file, state, stats)
+    if dropped:
+        notes.append(dropped)
     return results, notes, info
 
 

@@ -115,13 +115,6 @@ def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult
     return results
 
 
-def stream_metrics(batches: Iterable[tuple[FloatArray, IntArray]], ids: list[str], *,
-                   bins: int = 10) -> dict[str, MetricResult]:
-    """The streamable metrics ``ids`` over all batches (one pass)."""
-    check_streamable(ids)
-    return metric_results(fold(batches, StateSpec(bins=bins, log_loss="log_loss" in ids)), ids)
-
-
 def collect(path: str, spec: StateSpec, *, engine: str = "stream", score: str | None = None,
             label: str | None = None, pos_label: str | None = None, where: str | None = None,
             batch_rows: int = 1_000_000, drop_invalid: bool = False,
