@@ -113,43 +113,57 @@ def _stream_input(file: str, state: Any, stats: Any) -> tuple[dict[str, Any], st
 
 
 def _score_streaming(file: str, score_col: str | None, label_col: str | None,
-                     pos_label: str | None, metrics: list[str] | None, bins: int | None,
+                     pos_label: str | None, metrics: list[str] | None, opts: Any,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
                      quiet: bool, unsupported: bool, engine_name: str = "stream",
                      scheduler: str | None = None) -> None:
-    """``score --engine stream|dask``: fold Parquet batches into mergeable states."""
+    """``score --engine stream|dask``: a grid pass, then (for positional bins) a rank search
+    and a row pass, each over the same Parquet files."""
     from calcheck.gates import evaluate_gates
+    from calcheck.metrics import DEFAULT_METRICS, resolve_metric_ids
     from calcheck.report import build_report
-    from calcheck.streaming import STREAMABLE
-    from calcheck.streaming.engine import StateSpec, check_streamable, collect, metric_results
+    from calcheck.streaming import GRID_METRICS, STREAMABLE
+    from calcheck.streaming.engine import StateSpec, StreamSource, check_streamable, metric_results
+    from calcheck.streaming.positional import positional_results
 
     if unsupported:
         raise UsageError(f"--engine {engine_name} does not do --var, --by, --probs or --plot "
                          "yet; use --engine memory")
-    from calcheck.metrics import resolve_metric_ids
-
-    ids = resolve_metric_ids(metrics or list(STREAMABLE))
+    ids = resolve_metric_ids(metrics or [m for m in DEFAULT_METRICS if m in STREAMABLE])
     ids += [g.metric for g in gates if g.metric not in ids]
     check_streamable(ids)
-    bins_for = [m for raw in (bins_table or []) for m in
-                (["ece", "ece_l2", "mce"] if raw.strip().lower() == "all" else [raw.strip()])
-                if m in ("ece", "ece_l2", "mce")]
-    spec = StateSpec(bins=bins or 10, log_loss="log_loss" in ids)
-    state, stats = collect(file, spec, engine=engine_name, score=score_col, label=label_col,
-                           pos_label=pos_label, where=where, batch_rows=batch_rows,
-                           drop_invalid=drop_invalid, scheduler=scheduler)
+    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in ids)
+    source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
+                          drop_invalid, scheduler)
+    state, stats = source.run(spec)
     results = metric_results(state, ids)
+    details: dict[str, Any] = {"extra_passes": 0}
+    positional = [m for m in ids if m not in GRID_METRICS]
+    if positional:
+        more, details = positional_results(source, state, positional, bins=opts.bins,
+                                           alpha=opts.alpha, test=opts.test,
+                                           n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        results.update(more)
+    results = {m: results[m] for m in ids}
+    binned = [m for m, r in results.items() if r.bins is not None]
+    bins_for = [m for raw in (bins_table or []) for m in
+                (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
     info, dropped = _stream_input(file, state, stats)
     if dropped:
-        note(dropped)
+        note(dropped, quiet=quiet)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
-    settings = {"metrics": ids, "bins": bins or 10, "engine": engine_name,
-                "batch_rows": batch_rows, "where": where, "pos_label": pos_label,
-                "drop_invalid": drop_invalid, "scheduler": scheduler,
+    settings = {"metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
+                "engine": engine_name, "batch_rows": batch_rows, "where": where,
+                "pos_label": pos_label, "drop_invalid": drop_invalid, "scheduler": scheduler,
+                "passes": 1 + details["extra_passes"],
                 "grid": {"cells": 2 ** spec.grid_bits, "exact": True,
                          "note": "fixed-bin metrics are exact: edge-straddling grid cells are "
-                                 "binned row by row"}}
+                                 "binned row by row; equal-mass bins are cut at exact ranks "
+                                 "found by extra passes"}}
+    for m, r in results.items():
+        if str(r.settings.get("pava_input", "")).startswith("approximate"):
+            note(f"{m}: PAVA bins {r.settings['pava_input']}", quiet=quiet)
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
                           bins_for=bins_for, gates=outcomes)
     _emit(report, out_fmt, output, bins_for)
@@ -344,8 +358,8 @@ def score(
     engine_name: str = typer.Option(
         "memory", "--engine",
         help="memory (default: every metric, exact), stream (Parquet files or directories, "
-             "hive partitions included, in bounded memory; computes ece, ece_l2, mce, brier, "
-             "log_loss) or dask (the same on a Dask cluster; pip install 'calcheck[dask]')."),
+             "hive partitions included, in bounded memory; every binary metric but pc, in a few "
+             "passes) or dask (the same on a Dask cluster; pip install 'calcheck[dask]')."),
     scheduler: str | None = typer.Option(
         None, "--scheduler",
         help="Dask scheduler address for --engine dask (default: local threads)."),
@@ -387,8 +401,12 @@ def score(
 
     _check_engine_options(engine_name, scheduler, batch_rows, where)
     if engine_name in ("stream", "dask"):
-        _score_streaming(file, score_col, label_col, pos_label, metrics, bins, where, batch_rows,
-                         drop_invalid, out_fmt, output, gates, bins_table, quiet,
+        from calcheck.metrics import MetricOptions
+
+        stream_opts = MetricOptions(bins=bins or 10, alpha=alpha, test=test, tce_nmin=tce_nmin,
+                                    tce_nmax=tce_nmax)
+        _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
+                         batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
                          bool(var or by or probs or text_plot), engine_name, scheduler)
         return
     from calcheck import engine
@@ -538,8 +556,8 @@ def test_cmd(
         False, "--drop-invalid", help="Drop invalid rows (counted and reported) instead of failing."),
     engine_name: str = typer.Option(
         "memory", "--engine",
-        help="memory (default, exact), stream (Parquet datasets in bounded memory: tcal and "
-             "spiegelhalter; T-Cal's null drawn per 2^-16 score cell, recorded in the report) "
+        help="memory (default, exact), stream (Parquet datasets in bounded memory: tcal, hl "
+             "and spiegelhalter; T-Cal's null drawn per 2^-16 score cell, recorded in the report) "
              "or dask (the same on a Dask cluster)."),
     scheduler: str | None = typer.Option(
         None, "--scheduler", help="Dask scheduler address for --engine dask."),
@@ -608,20 +626,21 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
                     drop_invalid: bool) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """``test --engine stream|dask``: one pass into a grid state, then the tests on it."""
     from calcheck.streaming import tests as stests
-    from calcheck.streaming.engine import StateSpec, collect
+    from calcheck.streaming.engine import StateSpec, StreamSource
+    from calcheck.streaming.positional import positional_results
 
-    bad = [m for m in methods if m not in ("tcal", "spiegelhalter")]
+    bad = [m for m in methods if m not in ("tcal", "hl", "spiegelhalter")]
     if bad:
-        raise UsageError(f"--engine {engine_name} runs tcal and spiegelhalter; "
+        raise UsageError(f"--engine {engine_name} runs tcal, hl and spiegelhalter; "
                          f"{', '.join(bad)} need(s) --engine memory")
     if opts.resample != "labels":
         raise UsageError(f"--engine {engine_name} simulates the null by redrawing labels; "
                          "--resample consistency needs --engine memory")
     spec = StateSpec(tcal_m=opts.bins, log_loss=False,
                      spiegelhalter="spiegelhalter" in methods)
-    state, stats = collect(file, spec, engine=engine_name, score=score_col, label=label_col,
-                           pos_label=pos_label, where=where, batch_rows=batch_rows,
-                           drop_invalid=drop_invalid, scheduler=scheduler)
+    source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
+                          drop_invalid, scheduler)
+    state, stats = source.run(spec)
     if state.n == 0:
         raise InputError("no rows to test (after the --where filter and dropped rows)")
     results: dict[str, Any] = {}
@@ -642,6 +661,10 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
         tc = results.get("tcal") or results["tcal_adaptive"]
         notes.append("T-Cal's null is drawn per grid cell (binomial), not per row; relative "
                      f"variance excess {tc.settings['null_variance_excess']:.1e}")
+    if "hl" in methods:
+        more, _ = positional_results(source, state, [], alpha=opts.alpha,
+                                     hl_groups=opts.hl_groups)
+        results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
     if "spiegelhalter" in methods:
         results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
     info, dropped = _stream_input(file, state, stats)

@@ -912,7 +912,7 @@ def _prefetch(items: Any, depth: int = 2) -> Any:
 def stream_binary(path: str, *, score: str | None = None, label: str | None = None,
                   pos_label: str | None = None, batch_rows: int = 1_000_000,
                   where: str | None = None, drop_invalid: bool = False,
-                  stats: StreamStats | None = None) -> Any:
+                  stats: StreamStats | None = None, plan: StreamPlan | None = None) -> Any:
     """Validated (scores, labels) batches of a Parquet file, directory or hive-partitioned tree,
     read file by file through ``pyarrow.dataset`` in bounded memory (one row group decoding
     ahead of the computation).
@@ -920,7 +920,8 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
     ``where`` is pushed down to the scan (partition pruning and row-group statistics).  Row
     numbers in error messages count the rows of the (filtered) stream.
     """
-    plan = plan_stream(path, score=score, label=label, where=where)
+    if plan is None:
+        plan = plan_stream(path, score=score, label=label, where=where)
     raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows))
     yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
                                  drop_invalid=drop_invalid, stats=stats)

@@ -78,7 +78,7 @@ def test_stream_errors_name_the_global_row(cli, tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--engine", "stream", "-m", "tce"], "need(s) the in-memory engine"),
+    (["--engine", "stream", "-m", "pc"], "need(s) the in-memory engine"),
     (["--engine", "stream", "--var", "x"], "does not do --var"),
     (["--engine", "warp"], "unknown --engine"),
     (["--where", "score >> 3"], "neither a number nor a quoted string"),

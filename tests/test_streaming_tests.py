@@ -103,7 +103,7 @@ def test_p_values_do_not_depend_on_partitioning(cli, parts, extra):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--method", "hl"], "need(s) --engine memory"),
+    (["--method", "cox"], "need(s) --engine memory"),
     (["--resample", "consistency"], "--resample consistency needs --engine memory"),
     (["--scheduler", "tcp://x:1"], "--scheduler applies to --engine dask only"),
 ])

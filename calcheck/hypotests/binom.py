@@ -155,7 +155,13 @@ def _pieces(start: IntArray, end: IntArray, size: int) -> tuple[IntArray, IntArr
 def _chunk_bounds(scores: FloatArray, st: IntArray, en: IntArray, k: FloatArray,
                   n: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Exact lower and upper bounds of the p-values of the rows of each chunk."""
-    p1, p2 = scores[st], scores[en - 1]
+    return interval_bounds(k, n, scores[st], scores[en - 1])
+
+
+def interval_bounds(k: FloatArray, n: FloatArray, p1: FloatArray,
+                    p2: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Lower and upper bounds of ``binomtest(k, n, p).pvalue`` over p in [p1, p2], an interval
+    on one side of k/n (p·n < k throughout, or p·n > k throughout)."""
     lo1, hi1, _ = tail_ends(k, n, p1)
     lo2, hi2, _ = tail_ends(k, n, p2)
     upper = _pvalue_from_ends(lo2, hi1, n, p1, p_lo=p1, p_hi=p2)

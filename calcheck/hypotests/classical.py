@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit
 from scipy.stats import chi2, norm
 
@@ -36,10 +37,17 @@ def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
     order = stable_argsort(scores)
     s, y = scores[order], labels[order]
     b = quantile_bounds(s.shape[0], groups)
-    n_g = np.diff(b).astype(np.float64)
+    return hosmer_lemeshow_from_groups(np.diff(b), segment_sums(y, b), segment_sums(s, b),
+                                       groups=groups, alpha=alpha)
+
+
+def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
+                                groups: int = 10, alpha: float = 0.05) -> TestResult:
+    """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g."""
+    n_g = np.asarray(count).astype(np.float64)
     keep = n_g > 0
-    obs = segment_sums(y, b)[keep].astype(np.float64)
-    exp = segment_sums(s, b)[keep]
+    obs = np.asarray(observed)[keep].astype(np.float64)
+    exp = np.asarray(expected, dtype=np.float64)[keep]
     n_g = n_g[keep]
     var = exp * (1.0 - exp / n_g)
     with np.errstate(divide="ignore", invalid="ignore"):

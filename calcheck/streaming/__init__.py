@@ -4,10 +4,16 @@ calcheck's scale-out engine: one dyadic grid state (:class:`StreamState`) serves
 on fixed bin edges (ECE, ECE-l2, MCE), Brier, log loss, Spiegelhalter's Z and T-Cal (fixed m
 and adaptive, :mod:`calcheck.streaming.tests`), as exact int64 counts and compensated float64
 sums, so any partitioning of the rows, merged in any order, gives the same counts and the same
-values to ~1e-15 relative.  :mod:`calcheck.streaming.engine` folds batches in this process;
+values to ~1e-15 relative.  Positional bins (ACE, MCE(Q), PDE, TCE and its variants,
+Hosmer–Lemeshow) take a few more passes: an exact rank search
+(:mod:`calcheck.streaming.select`) and a row pass (:mod:`calcheck.streaming.positional`).
+:mod:`calcheck.streaming.engine` folds batches in this process;
 :mod:`calcheck.streaming.dask_engine` does it on a Dask cluster.
 """
 
-from calcheck.streaming.states import STREAMABLE, CompensatedSum, StreamState
+from calcheck.streaming.states import GRID_METRICS, CompensatedSum, StreamState
 
-__all__ = ["STREAMABLE", "CompensatedSum", "StreamState"]
+# every metric id the streaming engines compute (``pc`` needs every distinct score: memory only)
+STREAMABLE = (*GRID_METRICS, "ace", "mce_q", "pde", "tce", "tce_q", "tce_v", "tce_u")
+
+__all__ = ["GRID_METRICS", "STREAMABLE", "CompensatedSum", "StreamState"]

@@ -2,9 +2,9 @@
 
 Each Dask partition is a group of dataset fragments (Parquet files); a worker scans its files
 file by file (``pyarrow.dataset``, ``--where`` pushed down), folds them into a
-:class:`~calcheck.streaming.states.StreamState`, and the states are merged by Dask's own tree
-reduction (``Bag.reduction`` with ``split_every``).  Because counts are int64 and sums are
-compensated, the result does not depend on how the files are spread over workers.
+:class:`~calcheck.streaming.states.StreamState` (or a later pass's state), and the states are
+merged by Dask's own tree reduction (``Bag.reduction`` with ``split_every``).  Because counts
+are int64 and sums are compensated, the result does not depend on how the files are spread over workers.
 
 Dask is an optional extra (``pip install 'calcheck[dask]'``); without it this module raises a
 :class:`~calcheck.errors.UsageError` naming the install command.
@@ -16,11 +16,15 @@ from typing import Any
 
 from calcheck.errors import UsageError
 from calcheck.io import StreamPlan, StreamStats, fragment_batches, validated_batches
-from calcheck.streaming.engine import StateSpec
-from calcheck.streaming.states import StreamState
 
 INSTALL = "pip install 'calcheck[dask]'"
 CONNECT_TIMEOUT = 15     # seconds to reach a --scheduler address
+FILE_ID_SHIFT = 40       # row ids are file index · 2^40 + row within the file (stream order)
+
+
+def row_id_bound(plan: StreamPlan) -> int:
+    """An upper bound of the row ids :func:`partition_state` assigns."""
+    return max(len(plan.fragments), 1) << FILE_ID_SHIFT
 
 
 def _require_dask() -> Any:
@@ -43,23 +47,26 @@ def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
     return out
 
 
-def partition_state(fragments: Any, plan: StreamPlan, spec: StateSpec, batch_rows: int,
-                    pos_label: str | None, drop_invalid: bool) -> tuple[StreamState, StreamStats]:
-    """Fold the files of one partition; errors name the file and the row within it."""
+def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int,
+                    pos_label: str | None, drop_invalid: bool) -> tuple[Any, StreamStats]:
+    """Fold the (index, file) pairs of one partition into ``spec.new()``; errors name the file
+    and the row within it."""
     state = spec.new()
     stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
-    for fr in fragments:
+    for index, fr in fragments:
         file_stats = StreamStats()
         batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows), name=fr.path,
                                     pos_label=pos_label, drop_invalid=drop_invalid,
                                     stats=file_stats)
+        start = index << FILE_ID_SHIFT                  # row id: (file index, row in the file)
         for s, y in batches:
-            state.update(s, y)
+            state.update(s, y, start)
+            start += int(s.shape[0])
         stats = merge_stats(stats, file_stats)
     return state, stats
 
 
-def merge_partials(parts: Any) -> tuple[StreamState, StreamStats]:
+def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
     """Merge a list of (state, stats) pairs (one node of the reduction tree)."""
     parts = list(parts)
     state, stats = parts[0]
@@ -69,10 +76,10 @@ def merge_partials(parts: Any) -> tuple[StreamState, StreamStats]:
     return state, stats
 
 
-def dask_fold(plan: StreamPlan, spec: StateSpec, *, batch_rows: int = 1_000_000,
+def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
               pos_label: str | None = None, drop_invalid: bool = False,
               scheduler: str | None = None, files_per_partition: int = 1,
-              split_every: int = 8) -> tuple[StreamState, StreamStats]:
+              split_every: int = 8) -> tuple[Any, StreamStats]:
     """The merged state and read statistics of every file of ``plan``, computed by Dask.
 
     ``scheduler`` is a Dask scheduler address (``tcp://host:8786``); without it the computation
@@ -83,7 +90,7 @@ def dask_fold(plan: StreamPlan, spec: StateSpec, *, batch_rows: int = 1_000_000,
         return spec.new(), StreamStats(score_column=plan.score_column,
                                        label_column=plan.label_column)
     nparts = max(1, -(-len(plan.fragments) // max(1, files_per_partition)))
-    bag = db.from_sequence(plan.fragments, npartitions=nparts)
+    bag = db.from_sequence(list(enumerate(plan.fragments)), npartitions=nparts)
     total = bag.reduction(
         lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid),
         merge_partials, split_every=split_every)

@@ -3,6 +3,7 @@ the in-memory engine's result objects."""
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Iterable
@@ -13,7 +14,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
-from calcheck.streaming.states import GRID_BITS, STREAMABLE, StreamState
+from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
 
@@ -34,15 +35,18 @@ class StateSpec:
 
 
 def check_streamable(ids: list[str]) -> None:
+    from calcheck.streaming import STREAMABLE
+
     bad = [m for m in ids if m not in STREAMABLE]
     if bad:
         raise UsageError(f"--engine stream/dask computes {', '.join(STREAMABLE)}; "
                          f"{', '.join(bad)} need(s) the in-memory engine (--engine memory)")
 
 
-def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
-         threads: int | None = None) -> StreamState:
-    """One pass: every batch into a fresh state.
+def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
+         threads: int | None = None) -> Any:
+    """One pass: every batch into a fresh state (``spec.new()``), with the row id of each
+    batch's first row (rows are numbered 0, 1, … in stream order).
 
     With ``threads`` > 1, batch i goes to worker i mod threads (each with its own state, merged
     at the end), so the result does not depend on thread timing; numpy releases the GIL in most
@@ -51,11 +55,14 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
     holds the GIL).
     """
     if threads is None:
-        threads = 2 if (spec.log_loss or spec.spiegelhalter) else 1
+        heavy = getattr(spec, "log_loss", False) or getattr(spec, "spiegelhalter", False)
+        threads = 2 if heavy else 1
     if threads <= 1:
         state = spec.new()
+        start = 0
         for s, y in batches:
-            state.update(s, y)
+            state.update(s, y, start)
+            start += int(s.shape[0])
         return state
     states = [spec.new() for _ in range(threads)]
     queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(threads)]
@@ -68,7 +75,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
                 return
             if not errors:
                 try:
-                    states[i].update(*item)
+                    states[i].update(*item)          # (scores, labels, first row id)
                 except BaseException as exc:        # re-raised in the caller's thread
                     errors.append(exc)
 
@@ -76,10 +83,12 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
     for w in workers:
         w.start()
     try:
-        for j, batch in enumerate(batches):
+        start = 0
+        for j, (s, y) in enumerate(batches):
             if errors:
                 break
-            queues[j % threads].put(batch)
+            queues[j % threads].put((s, y, start))
+            start += int(s.shape[0])
     finally:
         for q in queues:
             q.put(None)
@@ -93,8 +102,9 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: StateSpec, *,
 
 
 def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult]:
-    """The streamable metrics ``ids`` of a finished state, in the in-memory engine's form."""
+    """The grid metrics among ``ids`` of a finished state, in the in-memory engine's form."""
     check_streamable(ids)
+    ids = [m for m in ids if m in GRID_METRICS]
     if state.n == 0:
         raise InputError("no rows to compute on (after the --where filter and dropped rows)")
     out = state.finalize()
@@ -115,24 +125,61 @@ def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult
     return results
 
 
+@dataclass(frozen=True)
+class StreamSource:
+    """A Parquet file or dataset read by ``engine`` ``stream`` (this process) or ``dask``;
+    every :meth:`run` is one pass over it with the same row order and row ids."""
+
+    path: str
+    engine: str = "stream"
+    score: str | None = None
+    label: str | None = None
+    pos_label: str | None = None
+    where: str | None = None
+    batch_rows: int = 1_000_000
+    drop_invalid: bool = False
+    scheduler: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("stream", "dask"):
+            raise UsageError(f"unknown streaming engine {self.engine!r}; use stream or dask")
+
+    @functools.cached_property
+    def plan(self) -> Any:
+        from calcheck.io import plan_stream
+
+        return plan_stream(self.path, score=self.score, label=self.label, where=self.where)
+
+    def run(self, spec: Any) -> tuple[Any, Any]:
+        """One pass: the merged state of ``spec`` and the read statistics."""
+        from calcheck.io import StreamStats, stream_binary
+
+        plan = self.plan
+        if self.engine == "dask":
+            from calcheck.streaming.dask_engine import dask_fold
+
+            return dask_fold(plan, spec, batch_rows=self.batch_rows, pos_label=self.pos_label,
+                             drop_invalid=self.drop_invalid, scheduler=self.scheduler)
+        stats = StreamStats()
+        batches = stream_binary(self.path, pos_label=self.pos_label, batch_rows=self.batch_rows,
+                                drop_invalid=self.drop_invalid, stats=stats, plan=plan)
+        return fold(batches, spec), stats
+
+    def id_bound(self, n: int) -> int:
+        """An upper bound of the row ids of a pass over ``n`` rows."""
+        if self.engine == "dask":
+            from calcheck.streaming.dask_engine import row_id_bound
+
+            return row_id_bound(self.plan)
+        return n
+
+
 def collect(path: str, spec: StateSpec, *, engine: str = "stream", score: str | None = None,
             label: str | None = None, pos_label: str | None = None, where: str | None = None,
             batch_rows: int = 1_000_000, drop_invalid: bool = False,
             scheduler: str | None = None) -> tuple[StreamState, Any]:
     """One pass over a Parquet file or dataset with ``engine`` ``stream`` (this process) or
     ``dask`` (a Dask cluster): the merged :class:`StreamState` and the read statistics."""
-    from calcheck.io import StreamStats, plan_stream, stream_binary
-
-    if engine == "dask":
-        from calcheck.streaming.dask_engine import dask_fold
-
-        plan = plan_stream(path, score=score, label=label, where=where)
-        return dask_fold(plan, spec, batch_rows=batch_rows, pos_label=pos_label,
-                         drop_invalid=drop_invalid, scheduler=scheduler)
-    if engine != "stream":
-        raise UsageError(f"unknown streaming engine {engine!r}; use stream or dask")
-    stats = StreamStats()
-    state = fold(stream_binary(path, score=score, label=label, pos_label=pos_label,
-                               batch_rows=batch_rows, where=where, drop_invalid=drop_invalid,
-                               stats=stats), spec)
-    return state, stats
+    source = StreamSource(path, engine, score, label, pos_label, where, batch_rows,
+                          drop_invalid, scheduler)
+    return source.run(spec)  # type: ignore[no-any-return]

@@ -29,8 +29,8 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
 
-# metric ids the streaming engine computes
-STREAMABLE = ("ece", "ece_l2", "mce", "brier", "log_loss")
+# metric ids the grid state computes in its one pass (positional.POSITIONAL need more passes)
+GRID_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss")
 GRID_BITS = 16          # 65,537 cells: 1.5 MB of state, exact T-Cal levels up to m = 2^16
 
 
@@ -194,8 +194,9 @@ class StreamState:
 
     # -- update ------------------------------------------------------------------------------
 
-    def update(self, scores: FloatArray, labels: IntArray) -> StreamState:
-        """Add a batch of scores in [0, 1] and 0/1 labels (validated by the reader)."""
+    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> StreamState:
+        """Add a batch of scores in [0, 1] and 0/1 labels (validated by the reader); the grid
+        does not depend on row order, so ``start`` (the batch's first row id) is unused."""
         s = np.asarray(scores, dtype=np.float64)
         y = np.asarray(labels)
         n = int(s.shape[0])

@@ -1,0 +1,429 @@
+"""Exact order statistics of a streamed dataset: the rows at given ranks of the stable sort.
+
+Equal-mass bins (ACE, MCE(Q), TCE(Q), PDE, Hosmer–Lemeshow) cut the rows, stably sorted by
+score, at ranks ``(linspace(0, 1, B+1)·n).astype(int)`` (SPEC §2).  Streaming, the first pass is
+the :class:`~calcheck.streaming.states.StreamState` grid: its per-cell counts place every rank
+in one grid cell.  Further passes narrow each rank down to a single row — exactly, with no
+sketch error — by a radix search over the stable-sort key::
+
+    key = (bits of the float64 score, row id)
+
+The score's bit pattern orders non-negative floats like the floats themselves; the row id is
+the row's position in the stream (its order in the in-memory engine's table), so ties are
+broken as the stable sort breaks them.  Each pass either **collects** the rows of a narrowed key
+range (when it holds few rows) or **histograms** it into 2^16 sub-ranges and keeps the one
+holding the rank.  Continuous scores need one extra pass; a heavy tie (many rows with one
+score) needs a few more, over the row id.  Every pass is a mergeable state, so the same code
+runs on the streaming and the Dask engine, and the result does not depend on partitioning.
+
+A resolved rank gives the score of that row and the exact count, positives and Σ score of the
+rows of its grid cell that sort before it; with the grid's per-cell sums that is every
+equal-mass bin's count, positives and Σ score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+
+SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges
+COLLECT_ROWS = 1 << 21        # collect a range outright when it holds at most this many rows
+SMALL_RANGE = 64              # ... and always when it holds at most this many
+ONE_BITS = int(np.float64(1.0).view(np.uint64))
+
+
+def cell_key_range(cell: int, grid_bits: int) -> tuple[int, int]:
+    """The score-bit range [lo, hi) of grid cell ``cell`` (cell 2^G holds s = 1.0 only)."""
+    if cell >= 1 << grid_bits:
+        return ONE_BITS, ONE_BITS + 1
+    lo = int(np.float64(np.ldexp(float(cell), -grid_bits)).view(np.uint64))
+    hi = int(np.float64(np.ldexp(float(cell + 1), -grid_bits)).view(np.uint64))
+    return lo, hi
+
+
+def bits_to_score(u: int) -> float:
+    return float(np.uint64(u).view(np.float64))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One key range of a pass: rows with score bits in [u_lo, u_hi) and row id in
+    [id_lo, id_hi), either collected or histogrammed (by score bits, or by row id when the
+    range is a single score)."""
+
+    cell: int
+    u_lo: int
+    u_hi: int
+    id_lo: int
+    id_hi: int
+    collect: bool
+    shift: int = 0
+
+    @property
+    def by_id(self) -> bool:
+        return self.u_hi - self.u_lo == 1
+
+    @property
+    def buckets(self) -> int:
+        width = (self.id_hi - self.id_lo) if self.by_id else (self.u_hi - self.u_lo)
+        return ((width - 1) >> self.shift) + 1
+
+
+@dataclass(frozen=True)
+class SelectSpec:
+    """A picklable description of one search pass (Dask workers build identical states)."""
+
+    grid_bits: int
+    tasks: tuple[Task, ...]
+
+    def new(self) -> SelectState:
+        return SelectState(self)
+
+
+@dataclass
+class SelectState:
+    """The rows (collect tasks) or sub-range sums (histogram tasks) of one search pass."""
+
+    spec: SelectSpec
+    rows: list[list[tuple[Any, Any, Any]]] = field(default_factory=list)
+    count: list[IntArray | None] = field(default_factory=list)
+    positives: list[IntArray | None] = field(default_factory=list)
+    score: list[FloatArray | None] = field(default_factory=list)
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.count:
+            for t in self.spec.tasks:
+                self.rows.append([])
+                size = 0 if t.collect else t.buckets
+                self.count.append(None if t.collect else np.zeros(size, dtype=np.int64))
+                self.positives.append(None if t.collect else np.zeros(size, dtype=np.int64))
+                self.score.append(None if t.collect else np.zeros(size))
+        self._cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
+        self._cells[[t.cell for t in self.spec.tasks]] = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("_cells", None)
+        return d
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.__dict__.update(d)
+        self._cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
+        self._cells[[t.cell for t in self.spec.tasks]] = True
+
+    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> SelectState:
+        """Add a batch whose first row has row id ``start`` (ids are consecutive)."""
+        s = np.asarray(scores, dtype=np.float64)
+        self.n += int(s.shape[0])
+        if not self.spec.tasks or s.shape[0] == 0:
+            return self
+        cell = (s * float(1 << self.spec.grid_bits)).astype(np.intp)
+        sel = np.flatnonzero(self._cells.take(cell))
+        if sel.shape[0] == 0:
+            return self
+        ss = s[sel] + 0.0                                   # −0.0 → +0.0 before taking bits
+        u = ss.view(np.uint64)
+        ids = sel.astype(np.int64) + start
+        yy = np.asarray(labels)[sel].astype(np.int64)
+        owner = self._owner(u, ids)
+        keep = np.flatnonzero(owner >= 0)
+        if keep.shape[0] == 0:
+            return self
+        order = keep[np.argsort(owner[keep], kind="stable")]
+        tasks_hit, first = np.unique(owner[order], return_index=True)
+        ends = np.append(first[1:], order.shape[0])
+        for i, a, b in zip(tasks_hit.tolist(), first.tolist(), ends.tolist()):
+            t = self.spec.tasks[i]
+            idx = order[a:b]
+            if t.collect:
+                self.rows[i].append((u[idx], ids[idx], yy[idx]))
+                continue
+            if t.by_id:
+                key = (ids[idx] - t.id_lo) >> t.shift
+            else:
+                key = ((u[idx] - np.uint64(t.u_lo)) >> np.uint64(t.shift)).astype(np.intp)
+            size = t.buckets
+            self.count[i] += np.bincount(key, minlength=size)            # type: ignore[operator]
+            self.positives[i] += np.bincount(key, weights=yy[idx],       # type: ignore[operator]
+                                             minlength=size).astype(np.int64)
+            self.score[i] += np.bincount(key, weights=ss[idx], minlength=size)  # type: ignore
+        return self
+
+    def _owner(self, u: Any, ids: IntArray) -> IntArray:
+        """The task holding each row, or −1.  Tasks are disjoint key ranges sorted by
+        (u_lo, id_lo); several tasks share a u range only when it is a single score (by id)."""
+        tasks = self.spec.tasks
+        lo = np.array([t.u_lo for t in tasks], dtype=np.uint64)
+        hi = np.array([t.u_hi for t in tasks], dtype=np.uint64)
+        j = np.searchsorted(lo, u, side="right").astype(np.int64) - 1
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        ok &= u < hi[jj]
+        owner = np.where(ok, jj, -1)
+        by_id = [i for i, t in enumerate(tasks) if t.by_id]
+        if by_id:
+            for v in sorted({tasks[i].u_lo for i in by_id}):
+                group = [i for i in by_id if tasks[i].u_lo == v]
+                rows = np.flatnonzero(u == np.uint64(v))
+                if rows.shape[0] == 0:
+                    continue
+                id_lo = np.array([tasks[i].id_lo for i in group], dtype=np.int64)
+                id_hi = np.array([tasks[i].id_hi for i in group], dtype=np.int64)
+                k = np.searchsorted(id_lo, ids[rows], side="right") - 1
+                kk = np.maximum(k, 0)
+                inside = (k >= 0) & (ids[rows] < id_hi[kk])
+                owner[rows] = np.where(inside, np.asarray(group)[kk], -1)
+        return owner
+
+    def merge(self, other: SelectState) -> SelectState:
+        if self.spec != other.spec:
+            raise ValueError("cannot merge search passes with different specs")
+        for i, t in enumerate(self.spec.tasks):
+            self.rows[i].extend(other.rows[i])
+            if not t.collect:
+                self.count[i] += other.count[i]                           # type: ignore
+                self.positives[i] += other.positives[i]                   # type: ignore
+                self.score[i] += other.score[i]                           # type: ignore
+        self.n += other.n
+        return self
+
+
+@dataclass
+class Target:
+    """One rank being searched: its current key range, the rank within it, and the exact sums
+    of the rows of its grid cell that sort before that range."""
+
+    rank: int
+    cell: int
+    within: int                       # rank inside the current range
+    range_rows: int                   # rows in the current range
+    u_lo: int
+    u_hi: int
+    id_lo: int = 0
+    id_hi: int = 0
+    before_n: int = 0
+    before_pos: int = 0
+    before_score: float = 0.0
+    value: float | None = None
+    done: bool = False
+
+
+@dataclass
+class Resolved:
+    """A rank's row: its score and the sums of the rows of its grid cell sorted before it."""
+
+    rank: int
+    cell: int
+    value: float
+    row_id: int                       # rows with this score and a smaller id sort before it
+    before_n: int
+    before_pos: int
+    before_score: float
+
+
+class Search:
+    """Drive the passes that resolve ``ranks`` (0-based positions in the stable sort).
+
+    ``cell_counts`` are the grid's per-cell row counts (all 2^G + 1 cells); ``id_bound`` bounds
+    the row ids the engine assigns.  Use: ``while (spec := search.next_spec()) is not None:
+    search.absorb(run_pass(spec))``; then :meth:`result`.
+    """
+
+    def __init__(self, ranks: IntArray, cell_counts: IntArray, grid_bits: int, id_bound: int,
+                 collect_rows: int = COLLECT_ROWS) -> None:
+        self.grid_bits = grid_bits
+        self.id_bound = max(int(id_bound), 1)
+        self.collect_rows = collect_rows
+        self.passes = 0
+        cum = np.cumsum(cell_counts)
+        self.targets: dict[int, Target] = {}
+        for r in sorted({int(x) for x in ranks}):
+            if not 0 <= r < int(cum[-1]):
+                raise ValueError(f"rank {r} outside 0..{int(cum[-1]) - 1}")
+            c = int(np.searchsorted(cum, r, side="right"))
+            lo, hi = cell_key_range(c, grid_bits)
+            first = int(cum[c] - cell_counts[c])
+            self.targets[r] = Target(rank=r, cell=c, within=r - first,
+                                     range_rows=int(cell_counts[c]), u_lo=lo, u_hi=hi,
+                                     id_lo=0, id_hi=self.id_bound)
+        self._tasks: tuple[Task, ...] = ()
+
+    def _key(self, t: Target) -> tuple[int, int, int, int]:
+        return (t.u_lo, t.u_hi, t.id_lo, t.id_hi)
+
+    def next_spec(self) -> SelectSpec | None:
+        """The next pass, or None when every rank is resolved."""
+        open_ = [t for t in self.targets.values() if not t.done]
+        if not open_:
+            return None
+        ranges: dict[tuple[int, int, int, int], Target] = {}
+        for t in open_:
+            ranges.setdefault(self._key(t), t)
+        budget = self.collect_rows
+        tasks = []
+        for key, t in sorted(ranges.items(), key=lambda kv: kv[1].range_rows):
+            collect = t.range_rows <= max(budget, SMALL_RANGE)
+            if collect:
+                budget -= t.range_rows
+            by_id = t.u_hi - t.u_lo == 1
+            width = (t.id_hi - t.id_lo) if by_id else (t.u_hi - t.u_lo)
+            shift = max(0, (width - 1).bit_length() - SUB_BITS)
+            tasks.append(Task(cell=t.cell, u_lo=key[0], u_hi=key[1], id_lo=key[2], id_hi=key[3],
+                              collect=collect, shift=shift))
+        self._tasks = tuple(sorted(tasks, key=lambda x: (x.u_lo, x.id_lo)))
+        return SelectSpec(self.grid_bits, self._tasks)
+
+    def absorb(self, state: SelectState) -> None:
+        """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
+        self.passes += 1
+        index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
+        cache: dict[int, tuple[Any, ...]] = {}
+        for t in self.targets.values():
+            if t.done:
+                continue
+            i = index[self._key(t)]
+            task = self._tasks[i]
+            if task.collect:
+                if i not in cache:
+                    parts = state.rows[i]
+                    u = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
+                    ids = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+                    y = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+                    order = np.lexsort((ids, u))
+                    cache[i] = (u[order], ids[order], y[order])
+                u, ids, y = cache[i]
+                if u.shape[0] != t.range_rows:
+                    raise RuntimeError(f"search pass found {u.shape[0]} rows in a range of "
+                                       f"{t.range_rows}: the data changed between passes")
+                k = t.within
+                vals = u[:k].view(np.float64)
+                t.before_n += k
+                t.before_pos += int(y[:k].sum())
+                t.before_score += float(np.sum(vals))
+                t.value = bits_to_score(int(u[k]))
+                t.id_lo = int(ids[k])
+                t.done = True
+                continue
+            cnt, pos, sc = state.count[i], state.positives[i], state.score[i]
+            assert cnt is not None and pos is not None and sc is not None
+            if int(cnt.sum()) != t.range_rows:
+                raise RuntimeError(f"search pass found {int(cnt.sum())} rows in a range of "
+                                   f"{t.range_rows}: the data changed between passes")
+            cum = np.cumsum(cnt)
+            b = int(np.searchsorted(cum, t.within, side="right"))
+            first = int(cum[b] - cnt[b])
+            t.before_n += first
+            t.before_pos += int(pos[:b].sum())
+            t.before_score += float(np.sum(sc[:b]))
+            t.within -= first
+            t.range_rows = int(cnt[b])
+            if task.by_id:
+                t.id_lo = task.id_lo + (b << task.shift)
+                t.id_hi = min(task.id_hi, t.id_lo + (1 << task.shift))
+            else:
+                t.u_lo = task.u_lo + (b << task.shift)
+                t.u_hi = min(task.u_hi, t.u_lo + (1 << task.shift))
+                if t.u_hi - t.u_lo == 1:
+                    t.value = bits_to_score(t.u_lo)
+            if t.range_rows == 1 and t.value is not None:
+                t.done = True
+
+    def result(self) -> dict[int, Resolved]:
+        out = {}
+        for r, t in self.targets.items():
+            if not t.done or t.value is None:
+                raise RuntimeError(f"rank {r} is not resolved yet")
+            out[r] = Resolved(rank=r, cell=t.cell, value=t.value, row_id=t.id_lo,
+                              before_n=t.before_n,
+                              before_pos=t.before_pos, before_score=t.before_score)
+        return out
+
+
+def positional_from_grid(bounds: IntArray, resolved: dict[int, Resolved], cell_n: IntArray,
+                         cell_pos: IntArray, cell_score: FloatArray, *, edges: bool = True
+                         ) -> tuple[IntArray, IntArray, FloatArray, FloatArray, FloatArray]:
+    """Per-bin count, positives, Σ score and reported edges of positional ``bounds``.
+
+    ``cell_*`` are the grid's per-cell sums over all cells; ``resolved`` holds every inner bound
+    b (0 < b < n) and b − 1.  A bin's sums are the whole cells from the cell of its first row up
+    to the cell of the next bin's first row, minus / plus the rows of those two cells sorted
+    before each bound.
+    """
+    n = int(cell_n.sum())
+    nb = bounds.shape[0] - 1
+    n_cells = cell_n.shape[0]
+    # per bound: the cell of the row at that rank and the sums of that cell's rows before it
+    c = np.empty(nb + 1, dtype=np.int64)
+    bn = np.zeros(nb + 1, dtype=np.int64)
+    bp = np.zeros(nb + 1, dtype=np.int64)
+    bs = np.zeros(nb + 1)
+    for j, b in enumerate(bounds.tolist()):
+        if b <= 0:
+            c[j] = 0
+        elif b >= n:
+            c[j] = n_cells
+        else:
+            r = resolved[b]
+            c[j], bn[j], bp[j], bs[j] = r.cell, r.before_n, r.before_pos, r.before_score
+    cum_n = np.concatenate(([0], np.cumsum(cell_n)))
+    cum_p = np.concatenate(([0], np.cumsum(cell_pos)))
+    count = np.diff(cum_n[c] + bn)
+    positives = np.diff(cum_p[c] + bp)
+    ssum = np.zeros(nb)
+    for j in range(nb):
+        ssum[j] = float(np.sum(cell_score[c[j]:c[j + 1]])) - bs[j] + bs[j + 1]
+    if not edges:
+        return count.astype(np.int64), positives.astype(np.int64), ssum, ssum[:0], ssum[:0]
+    inner = bounds[1:-1].tolist()
+    mids = [0.0 if b <= 0 else 1.0 if b >= n else
+            (resolved[b - 1].value + resolved[b].value) / 2.0 for b in inner]
+    edges = np.array([0.0, *mids, 1.0])
+    return count.astype(np.int64), positives.astype(np.int64), ssum, edges[:-1].copy(), \
+        edges[1:].copy()
+
+
+@dataclass(frozen=True)
+class SortedLabelsSpec:
+    """A pass that keeps every row's (score bits, row id, label): the exact stable sort of a
+    dataset small enough to hold (17 bytes a row)."""
+
+    def new(self) -> SortedLabelsState:
+        return SortedLabelsState()
+
+
+@dataclass
+class SortedLabelsState:
+    parts: list[tuple[Any, Any, Any]] = field(default_factory=list)
+
+    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> SortedLabelsState:
+        s = np.asarray(scores, dtype=np.float64) + 0.0
+        ids = np.arange(start, start + s.shape[0], dtype=np.int64)
+        self.parts.append((s.view(np.uint64), ids, np.asarray(labels).astype(np.int8)))
+        return self
+
+    def merge(self, other: SortedLabelsState) -> SortedLabelsState:
+        self.parts.extend(other.parts)
+        return self
+
+    def sorted_labels(self) -> IntArray:
+        if not self.parts:
+            return np.zeros(0, dtype=np.int8)
+        u = np.concatenate([p[0] for p in self.parts])
+        ids = np.concatenate([p[1] for p in self.parts])
+        order = np.lexsort((ids, u))
+        del u, ids
+        return np.concatenate([p[2] for p in self.parts])[order]
+
+
+def bound_ranks(bounds: IntArray, n: int) -> list[int]:
+    """The ranks :func:`positional_from_grid` needs resolved: b and b − 1 of inner bounds."""
+    out: set[int] = set()
+    for b in bounds.tolist():
+        if 0 < b < n:
+            out.update((b - 1, b))
+    return sorted(out)
