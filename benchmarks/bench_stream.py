@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000_000)
     ap.add_argument("--parts", type=int, default=20)
     ap.add_argument("--dask", action="store_true", help="also time --engine dask")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     a = ap.parse_args()
     t0 = time.perf_counter()
     root = dataset(a.rows, a.parts)
@@ -64,7 +65,13 @@ def main() -> None:
     runs = [
         ("score --engine stream -m ece,ece_l2,mce,brier (fixed-bin metrics)",
          ["score", str(root), "--engine", "stream", "-m", "ece,ece_l2,mce,brier", "--json"]),
-        ("score --engine stream (default: + log_loss)",
+        ("score --engine stream -m ece,ece_l2,mce,brier,log_loss",
+         ["score", str(root), "--engine", "stream", "-m", "ece,ece_l2,mce,brier,log_loss",
+          "--json"]),
+        ("score --engine stream -m ace,mce_q,pde,tce_q (equal-mass bins: rank search + row "
+         "pass)",
+         ["score", str(root), "--engine", "stream", "-m", "ace,mce_q,pde,tce_q", "--json"]),
+        ("score --engine stream (default: every streamable metric, TCE on PAVA blocks)",
          ["score", str(root), "--engine", "stream", "--json"]),
         ("test --engine stream --bins 15 --method tcal,spiegelhalter (ECE bins + T-Cal DPE, "
          "1000 null draws)",
@@ -77,7 +84,7 @@ def main() -> None:
         runs.append(("score --engine dask (local threads)",
                      ["score", str(root), "--engine", "dask", "--json"]))
     for label, args in runs:
-        wall, peak = min(run_cli(args) for _ in range(3))      # best of three, as the scan
+        wall, peak = min(run_cli(args) for _ in range(a.repeat))   # best of N, as the scan
         print(f"{label}: {wall:.1f} s ({wall / scan:.1f}x the scan), peak RSS {peak:.2f} GB")
 
 

@@ -123,7 +123,7 @@ def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
     baseline = int(base.stderr.split("VMPEAK=")[1].split()[0]) * 1024
     cap = baseline + 300 * 2**20
     stream = probe(cap, "score", big, "--engine", "stream", "--batch-rows", "250000",
-                   "-m", "ece,brier", "--json")
+                   "-m", "ece,brier,ace,tce_q", "--json")
     assert stream.returncode == 0, stream.stderr[-500:]
     assert json.loads(stream.stdout)["input"]["rows_read"] == 20_000_000
     memory = probe(cap, "score", big, "-m", "ece,brier", "--json")

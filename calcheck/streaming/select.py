@@ -23,6 +23,7 @@ equal-mass bin's count, positives and Σ score.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +31,10 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 
-SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges
-COLLECT_ROWS = 1 << 21        # collect a range outright when it holds at most this many rows
+SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
+HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
+MIN_SUB_BITS = 4              # ... but always ≥ 2^4 each
+COLLECT_ROWS = 1 << 23        # collect ranges outright while they hold ≤ this many rows in all
 SMALL_RANGE = 64              # ... and always when it holds at most this many
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 
@@ -86,35 +89,51 @@ class SelectSpec:
 
 @dataclass
 class SelectState:
-    """The rows (collect tasks) or sub-range sums (histogram tasks) of one search pass."""
+    """The rows of the collect tasks and the sub-range sums of the histogram tasks of one pass.
+
+    Histogram sums live in flat arrays (task i owns ``offsets[i]:offsets[i+1]``), so a batch
+    costs one ``bincount`` whatever the number of tasks."""
 
     spec: SelectSpec
-    rows: list[list[tuple[Any, Any, Any]]] = field(default_factory=list)
-    count: list[IntArray | None] = field(default_factory=list)
-    positives: list[IntArray | None] = field(default_factory=list)
-    score: list[FloatArray | None] = field(default_factory=list)
+    rows: list[tuple[Any, Any, Any, Any]] = field(default_factory=list)   # (task, u, id, y)
+    count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    positives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    score: FloatArray = field(default_factory=lambda: np.zeros(0))
     n: int = 0
 
     def __post_init__(self) -> None:
-        if not self.count:
-            for t in self.spec.tasks:
-                self.rows.append([])
-                size = 0 if t.collect else t.buckets
-                self.count.append(None if t.collect else np.zeros(size, dtype=np.int64))
-                self.positives.append(None if t.collect else np.zeros(size, dtype=np.int64))
-                self.score.append(None if t.collect else np.zeros(size))
-        self._cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
-        self._cells[[t.cell for t in self.spec.tasks]] = True
+        total = int(self.offsets[-1])
+        if self.count.shape[0] != total:
+            self.count = np.zeros(total, dtype=np.int64)
+            self.positives = np.zeros(total, dtype=np.int64)
+            self.score = np.zeros(total)
+
+    @functools.cached_property
+    def offsets(self) -> IntArray:
+        sizes = [0 if t.collect else t.buckets for t in self.spec.tasks]
+        return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+
+    @functools.cached_property
+    def _table(self) -> dict[str, Any]:
+        tasks = self.spec.tasks
+        cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
+        cells[[t.cell for t in tasks]] = True
+        return {"cells": cells,
+                "lo": np.array([t.u_lo for t in tasks], dtype=np.uint64),
+                "hi": np.array([t.u_hi for t in tasks], dtype=np.uint64),
+                "id_lo": np.array([t.id_lo for t in tasks], dtype=np.int64),
+                "shift": np.array([t.shift for t in tasks], dtype=np.int64),
+                "collect": np.array([t.collect for t in tasks], dtype=bool),
+                "by_id": np.array([t.by_id for t in tasks], dtype=bool)}
 
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d.pop("_cells", None)
+        d.pop("_table", None)
+        d.pop("offsets", None)
         return d
 
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.__dict__.update(d)
-        self._cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
-        self._cells[[t.cell for t in self.spec.tasks]] = True
 
     def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> SelectState:
         """Add a batch whose first row has row id ``start`` (ids are consecutive)."""
@@ -122,8 +141,9 @@ class SelectState:
         self.n += int(s.shape[0])
         if not self.spec.tasks or s.shape[0] == 0:
             return self
+        tb = self._table
         cell = (s * float(1 << self.spec.grid_bits)).astype(np.intp)
-        sel = np.flatnonzero(self._cells.take(cell))
+        sel = np.flatnonzero(tb["cells"].take(cell))
         if sel.shape[0] == 0:
             return self
         ss = s[sel] + 0.0                                   # −0.0 → +0.0 before taking bits
@@ -131,44 +151,39 @@ class SelectState:
         ids = sel.astype(np.int64) + start
         yy = np.asarray(labels)[sel].astype(np.int64)
         owner = self._owner(u, ids)
-        keep = np.flatnonzero(owner >= 0)
-        if keep.shape[0] == 0:
-            return self
-        order = keep[np.argsort(owner[keep], kind="stable")]
-        tasks_hit, first = np.unique(owner[order], return_index=True)
-        ends = np.append(first[1:], order.shape[0])
-        for i, a, b in zip(tasks_hit.tolist(), first.tolist(), ends.tolist()):
-            t = self.spec.tasks[i]
-            idx = order[a:b]
-            if t.collect:
-                self.rows[i].append((u[idx], ids[idx], yy[idx]))
-                continue
-            if t.by_id:
-                key = (ids[idx] - t.id_lo) >> t.shift
-            else:
-                key = ((u[idx] - np.uint64(t.u_lo)) >> np.uint64(t.shift)).astype(np.intp)
-            size = t.buckets
-            self.count[i] += np.bincount(key, minlength=size)            # type: ignore[operator]
-            self.positives[i] += np.bincount(key, weights=yy[idx],       # type: ignore[operator]
-                                             minlength=size).astype(np.int64)
-            self.score[i] += np.bincount(key, weights=ss[idx], minlength=size)  # type: ignore
+        mine = owner >= 0
+        coll = mine & tb["collect"][np.maximum(owner, 0)]
+        if coll.any():
+            self.rows.append((owner[coll], u[coll], ids[coll], yy[coll].astype(np.int8)))
+        hist = np.flatnonzero(mine & ~coll)
+        if hist.shape[0]:
+            o = owner[hist]
+            by_id = tb["by_id"][o]
+            shift = tb["shift"][o]
+            bucket = np.where(by_id, (ids[hist] - tb["id_lo"][o]) >> shift,
+                              ((u[hist] - tb["lo"][o]) >> shift.astype(np.uint64))
+                              .astype(np.int64))
+            key = self.offsets[o] + bucket
+            size = self.count.shape[0]
+            self.count += np.bincount(key, minlength=size)
+            self.positives += np.bincount(key, weights=yy[hist], minlength=size).astype(np.int64)
+            self.score += np.bincount(key, weights=ss[hist], minlength=size)
         return self
 
     def _owner(self, u: Any, ids: IntArray) -> IntArray:
         """The task holding each row, or −1.  Tasks are disjoint key ranges sorted by
         (u_lo, id_lo); several tasks share a u range only when it is a single score (by id)."""
         tasks = self.spec.tasks
-        lo = np.array([t.u_lo for t in tasks], dtype=np.uint64)
-        hi = np.array([t.u_hi for t in tasks], dtype=np.uint64)
-        j = np.searchsorted(lo, u, side="right").astype(np.int64) - 1
+        tb = self._table
+        j = np.searchsorted(tb["lo"], u, side="right").astype(np.int64) - 1
         ok = j >= 0
         jj = np.where(ok, j, 0)
-        ok &= u < hi[jj]
+        ok &= u < tb["hi"][jj]
         owner = np.where(ok, jj, -1)
-        by_id = [i for i, t in enumerate(tasks) if t.by_id]
-        if by_id:
-            for v in sorted({tasks[i].u_lo for i in by_id}):
-                group = [i for i in by_id if tasks[i].u_lo == v]
+        by_id = np.flatnonzero(tb["by_id"])
+        if by_id.shape[0]:
+            for v in np.unique(tb["lo"][by_id]).tolist():
+                group = [i for i in by_id.tolist() if tasks[i].u_lo == v]
                 rows = np.flatnonzero(u == np.uint64(v))
                 if rows.shape[0] == 0:
                     continue
@@ -183,14 +198,26 @@ class SelectState:
     def merge(self, other: SelectState) -> SelectState:
         if self.spec != other.spec:
             raise ValueError("cannot merge search passes with different specs")
-        for i, t in enumerate(self.spec.tasks):
-            self.rows[i].extend(other.rows[i])
-            if not t.collect:
-                self.count[i] += other.count[i]                           # type: ignore
-                self.positives[i] += other.positives[i]                   # type: ignore
-                self.score[i] += other.score[i]                           # type: ignore
+        self.rows.extend(other.rows)
+        self.count += other.count
+        self.positives += other.positives
+        self.score += other.score
         self.n += other.n
         return self
+
+    def collected(self) -> dict[int, tuple[Any, Any, Any]]:
+        """Rows of each collect task, stably sorted: task → (u, id, y)."""
+        if not self.rows:
+            return {}
+        task = np.concatenate([r[0] for r in self.rows])
+        u = np.concatenate([r[1] for r in self.rows])
+        ids = np.concatenate([r[2] for r in self.rows])
+        y = np.concatenate([r[3] for r in self.rows])
+        order = np.lexsort((ids, u, task))
+        task, u, ids, y = task[order], u[order], ids[order], y[order]
+        starts = np.flatnonzero(np.concatenate(([True], task[1:] != task[:-1])))
+        ends = np.append(starts[1:], task.shape[0])
+        return {int(task[a]): (u[a:b], ids[a:b], y[a:b]) for a, b in zip(starts, ends)}
 
 
 @dataclass
@@ -265,14 +292,21 @@ class Search:
         for t in open_:
             ranges.setdefault(self._key(t), t)
         budget = self.collect_rows
-        tasks = []
+        plan = []
         for key, t in sorted(ranges.items(), key=lambda kv: kv[1].range_rows):
             collect = t.range_rows <= max(budget, SMALL_RANGE)
             if collect:
                 budget -= t.range_rows
+            plan.append((key, t, collect))
+        n_hist = sum(1 for _, _, c in plan if not c)
+        # at most HIST_BUCKETS sub-ranges in all: many open ranges get fewer bits each
+        sub_bits = max(MIN_SUB_BITS, min(SUB_BITS, (HIST_BUCKETS // max(n_hist, 1))
+                                         .bit_length() - 1))
+        tasks = []
+        for key, t, collect in plan:
             by_id = t.u_hi - t.u_lo == 1
             width = (t.id_hi - t.id_lo) if by_id else (t.u_hi - t.u_lo)
-            shift = max(0, (width - 1).bit_length() - SUB_BITS)
+            shift = max(0, (width - 1).bit_length() - sub_bits)
             tasks.append(Task(cell=t.cell, u_lo=key[0], u_hi=key[1], id_lo=key[2], id_hi=key[3],
                               collect=collect, shift=shift))
         self._tasks = tuple(sorted(tasks, key=lambda x: (x.u_lo, x.id_lo)))
@@ -282,35 +316,30 @@ class Search:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
         self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
-        cache: dict[int, tuple[Any, ...]] = {}
+        collected = state.collected()
+        empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+        off = state.offsets
         for t in self.targets.values():
             if t.done:
                 continue
             i = index[self._key(t)]
             task = self._tasks[i]
             if task.collect:
-                if i not in cache:
-                    parts = state.rows[i]
-                    u = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.uint64)
-                    ids = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-                    y = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-                    order = np.lexsort((ids, u))
-                    cache[i] = (u[order], ids[order], y[order])
-                u, ids, y = cache[i]
+                u, ids, y = collected.get(i, empty)
                 if u.shape[0] != t.range_rows:
                     raise RuntimeError(f"search pass found {u.shape[0]} rows in a range of "
                                        f"{t.range_rows}: the data changed between passes")
                 k = t.within
-                vals = u[:k].view(np.float64)
                 t.before_n += k
                 t.before_pos += int(y[:k].sum())
-                t.before_score += float(np.sum(vals))
+                t.before_score += float(np.sum(u[:k].view(np.float64)))
                 t.value = bits_to_score(int(u[k]))
                 t.id_lo = int(ids[k])
                 t.done = True
                 continue
-            cnt, pos, sc = state.count[i], state.positives[i], state.score[i]
-            assert cnt is not None and pos is not None and sc is not None
+            cnt = state.count[off[i]:off[i + 1]]
+            pos = state.positives[off[i]:off[i + 1]]
+            sc = state.score[off[i]:off[i + 1]]
             if int(cnt.sum()) != t.range_rows:
                 raise RuntimeError(f"search pass found {int(cnt.sum())} rows in a range of "
                                    f"{t.range_rows}: the data changed between passes")
