@@ -16,6 +16,7 @@ After the grid pass (:class:`~calcheck.streaming.states.StreamState`):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,9 +121,7 @@ class RowPassState:
             return self
         cell = (s * float(1 << self.spec.grid_bits)).astype(np.intp)
         for j, b in enumerate(self.spec.binnings):
-            flags = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
-            flags[list(b.cells)] = True
-            sel = np.flatnonzero(flags.take(cell))
+            sel = np.flatnonzero(_cell_flags(b.cells, self.spec.grid_bits).take(cell))
             if sel.shape[0] == 0:
                 continue
             ss = s[sel] + 0.0
@@ -157,6 +156,13 @@ class RowPassState:
             self.rejected[j] += other.rejected[j]
             self.absdev[j].merge(other.absdev[j])
         return self
+
+
+@functools.lru_cache(maxsize=8)
+def _cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
+    flags = np.zeros((1 << bits) + 1, dtype=bool)
+    flags[list(cells)] = True
+    return flags
 
 
 def _reject(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float, test: str) -> np.ndarray:
