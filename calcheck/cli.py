@@ -124,8 +124,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     from calcheck.metrics import DEFAULT_METRICS, resolve_metric_ids
     from calcheck.report import build_report
     from calcheck.streaming import GRID_METRICS, STREAMABLE
+    from calcheck.streaming import positional as pos_mod
     from calcheck.streaming.engine import StateSpec, StreamSource, check_streamable, metric_results
-    from calcheck.streaming.positional import positional_results
 
     if unsupported:
         raise UsageError(f"--engine {engine_name} does not do --var, --by, --probs or --plot "
@@ -141,9 +141,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     details: dict[str, Any] = {"extra_passes": 0}
     positional = [m for m in ids if m not in GRID_METRICS]
     if positional:
-        more, details = positional_results(source, state, positional, bins=opts.bins,
-                                           alpha=opts.alpha, test=opts.test,
-                                           n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        more, details = pos_mod.positional_results(
+            source, state, positional, bins=opts.bins, alpha=opts.alpha, test=opts.test,
+            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
         results.update(more)
     results = {m: results[m] for m in ids}
     binned = [m for m, r in results.items() if r.bins is not None]
@@ -163,7 +163,10 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                                  "found by extra passes"}}
     for m, r in results.items():
         if str(r.settings.get("pava_input", "")).startswith("approximate"):
-            note(f"{m}: PAVA bins {r.settings['pava_input']}", quiet=quiet)
+            note(f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
+                 f"{r.settings['pava_blocks']:,} equal-mass blocks of ~"
+                 f"{r.settings['pava_block_rows']:,} rows (bins end at block boundaries; "
+                 "recorded in the report settings)", quiet=quiet)
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
                           bins_for=bins_for, gates=outcomes)
     _emit(report, out_fmt, output, bins_for)

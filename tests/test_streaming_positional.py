@@ -202,3 +202,14 @@ def test_cli_stream_hosmer_lemeshow(cli, tied):
     a, b = st["tests"]["hosmer_lemeshow"], mem["tests"]["hosmer_lemeshow"]
     assert a["statistic"] == pytest.approx(b["statistic"], rel=1e-10)
     assert a["pvalue"] == pytest.approx(b["pvalue"], rel=1e-8)
+
+
+def test_cli_notes_pava_on_blocks(cli, tied, monkeypatch):
+    import calcheck.streaming.positional as positional
+
+    monkeypatch.setattr(positional, "EXACT_PAVA_ROWS", 1000)
+    r = cli(["score", tied / "ds", "--engine", "stream", "-m", "tce", "--json"])
+    assert r.code == 0, r.stderr
+    st = json.loads(r.stdout)["metrics"]["tce"]["settings"]
+    assert st["pava_input"] == "approximate: equal-mass blocks" and st["pava_blocks"] == 4096
+    assert "n > 1,000 rows, so PAVA ran on 4,096 equal-mass blocks" in r.stderr

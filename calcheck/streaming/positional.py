@@ -272,20 +272,15 @@ class Positional:
             if self._sorted_labels is None:
                 self.passes += 1
                 self._sorted_labels = self.source.run(SortedLabelsSpec())[0].sorted_labels()
-            return pava_bc_bounds(self._sorted_labels, n_min, n_max), {
-                "pava_input": f"exact: all {n} rows sorted in memory "
-                              f"(at most {self.exact_rows} rows)"}
+            return pava_bc_bounds(self._sorted_labels, n_min, n_max), {"pava_input": "exact"}
         blocks = quantile_bounds(n, min(self.blocks, n))
         self.resolve([b for b in blocks.tolist() if 0 < b < n])
         count, pos, _, _, _ = positional_from_grid(blocks, self.resolved, self.cell_n,
                                                    self.cell_pos, self.cell_score, edges=False)
         keep = count > 0
         inner = pava_bc_blocks(count[keep], pos[keep], n_min, n_max)
-        return inner, {"pava_input": f"approximate: {len(count)} equal-mass blocks of "
-                                     f"~{n // len(count)} rows (exact ranks); bins end at "
-                                     "block boundaries and label order within a block is not "
-                                     "used",
-                       "pava_blocks": len(count)}
+        return inner, {"pava_input": "approximate: equal-mass blocks",
+                       "pava_blocks": len(count), "pava_block_rows": n // len(count)}
 
     def binstats(self, bounds: IntArray, kind: str, params: dict[str, Any],
                  edges: tuple[FloatArray, FloatArray] | None = None) -> BinStats:
@@ -415,7 +410,7 @@ def _tce_extra(pos: Positional, bounds: IntArray, stats: BinStats,
 def positional_results(source: Any, state: StreamState, ids: list[str], *, bins: int = 10,
                        alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
                        n_max: int | None = None, hl_groups: int | None = None,
-                       exact_rows: int = EXACT_PAVA_ROWS, blocks: int = PAVA_BLOCKS,
+                       exact_rows: int | None = None, blocks: int | None = None,
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` (and, with ``hl_groups``, the Hosmer–Lemeshow test) of a
     streamed dataset whose grid pass gave ``state``: (results by id, search details)."""
@@ -423,7 +418,9 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
     from calcheck.metrics.binned import ece_from_stats, mce_from_stats
     from calcheck.metrics.tce import TCE_MIN_ROWS
 
-    pos = Positional(source, state, exact_rows=exact_rows, blocks=blocks)
+    pos = Positional(source, state,
+                     exact_rows=EXACT_PAVA_ROWS if exact_rows is None else exact_rows,
+                     blocks=PAVA_BLOCKS if blocks is None else blocks)
     n = pos.n
     wanted: dict[str, tuple[IntArray, dict[str, Any]]] = {}
     if any(m in ids for m in ("ace", "mce_q", "pde", "tce_q")):
