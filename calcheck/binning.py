@@ -294,17 +294,7 @@ def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int
     wt = st = 0         # top block (wt == 0: no block yet)
 
     def settle(wt: int, st: int) -> tuple[int, int]:
-        # merge the top into the blocks below while the rule says so (generic cascade)
-        while W:
-            wb, sb = W[-1], S[-1]
-            w = wb + wt
-            if w <= n_min or (w <= n_max and sb * wt >= st * wb):
-                W.pop()
-                S.pop()
-                wt, st = w, sb + st
-            else:
-                break
-        return wt, st
+        return pava_settle(W, S, wt, st, n_min, n_max)
 
     for v, r in zip(values, lengths):
         if v:
@@ -356,12 +346,33 @@ def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int
         W.append(wt)
         S.append(st)
     if n_min > 0 and n > 0:
-        tail = min(n_min, n)
-        if W and 2 * n_min <= n_max:
-            W[-1] += tail
-        else:
-            W.append(tail)
+        pava_tail(W, min(n_min, n), n_min, n_max)
     return W
+
+
+def pava_settle(W: list[int], S: list[int], wt: int, st: int, n_min: int,
+                n_max: int) -> tuple[int, int]:
+    """PAVA-BC's merge cascade: pop the blocks below (weights ``W``, label sums ``S``) into the
+    top block (``wt``, ``st``) while w_prev + w_top ≤ n_min, or ≤ n_max with
+    mean_prev ≥ mean_top (compared exactly in integers).  Returns the new top block."""
+    while W:
+        wb, sb = W[-1], S[-1]
+        w = wb + wt
+        if w <= n_min or (w <= n_max and sb * wt >= st * wb):
+            W.pop()
+            S.pop()
+            wt, st = w, sb + st
+        else:
+            break
+    return wt, st
+
+
+def pava_tail(W: list[int], tail: int, n_min: int, n_max: int) -> None:
+    """The authors' tail step: the last rows join the last block when 2·n_min ≤ n_max."""
+    if W and 2 * n_min <= n_max:
+        W[-1] += tail
+    else:
+        W.append(tail)
 
 
 def pava_bc_bounds(sorted_labels: IntArray, n_min: int, n_max: int) -> IntArray:

@@ -23,8 +23,15 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import BinStats, default_pava_bc_sizes, quantile_bounds
-from calcheck.errors import UsageError
+from calcheck.binning import (
+    BinStats,
+    default_pava_bc_sizes,
+    pava_settle,
+    pava_tail,
+    quantile_bounds,
+    uniform_edges,
+)
+from calcheck.errors import InputError, UsageError
 from calcheck.streaming.select import Resolved, Search, bound_ranks, positional_from_grid
 from calcheck.streaming.states import CompensatedSum, StreamState
 
@@ -50,26 +57,13 @@ def pava_bc_blocks(cell_n: IntArray, cell_pos: IntArray, n_min: int, n_max: int)
     used = 0
     i = 0
     while i < len(w_all) and (n_min == 0 or used + w_all[i] <= n - n_min):
-        wt, st = w_all[i], s_all[i]
-        used += wt
+        used += w_all[i]
+        wt, st = pava_settle(W, S, w_all[i], s_all[i], n_min, n_max)
         i += 1
-        while W:
-            wb, sb = W[-1], S[-1]
-            w = wb + wt
-            if w <= n_min or (w <= n_max and sb * wt >= st * wb):
-                W.pop()
-                S.pop()
-                wt, st = w, sb + st
-            else:
-                break
         W.append(wt)
         S.append(st)
-    tail = n - used
-    if tail:
-        if W and 2 * n_min <= n_max:
-            W[-1] += tail
-        else:
-            W.append(tail)
+    if n - used:
+        pava_tail(W, n - used, n_min, n_max)
     return np.concatenate(([0], np.cumsum(W, dtype=np.int64))).astype(np.int64)
 
 
@@ -292,10 +286,6 @@ class Positional:
         return BinStats(kind=kind, lower=lower, upper=upper, count=count, sum_score=ssum,
                         sum_label=pos, params=dict(params))
 
-    def values(self, ranks: list[int]) -> dict[int, float]:
-        self.resolve(ranks)
-        return {r: self.resolved[r].value for r in ranks}
-
     # -- row-level work -----------------------------------------------------------------------
 
     def _cell_of_bounds(self, bounds: IntArray) -> IntArray:
@@ -428,8 +418,6 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
     for mid, binning in TCE_BINNINGS.items():
         if mid in ids and binning != "quantile":
             if binning == "pava-bc" and n_min is None and n_max is None and n < TCE_MIN_ROWS:
-                from calcheck.errors import InputError
-
                 raise InputError(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows "
                                  f"(got {n}); set --tce-nmin/--tce-nmax to compute it anyway")
             wanted[binning] = pos.bounds(binning, bins, n_min, n_max)
@@ -448,7 +436,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
         kind = "quantile" if binning == "hl" else binning
         edges = None
         if binning == "uniform":
-            e = np.linspace(0.0, 1.0, bins + 1)
+            e = uniform_edges(bins)
             edges = (e[:-1].copy(), e[1:].copy())
         stats[binning] = pos.binstats(b, kind, params, edges)
     rows, partials = [], []
