@@ -117,7 +117,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
                      quiet: bool, unsupported: bool, engine_name: str = "stream",
-                     scheduler: str | None = None) -> None:
+                     scheduler: str | None = None,
+                     intervals: dict[str, Any] | None = None) -> None:
     """``score --engine stream|dask``: a grid pass, then (for positional bins) a rank search
     and a row pass, each over the same Parquet files."""
     from calcheck.gates import evaluate_gates
@@ -133,7 +134,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     ids = resolve_metric_ids(metrics or [m for m in DEFAULT_METRICS if m in STREAMABLE])
     ids += [g.metric for g in gates if g.metric not in ids]
     check_streamable(ids)
-    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in ids)
+    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in ids, ci=intervals is not None)
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler)
     state, stats = source.run(spec)
@@ -146,6 +147,18 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
             n_min=opts.tce_nmin, n_max=opts.tce_nmax)
         results.update(more)
     results = {m: results[m] for m in ids}
+    ci_settings = None
+    if intervals is not None:
+        from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
+        from calcheck.uncertainty import with_intervals
+
+        cis, ci_settings = grid_bootstrap(state, ids, **intervals)
+        results = with_intervals(results, cis)
+        without = [m for m in ids if m not in CI_METRICS]
+        if without:
+            note(f"--ci with --engine {engine_name}: intervals for {', '.join(CI_METRICS)} only; "
+                 f"none for {', '.join(without)} (their bins are re-estimated per replicate, "
+                 "which needs the rows: use --engine memory)", quiet=quiet)
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
                 (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
@@ -161,6 +174,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                          "note": "fixed-bin metrics are exact: edge-straddling grid cells are "
                                  "binned row by row; equal-mass bins are cut at exact ranks "
                                  "found by extra passes"}}
+    if ci_settings is not None:
+        settings["ci"] = ci_settings
     for m, r in results.items():
         if str(r.settings.get("pava_input", "")).startswith("approximate"):
             note(f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
@@ -175,6 +190,24 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _with_bootstrap(data: Any, results: dict[str, Any], opts: Any,
+                    intervals: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The in-memory engine's results with their bootstrap intervals, and the notes."""
+    from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
+
+    ids = [m for m in results if m not in NO_INTERVAL]
+    progress = _Progress("bootstrap") if sys.stderr.isatty() else None
+    try:
+        cis = bootstrap(data, ids, opts, **intervals, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    notes = [f"{m}: {NO_INTERVAL[m]}" for m in results if m in NO_INTERVAL]
+    notes += [f"{m}: {c.failed} of {c.reps} bootstrap replicates could not be computed"
+              + ("" if c.low is not None else "; no interval") for m, c in cis.items() if c.failed]
+    return with_intervals(results, cis), notes
 
 
 def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str | None,
@@ -375,6 +408,13 @@ def score(
     text_plot: bool = typer.Option(
         False, "--plot",
         help="Also draw a compact reliability diagram in the terminal (table output only)."),
+    ci: bool = typer.Option(
+        False, "--ci",
+        help="Percentile bootstrap confidence intervals of the metrics (rows resampled with "
+             "replacement, bins re-estimated; per group too with --by)."),
+    ci_reps: int = typer.Option(1000, "--ci-reps", help="Bootstrap replicates of --ci."),
+    ci_level: float = typer.Option(0.95, "--ci-level", help="Confidence level of --ci."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the --ci bootstrap."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Compute calibration metrics side by side (binary or multiclass), per variable and group."""
@@ -401,6 +441,12 @@ def score(
     check_bins(min_group_size, name="--min-group-size", minimum=0)
     check_alpha(alpha)
     gates = [parse_gate(g) for g in (fail_if or [])]
+    intervals = None
+    if ci:
+        from calcheck.uncertainty import check_ci_options
+
+        check_ci_options(ci_reps, ci_level)
+        intervals = {"reps": ci_reps, "level": ci_level, "seed": seed}
 
     _check_engine_options(engine_name, scheduler, batch_rows, where)
     if engine_name in ("stream", "dask"):
@@ -410,7 +456,8 @@ def score(
                                     tce_nmax=tce_nmax)
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         bool(var or by or probs or text_plot), engine_name, scheduler)
+                         bool(var or by or probs or text_plot), engine_name, scheduler,
+                         intervals)
         return
     from calcheck import engine
     from calcheck.io import input_kind, open_source
@@ -458,8 +505,11 @@ def score(
         note("--compat nixon changes multiclass metrics only; binary metrics are unchanged",
              quiet=quiet)
     results = engine.compute(data, ids, opts)
-    var_result = None
     notes: list[str] = []
+    if intervals is not None:
+        results, ci_notes = _with_bootstrap(data, results, opts, intervals)
+        notes += ci_notes
+    var_result = None
     if variables:
         incorrect = None
         if correct_from:
@@ -476,7 +526,7 @@ def score(
     group_results = None
     if by:
         group_results = engine.groups(data, loaded.extras[by], ids, opts,
-                                      min_size=min_group_size)
+                                      min_size=min_group_size, intervals=intervals)
     for n_ in notes:
         note(n_, quiet=quiet)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
@@ -494,6 +544,9 @@ def score(
                          "correct_from": correct_from})
     if by:
         settings.update({"by": by, "min_group_size": min_group_size})
+    if intervals is not None:
+        settings["ci"] = {**intervals, "method": "percentile bootstrap",
+                          "resampling": "rows with replacement, bins re-estimated"}
     report = build_report(
         command="score", input_info=input_info, settings=settings, metrics=results,
         bins_for=bins_for, gates=outcomes, notes=notes,

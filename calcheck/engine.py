@@ -31,6 +31,7 @@ class ScoreInput:
     labels: IntArray
     scores: FloatArray | None = None          # binary
     probs: FloatArray | None = None           # multiclass (n, K)
+    order: IntArray | None = None             # binary: the stable score order, when known
 
     @property
     def multiclass(self) -> bool:
@@ -63,7 +64,8 @@ def compute(data: ScoreInput, ids: list[str], options: MetricOptions) -> dict[st
         return compute_multiclass_metrics(MulticlassPrepared(data.probs, data.labels), ids,
                                           options)
     assert data.scores is not None
-    return compute_metrics(Prepared(data.scores, data.labels, validate=False), ids, options)
+    return compute_metrics(Prepared(data.scores, data.labels, validate=False, order=data.order),
+                           ids, options)
 
 
 @dataclass
@@ -125,12 +127,16 @@ def _group_keys(values: np.ndarray) -> tuple[list[str], IntArray]:
 def groups(data: ScoreInput, by: np.ndarray, ids: list[str], options: MetricOptions, *,
            min_size: int = 100,
            compute_fn: Callable[[ScoreInput, list[str], MetricOptions],
-                                dict[str, MetricResult]] = compute) -> list[GroupResult]:
+                                dict[str, MetricResult]] = compute,
+           intervals: dict[str, Any] | None = None) -> list[GroupResult]:
     """Every selected metric per value of a categorical column; small groups are flagged.
 
     A metric that cannot be computed on a group (e.g. PAVA-BC TCE under 20 rows) is reported
-    with its reason instead of a value.
+    with its reason instead of a value.  ``intervals`` (``reps``, ``level``, ``seed``) adds a
+    bootstrap interval to every metric of every group, resampled within the group.
     """
+    from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
+
     keys, inverse = _group_keys(by)
     out = []
     for j, key in enumerate(keys):
@@ -144,6 +150,10 @@ def groups(data: ScoreInput, by: np.ndarray, ids: list[str], options: MetricOpti
                 results.update(compute_fn(sub, [mid], options))
             except CalcheckError as exc:
                 errors[mid] = str(exc)
+        if intervals is not None:
+            with_ci = [m for m in results if m not in NO_INTERVAL]
+            results = with_intervals(results, bootstrap(sub, with_ci, options, **intervals,
+                                                        compute_fn=compute_fn))
         out.append(GroupResult(value=key, n=n, flagged=n < min_size, metrics=results,
                                errors=errors))
     return out

@@ -167,12 +167,37 @@ def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str,
 _LEVEL_COLUMNS = ("m", "dpe", "debiased_l2_ece", "critical_value", "pvalue", "reject")
 
 
-def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+def _ci_level(report: Mapping[str, Any]) -> float | None:
+    """The level of the report's bootstrap intervals, or None when it has none."""
+    for m in report.get("metrics", {}).values():
+        if "ci" in m:
+            return float(m["ci"]["level"])
+    return None
+
+
+def _ci_text(m: Mapping[str, Any]) -> str:
+    ci = m.get("ci")
+    if not ci or ci.get("low") is None:
+        return "–"
+    return f"[{format_value(ci['low'], m['unit'])}, {format_value(ci['high'], m['unit'])}]"
+
+
+def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """id, title, value, (CI when the report has intervals), settings."""
+    with_ci = _ci_level(report) is not None
     rows = []
     for mid, m in report.get("metrics", {}).items():
-        rows.append((mid, TITLES.get(mid, mid), format_value(m["value"], m["unit"]),
+        ci = (_ci_text(m),) if with_ci else ()
+        rows.append((mid, TITLES.get(mid, mid), format_value(m["value"], m["unit"]), *ci,
                      describe_settings(m.get("settings", {}))))
     return rows
+
+
+def _group_cell(m: Mapping[str, Any]) -> str:
+    if m.get("value") is None:
+        return "–"
+    text = format_value(m["value"], m.get("unit", "fraction"))
+    return text + (f" {_ci_text(m)}" if "ci" in m else "")
 
 
 def _header_line(report: Mapping[str, Any]) -> str:
@@ -209,6 +234,9 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         table.add_column("id")
         table.add_column("metric")
         table.add_column("value", justify="right")
+        level = _ci_level(report)
+        if level is not None:
+            table.add_column(f"{100 * level:g}% CI", justify="right")
         table.add_column("settings")
         for row in _metric_rows(report):
             table.add_row(*row)
@@ -255,13 +283,9 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             gt.add_column(mid, justify="right")
         overall = report.get("metrics", {})
         gt.add_row("(all)", f"{report['input']['rows_used']:,}",
-                   *(format_value(overall[m]["value"], overall[m]["unit"]) for m in ids))
+                   *(_group_cell(overall[m]) for m in ids))
         for gname, g in report["groups"].items():
-            cells = []
-            for mid in ids:
-                m = g["metrics"].get(mid, {})
-                cells.append("–" if m.get("value") is None else
-                             format_value(m["value"], m.get("unit", "fraction")))
+            cells = [_group_cell(g["metrics"].get(mid, {})) for mid in ids]
             gt.add_row(gname + (" *" if g["flagged"] else ""), f"{g['n']:,}", *cells)
         console.print(gt)
         if any(g["flagged"] for g in report["groups"].values()):
@@ -343,10 +367,14 @@ def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> st
             for r in report["metrics"][mid]["bins"]:
                 w.writerow([mid, *("" if r.get(c) is None else r.get(c) for c in cols)])
         return buf.getvalue()
-    w.writerow(["metric", "value", "unit", "n", "settings"])
+    with_ci = _ci_level(report) is not None
+    w.writerow(["metric", "value", "unit", "n", *(("ci_low", "ci_high", "ci_level") if with_ci
+                                                   else ()), "settings"])
     for mid, m in report["metrics"].items():
+        ci = m.get("ci") or {}
+        bounds = ["" if ci.get(k) is None else repr(ci[k]) for k in ("low", "high", "level")]
         w.writerow([mid, "" if m["value"] is None else repr(m["value"]), m["unit"], m["n"],
-                    json.dumps(m["settings"], sort_keys=True)])
+                    *(bounds if with_ci else ()), json.dumps(m["settings"], sort_keys=True)])
     return buf.getvalue()
 
 
@@ -354,7 +382,12 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) 
     """GitHub-flavoured markdown tables."""
     lines = [f"**{_header_line(report)}**", ""]
     if "metrics" in report:
-        lines += ["| id | metric | value | settings |", "|---|---|---:|---|"]
+        level = _ci_level(report)
+        if level is None:
+            lines += ["| id | metric | value | settings |", "|---|---|---:|---|"]
+        else:
+            lines += [f"| id | metric | value | {100 * level:g}% CI | settings |",
+                      "|---|---|---:|---:|---|"]
         for row in _metric_rows(report):
             lines.append("| " + " | ".join(row) + " |")
     if "tests" in report:

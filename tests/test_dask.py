@@ -111,3 +111,20 @@ def test_missing_extra_is_named(cli, hive, monkeypatch):
     root, _ = hive
     r = cli(["score", root / "ds", "--engine", "dask"])
     assert r.code == 2 and "pip install 'calcheck[dask]'" in r.stderr
+
+
+def test_bootstrap_intervals_do_not_depend_on_the_engine(cli, hive, cluster):
+    """--ci draws per score unit, keyed by the seed only: the cluster, the partitioning and the
+    batch size do not change the interval."""
+    root, _ = hive
+    ids = "ece,ece_l2,mce,brier,log_loss"
+    common = ["--ci", "--ci-reps", "80", "--seed", "4", "-m", ids]
+    dk = report(cli, root / "ds", "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                *common)
+    st = report(cli, root / "ds", "--engine", "stream", "--batch-rows", "5000", *common)
+    one = report(cli, root / "all.parquet", "--engine", "stream", *common)
+    for mid in ids.split(","):
+        for other in (st, one):
+            for key in ("low", "high", "se"):
+                assert dk["metrics"][mid]["ci"][key] == pytest.approx(
+                    other["metrics"][mid]["ci"][key], rel=1e-12), (mid, key)

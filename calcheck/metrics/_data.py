@@ -28,9 +28,13 @@ class Prepared:
         0/1 outcomes (booleans accepted).
     validate : bool, default True
         Skip the checks when the caller (the file reader) has already made them.
+    order : array of int, optional
+        The stable ascending order of ``scores``, when the caller already knows it (the
+        bootstrap lists its replicates sorted); not checked.
     """
 
-    def __init__(self, scores: ArrayLike, labels: ArrayLike, *, validate: bool = True) -> None:
+    def __init__(self, scores: ArrayLike, labels: ArrayLike, *, validate: bool = True,
+                 order: IntArray | None = None) -> None:
         if validate:
             s = check_scores(scores, where="scores")
             y = check_binary_labels(labels, where="labels")
@@ -41,6 +45,8 @@ class Prepared:
             y = np.asarray(labels, dtype=np.int64)
         self.scores: FloatArray = s
         self.labels: IntArray = y
+        if order is not None:
+            self.__dict__["order"] = order        # fills the cached property below
 
     @property
     def n(self) -> int:

@@ -28,10 +28,12 @@ class StateSpec:
     log_loss: bool = True
     spiegelhalter: bool = False
     grid_bits: int = GRID_BITS
+    ci: bool = False
 
     def new(self) -> StreamState:
         return StreamState(bins=self.bins, tcal_m=self.tcal_m, log_loss=self.log_loss,
-                           spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits)
+                           spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits,
+                           ci=self.ci)
 
 
 def check_streamable(ids: list[str]) -> None:

@@ -148,6 +148,8 @@ class StreamState:
         Keep the sums these need (each costs a few passes over the batch).
     grid_bits : int
         G of the 2^G-cell grid.
+    ci : bool
+        Also keep Σ log-likelihood per (cell, label), for the log loss's bootstrap interval.
     """
 
     bins: int = 10
@@ -155,12 +157,14 @@ class StreamState:
     log_loss: bool = True
     spiegelhalter: bool = False
     grid_bits: int = GRID_BITS
+    ci: bool = False
     n: int = 0
     cell_count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     cell_score: CompensatedSum | None = None
     cell_sq: CompensatedSum | None = None
     edges: dict[str, EdgePart] = field(default_factory=dict)
     scalars: CompensatedSum | None = None     # Σ log-likelihood, Spiegelhalter num, den
+    cell_ll: CompensatedSum | None = None     # Σ log-likelihood per (cell, label), with ci
 
     def __post_init__(self) -> None:
         if self.cell_score is None:
@@ -169,6 +173,8 @@ class StreamState:
             self.cell_score = CompensatedSum.zeros(size)
             self.cell_sq = CompensatedSum.zeros(size)
             self.scalars = CompensatedSum.zeros(3)
+            if self.ci and self.log_loss:
+                self.cell_ll = CompensatedSum.zeros(size)
             for key, (kind, size_) in self.binnings.items():
                 _, cells = grid_table(kind, size_, self.grid_bits)
                 self.edges[key] = EdgePart.empty(cells, binning_width(kind, size_))
@@ -190,7 +196,8 @@ class StreamState:
 
     @property
     def settings(self) -> tuple[Any, ...]:
-        return (self.bins, self.tcal_m, self.log_loss, self.spiegelhalter, self.grid_bits)
+        return (self.bins, self.tcal_m, self.log_loss, self.spiegelhalter, self.grid_bits,
+                self.ci)
 
     # -- update ------------------------------------------------------------------------------
 
@@ -234,6 +241,11 @@ class StreamState:
             np.log1p(h, out=h)
             np.log(g, out=g)
             yf = _float_labels(y)
+            if self.cell_ll is not None:                # y·log c + (1 − y)·log1p(−c) per row
+                ll = np.subtract(g, h)
+                ll *= yf
+                ll += h
+                self.cell_ll.add(np.bincount(k, weights=ll, minlength=size))
             total = float(h.sum())
             sums[0] = float(np.multiply(yf, g, out=g).sum()) + total
             sums[0] -= float(np.multiply(yf, h, out=h).sum())
@@ -279,6 +291,8 @@ class StreamState:
         self.cell_score.merge(other.cell_score)
         self.cell_sq.merge(other.cell_sq)
         self.scalars.merge(other.scalars)
+        if self.cell_ll is not None and other.cell_ll is not None:
+            self.cell_ll.merge(other.cell_ll)
         for name, part in self.edges.items():
             o = other.edges[name]
             part.count += o.count
@@ -303,32 +317,46 @@ class StreamState:
         return {"cell": occ, "n": N[occ], "positives": K, "sum_score": score[occ].sum(axis=1),
                 "sum_sq_resid": sq[occ].sum(axis=1), "sum_score_sq": s_sq}
 
-    def units(self, name: str) -> dict[str, Any]:
-        """Groups of rows that lie in one bin of binning ``name`` and one grid cell: the whole
-        non-straddling cells plus the (straddling cell, bin) parts; sorted by bin."""
+    def label_units(self, name: str) -> dict[str, Any]:
+        """Groups of rows that lie in one bin of binning ``name`` and one grid cell — the whole
+        non-straddling cells plus the (straddling cell, bin) parts — sorted by bin, with
+        per-label columns (shape (units, 2), column y): ``count``, ``sum_score``, ``sum_sq``
+        (Σr²), and ``sum_ll`` (Σ log-likelihood; a straddling cell's parts get the cell's
+        per-label mean) when the state keeps it."""
+        assert self.cell_score is not None and self.cell_sq is not None
         kind, size = self.binnings[name]
         table, straddle = grid_table(kind, size, self.grid_bits)
-        c = self.cells()
-        keep = ~np.isin(c["cell"], straddle)
+        cnt = self.cell_count.reshape(-1, 2)
+        occ = np.flatnonzero(cnt.sum(axis=1))
+        occ = occ[~np.isin(occ, straddle)]
         part = self.edges[name]
         pc = part.count.reshape(-1, 2)
-        pn = pc.sum(axis=1)
-        pocc = np.flatnonzero(pn)
-        ps = part.score.value.reshape(-1, 2)
-        pq = part.sq.value.reshape(-1, 2)
-        p_sq = pq[pocc, 0] + (2.0 * ps[pocc, 1] - pc[pocc, 1] + pq[pocc, 1])
+        pocc = np.flatnonzero(pc.sum(axis=1))
+        pcell = part.cells[pocc // part.width] if part.cells.shape[0] else pocc[:0]
         out = {
-            "bin": np.concatenate([table[c["cell"][keep]], pocc % part.width]),
-            "cell": np.concatenate([c["cell"][keep], part.cells[pocc // part.width]
-                                    if part.cells.shape[0] else pocc[:0]]),
-            "n": np.concatenate([c["n"][keep], pn[pocc]]),
-            "positives": np.concatenate([c["positives"][keep], pc[pocc, 1]]),
-            "sum_score": np.concatenate([c["sum_score"][keep], ps[pocc].sum(axis=1)]),
-            "sum_sq_resid": np.concatenate([c["sum_sq_resid"][keep], pq[pocc].sum(axis=1)]),
-            "sum_score_sq": np.concatenate([c["sum_score_sq"][keep], p_sq]),
+            "bin": np.concatenate([table[occ], pocc % part.width]),
+            "cell": np.concatenate([occ, pcell]),
+            "count": np.concatenate([cnt[occ], pc[pocc]]),
+            "sum_score": np.concatenate([self.cell_score.value.reshape(-1, 2)[occ],
+                                         part.score.value.reshape(-1, 2)[pocc]]),
+            "sum_sq": np.concatenate([self.cell_sq.value.reshape(-1, 2)[occ],
+                                      part.sq.value.reshape(-1, 2)[pocc]]),
         }
+        if self.cell_ll is not None:
+            ll = self.cell_ll.value.reshape(-1, 2)
+            mean_ll = ll[pcell] / np.maximum(cnt[pcell], 1)
+            out["sum_ll"] = np.concatenate([ll[occ], mean_ll * pc[pocc]])
         order = np.argsort(out["bin"], kind="stable")
         return {k: v[order] for k, v in out.items()}
+
+    def units(self, name: str) -> dict[str, Any]:
+        """:meth:`label_units` with the labels pooled: per unit N, positives K, Σs, Σr², Σs²."""
+        u = self.label_units(name)
+        c, s, q = u["count"], u["sum_score"], u["sum_sq"]
+        # Σs² = Σ_{y=0} r² + Σ_{y=1} (1 + 2r + r²) with Σ_{y=1} r = Σ_{y=1} s − K
+        return {"bin": u["bin"], "cell": u["cell"], "n": c.sum(axis=1), "positives": c[:, 1],
+                "sum_score": s.sum(axis=1), "sum_sq_resid": q.sum(axis=1),
+                "sum_score_sq": q[:, 0] + (2.0 * s[:, 1] - c[:, 1] + q[:, 1])}
 
     def binned(self, name: str) -> dict[str, Any]:
         """Per-bin N, positives, Σs, Σr² of binning ``name`` (all ids, empty bins included)."""
