@@ -29,8 +29,16 @@ def binary_parquet(n: int, *, seed: int = 0) -> Path:
 
 def run_cli(args: list[str]) -> tuple[float, float]:
     """Run ``calcheck ARGS`` in a fresh process; return (wall seconds, peak RSS in GB)."""
+    wall, peak, _ = run_cli_timed(args)
+    return wall, peak
+
+
+def run_cli_timed(args: list[str]) -> tuple[float, float, float]:
+    """Run ``calcheck ARGS`` in a fresh process; return (wall seconds, peak RSS in GB, seconds
+    inside the command after the interpreter started and the CLI was imported)."""
     t0 = time.perf_counter()
-    code = ("import resource, sys; from calcheck.cli import run; rc = run(sys.argv[1:]); "
+    code = ("import resource, sys, time; from calcheck.cli import run; t = time.perf_counter(); "
+            "rc = run(sys.argv[1:]); sys.stderr.write('RUN_S=%f\\n' % (time.perf_counter() - t));"
             "sys.stderr.write('PEAK_KB=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);"
             " sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
@@ -38,5 +46,7 @@ def run_cli(args: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - t0
     if r.returncode not in (0, 1):
         raise SystemExit(f"calcheck {' '.join(args)} failed ({r.returncode}): {r.stderr}")
-    peak_kb = int([ln for ln in r.stderr.splitlines() if ln.startswith("PEAK_KB=")][-1][8:])
-    return wall, peak_kb / 1024 / 1024
+    lines = r.stderr.splitlines()
+    peak_kb = int([ln for ln in lines if ln.startswith("PEAK_KB=")][-1][8:])
+    run_s = float([ln for ln in lines if ln.startswith("RUN_S=")][-1][6:])
+    return wall, peak_kb / 1024 / 1024, run_s

@@ -118,7 +118,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
                      quiet: bool, unsupported: bool, engine_name: str = "stream",
                      scheduler: str | None = None,
-                     intervals: dict[str, Any] | None = None) -> None:
+                     intervals: dict[str, Any] | None = None, by: str | None = None,
+                     min_group_size: int = 100) -> None:
     """``score --engine stream|dask``: a grid pass, then (for positional bins) a rank search
     and a row pass, each over the same Parquet files."""
     from calcheck.gates import evaluate_gates
@@ -129,15 +130,25 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     from calcheck.streaming.engine import StateSpec, StreamSource, check_streamable, metric_results
 
     if unsupported:
-        raise UsageError(f"--engine {engine_name} does not do --var, --by, --probs or --plot "
-                         "yet; use --engine memory")
+        raise UsageError(f"--engine {engine_name} does not do --var, --probs or --plot yet; use "
+                         "--engine memory")
     ids = resolve_metric_ids(metrics or [m for m in DEFAULT_METRICS if m in STREAMABLE])
     ids += [g.metric for g in gates if g.metric not in ids]
     check_streamable(ids)
     spec = StateSpec(bins=opts.bins, log_loss="log_loss" in ids, ci=intervals is not None)
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler)
-    state, stats = source.run(spec)
+    grouped = None
+    if by:
+        from calcheck.streaming.groups import GroupedSpec
+
+        if by not in source.plan.schema.names:
+            raise InputError(f"{source.plan.name}: no column {by!r} for --by (columns: "
+                             f"{', '.join(source.plan.schema.names)})")
+        grouped, stats = source.run(GroupedSpec(spec, by))
+        state = grouped.overall()
+    else:
+        state, stats = source.run(spec)
     results = metric_results(state, ids)
     details: dict[str, Any] = {"extra_passes": 0}
     positional = [m for m in ids if m not in GRID_METRICS]
@@ -159,6 +170,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
             note(f"--ci with --engine {engine_name}: intervals for {', '.join(CI_METRICS)} only; "
                  f"none for {', '.join(without)} (their bins are re-estimated per replicate, "
                  "which needs the rows: use --engine memory)", quiet=quiet)
+    groups = None if grouped is None else _stream_groups(grouped, ids, min_group_size, intervals)
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
                 (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
@@ -176,6 +188,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                                  "found by extra passes"}}
     if ci_settings is not None:
         settings["ci"] = ci_settings
+    if by:
+        settings.update({"by": by, "min_group_size": min_group_size,
+                         "group_metrics": [m for m in ids if m in GRID_METRICS]})
     for m, r in results.items():
         if str(r.settings.get("pava_input", "")).startswith("approximate"):
             note(f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
@@ -183,13 +198,39 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                  f"{r.settings['pava_block_rows']:,} rows (bins end at block boundaries; "
                  "recorded in the report settings)", quiet=quiet)
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
-                          bins_for=bins_for, gates=outcomes)
+                          bins_for=bins_for, gates=outcomes, groups=groups)
     _emit(report, out_fmt, output, bins_for)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _stream_groups(grouped: Any, ids: list[str], min_size: int,
+                   intervals: dict[str, Any] | None) -> dict[str, Any]:
+    """The report's ``groups`` of a streamed ``--by``: the grid metrics of every group (with
+    their intervals), the other metrics marked as not computed."""
+    from calcheck.engine import GroupResult
+    from calcheck.streaming import GRID_METRICS
+    from calcheck.streaming.engine import metric_results
+
+    grid_ids = [m for m in ids if m in GRID_METRICS]
+    reason = ("not computed per group by the streaming engines (equal-mass and PAVA bins would "
+              "need a rank search per group); use --engine memory")
+    out = {}
+    for key in sorted(grouped.groups):
+        g = grouped.groups[key]
+        res = metric_results(g, grid_ids) if grid_ids else {}
+        if intervals is not None and grid_ids:
+            from calcheck.streaming.bootstrap import grid_bootstrap
+            from calcheck.uncertainty import with_intervals
+
+            res = with_intervals(res, grid_bootstrap(g, grid_ids, **intervals)[0])
+        errors = {m: reason for m in ids if m not in GRID_METRICS}
+        out[key] = GroupResult(value=key, n=g.n, flagged=g.n < min_size, metrics=res,
+                               errors=errors).to_dict()
+    return out
 
 
 def _with_bootstrap(data: Any, results: dict[str, Any], opts: Any,
@@ -456,8 +497,8 @@ def score(
                                     tce_nmax=tce_nmax)
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         bool(var or by or probs or text_plot), engine_name, scheduler,
-                         intervals)
+                         bool(var or probs or text_plot), engine_name, scheduler,
+                         intervals, by, min_group_size)
         return
     from calcheck import engine
     from calcheck.io import input_kind, open_source

@@ -828,22 +828,39 @@ def plan_stream(path: str, *, score: str | None = None, label: str | None = None
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema)
 
 
-def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int) -> Any:
-    """Record batches of one fragment (one file), read one row group at a time."""
+def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
+                     by: str | None = None) -> Any:
+    """Record batches of one fragment (one file), read one row group at a time (with the
+    ``--by`` column when given)."""
+    columns = [plan.score_column, plan.label_column, *([by] if by else [])]
     try:
-        yield from fragment.to_batches(schema=plan.schema,
-                                       columns=[plan.score_column, plan.label_column],
+        yield from fragment.to_batches(schema=plan.schema, columns=columns,
                                        filter=plan.filter, batch_size=batch_rows,
                                        batch_readahead=0, fragment_readahead=0)
     except pa.ArrowException as exc:
         raise InputError(f"{fragment.path}: cannot scan ({_one_line(exc)})") from None
 
 
+def group_codes(column: Any) -> tuple[list[str], np.ndarray]:
+    """The ``--by`` keys of a batch column as (distinct keys, uint8/int32 code per row), keyed as
+    the in-memory engine keys groups: ``str(value)``, and "(missing)" for null or NaN."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+    values = enc.dictionary.to_pylist()
+    keys = ["(missing)" if v is None or (isinstance(v, float) and v != v) else str(v)
+            for v in values]
+    codes = enc.indices.fill_null(len(keys)).to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:
+        keys.append("(missing)")
+    return keys, codes
+
+
 def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
                       pos_label: str | None = None, drop_invalid: bool = False,
-                      stats: StreamStats | None = None) -> Any:
-    """(scores, labels) of record batches, validated; error rows are numbered from 1 over all
-    the batches given (the rows after the ``--where`` filter), and the message names ``name``."""
+                      stats: StreamStats | None = None, by: str | None = None) -> Any:
+    """(scores, labels) of record batches, validated — with ``by``, (scores, labels, (group
+    keys, group code per row)); error rows are numbered from 1 over all the batches given (the
+    rows after the ``--where`` filter), and the message names ``name``."""
     src = Source(name=name, fmt="parquet", path=name)
     src.cache["streaming"] = True
     st = stats if stats is not None else StreamStats()
@@ -856,18 +873,23 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
         if fast is not None:
             st.rows_read += batch.num_rows
             st.batches += 1
-            yield fast
+            yield fast if by is None else (*fast, group_codes(batch.column(by)))
             continue
         table = pa.Table.from_batches([batch])
-        s, y, _, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label, drop_invalid,
-                                                     st.rows_read)
+        s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
+                                                        drop_invalid, st.rows_read)
         st.rows_read += batch.num_rows
         st.rows_dropped += dropped_n
         for k, v in dropped.items():
             st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
         st.batches += 1
         if s.shape[0]:
-            yield np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
+            out = np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
+            if by is None:
+                yield out
+            else:
+                g = table.column(by)
+                yield (*out, group_codes(g if keep is None else g.filter(pa.array(keep))))
 
 
 def _prefetch(items: Any, depth: int = 2) -> Any:
@@ -912,7 +934,8 @@ def _prefetch(items: Any, depth: int = 2) -> Any:
 def stream_binary(path: str, *, score: str | None = None, label: str | None = None,
                   pos_label: str | None = None, batch_rows: int = 1_000_000,
                   where: str | None = None, drop_invalid: bool = False,
-                  stats: StreamStats | None = None, plan: StreamPlan | None = None) -> Any:
+                  stats: StreamStats | None = None, plan: StreamPlan | None = None,
+                  by: str | None = None) -> Any:
     """Validated (scores, labels) batches of a Parquet file, directory or hive-partitioned tree,
     read file by file through ``pyarrow.dataset`` in bounded memory (one row group decoding
     ahead of the computation).
@@ -922,6 +945,6 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
     """
     if plan is None:
         plan = plan_stream(path, score=score, label=label, where=where)
-    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows))
+    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, by))
     yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
-                                 drop_invalid=drop_invalid, stats=stats)
+                                 drop_invalid=drop_invalid, stats=stats, by=by)

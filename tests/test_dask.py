@@ -128,3 +128,17 @@ def test_bootstrap_intervals_do_not_depend_on_the_engine(cli, hive, cluster):
             for key in ("low", "high", "se"):
                 assert dk["metrics"][mid]["ci"][key] == pytest.approx(
                     other["metrics"][mid]["ci"][key], rel=1e-12), (mid, key)
+
+
+def test_dask_groups_equal_the_stream_groups(cli, hive, cluster):
+    root, _ = hive
+    args = ["-m", "ece,brier,log_loss", "--by", "region"]
+    dk = report(cli, root / "ds", "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                *args)
+    st = report(cli, root / "ds", "--engine", "stream", *args)
+    assert list(dk["groups"]) == list(st["groups"]) == ["apac", "eu", "us"]
+    for key, g in st["groups"].items():
+        assert dk["groups"][key]["n"] == g["n"]
+        for m in ("ece", "brier", "log_loss"):
+            assert dk["groups"][key]["metrics"][m]["value"] == pytest.approx(
+                g["metrics"][m]["value"], rel=1e-12), (key, m)

@@ -55,13 +55,14 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
     stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
     for index, fr in fragments:
         file_stats = StreamStats()
-        batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows), name=fr.path,
+        by = getattr(spec, "by", None)
+        batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, by), name=fr.path,
                                     pos_label=pos_label, drop_invalid=drop_invalid,
-                                    stats=file_stats)
+                                    stats=file_stats, by=by)
         start = index << FILE_ID_SHIFT                  # row id: (file index, row in the file)
-        for s, y in batches:
-            state.update(s, y, start)
-            start += int(s.shape[0])
+        for b in batches:                               # (scores, labels[, group codes])
+            state.update(b[0], b[1], start, *b[2:])
+            start += int(b[0].shape[0])
         stats = merge_stats(stats, file_stats)
     return state, stats
 

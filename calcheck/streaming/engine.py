@@ -4,6 +4,7 @@ the in-memory engine's result objects."""
 from __future__ import annotations
 
 import functools
+import os
 import queue
 import threading
 from collections.abc import Iterable
@@ -52,19 +53,19 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
 
     With ``threads`` > 1, batch i goes to worker i mod threads (each with its own state, merged
     at the end), so the result does not depend on thread timing; numpy releases the GIL in most
-    of the per-batch work.  By default two workers when the per-row work is heavy (log loss,
-    Spiegelhalter), else one (measured: the bin sums alone are bound by ``np.bincount``, which
-    holds the GIL).
+    of the per-batch work.  By default two workers for the grid pass (:class:`StateSpec`) on a
+    machine with two or more cores — measured at 10^8 rows on 2 cores: 1.47 s → 1.21 s for the
+    fixed-bin sums, 1.70 s → 1.46 s with log loss (``np.bincount`` holds the GIL, but the
+    ufuncs around it do not) — and one for the later passes.
     """
     if threads is None:
-        heavy = getattr(spec, "log_loss", False) or getattr(spec, "spiegelhalter", False)
-        threads = 2 if heavy else 1
+        threads = 2 if isinstance(spec, StateSpec) and (os.cpu_count() or 1) >= 2 else 1
     if threads <= 1:
         state = spec.new()
         start = 0
-        for s, y in batches:
-            state.update(s, y, start)
-            start += int(s.shape[0])
+        for b in batches:                   # (scores, labels[, group codes])
+            state.update(b[0], b[1], start, *b[2:])
+            start += int(b[0].shape[0])
         return state
     states = [spec.new() for _ in range(threads)]
     queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(threads)]
@@ -77,7 +78,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
                 return
             if not errors:
                 try:
-                    states[i].update(*item)          # (scores, labels, first row id)
+                    states[i].update(*item)   # (scores, labels, first row id[, groups])
                 except BaseException as exc:        # re-raised in the caller's thread
                     errors.append(exc)
 
@@ -86,11 +87,11 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
         w.start()
     try:
         start = 0
-        for j, (s, y) in enumerate(batches):
+        for j, b in enumerate(batches):
             if errors:
                 break
-            queues[j % threads].put((s, y, start))
-            start += int(s.shape[0])
+            queues[j % threads].put((b[0], b[1], start, *b[2:]))
+            start += int(b[0].shape[0])
     finally:
         for q in queues:
             q.put(None)
@@ -164,7 +165,8 @@ class StreamSource:
                              drop_invalid=self.drop_invalid, scheduler=self.scheduler)
         stats = StreamStats()
         batches = stream_binary(self.path, pos_label=self.pos_label, batch_rows=self.batch_rows,
-                                drop_invalid=self.drop_invalid, stats=stats, plan=plan)
+                                drop_invalid=self.drop_invalid, stats=stats, plan=plan,
+                                by=getattr(spec, "by", None))
         return fold(batches, spec), stats
 
     def id_bound(self, n: int) -> int:
