@@ -213,7 +213,9 @@ def _stream_groups(grouped: Any, ids: list[str], min_size: int,
     their intervals), the other metrics marked as not computed."""
     from calcheck.engine import GroupResult
     from calcheck.streaming import GRID_METRICS
+    from calcheck.streaming.bootstrap import grid_bootstrap
     from calcheck.streaming.engine import metric_results
+    from calcheck.uncertainty import with_intervals
 
     grid_ids = [m for m in ids if m in GRID_METRICS]
     reason = ("not computed per group by the streaming engines (equal-mass and PAVA bins would "
@@ -223,9 +225,6 @@ def _stream_groups(grouped: Any, ids: list[str], min_size: int,
         g = grouped.groups[key]
         res = metric_results(g, grid_ids) if grid_ids else {}
         if intervals is not None and grid_ids:
-            from calcheck.streaming.bootstrap import grid_bootstrap
-            from calcheck.uncertainty import with_intervals
-
             res = with_intervals(res, grid_bootstrap(g, grid_ids, **intervals)[0])
         errors = {m: reason for m in ids if m not in GRID_METRICS}
         out[key] = GroupResult(value=key, n=g.n, flagged=g.n < min_size, metrics=res,
@@ -238,10 +237,9 @@ def _with_bootstrap(data: Any, results: dict[str, Any], opts: Any,
     """The in-memory engine's results with their bootstrap intervals, and the notes."""
     from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
 
-    ids = [m for m in results if m not in NO_INTERVAL]
     progress = _Progress("bootstrap") if sys.stderr.isatty() else None
     try:
-        cis = bootstrap(data, ids, opts, **intervals, progress=progress)
+        cis = bootstrap(data, list(results), opts, **intervals, progress=progress)
     finally:
         if progress is not None:
             progress.close()

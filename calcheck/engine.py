@@ -135,7 +135,7 @@ def groups(data: ScoreInput, by: np.ndarray, ids: list[str], options: MetricOpti
     with its reason instead of a value.  ``intervals`` (``reps``, ``level``, ``seed``) adds a
     bootstrap interval to every metric of every group, resampled within the group.
     """
-    from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
+    from calcheck.uncertainty import bootstrap, with_intervals
 
     keys, inverse = _group_keys(by)
     out = []
@@ -151,9 +151,8 @@ def groups(data: ScoreInput, by: np.ndarray, ids: list[str], options: MetricOpti
             except CalcheckError as exc:
                 errors[mid] = str(exc)
         if intervals is not None:
-            with_ci = [m for m in results if m not in NO_INTERVAL]
-            results = with_intervals(results, bootstrap(sub, with_ci, options, **intervals,
-                                                        compute_fn=compute_fn))
+            results = with_intervals(results, bootstrap(sub, list(results), options,
+                                                        **intervals, compute_fn=compute_fn))
         out.append(GroupResult(value=key, n=n, flagged=n < min_size, metrics=results,
                                errors=errors))
     return out

@@ -88,10 +88,12 @@ def bootstrap(data: Any, ids: list[str], options: Any, *, reps: int = DEFAULT_RE
               progress: Callable[[int, int], None] | None = None
               ) -> dict[str, ConfidenceInterval]:
     """Percentile bootstrap intervals of the metrics ``ids`` of ``data`` (an
-    :class:`calcheck.engine.ScoreInput`), ``reps`` replicates seeded by ``seed``."""
+    :class:`calcheck.engine.ScoreInput`), ``reps`` replicates seeded by ``seed``; ids in
+    :data:`NO_INTERVAL` get none."""
     from calcheck import engine
 
     check_ci_options(reps, level)
+    ids = [m for m in ids if m not in NO_INTERVAL]
     compute = compute_fn or engine.compute
     n = int(data.labels.shape[0])
     if data.multiclass:

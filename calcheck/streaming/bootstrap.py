@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from calcheck.streaming.states import StreamState
+from calcheck.streaming.states import StreamState, cell_blocks
 from calcheck.uncertainty import ConfidenceInterval, check_ci_options, percentile_interval
 
 CI_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss")
@@ -35,16 +35,16 @@ RESAMPLING = "Poisson bootstrap per score unit (2^-12 wide, within one bin) and 
 
 def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, Any]:
     """Units of the ECE binning: one row per (bin, block of 2^shift cells, label) with rows,
-    sorted by bin: ``bin``, ``label``, ``count``, ``sum_score``, ``sum_sq``, ``sum_ll``."""
+    sorted by bin: ``bin``, ``label``, ``count``, ``sum_score``, ``sum_sq``, ``sum_score_sq``,
+    ``sum_ll``."""
     u = state.label_units("ece")
-    key = u["bin"].astype(np.int64) * (1 << 40) + (u["cell"] >> shift)
-    uniq, inv = np.unique(key, return_inverse=True)
-    size = uniq.shape[0]
-    cols = [c for c in ("count", "sum_score", "sum_sq", "sum_ll") if c in u]
+    bins, inv = cell_blocks(u["bin"], u["cell"], shift)
+    size = bins.shape[0]
+    cols = [c for c in ("count", "sum_score", "sum_sq", "sum_score_sq", "sum_ll") if c in u]
     per = {c: np.stack([np.bincount(inv, weights=u[c][:, y], minlength=size)
                         for y in (0, 1)], axis=1) for c in cols}
     nz = per["count"].ravel() > 0                 # (unit, label) row-major: sorted by bin
-    out = {"bin": np.repeat(uniq >> 40, 2)[nz], "label": np.tile([0.0, 1.0], size)[nz]}
+    out = {"bin": np.repeat(bins, 2)[nz], "label": np.tile([0.0, 1.0], size)[nz]}
     for c in cols:
         out[c] = per[c].ravel()[nz]
     out["count"] = np.rint(out["count"]).astype(np.int64)
@@ -64,9 +64,8 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     mean = {c: u[c] / N for c in ("sum_score", "sum_sq", "sum_ll") if c in u}
     starts = np.flatnonzero(np.concatenate(([True], u["bin"][1:] != u["bin"][:-1])))
     # within-unit variance of the scores, which the draws leave out (module docstring)
-    s2 = np.where(u["label"] == 0.0, u["sum_sq"], u["sum_sq"] + 2.0 * u["sum_score"] - N)
-    total = float(np.sum(s2))
-    deficit = float(np.sum(np.maximum(s2 - u["sum_score"] ** 2 / N, 0.0)))
+    total = float(np.sum(u["sum_score_sq"]))
+    deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
     rng = np.random.default_rng(seed)
     values = {m: np.empty(reps) for m in ids}
     done = 0

@@ -53,9 +53,9 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
     and the row within it."""
     state = spec.new()
     stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
+    by = getattr(spec, "by", None)                      # the --by column of a grouped pass
     for index, fr in fragments:
         file_stats = StreamStats()
-        by = getattr(spec, "by", None)
         batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, by), name=fr.path,
                                     pos_label=pos_label, drop_invalid=drop_invalid,
                                     stats=file_stats, by=by)

@@ -321,8 +321,8 @@ class StreamState:
         """Groups of rows that lie in one bin of binning ``name`` and one grid cell — the whole
         non-straddling cells plus the (straddling cell, bin) parts — sorted by bin, with
         per-label columns (shape (units, 2), column y): ``count``, ``sum_score``, ``sum_sq``
-        (Σr²), and ``sum_ll`` (Σ log-likelihood; a straddling cell's parts get the cell's
-        per-label mean) when the state keeps it."""
+        (Σr²), ``sum_score_sq`` (Σs²), and ``sum_ll`` (Σ log-likelihood; a straddling cell's
+        parts get the cell's per-label mean) when the state keeps it."""
         assert self.cell_score is not None and self.cell_sq is not None
         kind, size = self.binnings[name]
         table, straddle = grid_table(kind, size, self.grid_bits)
@@ -342,6 +342,10 @@ class StreamState:
             "sum_sq": np.concatenate([self.cell_sq.value.reshape(-1, 2)[occ],
                                       part.sq.value.reshape(-1, 2)[pocc]]),
         }
+        # Σs² = Σr² for y = 0; Σ(1 + 2r + r²) = Σr² + (2Σs − K) for y = 1 (r = s − 1)
+        s_sq = out["sum_sq"].copy()
+        s_sq[:, 1] += 2.0 * out["sum_score"][:, 1] - out["count"][:, 1]
+        out["sum_score_sq"] = s_sq
         if self.cell_ll is not None:
             ll = self.cell_ll.value.reshape(-1, 2)
             mean_ll = ll[pcell] / np.maximum(cnt[pcell], 1)
@@ -352,11 +356,10 @@ class StreamState:
     def units(self, name: str) -> dict[str, Any]:
         """:meth:`label_units` with the labels pooled: per unit N, positives K, Σs, Σr², Σs²."""
         u = self.label_units(name)
-        c, s, q = u["count"], u["sum_score"], u["sum_sq"]
-        # Σs² = Σ_{y=0} r² + Σ_{y=1} (1 + 2r + r²) with Σ_{y=1} r = Σ_{y=1} s − K
+        c = u["count"]
         return {"bin": u["bin"], "cell": u["cell"], "n": c.sum(axis=1), "positives": c[:, 1],
-                "sum_score": s.sum(axis=1), "sum_sq_resid": q.sum(axis=1),
-                "sum_score_sq": q[:, 0] + (2.0 * s[:, 1] - c[:, 1] + q[:, 1])}
+                "sum_score": u["sum_score"].sum(axis=1), "sum_sq_resid": u["sum_sq"].sum(axis=1),
+                "sum_score_sq": u["sum_score_sq"].sum(axis=1)}
 
     def binned(self, name: str) -> dict[str, Any]:
         """Per-bin N, positives, Σs, Σr² of binning ``name`` (all ids, empty bins included)."""
@@ -401,6 +404,14 @@ class StreamState:
             out.update({f"tcal_{k}": v for k, v in plugin_stats(
                 t["count"], t["sum_score"] - t["positives"], t["sum_sq_resid"], n).items()})
         return out
+
+
+def cell_blocks(bins: IntArray, cells: IntArray, shift: int) -> tuple[IntArray, IntArray]:
+    """Units coarsened to blocks of 2^shift grid cells within one bin: (the bin of every block,
+    sorted by bin then block; the block of every unit)."""
+    key = bins.astype(np.int64) * (1 << 40) + (cells >> shift)
+    uniq, inv = np.unique(key, return_inverse=True)
+    return (uniq >> 40).astype(np.int64), inv
 
 
 def plugin_stats(count: IntArray, S: FloatArray, Q: FloatArray, n: int) -> dict[str, float]:

@@ -33,7 +33,7 @@ from calcheck.hypotests.tcal import (
     fixed_result,
     n_levels,
 )
-from calcheck.streaming.states import StreamState, plugin_stats
+from calcheck.streaming.states import StreamState, cell_blocks, plugin_stats
 
 TRIAL_CHUNK = 50        # fixed, so the draws do not depend on the machine
 FIXED_UNIT_SHIFT = 4    # fixed-m null: units of 16 grid cells (2^-12 wide) within a bin
@@ -42,13 +42,12 @@ FIXED_UNIT_SHIFT = 4    # fixed-m null: units of 16 grid cells (2^-12 wide) with
 def _coarsen(u: dict[str, Any], shift: int) -> dict[str, Any]:
     """Merge units that share a bin and a block of 2^shift grid cells (16x fewer draws; the
     variance excess this adds is reported with the rest)."""
-    key = u["bin"].astype(np.int64) * (1 << 40) + (u["cell"] >> shift)
-    uniq, inv = np.unique(key, return_inverse=True)
-    out = {"bin": (uniq >> 40).astype(np.int64)}
+    bins, inv = cell_blocks(u["bin"], u["cell"], shift)
+    out = {"bin": bins}
     for k in ("n", "positives"):
-        out[k] = np.bincount(inv, weights=u[k], minlength=uniq.shape[0]).astype(np.int64)
+        out[k] = np.bincount(inv, weights=u[k], minlength=bins.shape[0]).astype(np.int64)
     for k in ("sum_score", "sum_sq_resid", "sum_score_sq"):
-        out[k] = np.bincount(inv, weights=u[k], minlength=uniq.shape[0])
+        out[k] = np.bincount(inv, weights=u[k], minlength=bins.shape[0])
     return out
 
 
