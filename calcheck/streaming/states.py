@@ -10,7 +10,8 @@ split by label, holding int64 counts and compensated sums of s and of r² = (s �
   rows of those cells are binned row by row with the binning's own rule and kept as exact
   per-(cell, bin) sums.  So the fixed-bin metrics equal the in-memory engine's: bin counts
   bit-identical, values to ~1e-15 (only the order of float additions differs).
-* Brier, log loss and Spiegelhalter's sums are plain compensated scalars.
+* Brier and Spiegelhalter's sums follow from the per-label cell sums (plus one scalar Σ (s(1 − s))²
+  for Spiegelhalter); the log loss is a compensated scalar.
 
 Counts are int64 and sums are :class:`CompensatedSum` (TwoSum), so any split of the rows into
 partitions merged in any order gives identical counts and values equal to ~1e-15 relative.
@@ -163,7 +164,7 @@ class StreamState:
     cell_score: CompensatedSum | None = None
     cell_sq: CompensatedSum | None = None
     edges: dict[str, EdgePart] = field(default_factory=dict)
-    scalars: CompensatedSum | None = None     # Σ log-likelihood, Spiegelhalter num, den
+    scalars: CompensatedSum | None = None     # Σ log-likelihood, Σ (s(1 − s))²
     cell_ll: CompensatedSum | None = None     # Σ log-likelihood per (cell, label), with ci
 
     def __post_init__(self) -> None:
@@ -172,7 +173,7 @@ class StreamState:
             self.cell_count = np.zeros(size, dtype=np.int64)
             self.cell_score = CompensatedSum.zeros(size)
             self.cell_sq = CompensatedSum.zeros(size)
-            self.scalars = CompensatedSum.zeros(3)
+            self.scalars = CompensatedSum.zeros(2)
             if self.ci and self.log_loss:
                 self.cell_ll = CompensatedSum.zeros(size)
             for key, (kind, size_) in self.binnings.items():
@@ -224,17 +225,13 @@ class StreamState:
         self.cell_count += np.bincount(k, minlength=size)
         self.cell_score.add(np.bincount(k, weights=s, minlength=size))
         np.subtract(s, y, out=f, casting="unsafe")          # r = s − y
-        sums = [0.0, 0.0, 0.0]
+        sums = [0.0, 0.0]
         # sums of products via ufuncs into scratch buffers, not np.dot: BLAS threads would
         # compete with Arrow's decoder threads for the cores
-        if self.spiegelhalter:
-            np.multiply(s, -2.0, out=g)
-            g += 1.0                                        # w = 1 − 2s
-            sums[1] = -float(np.multiply(f, g, out=h).sum())   # Σ (y − s)(1 − 2s)
-            np.multiply(g, g, out=g)
-            g *= s
-            np.subtract(1.0, s, out=h)
-            sums[2] = float(np.multiply(g, h, out=g).sum())    # Σ (1 − 2s)² s (1 − s)
+        if self.spiegelhalter:                              # Σ q², q = s(1 − s); the rest
+            np.subtract(1.0, s, out=g)                      # of Spiegelhalter's sums comes
+            np.multiply(g, s, out=g)                        # from the grid (finalize)
+            sums[1] = float(np.multiply(g, g, out=g).sum())
         if self.log_loss:                                   # Σ y·log c + (1 − y)·log1p(−c)
             np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS, out=g)
             np.negative(g, out=h)
@@ -375,6 +372,20 @@ class StreamState:
                 "sum_sq_resid": np.bincount(u["bin"], weights=u["sum_sq_resid"],
                                             minlength=width)}
 
+    def _spiegelhalter_sums(self, q2: float) -> tuple[float, float]:
+        """Σ (y − s)(1 − 2s) and Σ (1 − 2s)² s(1 − s) from the grid's per-label sums and Σ q²:
+        with r = s − y, K positives and S₁ = Σ_{y=1} s, the numerator is 2Σr² + 2S₁ − Σs − K;
+        (1 − 2s)² = 1 − 4q gives the denominator Σq − 4Σq² with Σq = Σs − Σs² and
+        Σs² = Σr² + 2S₁ − K."""
+        assert self.cell_score is not None and self.cell_sq is not None
+        score = self.cell_score.value.reshape(-1, 2).sum(axis=0)
+        sq = float(self.cell_sq.value.sum())
+        k = float(self.positives)
+        s_all, s_pos = float(score.sum()), float(score[1])
+        num = 2.0 * sq + 2.0 * s_pos - s_all - k
+        s_sq = sq + 2.0 * s_pos - k
+        return num, (s_all - s_sq) - 4.0 * q2
+
     def finalize(self) -> dict[str, Any]:
         """Metric values, the uniform bin table and (when kept) the T-Cal / Spiegelhalter sums."""
         assert self.scalars is not None
@@ -386,7 +397,7 @@ class StreamState:
         ml = np.where(ne, b["positives"] / np.maximum(cnt, 1), np.nan)
         gap = np.where(ne, np.abs(ml - ms), 0.0)
         w = cnt / n if n else cnt * 0.0
-        ll, num, den = self.scalars.value
+        ll, q2 = self.scalars.value
         out: dict[str, Any] = {
             "n": n,
             "ece": float(np.sum(w * gap)),
@@ -398,7 +409,7 @@ class StreamState:
         if self.log_loss:
             out["log_loss"] = float(-ll / n) if n else np.nan
         if self.spiegelhalter:
-            out["spiegelhalter_num"], out["spiegelhalter_den"] = float(num), float(den)
+            out["spiegelhalter_num"], out["spiegelhalter_den"] = self._spiegelhalter_sums(q2)
         if self.tcal_m is not None:
             t = self.binned("tcal")
             out.update({f"tcal_{k}": v for k, v in plugin_stats(
