@@ -97,14 +97,22 @@ def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: i
         parse_where(where)
 
 
-def _stream_input(file: str, state: Any, stats: Any) -> tuple[dict[str, Any], str | None]:
-    """The report's ``input`` of a streamed read, and the dropped-rows note (or None)."""
-    info = {"path": file, "format": "parquet", "score_column": stats.score_column,
-            "label_column": stats.label_column, "rows_read": stats.rows_read,
-            "rows_dropped": stats.rows_dropped, "dropped_by_reason": stats.dropped_by_reason,
-            "rows_used": state.n, "positives": state.positives,
-            "prevalence": state.positives / state.n if state.n else None,
-            "batches": stats.batches}
+def _stream_input(file: str, state: Any, stats: Any,
+                  plan: Any = None) -> tuple[dict[str, Any], str | None]:
+    """The report's ``input`` of a streamed read (``state``: the binary or top-label grid
+    state), and the dropped-rows note (or None)."""
+    rate = state.positives / state.n if state.n else None
+    info: dict[str, Any] = {"path": file, "format": "parquet"}
+    if plan is not None and plan.prob_columns:
+        info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
+                     "classes": list(plan.class_names), "label_column": stats.label_column,
+                     "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
+    else:
+        info.update({"score_column": stats.score_column, "label_column": stats.label_column,
+                     "positives": state.positives, "prevalence": rate})
+    info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
+                 "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
+                 "batches": stats.batches})
     dropped = None
     if stats.rows_dropped:
         reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
@@ -119,27 +127,40 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      quiet: bool, unsupported: bool, engine_name: str = "stream",
                      scheduler: str | None = None,
                      intervals: dict[str, Any] | None = None, by: str | None = None,
-                     min_group_size: int = 100) -> None:
+                     min_group_size: int = 100, probs: list[str] | None = None,
+                     renormalize: bool = False) -> None:
     """``score --engine stream|dask``: a grid pass, then (for positional bins) a rank search
-    and a row pass, each over the same Parquet files."""
+    and a row pass, each over the same Parquet files.  Multiclass input runs the binary
+    engine on its top-label view (one pass also fills SCE's classwise state)."""
+    from dataclasses import replace
+
     from calcheck.gates import evaluate_gates
-    from calcheck.metrics import DEFAULT_METRICS, resolve_metric_ids
     from calcheck.report import build_report
-    from calcheck.streaming import GRID_METRICS, STREAMABLE
+    from calcheck.streaming import GRID_METRICS
     from calcheck.streaming import positional as pos_mod
-    from calcheck.streaming.engine import StateSpec, StreamSource, check_streamable, metric_results
+    from calcheck.streaming.classwise import ClasswiseSpec
+    from calcheck.streaming.engine import StateSpec, StreamSource, metric_results
 
     if unsupported:
-        raise UsageError(f"--engine {engine_name} does not do --var, --probs or --plot yet; use "
+        raise UsageError(f"--engine {engine_name} does not do --var or --plot yet; use "
                          "--engine memory")
-    ids = resolve_metric_ids(metrics or [m for m in DEFAULT_METRICS if m in STREAMABLE])
-    ids += [g.metric for g in gates if g.metric not in ids]
-    check_streamable(ids)
-    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in ids, ci=intervals is not None)
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
-                          drop_invalid, scheduler)
+                          drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
+    classes = len(source.plan.prob_columns or [])
+    if classes and by:
+        raise UsageError(f"--engine {engine_name} --by takes binary input; use --engine memory "
+                         "for multiclass groups")
+    if opts.bins is None:
+        opts = replace(opts, bins=15 if classes else 10)
+    ids, binary_of = _stream_metric_ids(metrics, gates, multiclass=bool(classes))
+    bin_ids = list(dict.fromkeys(b for b in binary_of.values() if b is not None))
+    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in bin_ids, ci=intervals is not None)
     grouped = None
-    if by:
+    classwise = None
+    if classes:
+        classwise, stats = source.run(ClasswiseSpec(classes, opts.bins, top=spec))
+        state = classwise.top
+    elif by:
         from calcheck.streaming.groups import GroupedSpec
 
         if by not in source.plan.schema.names:
@@ -149,34 +170,40 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         state = grouped.overall()
     else:
         state, stats = source.run(spec)
-    results = metric_results(state, ids)
+    results = metric_results(state, [m for m in bin_ids if m in GRID_METRICS])
     details: dict[str, Any] = {"extra_passes": 0}
-    positional = [m for m in ids if m not in GRID_METRICS]
+    positional = [m for m in bin_ids if m not in GRID_METRICS]
     if positional:
         more, details = pos_mod.positional_results(
             source, state, positional, bins=opts.bins, alpha=opts.alpha, test=opts.test,
             n_min=opts.tce_nmin, n_max=opts.tce_nmax)
         results.update(more)
-    results = {m: results[m] for m in ids}
     ci_settings = None
     if intervals is not None:
         from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
         from calcheck.uncertainty import with_intervals
 
-        cis, ci_settings = grid_bootstrap(state, ids, **intervals)
+        cis, ci_settings = grid_bootstrap(state, bin_ids, **intervals)
         results = with_intervals(results, cis)
-        without = [m for m in ids if m not in CI_METRICS]
+        without = [m for m in ids if binary_of[m] not in CI_METRICS]
         if without:
-            note(f"--ci with --engine {engine_name}: intervals for {', '.join(CI_METRICS)} only; "
+            note(f"--ci with --engine {engine_name}: intervals for "
+                 f"{', '.join(m for m in ids if binary_of[m] in CI_METRICS) or 'none'} only; "
                  f"none for {', '.join(without)} (their bins are re-estimated per replicate, "
                  "which needs the rows: use --engine memory)", quiet=quiet)
+    results = _named_results(ids, binary_of, results,
+                             classwise.results(ids) if classwise is not None else {},
+                             multiclass=bool(classes))
     groups = None if grouped is None else _stream_groups(grouped, ids, min_group_size, intervals)
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
                 (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
-    info, dropped = _stream_input(file, state, stats)
+    info, dropped = _stream_input(file, state, stats, source.plan)
     if dropped:
         note(dropped, quiet=quiet)
+    if stats.rows_renormalized:
+        note(f"renormalized {stats.rows_renormalized} rows whose probabilities did not sum to 1",
+             quiet=quiet)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
     settings = {"metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
                 "engine": engine_name, "batch_rows": batch_rows, "where": where,
@@ -186,6 +213,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                          "note": "fixed-bin metrics are exact: edge-straddling grid cells are "
                                  "binned row by row; equal-mass bins are cut at exact ranks "
                                  "found by extra passes"}}
+    if classes:
+        settings["input"] = "multiclass"
     if ci_settings is not None:
         settings["ci"] = ci_settings
     if by:
@@ -205,6 +234,61 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+# multiclass ids the streaming engines compute: top-label ones (binary metrics on the top-label
+# view) and SCE's classwise sums; the other classwise metrics need a rank search per class
+_TOP_IDS = {"ece_top": "ece", "mce_top": "mce", "ace_top": "ace"}
+_STREAM_MULTICLASS_DEFAULT = ("ece_top", "mce_top", "ace_top", "sce")
+
+
+def _stream_metric_ids(metrics: list[str] | None, gates: list[Any], *,
+                       multiclass: bool) -> tuple[list[str], dict[str, str | None]]:
+    """The ids a streamed ``score`` reports and, for each, the binary metric that computes it
+    (on the top-label view for multiclass input; None for SCE)."""
+    from calcheck.metrics import DEFAULT_METRICS, resolve_metric_ids, resolve_multiclass_ids
+    from calcheck.streaming import STREAMABLE
+    from calcheck.streaming.classwise import CLASSWISE_METRICS
+    from calcheck.streaming.engine import check_streamable
+
+    if not multiclass:
+        ids = resolve_metric_ids(metrics or [m for m in DEFAULT_METRICS if m in STREAMABLE])
+        ids += [g.metric for g in gates if g.metric not in ids]
+        check_streamable(ids)
+        return ids, {m: m for m in ids}
+    ids = resolve_multiclass_ids(metrics or list(_STREAM_MULTICLASS_DEFAULT))
+    ids += [m for g in gates for m in resolve_multiclass_ids([g.metric]) if m not in ids]
+    binary_of: dict[str, str | None] = {}
+    for m in ids:
+        if m in CLASSWISE_METRICS:
+            binary_of[m] = None
+        elif _TOP_IDS.get(m, m) in STREAMABLE:
+            binary_of[m] = _TOP_IDS.get(m, m)
+    bad = [m for m in ids if m not in binary_of]
+    if bad:
+        raise UsageError(f"--engine stream/dask computes, for multiclass input, "
+                         f"{', '.join([*_TOP_IDS, *CLASSWISE_METRICS])} and the binary metrics "
+                         f"on the top-label view; {', '.join(bad)} need(s) --engine memory")
+    return ids, binary_of
+
+
+def _named_results(ids: list[str], binary_of: dict[str, str | None], binary: dict[str, Any],
+                   classwise: dict[str, Any], *, multiclass: bool) -> dict[str, Any]:
+    """The results under the reported ids: a binary metric computed on the top-label view of
+    multiclass input takes the multiclass id and ``view: top-label`` (as in memory)."""
+    from dataclasses import replace
+
+    out = {}
+    for m in ids:
+        b = binary_of[m]
+        if b is None:
+            out[m] = classwise[m]
+        elif not multiclass:
+            out[m] = binary[b]
+        else:
+            r = binary[b]
+            out[m] = replace(r, id=m, settings={**r.settings, "view": "top-label"})
+    return out
 
 
 def _stream_groups(grouped: Any, ids: list[str], min_size: int,
@@ -491,12 +575,12 @@ def score(
     if engine_name in ("stream", "dask"):
         from calcheck.metrics import MetricOptions
 
-        stream_opts = MetricOptions(bins=bins or 10, alpha=alpha, test=test, tce_nmin=tce_nmin,
-                                    tce_nmax=tce_nmax)
+        stream_opts = MetricOptions(bins=bins, alpha=alpha, test=test,  # type: ignore[arg-type]
+                                    tce_nmin=tce_nmin, tce_nmax=tce_nmax)   # bins: by input kind
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         bool(var or probs or text_plot), engine_name, scheduler,
-                         intervals, by, min_group_size)
+                         bool(var or text_plot), engine_name, scheduler,
+                         intervals, by, min_group_size, probs, renormalize)
         return
     from calcheck import engine
     from calcheck.io import input_kind, open_source
@@ -692,12 +776,9 @@ def test_cmd(
             if progress is not None:
                 progress.close()
     else:
-        if probs:
-            raise UsageError(f"--engine {engine_name} tests binary scores; use --engine memory "
-                             "for multiclass input")
         results, notes, input_info = _test_streaming(
             file, methods, opts, engine_name, scheduler, score_col, label_col, pos_label,
-            where, batch_rows, drop_invalid)
+            where, batch_rows, drop_invalid, probs, renormalize)
     for n_ in notes:
         note(n_, quiet=quiet)
     settings: dict[str, Any] = {
@@ -718,8 +799,10 @@ def test_cmd(
 def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
                     scheduler: str | None, score_col: str | None, label_col: str | None,
                     pos_label: str | None, where: str | None, batch_rows: int,
-                    drop_invalid: bool) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """``test --engine stream|dask``: one pass into a grid state, then the tests on it."""
+                    drop_invalid: bool, probs: list[str] | None = None,
+                    renormalize: bool = False) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """``test --engine stream|dask``: one pass into a grid state, then the tests on it
+    (multiclass input: on its top-label view, as in memory)."""
     from calcheck.streaming import tests as stests
     from calcheck.streaming.engine import StateSpec, StreamSource
     from calcheck.streaming.positional import positional_results
@@ -734,12 +817,19 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
     spec = StateSpec(tcal_m=opts.bins, log_loss=False,
                      spiegelhalter="spiegelhalter" in methods)
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
-                          drop_invalid, scheduler)
+                          drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
     state, stats = source.run(spec)
     if state.n == 0:
         raise InputError("no rows to test (after the --where filter and dropped rows)")
     results: dict[str, Any] = {}
     notes = []
+    classes = source.plan.prob_columns
+    if classes:
+        notes.append(f"multiclass input ({len(classes)} classes): testing the top-label view "
+                     "(confidence of the predicted class vs correctness)")
+    if stats.rows_renormalized:
+        notes.append(f"renormalized {stats.rows_renormalized} rows whose probabilities did not "
+                     "sum to 1")
     if "tcal" in methods:
         if opts.bins is not None:
             results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
@@ -762,7 +852,10 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
         results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
     if "spiegelhalter" in methods:
         results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
-    info, dropped = _stream_input(file, state, stats)
+    info, dropped = _stream_input(file, state, stats, source.plan)
+    if classes:                                         # as the in-memory test reports it
+        info.update({"view": "top-label", "positives": state.positives,
+                     "prevalence": info["accuracy"]})
     if dropped:
         notes.append(dropped)
     return results, notes, info

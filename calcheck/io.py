@@ -35,6 +35,7 @@ SCORE_NAMES = ("score", "scores", "prob", "proba", "probability", "p", "p_hat", 
 LABEL_NAMES = ("label", "labels", "y", "y_true", "target", "outcome", "actual")
 PROB_COLUMN = re.compile(r"^prob_(\d+)$", re.IGNORECASE)
 ROW_SUM_TOL = 1e-6
+MULTICLASS_BATCH_VALUES = 8_000_000   # probabilities per streamed multiclass batch (64 MB)
 FORMATS = ("csv", "parquet")
 PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -372,7 +373,8 @@ def _settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid:
     if not problems:
         return None, 0, {}
     if not drop_invalid:
-        _, col, text, mask, values = problems[0]
+        # the problem with the earliest bad row (ties: the order the checks were listed)
+        _, col, text, mask, values = min(problems, key=lambda p: int(np.argmax(p[3])))
         raise _rows_error(src.name, col, mask, values, text,
                           " (use --drop-invalid to drop invalid rows)", row_offset)
     bad = np.zeros(n, dtype=bool)
@@ -602,24 +604,63 @@ def _class_index(src: Source, name: str, col: pa.ChunkedArray,
         idx = np.where(missing | bad, 0, vals).astype(np.int64)
         return idx, missing, bad, vals
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-        vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        text = pc.cast(col, pa.string())
         lookup = {c: i for i, c in enumerate(class_names)}
         lookup.update({str(i): i for i in range(k)})
-        idx = np.zeros(len(vals), dtype=np.int64)
-        bad = np.zeros(len(vals), dtype=bool)
-        for i, v in enumerate(vals):           # label strings: one dict lookup per row
-            if v is None:
-                continue
-            j = lookup.get(v)
-            if j is None:
-                bad[i] = True
-            else:
-                idx[i] = j
-        return idx, missing, bad, vals
+        pos = pc.index_in(text, value_set=pa.array(list(lookup), pa.string()))
+        found = pos.is_valid().to_numpy(zero_copy_only=False)
+        where = pos.fill_null(0).to_numpy(zero_copy_only=False)
+        idx = np.where(found, np.fromiter(lookup.values(), np.int64, len(lookup))[where], 0)
+        bad = ~missing & ~found
+        raw = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object) if bad.any() \
+            else None                                   # the text is only shown in errors
+        return idx.astype(np.int64), missing, bad, raw
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         raise _not_utf8(src, name, col)
     raise InputError(f"{src.name}: column {name!r} has type {t}, expected class indices or names",
                      column=name)
+
+
+def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
+                       names: list[str], *, renormalize: bool, drop_invalid: bool,
+                       row_offset: int = 0) -> tuple[np.ndarray, IntArray, np.ndarray | None,
+                                                     int, dict[str, int], int]:
+    """Validated class probabilities (n, K) and class indices of a table (or a streamed batch
+    starting at ``row_offset``): (probs, labels, rows kept or None, rows dropped, dropped by
+    reason, rows renormalized)."""
+    n = table.num_rows
+    P = np.empty((n, len(cols)))
+    problems: list[Problem] = []
+    for j, c in enumerate(cols):
+        vals, nonnum, text = _scores_array(src, c, table.column(c))
+        P[:, j] = vals
+        problems += _probability_problems(c, vals, nonnum, text, "prob")
+    y, missing, bad, raw = _class_index(src, label_col, table.column(label_col), names)
+    if missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
+    if bad.any():
+        problems.append(("unknown_class", label_col,
+                         f"not a class (expected 0..{len(cols) - 1} or one of "
+                         f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
+    finite_rows = np.isfinite(P).all(axis=1)
+    sums = np.where(finite_rows, P.sum(axis=1), 1.0)
+    off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
+    renormalized = 0
+    if off.any() and renormalize:
+        zero = off & (sums <= 0)
+        if zero.any():
+            problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities summing "
+                             "to 0 (cannot renormalize)", zero, None))
+        fix = off & ~zero
+        P[fix] /= sums[fix, None]
+        renormalized = int(fix.sum())
+    elif off.any():
+        problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
+                         "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
+    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid, row_offset)
+    if keep is not None:
+        P, y = P[keep], y[keep]
+    return P, y, keep, rows_dropped, dropped, renormalized
 
 
 def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label: str | None = None,
@@ -647,39 +688,11 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
     if n == 0:
         raise InputError(f"{src.name}: no data rows (header only?)")
     names = _class_names(cols)
-    P = np.empty((n, len(cols)))
-    problems: list[Problem] = []
-    for j, c in enumerate(cols):
-        vals, nonnum, text = _scores_array(src, c, table.column(c))
-        P[:, j] = vals
-        problems += _probability_problems(c, vals, nonnum, text, "prob")
-    y, missing, bad, raw = _class_index(src, label_col, table.column(label_col), names)
     extras = _extras(src, table, available, numeric_extras, raw_extras)
+    P, y, keep, rows_dropped, dropped, renormalized = multiclass_columns(
+        src, table, cols, label_col, names, renormalize=renormalize, drop_invalid=drop_invalid)
     del table
-    if missing.any():
-        problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
-    if bad.any():
-        problems.append(("unknown_class", label_col,
-                         f"not a class (expected 0..{len(cols) - 1} or one of "
-                         f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
-    finite_rows = np.isfinite(P).all(axis=1)
-    sums = np.where(finite_rows, P.sum(axis=1), 1.0)
-    off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
-    renormalized = 0
-    if off.any() and renormalize:
-        zero = off & (sums <= 0)
-        if zero.any():
-            problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities summing "
-                             "to 0 (cannot renormalize)", zero, None))
-        fix = off & ~zero
-        P[fix] /= sums[fix, None]
-        renormalized = int(fix.sum())
-    elif off.any():
-        problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
-                         "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
-    keep, rows_dropped, dropped = _settle_problems(src, problems, n, drop_invalid)
     if keep is not None:
-        P, y = P[keep], y[keep]
         extras = {k: v[keep] for k, v in extras.items()}
     return MulticlassData(probs=np.ascontiguousarray(P), labels=y, class_names=names,
                           source=src.name, fmt=src.fmt, prob_columns=cols, label_column=label_col,
@@ -769,6 +782,7 @@ class StreamStats:
     batches: int = 0
     score_column: str = ""
     label_column: str = ""
+    rows_renormalized: int = 0
 
 
 def _fast_binary(batch: pa.RecordBatch, score_col: str,
@@ -798,15 +812,35 @@ class StreamPlan:
 
     name: str
     fragments: list[Any]
-    score_column: str
+    score_column: str                      # "" for multiclass input
     label_column: str
     filter: Any
     schema: Any
+    prob_columns: list[str] | None = None  # multiclass input: the K probability columns
+    class_names: list[str] | None = None
+    renormalize: bool = False
+
+    @property
+    def columns(self) -> list[str]:
+        """The prediction and label columns a scan reads."""
+        if self.prob_columns:
+            return [*self.prob_columns, self.label_column]
+        return [self.score_column, self.label_column]
+
+    def batch_size(self, batch_rows: int) -> int:
+        """Rows per batch: ``batch_rows``, and for K classes at most ~MULTICLASS_BATCH_VALUES
+        probabilities (a batch is an (n, K) float64 matrix)."""
+        if not self.prob_columns:
+            return batch_rows
+        return min(batch_rows, max(1024, MULTICLASS_BATCH_VALUES // len(self.prob_columns)))
 
 
 def plan_stream(path: str, *, score: str | None = None, label: str | None = None,
-                where: str | None = None) -> StreamPlan:
-    """Open a Parquet file, directory or hive-partitioned tree for streaming."""
+                where: str | None = None, probs: list[str] | None = None,
+                renormalize: bool = False) -> StreamPlan:
+    """Open a Parquet file, directory or hive-partitioned tree for streaming: binary scores,
+    or (``probs``, or auto-detected prob_0..prob_{K−1} columns without a score column) K class
+    probabilities, as :func:`input_kind` decides for in-memory reads."""
     src = open_source(path, "parquet")
     if src.data is not None:
         raise InputError("streaming reads files or directories, not stdin")
@@ -816,26 +850,37 @@ def plan_stream(path: str, *, score: str | None = None, label: str | None = None
         raise InputError(f"{src.name}: not a readable Parquet file or directory "
                          f"({_one_line(exc)})") from None
     available = list(ds.schema.names)
-    score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
-    label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
-    if score_col == label_col:
-        raise InputError(f"{src.name}: the score and label columns are the same ({score_col!r})")
+    multiclass = bool(probs) or (score is None and not any(
+        c.lower() in SCORE_NAMES for c in available) and find_prob_columns(available) is not None)
+    cols: list[str] | None = None
+    if multiclass:
+        cols = resolve_prob_columns(available, probs, src.name)
+        score_col = ""
+        label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
+                                   "label", "--label", src.name)
+    else:
+        score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
+        label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+        if score_col == label_col:
+            raise InputError(f"{src.name}: the score and label columns are the same "
+                             f"({score_col!r})")
     flt = parse_where(where) if where else None
     try:
         fragments = list(ds.get_fragments(filter=flt))
     except pa.ArrowException as exc:
         raise InputError(f"{src.name}: cannot scan the dataset ({_one_line(exc)})") from None
-    return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema)
+    return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
+                      _class_names(cols) if cols else None, renormalize)
 
 
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
                      by: str | None = None) -> Any:
     """Record batches of one fragment (one file), read one row group at a time (with the
     ``--by`` column when given)."""
-    columns = [plan.score_column, plan.label_column, *([by] if by else [])]
+    columns = [*plan.columns, *([by] if by and by not in plan.columns else [])]
     try:
         yield from fragment.to_batches(schema=plan.schema, columns=columns,
-                                       filter=plan.filter, batch_size=batch_rows,
+                                       filter=plan.filter, batch_size=plan.batch_size(batch_rows),
                                        batch_readahead=0, fragment_readahead=0)
     except pa.ArrowException as exc:
         raise InputError(f"{fragment.path}: cannot scan ({_one_line(exc)})") from None
@@ -857,14 +902,22 @@ def group_codes(column: Any) -> tuple[list[str], np.ndarray]:
 
 def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
                       pos_label: str | None = None, drop_invalid: bool = False,
-                      stats: StreamStats | None = None, by: str | None = None) -> Any:
+                      stats: StreamStats | None = None, by: str | None = None,
+                      view: str = "top") -> Any:
     """(scores, labels) of record batches, validated — with ``by``, (scores, labels, (group
     keys, group code per row)); error rows are numbered from 1 over all the batches given (the
-    rows after the ``--where`` filter), and the message names ``name``."""
+    rows after the ``--where`` filter), and the message names ``name``.
+
+    Multiclass input (``plan.prob_columns``) is validated as in memory (SPEC §1) and given as
+    its top-label view (confidence, correct) with ``view="top"``, or as (probabilities (n, K),
+    class indices) with ``view="classes"``."""
     src = Source(name=name, fmt="parquet", path=name)
     src.cache["streaming"] = True
     st = stats if stats is not None else StreamStats()
     st.score_column, st.label_column = plan.score_column, plan.label_column
+    if plan.prob_columns:
+        yield from _multiclass_batches(plan, batches, src, st, drop_invalid, by, view)
+        return
     sc, lc = plan.score_column, plan.label_column
     for batch in batches:
         if batch.num_rows == 0:
@@ -890,6 +943,38 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
             else:
                 g = table.column(by)
                 yield (*out, group_codes(g if keep is None else g.filter(pa.array(keep))))
+
+
+def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamStats,
+                        drop_invalid: bool, by: str | None, view: str) -> Any:
+    """The multiclass branch of :func:`validated_batches`."""
+    from calcheck.multiclass import top_label_view
+
+    assert plan.prob_columns is not None and plan.class_names is not None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+            src, table, plan.prob_columns, plan.label_column, plan.class_names,
+            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=st.rows_read)
+        st.rows_read += batch.num_rows
+        st.rows_dropped += dropped_n
+        st.rows_renormalized += renormalized
+        for k, v in dropped.items():
+            st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
+        st.batches += 1
+        if not y.shape[0]:
+            continue
+        if view == "top":
+            conf, correct = top_label_view(P, y)
+            out: tuple[Any, ...] = (conf, correct.astype(np.int8))
+        else:
+            out = (P, y)
+        if by is not None:
+            g = table.column(by)
+            out = (*out, group_codes(g if keep is None else g.filter(pa.array(keep))))
+        yield out
 
 
 def _prefetch(items: Any, depth: int = 2) -> Any:
@@ -935,7 +1020,7 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
                   pos_label: str | None = None, batch_rows: int = 1_000_000,
                   where: str | None = None, drop_invalid: bool = False,
                   stats: StreamStats | None = None, plan: StreamPlan | None = None,
-                  by: str | None = None) -> Any:
+                  by: str | None = None, view: str = "top") -> Any:
     """Validated (scores, labels) batches of a Parquet file, directory or hive-partitioned tree,
     read file by file through ``pyarrow.dataset`` in bounded memory (one row group decoding
     ahead of the computation).
@@ -947,4 +1032,4 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
         plan = plan_stream(path, score=score, label=label, where=where)
     raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, by))
     yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
-                                 drop_invalid=drop_invalid, stats=stats, by=by)
+                                 drop_invalid=drop_invalid, stats=stats, by=by, view=view)

@@ -142,3 +142,25 @@ def test_dask_groups_equal_the_stream_groups(cli, hive, cluster):
         for m in ("ece", "brier", "log_loss"):
             assert dk["groups"][key]["metrics"][m]["value"] == pytest.approx(
                 g["metrics"][m]["value"], rel=1e-12), (key, m)
+
+
+def test_dask_multiclass_equals_memory(cli, tmp_path, cluster):
+    """Multiclass input on Dask: the top-label view and SCE's classwise state, per file."""
+    rng = np.random.default_rng(8)
+    for part in range(3):
+        P = rng.dirichlet(np.full(3, 0.5), size=4000)
+        y = (rng.uniform(size=4000)[:, None] > np.cumsum(P, axis=1)).sum(axis=1).clip(0, 2)
+        d = tmp_path / "mc" / f"part={part}"
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"prob_0": P[:, 0], "prob_1": P[:, 1], "prob_2": P[:, 2],
+                                 "label": y}), d / "f.parquet")
+    ids = ["ece_top", "mce_top", "ace_top", "sce"]
+    r = cli(["score", tmp_path / "mc", "--engine", "dask", "--scheduler",
+             cluster.scheduler_address, "-m", ",".join(ids), "--json"])
+    assert r.code == 0, r.stderr
+    dk = json.loads(r.stdout)
+    mem = report(cli, tmp_path / "mc", "-m", ",".join(ids))
+    assert dk["input"]["rows_used"] == 12_000
+    for mid in ids:
+        assert dk["metrics"][mid]["value"] == pytest.approx(mem["metrics"][mid]["value"],
+                                                            rel=1e-12), mid

@@ -63,7 +63,7 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
 
 
 def _chi2_sf(x: float, df: int) -> float:
-    from scipy.special import chdtrc     # scipy loads on first use: the streamed tests skip it
+    from scipy.special import chdtrc  # scipy loads on first use: the streamed tests skip it
 
     return float(chdtrc(df, x))
 

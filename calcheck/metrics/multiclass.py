@@ -110,56 +110,70 @@ def _gaps(sum_p: FloatArray, sum_y: np.ndarray, count: np.ndarray) -> FloatArray
                                           sum_p / np.maximum(count, 1)), 0.0)
 
 
+def classwise_uniform_sums(probs: FloatArray, labels: IntArray, first: int,
+                           bins: int) -> tuple[IntArray, FloatArray, IntArray]:
+    """Per (class, uniform bin) row count, Σ p_ik and Σ 1[c_i = k] of the classes
+    ``first`` .. ``first + probs.shape[1] − 1`` (``probs`` holds their columns), flattened
+    class-major: index (k − first)·bins + b."""
+    width = probs.shape[1]
+    assign = np.searchsorted(uniform_edges(bins)[1:-1], probs, side="right")
+    key = (assign + bins * np.arange(width)[None, :]).ravel()
+    onehot = (labels[:, None] == np.arange(first, first + width)[None, :]).ravel()
+    size = bins * width
+    return (np.bincount(key, minlength=size), np.bincount(key, weights=probs.ravel(),
+                                                          minlength=size),
+            np.bincount(key, weights=onehot, minlength=size).astype(np.int64))
+
+
+def sce_from_sums(count: IntArray, sum_p: FloatArray, sum_y: IntArray, n: int,
+                  bins: int) -> FloatArray:
+    """err_k of every class from the (class, bin) sums of :func:`classwise_uniform_sums`."""
+    gap = _gaps(sum_p, sum_y, count)
+    return (count * gap).reshape(-1, bins).sum(axis=1) / n  # type: ignore[no-any-return]
+
+
 def sce_per_class(data: MulticlassPrepared, bins: int) -> FloatArray:
     """err_k of the static calibration error for every class (uniform bins, weights n_bk/n)."""
     n, K = data.n, data.k
-    inner = uniform_edges(bins)[1:-1]
     err = np.zeros(K)
     block = max(1, CLASS_BLOCK // max(n, 1))
     for k0 in range(0, K, block):
         k1 = min(K, k0 + block)
-        P = data.probs[:, k0:k1]
-        assign = np.searchsorted(inner, P, side="right")
-        key = (assign + bins * np.arange(k1 - k0)[None, :]).ravel()
-        onehot = (data.labels[:, None] == np.arange(k0, k1)[None, :]).ravel()
-        size = bins * (k1 - k0)
-        cnt = np.bincount(key, minlength=size)
-        sp = np.bincount(key, weights=P.ravel(), minlength=size)
-        sy = np.bincount(key, weights=onehot, minlength=size)
-        gap = _gaps(sp, sy, cnt)
-        err[k0:k1] = (cnt * gap).reshape(k1 - k0, bins).sum(axis=1) / n
+        cnt, sp, sy = classwise_uniform_sums(data.probs[:, k0:k1], data.labels, k0, bins)
+        err[k0:k1] = sce_from_sums(cnt, sp, sy, n, bins)
     return err
 
 
-def _classwise_result(mid: str, per_class: FloatArray, data: MulticlassPrepared,
-                      settings: dict[str, Any], extra: dict[str, Any] | None = None) -> MetricResult:
+def classwise_result(mid: str, per_class: FloatArray, n: int, settings: dict[str, Any],
+                     extra: dict[str, Any] | None = None) -> MetricResult:
+    """A classwise metric's result: the mean of the per-class errors, listed in ``extra``."""
     rows = [{"class": k, "error": float(e)} for k, e in enumerate(per_class)]
     if extra:
         for key, col in extra.items():
             for row, v in zip(rows, col):
                 row[key] = v
     return MetricResult(id=mid, value=float(per_class.mean()), unit=settings.pop("unit", "fraction"),
-                        settings=settings, n_samples=data.n, bins=None,
+                        settings=settings, n_samples=n, bins=None,
                         extra={"per_class": rows})
 
 
 def sce(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Static calibration error: classwise ECE on uniform bins, averaged over classes."""
-    return _classwise_result("sce", sce_per_class(data, bins), data,
+    return classwise_result("sce", sce_per_class(data, bins), data.n,
                              {"binning": "uniform", "bins": bins, "classes": data.k})
 
 
 def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
     cw = data.classwise(bins, 0.01, None)
-    return _classwise_result("ace_cw", cw["ace"], data,
+    return classwise_result("ace_cw", cw["ace"], data.n,
                              {"binning": "quantile", "bins": bins, "classes": data.k})
 
 
 def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
     """Thresholded ACE: classwise ACE over the probabilities >= threshold of each class."""
     cw = data.classwise(bins, threshold, None)
-    return _classwise_result("tace", cw["tace"], data,
+    return classwise_result("tace", cw["tace"], data.n,
                              {"binning": "quantile", "bins": bins, "threshold": threshold,
                               "classes": data.k}, extra={"kept": cw["kept"].tolist()})
 
@@ -169,7 +183,7 @@ def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomi
     """Classwise TCE: the mean over classes of the binary TCE of (p_ik, 1[c_i = k]), percent."""
     opts = {"binning": "pava-bc", "alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
     cw = data.classwise(15, 0.01, opts)
-    return _classwise_result("tce_cw", cw["tce"], data,
+    return classwise_result("tce_cw", cw["tce"], data.n,
                              {"binning": "pava-bc", "alpha": alpha, "test": test,
                               "n_min": n_min, "n_max": n_max, "classes": data.k,
                               "unit": "percent"})

@@ -41,7 +41,8 @@ def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
                       rows_dropped=a.rows_dropped + b.rows_dropped,
                       dropped_by_reason=dict(a.dropped_by_reason), batches=a.batches + b.batches,
                       score_column=a.score_column or b.score_column,
-                      label_column=a.label_column or b.label_column)
+                      label_column=a.label_column or b.label_column,
+                      rows_renormalized=a.rows_renormalized + b.rows_renormalized)
     for k, v in b.dropped_by_reason.items():
         out.dropped_by_reason[k] = out.dropped_by_reason.get(k, 0) + v
     return out
@@ -58,7 +59,7 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
         file_stats = StreamStats()
         batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, by), name=fr.path,
                                     pos_label=pos_label, drop_invalid=drop_invalid,
-                                    stats=file_stats, by=by)
+                                    stats=file_stats, by=by, view=getattr(spec, "view", "top"))
         start = index << FILE_ID_SHIFT                  # row id: (file index, row in the file)
         for b in batches:                               # (scores, labels[, group codes])
             state.update(b[0], b[1], start, *b[2:])

@@ -15,6 +15,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
+from calcheck.streaming.classwise import ClasswiseSpec
 from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
@@ -59,7 +60,8 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
     ufuncs around it do not) — and one for the later passes.
     """
     if threads is None:
-        threads = 2 if isinstance(spec, StateSpec) and (os.cpu_count() or 1) >= 2 else 1
+        threads = 2 if isinstance(spec, (StateSpec, ClasswiseSpec)) and \
+            (os.cpu_count() or 1) >= 2 else 1
     if threads <= 1:
         state = spec.new()
         start = 0
@@ -131,7 +133,8 @@ def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult
 @dataclass(frozen=True)
 class StreamSource:
     """A Parquet file or dataset read by ``engine`` ``stream`` (this process) or ``dask``;
-    every :meth:`run` is one pass over it with the same row order and row ids."""
+    every :meth:`run` is one pass over it with the same row order and row ids.  Multiclass
+    input reaches a state as its top-label view unless the spec asks for ``view="classes"``."""
 
     path: str
     engine: str = "stream"
@@ -142,6 +145,8 @@ class StreamSource:
     batch_rows: int = 1_000_000
     drop_invalid: bool = False
     scheduler: str | None = None
+    probs: tuple[str, ...] | None = None     # multiclass: --probs (else auto-detected)
+    renormalize: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -151,7 +156,9 @@ class StreamSource:
     def plan(self) -> Any:
         from calcheck.io import plan_stream
 
-        return plan_stream(self.path, score=self.score, label=self.label, where=self.where)
+        return plan_stream(self.path, score=self.score, label=self.label, where=self.where,
+                           probs=list(self.probs) if self.probs else None,
+                           renormalize=self.renormalize)
 
     def run(self, spec: Any) -> tuple[Any, Any]:
         """One pass: the merged state of ``spec`` and the read statistics."""
@@ -166,7 +173,7 @@ class StreamSource:
         stats = StreamStats()
         batches = stream_binary(self.path, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                 drop_invalid=self.drop_invalid, stats=stats, plan=plan,
-                                by=getattr(spec, "by", None))
+                                by=getattr(spec, "by", None), view=getattr(spec, "view", "top"))
         return fold(batches, spec), stats
 
     def id_bound(self, n: int) -> int:

@@ -1,0 +1,108 @@
+"""Classwise partial state of multiclass input: SCE's (class, uniform bin) sums.
+
+SCE (SPEC §4) bins each class's probabilities p_ik on the uniform edges and compares, per
+(class, bin), the mean probability with the share of rows of that class.  Its sufficient
+statistics are a K × bins table of int64 row counts and class counts and a compensated sum of
+p_ik — exactly the in-memory sums (:func:`~calcheck.metrics.multiclass.classwise_uniform_sums`,
+the same bin rule on the same floats), so any split of the rows merged in any order gives
+identical counts and SCE equal to the in-memory value to ~1e-15.
+
+The top-label metrics (ece_top, mce_top, ace_top, and every binary id on the top-label view) are
+the binary engine's on the top-label view (confidence, correct) of each batch: the reader gives
+that view to the positional passes (``view="top"``), and this state, which reads the full
+probabilities, feeds it to a grid state it carries (``top``), so one pass serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.metrics._result import MetricResult
+from calcheck.metrics.multiclass import classwise_result, classwise_uniform_sums, sce_from_sums
+from calcheck.multiclass import top_label_view
+from calcheck.streaming.states import CompensatedSum, StreamState
+
+CLASSWISE_METRICS = ("sce",)
+
+
+@dataclass(frozen=True)
+class ClasswiseSpec:
+    """SCE's state for ``classes`` classes and ``bins`` uniform bins, and optionally the grid
+    state (``top``, a :class:`~calcheck.streaming.engine.StateSpec`) of the top-label view; the
+    reader gives its batches as (probabilities (n, K), class indices)."""
+
+    classes: int
+    bins: int = 15
+    top: Any = None
+    view: str = "classes"
+
+    def new(self) -> ClasswiseState:
+        return ClasswiseState(self.classes, self.bins,
+                              top=None if self.top is None else self.top.new())
+
+
+@dataclass
+class ClasswiseState:
+    """Per (class, bin): rows, rows of that class, Σ p (class-major, index k·bins + b)."""
+
+    classes: int
+    bins: int
+    top: StreamState | None = None
+    n: int = 0
+    count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hits: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sum_p: CompensatedSum | None = None
+
+    def __post_init__(self) -> None:
+        if self.sum_p is None:
+            size = self.classes * self.bins
+            self.count = np.zeros(size, dtype=np.int64)
+            self.hits = np.zeros(size, dtype=np.int64)
+            self.sum_p = CompensatedSum.zeros(size)
+
+    def update(self, probs: FloatArray, labels: IntArray, start: int = 0) -> ClasswiseState:
+        """Add a validated batch (rows of ``probs`` sum to 1, labels in 0..K−1); the sums do not
+        depend on row order, so ``start`` is unused."""
+        P = np.asarray(probs, dtype=np.float64)
+        if P.ndim != 2 or P.shape[1] != self.classes:
+            raise ValueError(f"expected probabilities of shape (n, {self.classes})")
+        if P.shape[0] == 0:
+            return self
+        assert self.sum_p is not None
+        y = np.asarray(labels)
+        cnt, sp, sy = classwise_uniform_sums(P, y, 0, self.bins)
+        self.count += cnt
+        self.hits += sy
+        self.sum_p.add(sp)
+        self.n += int(P.shape[0])
+        if self.top is not None:
+            conf, correct = top_label_view(P, y)
+            self.top.update(conf, correct.astype(np.int8), start)
+        return self
+
+    def merge(self, other: ClasswiseState) -> ClasswiseState:
+        if (self.classes, self.bins) != (other.classes, other.bins):
+            raise ValueError("cannot merge classwise states of different shapes")
+        assert self.sum_p is not None and other.sum_p is not None
+        self.count += other.count
+        self.hits += other.hits
+        self.sum_p.merge(other.sum_p)
+        self.n += other.n
+        if self.top is not None and other.top is not None:
+            self.top.merge(other.top)
+        return self
+
+    def results(self, ids: list[str]) -> dict[str, MetricResult]:
+        """The classwise metrics among ``ids`` (SCE), in the in-memory engine's form."""
+        assert self.sum_p is not None
+        out: dict[str, MetricResult] = {}
+        if "sce" in ids and self.n:
+            err = sce_from_sums(self.count, self.sum_p.value, self.hits, self.n, self.bins)
+            out["sce"] = classwise_result("sce", err, self.n,
+                                          {"binning": "uniform", "bins": self.bins,
+                                           "classes": self.classes})
+        return out

@@ -1,0 +1,161 @@
+"""Multiclass input on the streaming engines: top-label metrics through the binary engine on the
+top-label view, SCE from a mergeable (class, bin) state; both equal the in-memory engine."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calcheck.io import plan_stream
+from calcheck.metrics.multiclass import MulticlassPrepared, sce_per_class
+from calcheck.streaming.classwise import ClasswiseSpec
+
+K = 4
+IDS = ["ece_top", "mce_top", "ace_top", "sce", "brier", "tce", "ece_l2"]
+
+
+def probs(rng, n, k=K):
+    P = rng.dirichlet(np.full(k, 0.4), size=n)
+    if k <= 10:
+        P[::5] = np.round(P[::5], 1)                   # values on the bin edges
+        P[::5] /= P[::5].sum(axis=1, keepdims=True)
+    return P
+
+
+def frame(seed, n, k=K):
+    rng = np.random.default_rng(seed)
+    P = probs(rng, n, k)
+    y = (rng.uniform(size=n)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+    y = np.minimum(y, k - 1)
+    df = pd.DataFrame({f"prob_{j}": P[:, j] for j in range(k)})
+    df["label"] = y
+    return df
+
+
+@pytest.fixture(scope="module")
+def hive(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mc")
+    df = frame(5, 24_000)
+    df["day"] = np.random.default_rng(1).integers(1, 5, len(df))
+    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
+                        partition_cols=["day"])
+    return root / "ds"
+
+
+def run_json(cli, *args, cmd="score"):
+    r = cli([cmd, *map(str, args), "--json"])
+    assert r.code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_stream_equals_memory(cli, hive):
+    ids = ",".join(IDS)
+    mem = run_json(cli, hive, "-m", ids, "--bins-table", "ece_top")
+    st = run_json(cli, hive, "-m", ids, "--engine", "stream", "--batch-rows", "2999",
+                  "--bins-table", "ece_top")
+    assert st["input"]["kind"] == "multiclass"
+    assert st["input"]["rows_used"] == mem["input"]["rows_used"] == 24_000
+    assert st["input"]["accuracy"] == pytest.approx(mem["input"]["accuracy"], rel=1e-15)
+    assert st["settings"]["bins"] == 15                  # the multiclass default, as in memory
+    for m in IDS:
+        assert st["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"],
+                                                          rel=1e-12, abs=1e-15), m
+        got = {k: v for k, v in st["metrics"][m]["settings"].items() if k != "pava_input"}
+        assert got == mem["metrics"][m]["settings"], m       # view: top-label included
+    errors = [[c["error"] for c in r["metrics"]["sce"]["per_class"]] for r in (st, mem)]
+    assert errors[0] == pytest.approx(errors[1], rel=1e-12)
+    for key in ("n", "positives"):                       # exact bin counts
+        assert [b[key] for b in st["metrics"]["ece_top"]["bins"]] == \
+               [b[key] for b in mem["metrics"]["ece_top"]["bins"]]
+
+
+def test_default_metrics_are_the_streamable_multiclass_ones(cli, hive):
+    st = run_json(cli, hive, "--engine", "stream")
+    assert list(st["metrics"]) == ["ece_top", "mce_top", "ace_top", "sce"]
+
+
+@given(st.integers(0, 2**31), st.integers(3, 1500), st.integers(1, 10), st.randoms())
+def test_sce_state_any_partition_any_merge_order(seed, n, k, rnd):
+    df = frame(seed, n, 3)
+    P, y = df[[f"prob_{j}" for j in range(3)]].to_numpy(), df["label"].to_numpy()
+    spec = ClasswiseSpec(3, 15)
+    ref = spec.new().update(P, y)
+    cuts = sorted(rnd.sample(range(1, n), min(k - 1, n - 1)))
+    parts = [spec.new().update(a, b) for a, b in zip(np.split(P, cuts), np.split(y, cuts))]
+    rnd.shuffle(parts)
+    while len(parts) > 1:
+        i = rnd.randrange(len(parts) - 1)
+        parts[i:i + 2] = [parts[i].merge(parts[i + 1])]
+    got = parts[0]
+    np.testing.assert_array_equal(got.count, ref.count)
+    np.testing.assert_array_equal(got.hits, ref.hits)
+    want = sce_per_class(MulticlassPrepared(P, y), 15)
+    np.testing.assert_allclose([r["error"] for r in got.results(["sce"])["sce"].extra["per_class"]],
+                               want, rtol=1e-12, atol=1e-15)
+
+
+def test_test_command_on_the_top_label_view(cli, hive):
+    args = [hive, "--bins", "15", "--method", "tcal,spiegelhalter"]
+    st = run_json(cli, *args, "--engine", "stream", cmd="test")
+    mem = run_json(cli, *args, cmd="test")
+    assert st["input"] == {**mem["input"], "batches": st["input"]["batches"]}
+    for key in ("statistic", "plugin_l1", "plugin_l2_biased"):
+        assert st["tests"]["tcal"][key] == pytest.approx(mem["tests"]["tcal"][key], rel=1e-10)
+    assert st["tests"]["spiegelhalter"]["statistic"] == pytest.approx(
+        mem["tests"]["spiegelhalter"]["statistic"], rel=1e-10)
+
+
+def test_class_names_as_labels(cli, tmp_path):
+    df = frame(2, 3000, 3).rename(columns={"prob_0": "p_cat", "prob_1": "p_dog",
+                                           "prob_2": "p_eel"})
+    df["label"] = np.array(["cat", "dog", "eel"])[df["label"]]
+    (tmp_path / "d").mkdir()
+    df.to_parquet(tmp_path / "d" / "a.parquet", index=False)
+    args = [tmp_path / "d", "--probs", "p_*", "-m", "ece_top,sce"]
+    st = run_json(cli, *args, "--engine", "stream", "--batch-rows", "700")
+    mem = run_json(cli, *args)
+    assert st["input"]["classes"] == ["cat", "dog", "eel"]
+    for m in ("ece_top", "sce"):
+        assert st["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"], rel=1e-12)
+
+
+def test_bad_rows_name_the_file_and_row_and_drop_counts(cli, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    a, b = frame(3, 1000), frame(4, 1000)
+    b.loc[336, "prob_0"] += 0.2                          # row 337 of the second file
+    b.loc[900, "label"] = 9                              # not a class (row 1901)
+    a.to_parquet(d / "a.parquet", index=False)
+    b.to_parquet(d / "b.parquet", index=False)
+    r = cli(["score", d, "--engine", "stream", "--batch-rows", "300"])
+    assert r.code == 2
+    assert "row 1337" in r.stderr and "sum to 1" in r.stderr and "prob_0" in r.stderr
+    out = run_json(cli, d, "--engine", "stream", "--drop-invalid", "-m", "ece_top,sce")
+    mem = run_json(cli, d, "--drop-invalid", "-m", "ece_top,sce")
+    assert out["input"]["rows_dropped"] == mem["input"]["rows_dropped"] == 2
+    assert out["input"]["dropped_by_reason"] == mem["input"]["dropped_by_reason"]
+    for m in ("ece_top", "sce"):
+        assert out["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"], rel=1e-12)
+    ren = run_json(cli, d, "--engine", "stream", "--renormalize", "--drop-invalid")
+    assert ren["input"]["rows_renormalized"] == 1 and ren["input"]["rows_dropped"] == 1
+
+
+def test_what_needs_memory_is_refused(cli, hive):
+    for args in (["-m", "tace"], ["-m", "ace_cw"], ["--by", "day"], ["-m", "pc"]):
+        r = cli(["score", hive, "--engine", "stream", *args])
+        assert r.code == 2, args
+        assert "--engine memory" in r.stderr, args
+
+
+def test_batches_of_many_classes_stay_bounded(tmp_path):
+    df = frame(1, 10, 1000)
+    df.to_parquet(tmp_path / "wide.parquet", index=False)
+    plan = plan_stream(str(tmp_path / "wide.parquet"))
+    assert len(plan.prob_columns) == 1000
+    assert plan.batch_size(1_000_000) == 8_000
+    assert plan.batch_size(2_000) == 2_000 and plan.batch_size(300) == 300
