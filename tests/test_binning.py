@@ -23,6 +23,20 @@ def test_uniform_assign_edges_as_the_papers_code():
     assert uniform_assign(s, 10).tolist() == [0, 1, 2, 2, 3, 9, 9]
 
 
+@given(st.integers(1, 5000), st.integers(0, 2**32 - 1))
+def test_uniform_assign_is_searchsorted_on_the_float_edges(bins, seed):
+    """The fast ⌊n·s⌋ rule with its edge correction gives searchsorted's bin for every float,
+    including the edges and their neighbours."""
+    rng = np.random.default_rng(seed)
+    e = np.linspace(0.0, 1.0, bins + 1)
+    s = np.concatenate([rng.uniform(size=500), e, np.nextafter(e, -1.0).clip(0, 1),
+                        np.nextafter(e, 2.0).clip(0, 1), [0.0, 1.0, 5e-324]])
+    np.testing.assert_array_equal(uniform_assign(s, bins),
+                                  np.searchsorted(e[1:-1], s, side="right"))
+    np.testing.assert_array_equal(uniform_assign(s.reshape(1, -1), bins)[0],
+                                  uniform_assign(s, bins))
+
+
 def test_uniform_stats_hand_computed():
     s = np.array([0.05, 0.15, 0.12, 0.95, 1.0])
     y = np.array([0, 1, 0, 1, 1])

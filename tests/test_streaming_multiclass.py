@@ -157,5 +157,5 @@ def test_batches_of_many_classes_stay_bounded(tmp_path):
     df.to_parquet(tmp_path / "wide.parquet", index=False)
     plan = plan_stream(str(tmp_path / "wide.parquet"))
     assert len(plan.prob_columns) == 1000
-    assert plan.batch_size(1_000_000) == 8_000
-    assert plan.batch_size(2_000) == 2_000 and plan.batch_size(300) == 300
+    assert plan.batch_size(1_000_000) == 2_000
+    assert plan.batch_size(1_500) == 1_500 and plan.batch_size(300) == 300

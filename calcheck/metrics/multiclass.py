@@ -28,7 +28,12 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import quantile_bounds, segment_sums, stable_argsort, uniform_edges
+from calcheck.binning import (
+    quantile_bounds,
+    segment_sums,
+    stable_argsort,
+    uniform_assign,
+)
 from calcheck.metrics._data import Prepared
 from calcheck.metrics._result import MetricResult
 from calcheck.multiclass import top_label_view
@@ -116,13 +121,15 @@ def classwise_uniform_sums(probs: FloatArray, labels: IntArray, first: int,
     ``first`` .. ``first + probs.shape[1] − 1`` (``probs`` holds their columns), flattened
     class-major: index (k − first)·bins + b."""
     width = probs.shape[1]
-    assign = np.searchsorted(uniform_edges(bins)[1:-1], probs, side="right")
-    key = (assign + bins * np.arange(width)[None, :]).ravel()
-    onehot = (labels[:, None] == np.arange(first, first + width)[None, :]).ravel()
+    key = uniform_assign(probs, bins)                      # (n, width)
+    key += bins * np.arange(width)[None, :]
     size = bins * width
-    return (np.bincount(key, minlength=size), np.bincount(key, weights=probs.ravel(),
-                                                          minlength=size),
-            np.bincount(key, weights=onehot, minlength=size).astype(np.int64))
+    cls = np.asarray(labels) - first
+    rows = np.flatnonzero((cls >= 0) & (cls < width))      # rows whose class is among these
+    own = key[rows, cls[rows]]                             # the key of each row's own class
+    return (np.bincount(key.ravel(), minlength=size),
+            np.bincount(key.ravel(), weights=probs.ravel(), minlength=size),
+            np.bincount(own, minlength=size).astype(np.int64))
 
 
 def sce_from_sums(count: IntArray, sum_p: FloatArray, sum_y: IntArray, n: int,
