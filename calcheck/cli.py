@@ -98,12 +98,12 @@ def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: i
 
 
 def _stream_input(file: str, state: Any, stats: Any,
-                  plan: Any = None) -> tuple[dict[str, Any], str | None]:
+                  plan: Any) -> tuple[dict[str, Any], str | None]:
     """The report's ``input`` of a streamed read (``state``: the binary or top-label grid
     state), and the dropped-rows note (or None)."""
     rate = state.positives / state.n if state.n else None
     info: dict[str, Any] = {"path": file, "format": "parquet"}
-    if plan is not None and plan.prob_columns:
+    if plan.prob_columns:
         info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
                      "classes": list(plan.class_names), "label_column": stats.label_column,
                      "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
@@ -189,8 +189,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         if without:
             note(f"--ci with --engine {engine_name}: intervals for "
                  f"{', '.join(m for m in ids if binary_of[m] in CI_METRICS) or 'none'} only; "
-                 f"none for {', '.join(without)} (their bins are re-estimated per replicate, "
-                 "which needs the rows: use --engine memory)", quiet=quiet)
+                 f"none for {', '.join(without)} (the streamed bootstrap resamples the grid "
+                 "state's units; equal-mass, PAVA and classwise bins need the rows: use "
+                 "--engine memory)", quiet=quiet)
     results = _named_results(ids, binary_of, results,
                              classwise.results(ids) if classwise is not None else {},
                              multiclass=bool(classes))
