@@ -28,34 +28,33 @@ print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 """
 
 
-def dataset(rows: int, parts: int):
-    root = DATA / f"stream_{rows}"
+def _partitioned(name: str, rows: int, parts: int, columns) -> object:
+    """A cached hive dataset of ``parts`` files ``day=i/part.parquet``; ``columns(rng, n)``
+    gives each file's columns."""
+    root = DATA / name
     if not root.exists():
         rng = np.random.default_rng(0)
-        per = rows // parts
         for i in range(parts):
             d = root / f"day={i}"
             d.mkdir(parents=True)
-            s = rng.uniform(size=per)
-            y = (rng.uniform(size=per) < s).astype(np.int8)
-            pq.write_table(pa.table({"score": s, "label": y}), d / "part.parquet")
+            pq.write_table(pa.table(columns(rng, rows // parts)), d / "part.parquet")
     return root
+
+
+def dataset(rows: int, parts: int):
+    def binary(rng, n):
+        s = rng.uniform(size=n)
+        return {"score": s, "label": (rng.uniform(size=n) < s).astype(np.int8)}
+    return _partitioned(f"stream_{rows}", rows, parts, binary)
 
 
 def multiclass_dataset(rows: int, classes: int, parts: int):
-    root = DATA / f"stream_mc_{rows}_{classes}"
-    if not root.exists():
-        rng = np.random.default_rng(0)
-        per = rows // parts
-        for i in range(parts):
-            d = root / f"day={i}"
-            d.mkdir(parents=True)
-            P = rng.dirichlet(np.full(classes, 0.3), size=per)
-            y = (rng.uniform(size=per)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
-            cols = {f"prob_{k}": P[:, k] for k in range(classes)}
-            pq.write_table(pa.table({**cols, "label": np.minimum(y, classes - 1)}),
-                           d / "part.parquet")
-    return root
+    def multiclass(rng, n):
+        P = rng.dirichlet(np.full(classes, 0.3), size=n)
+        y = (rng.uniform(size=n)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+        return {**{f"prob_{k}": P[:, k] for k in range(classes)},
+                "label": np.minimum(y, classes - 1)}
+    return _partitioned(f"stream_mc_{rows}_{classes}", rows, parts, multiclass)
 
 
 def main() -> None:

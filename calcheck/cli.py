@@ -97,6 +97,15 @@ def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: i
         parse_where(where)
 
 
+def _renormalized_note(rows: int) -> str:
+    return f"renormalized {rows} rows whose probabilities did not sum to 1"
+
+
+def _top_label_note(classes: int) -> str:
+    return (f"multiclass input ({classes} classes): testing the top-label view (confidence of "
+            "the predicted class vs correctness)")
+
+
 def _stream_input(file: str, state: Any, stats: Any,
                   plan: Any) -> tuple[dict[str, Any], str | None]:
     """The report's ``input`` of a streamed read (``state``: the binary or top-label grid
@@ -203,8 +212,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     if dropped:
         note(dropped, quiet=quiet)
     if stats.rows_renormalized:
-        note(f"renormalized {stats.rows_renormalized} rows whose probabilities did not sum to 1",
-             quiet=quiet)
+        note(_renormalized_note(stats.rows_renormalized), quiet=quiet)
     outcomes = evaluate_gates(gates, {m: r.value for m, r in results.items()}) if gates else None
     settings = {"metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
                 "engine": engine_name, "batch_rows": batch_rows, "where": where,
@@ -348,8 +356,7 @@ def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str 
                              raw_extras=raw_extras, where=where)
         _report_dropped(mc, quiet)
         if mc.rows_renormalized:
-            note(f"renormalized {mc.rows_renormalized} rows whose probabilities did not sum to 1",
-                 quiet=quiet)
+            note(_renormalized_note(mc.rows_renormalized), quiet=quiet)
         data = engine.ScoreInput(labels=mc.labels, probs=mc.probs)
         info = mc.input_dict()
         info["accuracy"] = float(1.0 - data.error_view()[1].mean())
@@ -390,8 +397,7 @@ def _read_test_input(file: str, score_col: str | None, label_col: str | None,
     if not multiclass:
         return data.scores, data.labels, info
     conf, correct = top_label_view(data.probs, data.labels)
-    note(f"multiclass input ({data.probs.shape[1]} classes): testing the top-label view "
-         "(confidence of the predicted class vs correctness)", quiet=quiet)
+    note(_top_label_note(data.probs.shape[1]), quiet=quiet)
     info.update({"view": "top-label", "positives": int(correct.sum()),
                  "prevalence": float(correct.mean()), "accuracy": float(correct.mean())})
     return conf, correct, info
@@ -826,11 +832,9 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
     notes = []
     classes = source.plan.prob_columns
     if classes:
-        notes.append(f"multiclass input ({len(classes)} classes): testing the top-label view "
-                     "(confidence of the predicted class vs correctness)")
+        notes.append(_top_label_note(len(classes)))
     if stats.rows_renormalized:
-        notes.append(f"renormalized {stats.rows_renormalized} rows whose probabilities did not "
-                     "sum to 1")
+        notes.append(_renormalized_note(stats.rows_renormalized))
     if "tcal" in methods:
         if opts.bins is not None:
             results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,

@@ -700,17 +700,21 @@ def load_multiclass(path: str | Source, *, probs: list[str] | None = None, label
                           rows_renormalized=renormalized, extras=extras)
 
 
+def _is_multiclass(available: list[str], score: str | None, probs: list[str] | None) -> bool:
+    """--probs, or auto-detected prob_0..prob_{K−1} columns without a score column."""
+    if probs:
+        return True
+    if score is not None or any(c.lower() in SCORE_NAMES for c in available):
+        return False
+    return find_prob_columns(available) is not None
+
+
 def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
     """``"binary"`` or ``"multiclass"``: --probs or auto-detected prob_0..prob_{K−1} columns
     without a score column mean multiclass; everything else is read as binary."""
-    if probs:
-        return "multiclass"
-    if score is not None:
-        return "binary"
-    available, _ = column_names(src)
-    if any(c.lower() in SCORE_NAMES for c in available):
-        return "binary"
-    return "multiclass" if find_prob_columns(available) else "binary"
+    if probs or score is not None:                  # decided without reading the columns
+        return "multiclass" if probs else "binary"
+    return "multiclass" if _is_multiclass(column_names(src)[0], score, probs) else "binary"
 
 
 def class_indices(values: np.ndarray, class_names: list[str], *, source: str,
@@ -784,6 +788,22 @@ class StreamStats:
     label_column: str = ""
     rows_renormalized: int = 0
 
+    def tally(self, rows: int, dropped_n: int = 0, dropped: dict[str, int] | None = None,
+              renormalized: int = 0) -> None:
+        """Count one validated batch."""
+        self.rows_read += rows
+        self.rows_dropped += dropped_n
+        self.rows_renormalized += renormalized
+        for k, v in (dropped or {}).items():
+            self.dropped_by_reason[k] = self.dropped_by_reason.get(k, 0) + v
+        self.batches += 1
+
+
+def _batch_groups(table: Any, by: str, keep: np.ndarray | None) -> tuple[list[str], np.ndarray]:
+    """The ``--by`` codes of a validated batch's kept rows."""
+    g = table.column(by)
+    return group_codes(g if keep is None else g.filter(pa.array(keep)))
+
 
 def _fast_binary(batch: pa.RecordBatch, score_col: str,
                  label_col: str) -> tuple[FloatArray, np.ndarray] | None:
@@ -850,10 +870,8 @@ def plan_stream(path: str, *, score: str | None = None, label: str | None = None
         raise InputError(f"{src.name}: not a readable Parquet file or directory "
                          f"({_one_line(exc)})") from None
     available = list(ds.schema.names)
-    multiclass = bool(probs) or (score is None and not any(
-        c.lower() in SCORE_NAMES for c in available) and find_prob_columns(available) is not None)
     cols: list[str] | None = None
-    if multiclass:
+    if _is_multiclass(available, score, probs):
         cols = resolve_prob_columns(available, probs, src.name)
         score_col = ""
         label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
@@ -924,25 +942,16 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
             continue
         fast = None if pos_label is not None else _fast_binary(batch, sc, lc)
         if fast is not None:
-            st.rows_read += batch.num_rows
-            st.batches += 1
-            yield fast if by is None else (*fast, group_codes(batch.column(by)))
+            st.tally(batch.num_rows)
+            yield fast if by is None else (*fast, _batch_groups(batch, by, None))
             continue
         table = pa.Table.from_batches([batch])
         s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
                                                         drop_invalid, st.rows_read)
-        st.rows_read += batch.num_rows
-        st.rows_dropped += dropped_n
-        for k, v in dropped.items():
-            st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
-        st.batches += 1
+        st.tally(batch.num_rows, dropped_n, dropped)
         if s.shape[0]:
             out = np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
-            if by is None:
-                yield out
-            else:
-                g = table.column(by)
-                yield (*out, group_codes(g if keep is None else g.filter(pa.array(keep))))
+            yield out if by is None else (*out, _batch_groups(table, by, keep))
 
 
 def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamStats,
@@ -958,12 +967,7 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
             renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=st.rows_read)
-        st.rows_read += batch.num_rows
-        st.rows_dropped += dropped_n
-        st.rows_renormalized += renormalized
-        for k, v in dropped.items():
-            st.dropped_by_reason[k] = st.dropped_by_reason.get(k, 0) + v
-        st.batches += 1
+        st.tally(batch.num_rows, dropped_n, dropped, renormalized)
         if not y.shape[0]:
             continue
         if view == "top":
@@ -971,10 +975,7 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             out: tuple[Any, ...] = (conf, correct.astype(np.int8))
         else:
             out = (P, y)
-        if by is not None:
-            g = table.column(by)
-            out = (*out, group_codes(g if keep is None else g.filter(pa.array(keep))))
-        yield out
+        yield out if by is None else (*out, _batch_groups(table, by, keep))
 
 
 def _prefetch(items: Any, depth: int = 2) -> Any:

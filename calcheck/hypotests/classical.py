@@ -68,12 +68,6 @@ def _chi2_sf(x: float, df: int) -> float:
     return float(chdtrc(df, x))
 
 
-def _expit(x: FloatArray) -> FloatArray:
-    from scipy.special import expit
-
-    return expit(x)  # type: ignore[no-any-return]
-
-
 def spiegelhalter(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
     r"""Spiegelhalter's Z test, two-sided.
 
@@ -111,12 +105,14 @@ def spiegelhalter_from_sums(num: float, den: float, *, n: int, mean_score: float
 
 def _logistic_fit(x: FloatArray, y: FloatArray, iters: int = 100) -> tuple[float, float, float]:
     """Maximum-likelihood intercept and slope of logit P(y=1) = a + b·x (Newton), and the log-lik."""
+    from scipy.special import expit  # scipy loads on first use
+
     X = np.column_stack([np.ones_like(x), x])
     beta = np.zeros(2)
     ll_old = -np.inf
     for _ in range(iters):
         eta = X @ beta
-        p = _expit(eta)
+        p = expit(eta)
         w = p * (1.0 - p)
         grad = X.T @ (y - p)
         hess = X.T @ (X * w[:, None])
