@@ -133,14 +133,16 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, metrics: list[str] | None, opts: Any,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
-                     quiet: bool, unsupported: bool, engine_name: str = "stream",
+                     quiet: bool, unsupported: str | None, engine_name: str = "stream",
                      scheduler: str | None = None,
                      intervals: dict[str, Any] | None = None, by: str | None = None,
                      min_group_size: int = 100, probs: list[str] | None = None,
-                     renormalize: bool = False) -> None:
+                     renormalize: bool = False, variables: list[str] | None = None,
+                     loess_span: float = 0.75, correct_from: str | None = None) -> None:
     """``score --engine stream|dask``: a grid pass, then (for positional bins) a rank search
     and a row pass, each over the same Parquet files.  Multiclass input runs the binary
-    engine on its top-label view (one pass also fills SCE's classwise state)."""
+    engine on its top-label view (one pass also fills SCE's classwise state).  ``--var``
+    adds the variable passes of :mod:`calcheck.streaming.variables`."""
     from dataclasses import replace
 
     from calcheck.gates import evaluate_gates
@@ -151,7 +153,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     from calcheck.streaming.engine import StateSpec, StreamSource, metric_results
 
     if unsupported:
-        raise UsageError(f"--engine {engine_name} does not do --var or --plot yet; use "
+        raise UsageError(f"--engine {engine_name} does not do {unsupported} yet; use "
                          "--engine memory")
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
@@ -187,6 +189,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
             source, state, positional, bins=opts.bins, alpha=opts.alpha, test=opts.test,
             n_min=opts.tce_nmin, n_max=opts.tce_nmax)
         results.update(more)
+    var_result, var_notes, var_passes = (_stream_variables(source, variables, loess_span,
+                                                           correct_from, binary=not classes)
+                                         if variables else (None, [], 0))
     ci_settings = None
     if intervals is not None:
         from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
@@ -217,13 +222,18 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     settings = {"metrics": ids, "bins": opts.bins, "alpha": opts.alpha, "test": opts.test,
                 "engine": engine_name, "batch_rows": batch_rows, "where": where,
                 "pos_label": pos_label, "drop_invalid": drop_invalid, "scheduler": scheduler,
-                "passes": 1 + details["extra_passes"],
+                "passes": 1 + details["extra_passes"] + var_passes,
                 "grid": {"cells": 2 ** spec.grid_bits, "exact": True,
                          "note": "fixed-bin metrics are exact: edge-straddling grid cells are "
                                  "binned row by row; equal-mass bins are cut at exact ranks "
                                  "found by extra passes"}}
     if classes:
         settings["input"] = "multiclass"
+    if variables:
+        settings.update({"variables": variables, "vece_bins": 10, "loess_span": loess_span,
+                         "correct_from": correct_from, "variable_passes": var_passes})
+    for n_ in var_notes:
+        note(n_, quiet=quiet)
     if ci_settings is not None:
         settings["ci"] = ci_settings
     if by:
@@ -236,13 +246,37 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                  f"{r.settings['pava_block_rows']:,} rows (bins end at block boundaries; "
                  "recorded in the report settings)", quiet=quiet)
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
-                          bins_for=bins_for, gates=outcomes, groups=groups)
+                          bins_for=bins_for, gates=outcomes, groups=groups, notes=var_notes,
+                          variables=var_result.to_dict() if var_result else None)
     _emit(report, out_fmt, output, bins_for)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _stream_variables(source: Any, variables: list[str], span: float,
+                      correct_from: str | None, *, binary: bool) -> tuple[Any, list[str], int]:
+    """``--var`` on a streaming engine: the VariablesResult, its notes and the passes taken."""
+    from calcheck.engine import VariablesResult
+    from calcheck.io import _check_extra_names
+    from calcheck.streaming.variables import variable_results
+
+    plan = source.plan
+    _check_extra_names(list(plan.schema.names), [*variables, *([correct_from] if correct_from
+                                                               else [])], plan.name)
+    res, ece, passes = variable_results(source, variables, binary=binary, span=span,
+                                        correct_from=correct_from)
+    notes = []
+    for name, vr in res.items():
+        if vr.excluded_missing:
+            notes.append(f"--var {name}: {vr.excluded_missing} rows with a missing value "
+                         "excluded from its VECE")
+        if vr.table.empty_bins:
+            notes.append(f"--var {name}: {vr.table.empty_bins} empty bin(s) skipped")
+    ranking = sorted(res, key=lambda k: -res[k].vece)
+    return VariablesResult(results=res, ece_qcut=ece.value, ranking=ranking), notes, passes
 
 
 # multiclass ids the streaming engines compute: top-label ones (binary metrics on the top-label
@@ -579,6 +613,8 @@ def score(
         intervals = {"reps": ci_reps, "level": ci_level, "seed": seed}
 
     _check_engine_options(engine_name, scheduler, batch_rows, where)
+    if correct_from and not var:
+        raise UsageError("--correct-from sets the correctness behind --var; give --var COL too")
     if engine_name in ("stream", "dask"):
         from calcheck.metrics import MetricOptions
 
@@ -586,8 +622,9 @@ def score(
                                     tce_nmin=tce_nmin, tce_nmax=tce_nmax)   # bins: by input kind
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         bool(var or text_plot), engine_name, scheduler,
-                         intervals, by, min_group_size, probs, renormalize)
+                         "--plot" if text_plot else None,
+                         engine_name, scheduler, intervals, by, min_group_size, probs,
+                         renormalize, list(dict.fromkeys(var or [])), loess_span, correct_from)
         return
     from calcheck import engine
     from calcheck.io import input_kind, open_source

@@ -805,6 +805,78 @@ def _batch_groups(table: Any, by: str, keep: np.ndarray | None) -> tuple[list[st
     return group_codes(g if keep is None else g.filter(pa.array(keep)))
 
 
+def _batch_numeric(src: Source, table: Any, names: tuple[str, ...], keep: np.ndarray | None,
+                   row_offset: int) -> FloatArray:
+    """The ``--var`` columns of a validated batch's kept rows as an (n, V) float64 matrix
+    (missing → NaN); text that is not a number is an error naming the stream's row."""
+    out = []
+    for name in names:
+        col = table.column(name)
+        vals, nonnum, text = _scores_array(src, name, col if isinstance(col, pa.ChunkedArray)
+                                           else pa.chunked_array([col]))
+        if nonnum.any():
+            raise _rows_error(src.name, name, nonnum, text, "not numeric",
+                              " (--var needs a numeric column)", row_offset)
+        out.append(vals if keep is None else vals[keep])
+    return np.ascontiguousarray(np.column_stack(out)) if out else np.zeros((0, 0))
+
+
+def _batch_incorrect(src: Source, table: Any, column: str, keep: np.ndarray | None,
+                     labels: Any, class_names: list[str] | None, pos_label: str | None,
+                     row_offset: int) -> np.ndarray:
+    """``--correct-from``: 1[the column's prediction ≠ label] for a validated batch's kept rows
+    (class indices or names for multiclass input, 0/1 or the label's coding for binary)."""
+    col = table.column(column)
+    col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    if class_names is not None:
+        pred, missing, bad, raw = _class_index(src, column, col, class_names)
+        what = "not a class"
+    else:
+        pred, missing, bad, raw = _labels_array(src, column, col, pos_label)
+        what = "not a binary prediction"
+    wrong = missing | bad
+    if keep is not None:
+        wrong &= keep
+        pred = pred[keep]
+    if wrong.any():
+        raise _rows_error(src.name, column, wrong, raw, what, "", row_offset)
+    return (pred != np.asarray(labels, dtype=np.int64)).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class BatchExtras:
+    """What a pass wants with each batch besides (scores, labels): the ``--by`` codes, the
+    ``--var`` matrix and ``--correct-from``'s incorrect flags, in that order."""
+
+    by: str | None = None
+    numeric: tuple[str, ...] = ()
+    correct_from: str | None = None
+
+    @classmethod
+    def of(cls, spec: Any) -> BatchExtras:
+        return cls(getattr(spec, "by", None), tuple(getattr(spec, "numeric", ())),
+                   getattr(spec, "correct_from", None))
+
+    @property
+    def columns(self) -> list[str]:
+        return [*([self.by] if self.by else []), *self.numeric,
+                *([self.correct_from] if self.correct_from else [])]
+
+
+def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExtras,
+                 keep: np.ndarray | None, row_offset: int, labels: Any,
+                 class_names: list[str] | None, pos_label: str | None) -> tuple[Any, ...]:
+    """A validated batch with the extras its pass asked for."""
+    if extras.by is not None:
+        out = (*out, _batch_groups(table, extras.by, keep))
+    if extras.numeric:
+        out = (*out, _batch_numeric(src, table, extras.numeric, keep, row_offset))
+    if extras.correct_from:
+        out = (*out, _batch_incorrect(src, table, extras.correct_from, keep, labels, class_names,
+                                      pos_label, row_offset))
+    return out
+
+
 def _fast_binary(batch: pa.RecordBatch, score_col: str,
                  label_col: str) -> tuple[FloatArray, np.ndarray] | None:
     """Zero-copy (scores, labels) of a batch that is plainly valid — float64 scores in [0, 1]
@@ -892,10 +964,10 @@ def plan_stream(path: str, *, score: str | None = None, label: str | None = None
 
 
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
-                     by: str | None = None) -> Any:
+                     extras: BatchExtras = BatchExtras()) -> Any:
     """Record batches of one fragment (one file), read one row group at a time (with the
-    ``--by`` column when given)."""
-    columns = [*plan.columns, *([by] if by and by not in plan.columns else [])]
+    columns of ``extras``)."""
+    columns = list(dict.fromkeys([*plan.columns, *extras.columns]))
     try:
         yield from fragment.to_batches(schema=plan.schema, columns=columns,
                                        filter=plan.filter, batch_size=plan.batch_size(batch_rows),
@@ -920,10 +992,11 @@ def group_codes(column: Any) -> tuple[list[str], np.ndarray]:
 
 def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
                       pos_label: str | None = None, drop_invalid: bool = False,
-                      stats: StreamStats | None = None, by: str | None = None,
+                      stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
                       view: str = "top") -> Any:
-    """(scores, labels) of record batches, validated — with ``by``, (scores, labels, (group
-    keys, group code per row)); error rows are numbered from 1 over all the batches given (the
+    """(scores, labels) of record batches, validated — then, as ``extras`` asks, (group keys,
+    group code per row) of ``--by``, the (n, V) float64 matrix of the ``--var`` columns and
+    ``--correct-from``'s int8 incorrect flags; error rows are numbered from 1 over all the batches given (the
     rows after the ``--where`` filter), and the message names ``name``.
 
     Multiclass input (``plan.prob_columns``) is validated as in memory (SPEC §1) and given as
@@ -934,28 +1007,29 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
     st = stats if stats is not None else StreamStats()
     st.score_column, st.label_column = plan.score_column, plan.label_column
     if plan.prob_columns:
-        yield from _multiclass_batches(plan, batches, src, st, drop_invalid, by, view)
+        yield from _multiclass_batches(plan, batches, src, st, drop_invalid, extras, view)
         return
     sc, lc = plan.score_column, plan.label_column
     for batch in batches:
         if batch.num_rows == 0:
             continue
+        offset = st.rows_read
         fast = None if pos_label is not None else _fast_binary(batch, sc, lc)
         if fast is not None:
             st.tally(batch.num_rows)
-            yield fast if by is None else (*fast, _batch_groups(batch, by, None))
+            yield _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
             continue
         table = pa.Table.from_batches([batch])
         s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
-                                                        drop_invalid, st.rows_read)
+                                                        drop_invalid, offset)
         st.tally(batch.num_rows, dropped_n, dropped)
         if s.shape[0]:
             out = np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
-            yield out if by is None else (*out, _batch_groups(table, by, keep))
+            yield _with_extras(out, src, table, extras, keep, offset, out[1], None, pos_label)
 
 
 def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamStats,
-                        drop_invalid: bool, by: str | None, view: str) -> Any:
+                        drop_invalid: bool, extras: BatchExtras, view: str) -> Any:
     """The multiclass branch of :func:`validated_batches`."""
     from calcheck.multiclass import top_label_view
 
@@ -964,9 +1038,10 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         if batch.num_rows == 0:
             continue
         table = pa.Table.from_batches([batch])
+        offset = st.rows_read
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
-            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=st.rows_read)
+            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset)
         st.tally(batch.num_rows, dropped_n, dropped, renormalized)
         if not y.shape[0]:
             continue
@@ -975,7 +1050,7 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             out: tuple[Any, ...] = (conf, correct.astype(np.int8))
         else:
             out = (P, y)
-        yield out if by is None else (*out, _batch_groups(table, by, keep))
+        yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
 
 
 def _prefetch(items: Any, depth: int = 2) -> Any:
@@ -1021,7 +1096,7 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
                   pos_label: str | None = None, batch_rows: int = 1_000_000,
                   where: str | None = None, drop_invalid: bool = False,
                   stats: StreamStats | None = None, plan: StreamPlan | None = None,
-                  by: str | None = None, view: str = "top") -> Any:
+                  extras: BatchExtras = BatchExtras(), view: str = "top") -> Any:
     """Validated (scores, labels) batches of a Parquet file, directory or hive-partitioned tree,
     read file by file through ``pyarrow.dataset`` in bounded memory (one row group decoding
     ahead of the computation).
@@ -1031,6 +1106,7 @@ def stream_binary(path: str, *, score: str | None = None, label: str | None = No
     """
     if plan is None:
         plan = plan_stream(path, score=score, label=label, where=where)
-    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, by))
+    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, extras))
     yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
-                                 drop_invalid=drop_invalid, stats=stats, by=by, view=view)
+                                 drop_invalid=drop_invalid, stats=stats, extras=extras,
+                                 view=view)

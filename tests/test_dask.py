@@ -164,3 +164,24 @@ def test_dask_multiclass_equals_memory(cli, tmp_path, cluster):
     for mid in ids:
         assert dk["metrics"][mid]["value"] == pytest.approx(mem["metrics"][mid]["value"],
                                                             rel=1e-12), mid
+
+
+def test_dask_variables_equal_stream_and_memory(cli, hive, cluster):
+    """--var on Dask: a partition column (exact LOESS aggregate) and the score itself (more
+    than 4,096 values: grouped) give the stream engine's numbers; VECE equals memory's."""
+    root, _ = hive
+    args = ["-m", "ece", "--var", "day", "--var", "score", "--json"]
+    out = {}
+    for name, extra in (("dask", ["--engine", "dask", "--scheduler", cluster.scheduler_address]),
+                        ("stream", ["--engine", "stream", "--batch-rows", "2999"]),
+                        ("memory", [])):
+        r = cli(["score", str(root / "ds"), *args, *extra])
+        assert r.code == 0, r.stderr
+        out[name] = json.loads(r.stdout)["variables"]
+    for v in ("day", "score"):
+        dk, st, mem = out["dask"][v], out["stream"][v], out["memory"][v]
+        assert [b["n"] for b in dk["bins"]] == [b["n"] for b in mem["bins"]]
+        assert dk["vece"] == pytest.approx(mem["vece"], rel=1e-12, abs=1e-15)
+        assert dk["ece_qcut"] == pytest.approx(mem["ece_qcut"], rel=1e-12, abs=1e-15)
+        assert dk["vce_max"] == pytest.approx(st["vce_max"], rel=1e-9)
+        assert dk["vce_max"] == pytest.approx(mem["vce_max"], abs=1e-12 if v == "day" else 1e-4)

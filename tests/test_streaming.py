@@ -79,7 +79,8 @@ def test_stream_errors_name_the_global_row(cli, tmp_path):
 
 @pytest.mark.parametrize("args, needle", [
     (["--engine", "stream", "-m", "pc"], "need(s) the in-memory engine"),
-    (["--engine", "stream", "--var", "x"], "does not do --var"),
+    (["--engine", "stream", "--plot"], "does not do --plot"),
+    (["--engine", "stream", "--var", "x"], "no column 'x'"),
     (["--engine", "warp"], "unknown --engine"),
     (["--where", "score >> 3"], "neither a number nor a quoted string"),
     (["--batch-rows", "0"], "--batch-rows must be"),

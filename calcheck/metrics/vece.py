@@ -82,7 +82,6 @@ def _qcut_sorted(vs: FloatArray, pe: FloatArray, inc: FloatArray, bins: int) -> 
     edges = qcut_edges(vs, bins)
     if edges.shape[0] == 1:
         bounds = np.array([0, n])
-        edges = np.array([edges[0], edges[0]])
     else:
         # (a, b] bins with the minimum in the first: bin j ends after the last v <= edges[j+1]
         inner = np.searchsorted(vs, edges[1:-1], side="right")
@@ -94,9 +93,19 @@ def _qcut_sorted(vs: FloatArray, pe: FloatArray, inc: FloatArray, bins: int) -> 
     si = np.zeros(cnt.shape[0])
     se[nonempty] = np.add.reduceat(pe, starts)
     si[nonempty] = np.add.reduceat(inc, starts)
+    return qcut_table(edges, cnt, se, si)
+
+
+def qcut_table(edges: FloatArray, cnt: IntArray, se: FloatArray, si: FloatArray) -> QcutTable:
+    """The bin table of qcut ``edges`` (one edge: every value in one bin) from each bin's row
+    count and sums of pred_error and incorrect."""
+    if edges.shape[0] == 1:
+        edges = np.array([edges[0], edges[0]])
+    nonempty = cnt > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         me = np.where(nonempty, se / np.maximum(cnt, 1), np.nan)
         mi = np.where(nonempty, si / np.maximum(cnt, 1), np.nan)
+    n = int(cnt.sum())
     value = float(np.sum(np.abs(me[nonempty] - mi[nonempty]) * cnt[nonempty]) / n)
     return QcutTable(lower=edges[:-1].copy(), upper=edges[1:].copy(), count=cnt, mean_pred_error=me,
                      mean_incorrect=mi, value=value, empty_bins=int((~nonempty).sum()))
@@ -113,13 +122,32 @@ def qcut_calibration(v: FloatArray, pred_error: FloatArray, incorrect: FloatArra
 # LOESS
 
 
+class RankedRows:
+    """The sorted rows of an aggregate — value ``x[j]`` repeated ``c[j]`` times — indexed by
+    rank without expanding them (the streaming engine's stand-in for all rows' x, sorted)."""
+
+    def __init__(self, x: FloatArray, c: FloatArray) -> None:
+        self.x = x
+        self.cum = np.cumsum(c).astype(np.int64)
+        self.shape = (int(self.cum[-1]) if self.cum.shape[0] else 0,)
+
+    def __getitem__(self, idx: Any) -> Any:
+        i = np.asarray(idx)
+        i = np.where(i < 0, i + self.shape[0], i)
+        return self.x[np.searchsorted(self.cum, i, side="right")]
+
+    def searchsorted(self, v: FloatArray) -> IntArray:
+        """Rows with x < v (``numpy.searchsorted`` on the expanded rows, side left)."""
+        return np.r_[0, self.cum][np.searchsorted(self.x, v, side="left")]
+
+
 @dataclass
 class _Aggregated:
     x: FloatArray            # distinct values (or group means), ascending
     c: FloatArray            # rows per value
     sy: FloatArray           # Σ y per value, one column per response
     syy: FloatArray          # Σ y² per value
-    xs: FloatArray           # all rows' x, sorted (for neighbour distances)
+    xs: Any                  # all rows' x, sorted (for neighbour distances), or RankedRows
     grouped: bool
 
 
@@ -137,17 +165,18 @@ def _aggregate(x: FloatArray, ys: list[FloatArray], *, presorted: bool = False) 
         starts = np.r_[0, np.flatnonzero(change) + 1]
     del change
     c = np.diff(np.r_[starts, xs.shape[0]]).astype(np.float64)
-    sx = np.add.reduceat(xs, starts)
+    # a group sits at its mean; a distinct value at itself
+    x_at = np.add.reduceat(xs, starts) / c if grouped else xs[starts]
     sy = np.column_stack([np.add.reduceat(y, starts) for y in cols])
     syy = np.column_stack([np.add.reduceat(y * y, starts) for y in cols])
-    return _Aggregated(x=sx / c, c=c, sy=sy, syy=syy, xs=xs, grouped=grouped)
+    return _Aggregated(x=x_at, c=c, sy=sy, syy=syy, xs=xs, grouped=grouped)
 
 
 def _neighbour_distance(xs: FloatArray, x0: FloatArray, q: int) -> FloatArray:
     """Distance from each x0 to its q-th nearest row (rows sorted): the LOESS bandwidth."""
     n = xs.shape[0]
     q = min(max(q, 1), n)
-    pos = np.searchsorted(xs, x0)
+    pos = xs.searchsorted(x0)
     lo = np.clip(pos - q, 0, n - q)
     hi = np.clip(pos, 0, n - q)
     while True:                                  # the best window [L, L+q) by bisection
@@ -224,12 +253,16 @@ class LoessCurve:
 
 def loess_curves(x: FloatArray, ys: list[FloatArray], grid: FloatArray,
                  span: float = 0.75, *, presorted: bool = False) -> LoessCurve:
-    """LOESS (degree 2, tricube, no robustness iterations) of each y against x, on ``grid``.
+    """LOESS (degree 2, tricube, no robustness iterations) of each y against x, on ``grid``."""
+    return loess_aggregate(_aggregate(x, ys, presorted=presorted), grid, span)
+
+
+def loess_aggregate(agg: _Aggregated, grid: FloatArray, span: float = 0.75) -> LoessCurve:
+    """:func:`loess_curves` of rows aggregated by distinct value (or group).
 
     The residual variance uses the fits at the distinct values (or groups):
     σ² = RSS / (n − trace of the smoother).
     """
-    agg = _aggregate(x, ys, presorted=presorted)
     fit, sl2, _ = _local_fits(agg, grid, span, want_se=True)
     if agg.x.shape[0] > RESIDUAL_POINTS:
         # fits at the distinct values only feed σ²: fit at quantile-spaced ones, interpolate
@@ -301,17 +334,28 @@ def variable_calibration(name: str, v: FloatArray, pred_error: FloatArray, incor
     vs, pe, inc = v[order], pred_error[order], incorrect[order].astype(np.float64)
     table = _qcut_sorted(vs, pe, inc, bins)
     lo, hi = np.percentile(vs, [5.0, 95.0])
+    return variable_result(name, table, float(lo), float(hi),
+                           _aggregate(vs, [inc, pe], presorted=True), span=span, bins=bins,
+                           excluded_missing=missing)
+
+
+def variable_result(name: str, table: QcutTable, lo: float, hi: float, agg: _Aggregated, *,
+                    span: float, bins: int, excluded_missing: int,
+                    settings: dict[str, Any] | None = None) -> VariableResult:
+    """A variable's result from its qcut table, the 5%/95% percentiles of v and its rows
+    aggregated by value (responses: incorrect, pred_error)."""
     grid = np.linspace(lo, hi, GRID_POINTS)
     # LOESS is linear in y: fit the fractions, report percentage points as the reference does
-    curve = loess_curves(vs, [inc, pe], grid, span, presorted=True)
+    curve = loess_aggregate(agg, grid, span)
     curve.fit *= 100.0
     curve.se *= 100.0
     curve.sigma *= 100.0
     diff = np.abs(curve.fit[:, 0] - curve.fit[:, 1])
     j = int(np.argmax(diff))
     return VariableResult(name=name, vece=table.value, table=table, vce_max=float(diff[j]) / 100.0,
-                          v_star=float(grid[j]), curve=curve, n=int(vs.shape[0]),
-                          excluded_missing=missing,
+                          v_star=float(grid[j]), curve=curve, n=int(agg.c.sum()),
+                          excluded_missing=excluded_missing,
                           settings={"bins": bins, "binning": "qcut", "loess_span": span,
                                     "loess_degree": 2, "grid_points": GRID_POINTS,
-                                    "loess_approximation": curve.approximation or None})
+                                    "loess_approximation": curve.approximation or None,
+                                    **(settings or {})})

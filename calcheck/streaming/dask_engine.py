@@ -15,7 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from calcheck.errors import UsageError
-from calcheck.io import StreamPlan, StreamStats, fragment_batches, validated_batches
+from calcheck.io import (
+    BatchExtras,
+    StreamPlan,
+    StreamStats,
+    fragment_batches,
+    validated_batches,
+)
 
 INSTALL = "pip install 'calcheck[dask]'"
 CONNECT_TIMEOUT = 15     # seconds to reach a --scheduler address
@@ -54,12 +60,13 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
     and the row within it."""
     state = spec.new()
     stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
-    by = getattr(spec, "by", None)                      # the --by column of a grouped pass
+    extras = BatchExtras.of(spec)               # --by codes, --var columns, --correct-from
     for index, fr in fragments:
         file_stats = StreamStats()
-        batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, by), name=fr.path,
-                                    pos_label=pos_label, drop_invalid=drop_invalid,
-                                    stats=file_stats, by=by, view=getattr(spec, "view", "top"))
+        batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, extras),
+                                    name=fr.path, pos_label=pos_label, drop_invalid=drop_invalid,
+                                    stats=file_stats, extras=extras,
+                                    view=getattr(spec, "view", "top"))
         start = index << FILE_ID_SHIFT                  # row id: (file index, row in the file)
         for b in batches:                               # (scores, labels[, group codes])
             state.update(b[0], b[1], start, *b[2:])

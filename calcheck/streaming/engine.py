@@ -162,7 +162,7 @@ class StreamSource:
 
     def run(self, spec: Any) -> tuple[Any, Any]:
         """One pass: the merged state of ``spec`` and the read statistics."""
-        from calcheck.io import StreamStats, stream_binary
+        from calcheck.io import BatchExtras, StreamStats, stream_binary
 
         plan = self.plan
         if self.engine == "dask":
@@ -173,7 +173,7 @@ class StreamSource:
         stats = StreamStats()
         batches = stream_binary(self.path, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                 drop_invalid=self.drop_invalid, stats=stats, plan=plan,
-                                by=getattr(spec, "by", None), view=getattr(spec, "view", "top"))
+                                extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
         return fold(batches, spec), stats
 
     def id_bound(self, n: int) -> int:

@@ -1,0 +1,237 @@
+"""Exact order statistics (values at given ranks) of any float64 column of a streamed dataset.
+
+Equal-mass bins over a variable (VECE's ``pandas.qcut`` edges, the 5%/95% ends of the LOESS
+grid, the LOESS groups of a variable with many distinct values) are percentiles, and numpy's
+linear percentile needs the values at two ranks of the sorted column.  Streaming, those values
+are found exactly — no sketch error — by a radix search over an order-preserving 64-bit key of
+the value (:func:`order_keys`): the first pass histograms the top 16 bits of every key; each
+later pass either **collects** the keys of the narrowed ranges (when they hold few rows in all)
+or **histograms** each range into sub-ranges and keeps the one holding the rank.  A range of one
+key is a resolved value, so heavy ties end the search early.  Continuous data take two or three
+passes; every pass is a mergeable state (int64 counts, collected keys), so the result does not
+depend on partitioning and the same code runs on the Dask engine.
+
+Only values are searched (ties need no row order here): :mod:`calcheck.streaming.select` is the
+score-and-row-id search that positional score bins need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+
+KEY_BITS = 64
+FIRST_SHIFT = 48              # the first pass: 2^16 buckets over the whole key space
+SUB_BITS = 16                 # a later pass splits a range into ≤ 2^16 sub-ranges ...
+HIST_BUCKETS = 1 << 20        # ... and ≤ 2^20 over all ranges of a pass (8 MB of counts)
+MIN_SUB_BITS = 4
+COLLECT_ROWS = 1 << 22        # collect the ranges' keys outright when they hold ≤ this in all
+SMALL_RANGE = 64              # ... and any range holding at most this many rows
+_SIGN = np.uint64(1 << 63)
+
+
+def order_keys(x: FloatArray) -> np.ndarray:
+    """uint64 keys ordered as the float64 values (no NaN); −0.0 and 0.0 share a key."""
+    b = (np.asarray(x, dtype=np.float64) + 0.0).view(np.uint64)     # −0.0 + 0.0 = +0.0
+    return np.where(b >> np.uint64(63) != 0, ~b, b | _SIGN)
+
+
+def key_value(key: int) -> float:
+    """The float64 value of an :func:`order_keys` key."""
+    k = np.uint64(key)
+    bits = k ^ _SIGN if k & _SIGN else ~k
+    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+
+
+@dataclass(frozen=True)
+class Range:
+    """Keys in [lo, hi] (inclusive), histogrammed into buckets of 2^shift keys, or collected
+    (``shift`` < 0)."""
+
+    lo: int
+    hi: int
+    shift: int
+
+    @property
+    def buckets(self) -> int:
+        return 0 if self.shift < 0 else ((self.hi - self.lo) >> self.shift) + 1
+
+
+@dataclass(frozen=True)
+class RankPassSpec:
+    """The disjoint key ranges one pass looks at, per column (sorted by ``lo``)."""
+
+    ranges: tuple[tuple[Range, ...], ...]
+
+    def new(self) -> RankPassState:
+        return RankPassState(self)
+
+
+@dataclass
+class RankPassState:
+    """Per column: int64 bucket counts of the histogram ranges (flat, range i owning
+    ``offsets[i]:offsets[i+1]``) and the keys of the collect ranges (with their range index)."""
+
+    spec: RankPassSpec
+    counts: list[IntArray] = field(default_factory=list)
+    keys: list[list[tuple[IntArray, np.ndarray]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._tables = [_range_table(r) for r in self.spec.ranges]
+        if not self.counts:
+            self.counts = [np.zeros(int(t[4][-1]), dtype=np.int64) for t in self._tables]
+            self.keys = [[] for _ in self.spec.ranges]
+
+    def add(self, column: int, keys: np.ndarray) -> None:
+        """Count (or collect) the keys of one batch of column ``column``."""
+        lo, hi, shift, collect, offsets = self._tables[column]
+        if lo.shape[0] == 0 or keys.shape[0] == 0:
+            return
+        if lo.shape[0] == 1 and not collect[0] and lo[0] == 0 and hi[0] == ~np.uint64(0):
+            self.counts[column] += np.bincount((keys >> shift[0]).astype(np.intp),
+                                               minlength=self.counts[column].shape[0])
+            return
+        rid = np.searchsorted(lo, keys, side="right").astype(np.intp) - 1
+        inside = rid >= 0
+        rid_c = np.maximum(rid, 0)
+        inside &= keys <= hi[rid_c]
+        if not inside.any():
+            return
+        k, r = keys[inside], rid_c[inside]
+        hist = ~collect[r]
+        if hist.any():
+            kh, rh = k[hist], r[hist]
+            idx = offsets[rh] + ((kh - lo[rh]) >> shift[rh]).astype(np.intp)
+            self.counts[column] += np.bincount(idx, minlength=self.counts[column].shape[0])
+        if not hist.all():
+            self.keys[column].append((r[~hist], k[~hist]))
+
+    def merge(self, other: RankPassState) -> RankPassState:
+        for c in range(len(self.counts)):
+            self.counts[c] += other.counts[c]
+            self.keys[c].extend(other.keys[c])
+        return self
+
+    def collected(self, column: int, index: int) -> np.ndarray:
+        """The sorted keys collected by range ``index`` of ``column``."""
+        parts = [k[r == index] for r, k in self.keys[column]]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+    def histogram(self, column: int, index: int) -> IntArray:
+        offsets = self._tables[column][4]
+        return self.counts[column][offsets[index]:offsets[index + 1]]
+
+
+def _range_table(ranges: tuple[Range, ...]) -> tuple[np.ndarray, ...]:
+    lo = np.array([r.lo for r in ranges], dtype=np.uint64)
+    hi = np.array([r.hi for r in ranges], dtype=np.uint64)
+    shift = np.array([max(r.shift, 0) for r in ranges], dtype=np.uint64)
+    collect = np.array([r.shift < 0 for r in ranges], dtype=bool)
+    sizes = [r.buckets for r in ranges]
+    offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.intp)
+    return lo, hi, shift, collect, offsets
+
+
+FULL = Range(0, (1 << KEY_BITS) - 1, FIRST_SHIFT)
+
+
+@dataclass
+class _Target:
+    rank: int
+    lo: int = 0                      # the rank's row is among the keys in [lo, hi] ...
+    hi: int = (1 << KEY_BITS) - 1
+    base: int = 0                    # ... after ``base`` rows with smaller keys
+    count: int = -1                  # rows in [lo, hi] (-1: not known yet)
+    key: int | None = None           # resolved
+
+
+class RankSearch:
+    """Drives the passes that resolve the values at ``ranks`` (0-based, of the ascending sort) of
+    one column of ``n`` rows.  :meth:`ranges` gives the next pass's ranges (none when done);
+    :meth:`absorb` reads that pass's state."""
+
+    def __init__(self, n: int, ranks: list[int]) -> None:
+        self.n = n
+        self.targets = {r: _Target(r) for r in sorted(set(ranks)) if 0 <= r < n}
+        self._pass: tuple[Range, ...] = ()
+        self._owners: list[list[_Target]] = []
+
+    @property
+    def done(self) -> bool:
+        return all(t.key is not None for t in self.targets.values())
+
+    def first(self) -> tuple[Range, ...]:
+        """The first pass: every key, into 2^16 buckets of its top bits."""
+        self._pass = (FULL,) if self.targets else ()
+        self._owners = [list(self.targets.values())] if self.targets else []
+        return self._pass
+
+    def ranges(self) -> tuple[Range, ...]:
+        open_: dict[tuple[int, int], list[_Target]] = {}
+        for t in self.targets.values():
+            if t.key is None:
+                open_.setdefault((t.lo, t.hi), []).append(t)
+        total = sum(ts[0].count for ts in open_.values())
+        sub = SUB_BITS if len(open_) <= HIST_BUCKETS >> SUB_BITS else \
+            max(MIN_SUB_BITS, (HIST_BUCKETS // max(len(open_), 1)).bit_length() - 1)
+        out = []
+        for (lo, hi), ts in sorted(open_.items()):
+            count = ts[0].count
+            if total <= COLLECT_ROWS or count <= SMALL_RANGE:
+                out.append(Range(lo, hi, -1))
+            else:
+                out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))
+        self._pass = tuple(out)
+        self._owners = [open_[(r.lo, r.hi)] for r in out]
+        return self._pass
+
+    def absorb(self, state: RankPassState, column: int) -> None:
+        """Narrow (or resolve) every open rank with the pass just run."""
+        for i, rng in enumerate(self._pass):
+            mine = self._owners[i]
+            if rng.shift < 0:
+                keys = state.collected(column, i)
+                for t in mine:
+                    t.key = int(keys[t.rank - t.base])
+                continue
+            hist = state.histogram(column, i)
+            cum = np.cumsum(hist)
+            for t in mine:
+                j = int(np.searchsorted(cum, t.rank - t.base, side="right"))
+                t.base += int(cum[j - 1]) if j else 0
+                t.lo = rng.lo + (j << rng.shift)
+                t.hi = min(rng.hi, rng.lo + ((j + 1) << rng.shift) - 1)
+                t.count = int(hist[j])
+                if t.lo == t.hi:
+                    t.key = t.lo
+
+    def value(self, rank: int) -> float:
+        key = self.targets[rank].key
+        assert key is not None, f"rank {rank} not resolved"
+        return key_value(key)
+
+
+def percentile_plan(n: int, percents: list[float] | FloatArray) -> tuple[IntArray, IntArray,
+                                                                          FloatArray]:
+    """numpy's linear percentile of ``n`` sorted values at ``percents``: the ranks (below,
+    above) it reads and the interpolation weight, computed as ``np.percentile`` computes them."""
+    q = np.true_divide(np.asarray(percents, dtype=np.float64), 100)
+    virtual = (n - 1) * q
+    below = np.floor(virtual)
+    above = below + 1
+    top = virtual >= n - 1
+    below[top] = n - 1
+    above[top] = n - 1
+    gamma = virtual - below
+    return below.astype(np.int64), above.astype(np.int64), gamma
+
+
+def lerp(a: FloatArray, b: FloatArray, t: FloatArray) -> FloatArray:
+    """numpy's percentile interpolation (``_lerp``), bit for bit."""
+    diff = b - a
+    out = np.add(a, diff * t)
+    np.subtract(b, diff * (1 - t), out=out, where=t >= 0.5)
+    return out

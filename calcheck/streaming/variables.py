@@ -1,0 +1,324 @@
+"""Variable-based calibration (VECE, ``ece_qcut``, VCE(v*)) on the streaming engines.
+
+The in-memory engine sorts each variable; a stream cannot, so the same numbers come from a few
+mergeable passes over the variable columns (and the predictions, for pred_error and incorrect):
+
+1. **scan**: rows and missing values per variable, the top-16-bit histogram of each column's
+   order keys (:mod:`calcheck.streaming.ranks`), and each variable's distinct values while
+   there are at most ``MAX_GROUPS`` of them;
+2. **rank search** (usually one or two passes): the exact values at the ranks numpy's linear
+   percentile reads — the qcut edges over v and over pred_error, the 5%/95% ends of the LOESS
+   grid and, for a variable with more than ``MAX_GROUPS`` distinct values, the last value of
+   each of the in-memory engine's ``MAX_GROUPS`` equal-count LOESS groups;
+3. **bins**: per qcut bin int64 rows and errors and a compensated Σ pred_error; per LOESS value
+   (or group) rows, Σ v, Σ incorrect, Σ pred_error and Σ pred_error².
+
+So the qcut edges are bit-identical to ``numpy.percentile``, bin counts identical and VECE,
+``ece_qcut`` equal to the in-memory values to ~1e-15.  LOESS is exact for a variable with at
+most ``MAX_GROUPS`` distinct values (age, counts, codes): the aggregate is the in-memory one.
+With more, rows are grouped by value at the same cut ranks (rows tied with a cut go to the lower
+group, where the in-memory engine splits them by position) and each group's rows sit at the
+group mean for the LOESS bandwidths too — recorded in the result's settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.metrics.vece import (
+    MAX_GROUPS,
+    QcutTable,
+    RankedRows,
+    VariableResult,
+    _Aggregated,
+    qcut_table,
+    variable_result,
+)
+from calcheck.streaming.ranks import (
+    Range,
+    RankPassSpec,
+    RankPassState,
+    RankSearch,
+    lerp,
+    order_keys,
+    percentile_plan,
+)
+from calcheck.streaming.states import CompensatedSum
+
+
+def error_view(s: FloatArray, y: Any, binary: bool) -> tuple[FloatArray, IntArray]:
+    """(pred_error, incorrect) of a batch, as ``ScoreInput.error_view`` computes them: binary
+    scores predict 1 when s ≥ 0.5; a top-label batch is (confidence, correct)."""
+    if binary:
+        return 1.0 - np.maximum(s, 1.0 - s), ((s >= 0.5) != (y != 0)).astype(np.int8)
+    return 1.0 - s, (np.asarray(y) == 0).astype(np.int8)
+
+
+def _distinct_add(known: FloatArray | None, v: FloatArray) -> FloatArray | None:
+    """``known`` ∪ distinct values of v, or None once there are more than MAX_GROUPS."""
+    if known is None:
+        return None
+    if known.shape[0]:
+        i = np.minimum(np.searchsorted(known, v), known.shape[0] - 1)
+        v = v[known[i] != v]
+    if v.shape[0]:
+        known = np.union1d(known, np.unique(v))
+    return None if known.shape[0] > MAX_GROUPS else known
+
+
+# ---------------------------------------------------------------------------------------------
+# passes 1 and 2: scan, rank search
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """A scan or rank-search pass over the ``numeric`` columns (plus pred_error, the last
+    column); ``scan`` also counts rows, missing values and distinct values."""
+
+    numeric: tuple[str, ...]
+    binary: bool
+    ranges: tuple[tuple[Range, ...], ...]
+    scan: bool = False
+
+    def new(self) -> VarRankState:
+        return VarRankState(self)
+
+
+@dataclass
+class VarRankState:
+    spec: RankSpec
+    ranks: RankPassState = field(init=False)
+    rows: IntArray = field(init=False)
+    missing: IntArray = field(init=False)
+    distinct: list[FloatArray | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ranks = RankPassSpec(self.spec.ranges).new()
+        k = len(self.spec.numeric)
+        self.rows = np.zeros(k + 1, dtype=np.int64)
+        self.missing = np.zeros(k, dtype=np.int64)
+        self.distinct = [np.zeros(0) for _ in range(k)]
+
+    def update(self, scores: FloatArray, labels: Any, start: int = 0,
+               values: FloatArray | None = None, *_: Any) -> VarRankState:
+        cols = self.spec.ranges
+        k = len(self.spec.numeric)
+        if cols[k]:
+            pe, _ = error_view(scores, labels, self.spec.binary)
+            self.ranks.add(k, order_keys(pe))
+        self.rows[k] += scores.shape[0]
+        assert values is not None
+        for j in range(k):
+            if not cols[j] and not self.spec.scan:
+                continue
+            v = values[:, j]
+            nan = np.isnan(v)
+            if nan.any():
+                v = v[~nan]
+            if self.spec.scan:
+                self.missing[j] += int(nan.sum())
+                self.rows[j] += v.shape[0]
+                self.distinct[j] = _distinct_add(self.distinct[j], v)
+            if cols[j]:
+                self.ranks.add(j, order_keys(v))
+        return self
+
+    def merge(self, other: VarRankState) -> VarRankState:
+        self.ranks.merge(other.ranks)
+        self.rows += other.rows
+        self.missing += other.missing
+        for j, d in enumerate(other.distinct):
+            mine = self.distinct[j]
+            self.distinct[j] = None if mine is None or d is None else _distinct_add(mine, d)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 3: bins
+
+
+@dataclass(frozen=True)
+class BinSpec:
+    """The final pass: qcut edges per column (variables, then pred_error) and the upper value of
+    each LOESS group per variable."""
+
+    numeric: tuple[str, ...]
+    binary: bool
+    edges: tuple[FloatArray, ...]
+    groups: tuple[FloatArray, ...]
+    correct_from: str | None = None        # incorrect = 1[this column ≠ label]
+
+    def new(self) -> VarBinState:
+        return VarBinState(self)
+
+
+@dataclass
+class VarBinState:
+    spec: BinSpec
+    qcount: list[IntArray] = field(init=False)
+    qwrong: list[IntArray] = field(init=False)
+    qerr: list[CompensatedSum] = field(init=False)
+    gcount: list[IntArray] = field(init=False)
+    gwrong: list[IntArray] = field(init=False)
+    gsums: list[CompensatedSum] = field(init=False)     # rows: Σ v, Σ pe, Σ pe²
+
+    def __post_init__(self) -> None:
+        nb = [max(e.shape[0] - 1, 1) for e in self.spec.edges]
+        ng = [g.shape[0] for g in self.spec.groups]
+        self.qcount = [np.zeros(b, dtype=np.int64) for b in nb]
+        self.qwrong = [np.zeros(b, dtype=np.int64) for b in nb]
+        self.qerr = [CompensatedSum.zeros(b) for b in nb]
+        self.gcount = [np.zeros(g, dtype=np.int64) for g in ng]
+        self.gwrong = [np.zeros(g, dtype=np.int64) for g in ng]
+        self.gsums = [CompensatedSum.zeros(3 * g) for g in ng]
+
+    def _qcut(self, j: int, v: FloatArray, pe: FloatArray, wrong: np.ndarray) -> None:
+        edges = self.spec.edges[j]
+        b = self.qcount[j].shape[0]
+        ids = np.searchsorted(edges[1:-1], v, side="left") if b > 1 else np.zeros(v.shape[0],
+                                                                                  np.intp)
+        self.qcount[j] += np.bincount(ids, minlength=b)
+        self.qwrong[j] += np.bincount(ids[wrong], minlength=b)
+        self.qerr[j].add(np.bincount(ids, weights=pe, minlength=b))
+
+    def update(self, scores: FloatArray, labels: Any, start: int = 0,
+               values: FloatArray | None = None,
+               incorrect: np.ndarray | None = None) -> VarBinState:
+        k = len(self.spec.numeric)
+        pe, inc = error_view(scores, labels, self.spec.binary)
+        wrong = (inc if incorrect is None else incorrect).astype(bool)
+        self._qcut(k, pe, pe, wrong)
+        assert values is not None
+        for j in range(k):
+            v = values[:, j]
+            ok = ~np.isnan(v)
+            vj, pj, wj = (v, pe, wrong) if ok.all() else (v[ok], pe[ok], wrong[ok])
+            self._qcut(j, vj, pj, wj)
+            g = self.spec.groups[j]
+            m = g.shape[0]
+            gid = np.searchsorted(g, vj, side="left")
+            self.gcount[j] += np.bincount(gid, minlength=m)
+            self.gwrong[j] += np.bincount(gid[wj], minlength=m)
+            self.gsums[j].add(np.concatenate([np.bincount(gid, weights=w, minlength=m)
+                                              for w in (vj, pj, pj * pj)]))
+        return self
+
+    def merge(self, other: VarBinState) -> VarBinState:
+        for mine, theirs in ((self.qcount, other.qcount), (self.qwrong, other.qwrong),
+                             (self.gcount, other.gcount), (self.gwrong, other.gwrong)):
+            for a, b in zip(mine, theirs):
+                a += b
+        for cs, co in ((self.qerr, other.qerr), (self.gsums, other.gsums)):
+            for a, b in zip(cs, co):
+                a.merge(b)
+        return self
+
+    def table(self, j: int) -> QcutTable:
+        return qcut_table(self.spec.edges[j], self.qcount[j], self.qerr[j].value,
+                          self.qwrong[j].astype(np.float64))
+
+    def aggregate(self, j: int, distinct: bool) -> _Aggregated:
+        """Variable j's rows by distinct value (``distinct``) or by group, as the in-memory
+        LOESS aggregates them; empty groups are left out."""
+        c = self.gcount[j]
+        keep = c > 0
+        m = c.shape[0]
+        sums = self.gsums[j].value
+        sv, spe, spe2 = sums[:m][keep], sums[m:2 * m][keep], sums[2 * m:][keep]
+        cf = c[keep].astype(np.float64)
+        wrong = self.gwrong[j][keep].astype(np.float64)
+        x = self.spec.groups[j][keep] if distinct else sv / cf
+        return _Aggregated(x=x, c=cf, sy=np.column_stack([wrong, spe]),
+                           syy=np.column_stack([wrong, spe2]), xs=RankedRows(x, cf),
+                           grouped=not distinct)
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+
+def _qcut_percents(bins: int) -> FloatArray:
+    return np.linspace(0.0, 1.0, bins + 1) * 100.0      # as vece.qcut_edges
+
+
+def _group_ranks(n: int) -> list[int]:
+    """The last rank of each of the in-memory engine's equal-count LOESS groups."""
+    starts = np.unique((np.arange(MAX_GROUPS) * n) // MAX_GROUPS)
+    return [int(r) for r in np.r_[starts[1:], n] - 1]
+
+
+def _values(search: RankSearch, ranks: IntArray) -> FloatArray:
+    return np.array([search.value(int(r)) for r in ranks])
+
+
+def _percentiles(search: RankSearch, n: int, percents: FloatArray) -> FloatArray:
+    below, above, gamma = percentile_plan(n, percents)
+    return lerp(_values(search, below), _values(search, above), gamma)
+
+
+def variable_results(source: Any, names: list[str], *, binary: bool, bins: int = 10,
+                     span: float = 0.75, correct_from: str | None = None,
+                     ) -> tuple[dict[str, VariableResult], QcutTable, int]:
+    """VECE and VCE(v*) of every variable in ``names`` and the qcut ECE over pred_error, from
+    passes over ``source`` (a :class:`~calcheck.streaming.engine.StreamSource`); also the
+    number of passes.  ``correct_from``: incorrect = 1[that column ≠ label] (the
+    ``--correct-from`` option) instead of the top-label prediction's."""
+    from calcheck.errors import InputError
+
+    numeric = tuple(names)
+    k = len(numeric)
+    full = tuple(RankSearch(1, [0]).first() for _ in range(k + 1))
+    scan, _ = source.run(RankSpec(numeric, binary, full, scan=True))
+    passes = 1
+    n = [int(r) for r in scan.rows]
+    if n[k] == 0:
+        raise InputError("no rows to compute on (after the --where filter and dropped rows)")
+    for j in range(k):
+        if n[j] == 0:
+            raise InputError(f"--var {numeric[j]}: every value is missing")
+    distinct = [d is not None for d in scan.distinct]
+    q = _qcut_percents(bins)
+    searches = []
+    for j in range(k + 1):
+        b, a, _ = percentile_plan(n[j], q)
+        ranks = [*b, *a]
+        if j < k:
+            b5, a5, _ = percentile_plan(n[j], [5.0, 95.0])
+            ranks += [*b5, *a5]
+            if not distinct[j]:
+                ranks += _group_ranks(n[j])
+        s = RankSearch(n[j], [int(r) for r in ranks])
+        s.first()
+        s.absorb(scan.ranks, j)
+        searches.append(s)
+    while not all(s.done for s in searches):
+        state, _ = source.run(RankSpec(numeric, binary, tuple(s.ranges() for s in searches)))
+        passes += 1
+        for j, s in enumerate(searches):
+            s.absorb(state.ranks, j)
+    edges = tuple(np.unique(_percentiles(searches[j], n[j], q)) for j in range(k + 1))
+    groups = []
+    for j in range(k):
+        if distinct[j]:
+            d = scan.distinct[j]
+            assert d is not None
+            groups.append(d)
+        else:
+            groups.append(np.unique(_values(searches[j], np.array(_group_ranks(n[j])))))
+    final, _ = source.run(BinSpec(numeric, binary, edges, tuple(groups), correct_from))
+    passes += 1
+    out = {}
+    for j, name in enumerate(numeric):
+        lo, hi = _percentiles(searches[j], n[j], np.array([5.0, 95.0]))
+        agg = final.aggregate(j, distinct[j])
+        note = None if distinct[j] else (
+            f"values grouped by value into {agg.x.shape[0]} groups cut at the in-memory "
+            f"engine's {MAX_GROUPS} equal-count ranks; bandwidths from the group means")
+        out[name] = variable_result(name, final.table(j), float(lo), float(hi), agg, span=span,
+                                    bins=bins, excluded_missing=int(scan.missing[j]),
+                                    settings={"loess_approximation": note} if note else None)
+    return out, final.table(k), passes
