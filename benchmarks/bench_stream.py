@@ -102,6 +102,11 @@ def main() -> None:
          "1000 null draws)",
          ["test", str(root), "--engine", "stream", "--bins", "15", "--method",
           "tcal,spiegelhalter", "--json"]),
+        ("score --engine stream -m ece --var day --var score (VECE + VCE(v*): a 20-value "
+         "partition column, exact from its distinct values, and a continuous one, 4,096 LOESS "
+         "groups; scan + rank search + bin pass)",
+         ["score", str(root), "--engine", "stream", "-m", "ece", "--var", "day", "--var",
+          "score", "--json"]),
         ("test --engine stream --adaptive (levels 2^1..2^16, 1000 null draws)",
          ["test", str(root), "--engine", "stream", "--json"]),
     ]

@@ -39,6 +39,7 @@ class ClasswiseSpec:
     bins: int = 15
     top: Any = None
     view: str = "classes"
+    threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> ClasswiseState:
         return ClasswiseState(self.classes, self.bins,

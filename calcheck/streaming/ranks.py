@@ -81,6 +81,7 @@ class RankPassState:
 
     def __post_init__(self) -> None:
         self._tables = [_range_table(r) for r in self.spec.ranges]
+        self._sorted: dict[int, tuple[IntArray, np.ndarray]] = {}
         if not self.counts:
             self.counts = [np.zeros(int(t[4][-1]), dtype=np.int64) for t in self._tables]
             self.keys = [[] for _ in self.spec.ranges]
@@ -117,8 +118,18 @@ class RankPassState:
 
     def collected(self, column: int, index: int) -> np.ndarray:
         """The sorted keys collected by range ``index`` of ``column``."""
-        parts = [k[r == index] for r, k in self.keys[column]]
-        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+        cache = self._sorted.get(column)
+        if cache is None:
+            parts = self.keys[column]
+            r = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.intp)
+            k = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.uint64)
+            order = np.lexsort((k, r))                 # by range, then key
+            r, k = r[order], k[order]
+            nr = len(self.spec.ranges[column])
+            cache = (np.searchsorted(r, np.arange(nr + 1), side="left"), k)
+            self._sorted[column] = cache
+        bounds, keys = cache
+        return keys[bounds[index]:bounds[index + 1]]
 
     def histogram(self, column: int, index: int) -> IntArray:
         offsets = self._tables[column][4]
@@ -207,6 +218,13 @@ class RankSearch:
                 t.count = int(hist[j])
                 if t.lo == t.hi:
                     t.key = t.lo
+
+    def resolve_sorted(self, values: FloatArray, counts: IntArray) -> None:
+        """Resolve every rank from the column's distinct ``values`` (ascending) and their row
+        ``counts`` — no pass needed."""
+        cum = np.cumsum(counts)
+        for t in self.targets.values():
+            t.key = int(order_keys(values[[int(np.searchsorted(cum, t.rank, side="right"))]])[0])
 
     def value(self, rank: int) -> float:
         key = self.targets[rank].key

@@ -58,16 +58,45 @@ def error_view(s: FloatArray, y: Any, binary: bool) -> tuple[FloatArray, IntArra
     return 1.0 - s, (np.asarray(y) == 0).astype(np.int8)
 
 
-def _distinct_add(known: FloatArray | None, v: FloatArray) -> FloatArray | None:
-    """``known`` ∪ distinct values of v, or None once there are more than MAX_GROUPS."""
+Distinct = tuple[FloatArray, IntArray] | None      # sorted distinct values and their rows
+
+
+def _distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct:
+    """``known`` plus the rows ``cnt`` of values ``vals`` (sorted, distinct), or None once
+    there are more than MAX_GROUPS distinct values."""
     if known is None:
         return None
-    if known.shape[0]:
-        i = np.minimum(np.searchsorted(known, v), known.shape[0] - 1)
-        v = v[known[i] != v]
-    if v.shape[0]:
-        known = np.union1d(known, np.unique(v))
-    return None if known.shape[0] > MAX_GROUPS else known
+    kv, kc = known
+    if kv.shape[0] and vals.shape[0]:
+        i = np.minimum(np.searchsorted(kv, vals), kv.shape[0] - 1)
+        fresh = vals[kv[i] != vals]
+    else:
+        fresh = vals
+    if fresh.shape[0]:
+        if kv.shape[0] + fresh.shape[0] > MAX_GROUPS:
+            return None
+        merged = np.union1d(kv, fresh)
+        mc = np.zeros(merged.shape[0], dtype=np.int64)
+        mc[np.searchsorted(merged, kv)] = kc
+        kv, kc = merged, mc
+    kc = kc.copy()
+    np.add.at(kc, np.searchsorted(kv, vals), cnt)
+    return kv, kc
+
+
+def _distinct_add(known: Distinct, v: FloatArray) -> Distinct:
+    """``known`` plus a batch's values (no NaN)."""
+    if known is None:
+        return None
+    kv = known[0]
+    if kv.shape[0]:                              # the usual case: no new value in the batch
+        i = np.minimum(np.searchsorted(kv, v), kv.shape[0] - 1)
+        if np.array_equal(kv[i], v):
+            return kv, known[1] + np.bincount(i, minlength=kv.shape[0])
+    vals, cnt = np.unique(v, return_counts=True)
+    if vals.shape[0] > MAX_GROUPS:
+        return None
+    return _distinct_merge(known, vals, cnt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +112,7 @@ class RankSpec:
     binary: bool
     ranges: tuple[tuple[Range, ...], ...]
     scan: bool = False
+    threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> VarRankState:
         return VarRankState(self)
@@ -94,14 +124,14 @@ class VarRankState:
     ranks: RankPassState = field(init=False)
     rows: IntArray = field(init=False)
     missing: IntArray = field(init=False)
-    distinct: list[FloatArray | None] = field(init=False)
+    distinct: list[Distinct] = field(init=False)
 
     def __post_init__(self) -> None:
         self.ranks = RankPassSpec(self.spec.ranges).new()
         k = len(self.spec.numeric)
         self.rows = np.zeros(k + 1, dtype=np.int64)
         self.missing = np.zeros(k, dtype=np.int64)
-        self.distinct = [np.zeros(0) for _ in range(k)]
+        self.distinct = [(np.zeros(0), np.zeros(0, dtype=np.int64)) for _ in range(k)]
 
     def update(self, scores: FloatArray, labels: Any, start: int = 0,
                values: FloatArray | None = None, *_: Any) -> VarRankState:
@@ -132,13 +162,43 @@ class VarRankState:
         self.rows += other.rows
         self.missing += other.missing
         for j, d in enumerate(other.distinct):
-            mine = self.distinct[j]
-            self.distinct[j] = None if mine is None or d is None else _distinct_add(mine, d)
+            self.distinct[j] = None if d is None else _distinct_merge(self.distinct[j], *d)
         return self
 
 
 # ---------------------------------------------------------------------------------------------
 # pass 3: bins
+
+
+class SortedLookup:
+    """``numpy.searchsorted(edges, v, side="left")`` for unsorted v, ~5x faster on 4,096 edges:
+    a table over equal-width slots of [edges[0], edges[-1]] gives each row a candidate, one
+    comparison on each side confirms it, and only the rows it misses (slots holding several
+    edges, or values off the table) take the binary search.  The result is exact."""
+
+    def __init__(self, edges: FloatArray) -> None:
+        self.edges = edges
+        m = edges.shape[0]
+        self.slots = 8 * m
+        lo, hi = (float(edges[0]), float(edges[-1])) if m else (0.0, 0.0)
+        width = (hi - lo) / self.slots
+        self.ok = m >= 8 and np.isfinite(width) and width > 0
+        if self.ok:
+            self.lo, self.scale = lo, 1.0 / width
+            starts = lo + np.arange(self.slots) * width
+            self.table = np.searchsorted(edges, starts, side="left")
+            self.padded = np.r_[-np.inf, edges, np.inf]      # padded[c] = edges[c − 1]
+
+    def __call__(self, v: FloatArray) -> IntArray:
+        if not self.ok:
+            return np.searchsorted(self.edges, v, side="left")
+        slot = np.clip((v - self.lo) * self.scale, 0, self.slots - 1).astype(np.intp)
+        c = self.table[slot]
+        c += v > self.padded[c + 1]                          # one edge inside the slot
+        miss = ~((self.padded[c] < v) & (v <= self.padded[c + 1]))
+        if miss.any():
+            c[miss] = np.searchsorted(self.edges, v[miss], side="left")
+        return c
 
 
 @dataclass(frozen=True)
@@ -151,6 +211,7 @@ class BinSpec:
     edges: tuple[FloatArray, ...]
     groups: tuple[FloatArray, ...]
     correct_from: str | None = None        # incorrect = 1[this column ≠ label]
+    threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> VarBinState:
         return VarBinState(self)
@@ -168,6 +229,8 @@ class VarBinState:
 
     def __post_init__(self) -> None:
         nb = [max(e.shape[0] - 1, 1) for e in self.spec.edges]
+        self._qlookup = [SortedLookup(e[1:-1]) for e in self.spec.edges]
+        self._glookup = [SortedLookup(g) for g in self.spec.groups]
         ng = [g.shape[0] for g in self.spec.groups]
         self.qcount = [np.zeros(b, dtype=np.int64) for b in nb]
         self.qwrong = [np.zeros(b, dtype=np.int64) for b in nb]
@@ -177,12 +240,11 @@ class VarBinState:
         self.gsums = [CompensatedSum.zeros(3 * g) for g in ng]
 
     def _qcut(self, j: int, v: FloatArray, pe: FloatArray, wrong: np.ndarray) -> None:
-        edges = self.spec.edges[j]
         b = self.qcount[j].shape[0]
-        ids = np.searchsorted(edges[1:-1], v, side="left") if b > 1 else np.zeros(v.shape[0],
-                                                                                  np.intp)
-        self.qcount[j] += np.bincount(ids, minlength=b)
-        self.qwrong[j] += np.bincount(ids[wrong], minlength=b)
+        ids = self._qlookup[j](v) if b > 1 else np.zeros(v.shape[0], np.intp)
+        both = np.bincount(2 * ids + wrong, minlength=2 * b)     # (right, wrong) per bin
+        self.qcount[j] += both[0::2] + both[1::2]
+        self.qwrong[j] += both[1::2]
         self.qerr[j].add(np.bincount(ids, weights=pe, minlength=b))
 
     def update(self, scores: FloatArray, labels: Any, start: int = 0,
@@ -200,9 +262,10 @@ class VarBinState:
             self._qcut(j, vj, pj, wj)
             g = self.spec.groups[j]
             m = g.shape[0]
-            gid = np.searchsorted(g, vj, side="left")
-            self.gcount[j] += np.bincount(gid, minlength=m)
-            self.gwrong[j] += np.bincount(gid[wj], minlength=m)
+            gid = self._glookup[j](vj)
+            both = np.bincount(2 * gid + wj, minlength=2 * m)
+            self.gcount[j] += both[0::2] + both[1::2]
+            self.gwrong[j] += both[1::2]
             self.gsums[j].add(np.concatenate([np.bincount(gid, weights=w, minlength=m)
                                               for w in (vj, pj, pj * pj)]))
         return self
@@ -292,8 +355,12 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
             if not distinct[j]:
                 ranks += _group_ranks(n[j])
         s = RankSearch(n[j], [int(r) for r in ranks])
-        s.first()
-        s.absorb(scan.ranks, j)
+        d = scan.distinct[j] if j < k else None
+        if d is not None:                  # few distinct values: their counts give every rank
+            s.resolve_sorted(*d)
+        else:
+            s.first()
+            s.absorb(scan.ranks, j)
         searches.append(s)
     while not all(s.done for s in searches):
         state, _ = source.run(RankSpec(numeric, binary, tuple(s.ranges() for s in searches)))
@@ -306,7 +373,7 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
         if distinct[j]:
             d = scan.distinct[j]
             assert d is not None
-            groups.append(d)
+            groups.append(d[0])
         else:
             groups.append(np.unique(_values(searches[j], np.array(_group_ranks(n[j])))))
     final, _ = source.run(BinSpec(numeric, binary, edges, tuple(groups), correct_from))
