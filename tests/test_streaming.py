@@ -127,5 +127,10 @@ def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
                    "-m", "ece,brier,ace,tce_q", "--json")
     assert stream.returncode == 0, stream.stderr[-500:]
     assert json.loads(stream.stdout)["input"]["rows_read"] == 20_000_000
+    # VECE along a continuous variable: rank search over 20 M values, 4,096 LOESS groups
+    var = probe(cap, "score", big, "--engine", "stream", "--batch-rows", "250000", "-m", "ece",
+                "--var", "score", "--json")
+    assert var.returncode == 0, var.stderr[-500:]
+    assert json.loads(var.stdout)["variables"]["score"]["n"] == 20_000_000
     memory = probe(cap, "score", big, "-m", "ece,brier", "--json")
     assert memory.returncode != 0          # the same data does not fit in memory under the cap

@@ -138,8 +138,7 @@ class VarRankState:
         cols = self.spec.ranges
         k = len(self.spec.numeric)
         if cols[k]:
-            pe, _ = error_view(scores, labels, self.spec.binary)
-            self.ranks.add(k, order_keys(pe))
+            self.ranks.add(k, order_keys(error_view(scores, labels, self.spec.binary)[0]))
         self.rows[k] += scores.shape[0]
         assert values is not None
         for j in range(k):
@@ -267,7 +266,7 @@ class VarBinState:
             self.gcount[j] += both[0::2] + both[1::2]
             self.gwrong[j] += both[1::2]
             self.gsums[j].add(np.concatenate([np.bincount(gid, weights=w, minlength=m)
-                                              for w in (vj, pj, pj * pj)]))
+                                              for w in (vj, pj, pj * pj)]).astype(np.float64))
         return self
 
     def merge(self, other: VarBinState) -> VarBinState:
@@ -276,8 +275,8 @@ class VarBinState:
             for a, b in zip(mine, theirs):
                 a += b
         for cs, co in ((self.qerr, other.qerr), (self.gsums, other.gsums)):
-            for a, b in zip(cs, co):
-                a.merge(b)
+            for acc, part in zip(cs, co):
+                acc.merge(part)
         return self
 
     def table(self, j: int) -> QcutTable:
