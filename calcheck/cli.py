@@ -406,14 +406,11 @@ def _load_any(src: Any, multiclass: bool, score_col: str | None, label_col: str 
 def _incorrect_from(loaded: Any, data: Any, column: str, multiclass: bool,
                     pos_label: str | None, source: str) -> Any:
     """``--correct-from``: incorrect = 1[column's prediction ≠ label]."""
-    from calcheck.io import binary_correctness, class_indices
+    from calcheck.io import incorrect_from
 
-    values = loaded.extras[column]
-    if multiclass:
-        pred = class_indices(values, loaded.class_names, source=source, column=column)
-        return (pred != data.labels).astype(float)
-    return binary_correctness(values, data.labels, pos_label=pos_label, source=source,
-                              column=column)
+    return incorrect_from(loaded.extras[column], data.labels,
+                          class_names=loaded.class_names if multiclass else None,
+                          pos_label=pos_label, source=source, column=column).astype(float)
 
 
 def _read_test_input(file: str, score_col: str | None, label_col: str | None,

@@ -717,27 +717,13 @@ def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> st
     return "multiclass" if _is_multiclass(column_names(src)[0], score, probs) else "binary"
 
 
-def class_indices(values: np.ndarray, class_names: list[str], *, source: str,
-                  column: str) -> IntArray:
-    """Map a column of class indices or class names (e.g. ``--correct-from pred``) to indices."""
-    col = pa.chunked_array([pa.array(values)])
-    idx, missing, bad, raw = _class_index(Source(source, "csv"), column, col, class_names)
-    if (missing | bad).any():
-        raise _rows_error(source, column, missing | bad, raw, "not a class")
-    return idx
-
-
-def binary_correctness(values: np.ndarray, labels: IntArray, *, pos_label: str | None,
-                       source: str, column: str) -> FloatArray:
-    """``--correct-from`` for binary input: incorrect = 1[column's prediction ≠ label].
-
-    The column holds 0/1 (or booleans) predictions, or the label's own coding with --pos-label.
-    """
-    col = pa.chunked_array([pa.array(values)])
-    y, missing, nonbin, raw = _labels_array(Source(source, "csv"), column, col, pos_label)
-    if (missing | nonbin).any():
-        raise _rows_error(source, column, missing | nonbin, raw, "not a binary prediction")
-    return (y != labels).astype(np.float64)
+def incorrect_from(values: np.ndarray, labels: IntArray, *, class_names: list[str] | None,
+                   pos_label: str | None, source: str, column: str) -> np.ndarray:
+    """``--correct-from`` in memory: int8 1[column's prediction ≠ label] (see
+    :func:`_batch_incorrect`)."""
+    table = pa.table({column: pa.array(values)})
+    return _batch_incorrect(Source(source, "csv"), table, column, None, labels, class_names,
+                            pos_label, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -825,7 +811,8 @@ def _batch_incorrect(src: Source, table: Any, column: str, keep: np.ndarray | No
                      labels: Any, class_names: list[str] | None, pos_label: str | None,
                      row_offset: int) -> np.ndarray:
     """``--correct-from``: 1[the column's prediction ≠ label] for a validated batch's kept rows
-    (class indices or names for multiclass input, 0/1 or the label's coding for binary)."""
+    (class indices or names for multiclass input; for binary input 0/1 or booleans, or the
+    label's own coding with --pos-label).  A missing or invalid prediction is an error."""
     col = table.column(column)
     col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
     if class_names is not None:

@@ -39,6 +39,7 @@ from calcheck.metrics.vece import (
     variable_result,
 )
 from calcheck.streaming.ranks import (
+    FULL,
     Range,
     RankPassSpec,
     RankPassState,
@@ -333,8 +334,7 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
 
     numeric = tuple(names)
     k = len(numeric)
-    full = tuple(RankSearch(1, [0]).first() for _ in range(k + 1))
-    scan, _ = source.run(RankSpec(numeric, binary, full, scan=True))
+    scan, _ = source.run(RankSpec(numeric, binary, ((FULL,),) * (k + 1), scan=True))
     passes = 1
     n = [int(r) for r in scan.rows]
     if n[k] == 0:
