@@ -206,10 +206,23 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                  f"none for {', '.join(without)} (the streamed bootstrap resamples the grid "
                  "state's units; equal-mass, PAVA and classwise bins need the rows: use "
                  "--engine memory)", quiet=quiet)
-    results = _named_results(ids, binary_of, results,
-                             classwise.results(ids) if classwise is not None else {},
+    classwise_results: dict[str, Any] = {}
+    if classwise is not None:
+        from calcheck.streaming.classwise import classwise_positional
+
+        classwise_results = classwise.results(ids)
+        more, cw_passes = classwise_positional(
+            source, classes, ids, n=classwise.n, bins=opts.bins, threshold=opts.tace_threshold,
+            alpha=opts.alpha, test=opts.test, n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        classwise_results.update(more)
+        details["extra_passes"] += cw_passes
+    results = _named_results(ids, binary_of, results, classwise_results,
                              multiclass=bool(classes))
-    groups = None if grouped is None else _stream_groups(grouped, ids, min_group_size, intervals)
+    groups = None
+    if grouped is not None:
+        groups, group_passes = _stream_groups(source, grouped, ids, opts, min_group_size,
+                                              intervals)
+        details["extra_passes"] += group_passes
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
                 (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
@@ -228,7 +241,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                                  "binned row by row; equal-mass bins are cut at exact ranks "
                                  "found by extra passes"}}
     if classes:
-        settings["input"] = "multiclass"
+        settings.update({"input": "multiclass", "tace_threshold": opts.tace_threshold})
     if variables:
         settings.update({"variables": variables, "vece_bins": 10, "loess_span": loess_span,
                          "correct_from": correct_from, "variable_passes": var_passes})
@@ -238,7 +251,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         settings["ci"] = ci_settings
     if by:
         settings.update({"by": by, "min_group_size": min_group_size,
-                         "group_metrics": [m for m in ids if m in GRID_METRICS]})
+                         "group_metrics": ids})
     for m, r in results.items():
         if str(r.settings.get("pava_input", "")).startswith("approximate"):
             note(f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
@@ -280,18 +293,22 @@ def _stream_variables(source: Any, variables: list[str], span: float,
 
 
 # multiclass ids the streaming engines compute: top-label ones (binary metrics on the top-label
-# view) and SCE's classwise sums; the other classwise metrics need a rank search per class
+# view), SCE's classwise sums and the classwise positional metrics (a rank search per class)
 _TOP_IDS = {"ece_top": "ece", "mce_top": "mce", "ace_top": "ace"}
-_STREAM_MULTICLASS_DEFAULT = ("ece_top", "mce_top", "ace_top", "sce")
 
 
 def _stream_metric_ids(metrics: list[str] | None, gates: list[Any], *,
                        multiclass: bool) -> tuple[list[str], dict[str, str | None]]:
     """The ids a streamed ``score`` reports and, for each, the binary metric that computes it
     (on the top-label view for multiclass input; None for SCE)."""
-    from calcheck.metrics import DEFAULT_METRICS, resolve_metric_ids, resolve_multiclass_ids
+    from calcheck.metrics import (
+        DEFAULT_METRICS,
+        DEFAULT_MULTICLASS_METRICS,
+        resolve_metric_ids,
+        resolve_multiclass_ids,
+    )
     from calcheck.streaming import STREAMABLE
-    from calcheck.streaming.classwise import CLASSWISE_METRICS
+    from calcheck.streaming.classwise import CLASSWISE_METRICS, POSITIONAL_CLASSWISE
     from calcheck.streaming.engine import check_streamable
 
     if not multiclass:
@@ -299,18 +316,19 @@ def _stream_metric_ids(metrics: list[str] | None, gates: list[Any], *,
         ids += [g.metric for g in gates if g.metric not in ids]
         check_streamable(ids)
         return ids, {m: m for m in ids}
-    ids = resolve_multiclass_ids(metrics or list(_STREAM_MULTICLASS_DEFAULT))
+    ids = resolve_multiclass_ids(metrics or list(DEFAULT_MULTICLASS_METRICS))
     ids += [m for g in gates for m in resolve_multiclass_ids([g.metric]) if m not in ids]
     binary_of: dict[str, str | None] = {}
     for m in ids:
-        if m in CLASSWISE_METRICS:
+        if m in CLASSWISE_METRICS or m in POSITIONAL_CLASSWISE:
             binary_of[m] = None
         elif _TOP_IDS.get(m, m) in STREAMABLE:
             binary_of[m] = _TOP_IDS.get(m, m)
     bad = [m for m in ids if m not in binary_of]
     if bad:
         raise UsageError(f"--engine stream/dask computes, for multiclass input, "
-                         f"{', '.join([*_TOP_IDS, *CLASSWISE_METRICS])} and the binary metrics "
+                         f"{', '.join([*_TOP_IDS, *CLASSWISE_METRICS, *POSITIONAL_CLASSWISE])} "
+                         "and the binary metrics "
                          f"on the top-label view; {', '.join(bad)} need(s) --engine memory")
     return ids, binary_of
 
@@ -334,29 +352,33 @@ def _named_results(ids: list[str], binary_of: dict[str, str | None], binary: dic
     return out
 
 
-def _stream_groups(grouped: Any, ids: list[str], min_size: int,
-                   intervals: dict[str, Any] | None) -> dict[str, Any]:
-    """The report's ``groups`` of a streamed ``--by``: the grid metrics of every group (with
-    their intervals), the other metrics marked as not computed."""
+def _stream_groups(source: Any, grouped: Any, ids: list[str], opts: Any, min_size: int,
+                   intervals: dict[str, Any] | None) -> tuple[dict[str, Any], int]:
+    """The report's ``groups`` of a streamed ``--by`` and the passes taken: the grid metrics
+    of every group (with their intervals) and its positional metrics (a rank search per
+    group, :func:`calcheck.streaming.groups.group_positional`)."""
     from calcheck.engine import GroupResult
     from calcheck.streaming import GRID_METRICS
     from calcheck.streaming.bootstrap import grid_bootstrap
     from calcheck.streaming.engine import metric_results
+    from calcheck.streaming.groups import group_positional
     from calcheck.uncertainty import with_intervals
 
     grid_ids = [m for m in ids if m in GRID_METRICS]
-    reason = ("not computed per group by the streaming engines (equal-mass and PAVA bins would "
-              "need a rank search per group); use --engine memory")
+    positional, passes = group_positional(
+        source, grouped, [m for m in ids if m not in GRID_METRICS], bins=opts.bins,
+        alpha=opts.alpha, test=opts.test, n_min=opts.tce_nmin, n_max=opts.tce_nmax)
     out = {}
     for key in sorted(grouped.groups):
         g = grouped.groups[key]
         res = metric_results(g, grid_ids) if grid_ids else {}
         if intervals is not None and grid_ids:
             res = with_intervals(res, grid_bootstrap(g, grid_ids, **intervals)[0])
-        errors = {m: reason for m in ids if m not in GRID_METRICS}
+        more, errors = positional.get(key, ({}, {}))
+        res = {m: res[m] if m in res else more[m] for m in ids if m in res or m in more}
         out[key] = GroupResult(value=key, n=g.n, flagged=g.n < min_size, metrics=res,
                                errors=errors).to_dict()
-    return out
+    return out, passes
 
 
 def _with_bootstrap(data: Any, results: dict[str, Any], opts: Any,
@@ -616,7 +638,8 @@ def score(
         from calcheck.metrics import MetricOptions
 
         stream_opts = MetricOptions(bins=bins, alpha=alpha, test=test,  # type: ignore[arg-type]
-                                    tce_nmin=tce_nmin, tce_nmax=tce_nmax)   # bins: by input kind
+                                    tce_nmin=tce_nmin, tce_nmax=tce_nmax,   # bins: by input kind
+                                    tace_threshold=tace_threshold)
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
                          "--plot" if text_plot else None,

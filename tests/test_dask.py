@@ -132,20 +132,21 @@ def test_bootstrap_intervals_do_not_depend_on_the_engine(cli, hive, cluster):
 
 def test_dask_groups_equal_the_stream_groups(cli, hive, cluster):
     root, _ = hive
-    args = ["-m", "ece,brier,log_loss", "--by", "region"]
+    args = ["-m", "ece,brier,log_loss,ace,tce", "--by", "region"]
     dk = report(cli, root / "ds", "--engine", "dask", "--scheduler", cluster.scheduler_address,
                 *args)
     st = report(cli, root / "ds", "--engine", "stream", *args)
     assert list(dk["groups"]) == list(st["groups"]) == ["apac", "eu", "us"]
     for key, g in st["groups"].items():
         assert dk["groups"][key]["n"] == g["n"]
-        for m in ("ece", "brier", "log_loss"):
+        for m in ("ece", "brier", "log_loss", "ace", "tce"):
             assert dk["groups"][key]["metrics"][m]["value"] == pytest.approx(
                 g["metrics"][m]["value"], rel=1e-12), (key, m)
 
 
 def test_dask_multiclass_equals_memory(cli, tmp_path, cluster):
-    """Multiclass input on Dask: the top-label view and SCE's classwise state, per file."""
+    """Multiclass input on Dask: the top-label view, SCE's classwise state and the rank search
+    per class (row ids of another form than the stream's), per file."""
     rng = np.random.default_rng(8)
     for part in range(3):
         P = rng.dirichlet(np.full(3, 0.5), size=4000)
@@ -154,7 +155,7 @@ def test_dask_multiclass_equals_memory(cli, tmp_path, cluster):
         d.mkdir(parents=True)
         pq.write_table(pa.table({"prob_0": P[:, 0], "prob_1": P[:, 1], "prob_2": P[:, 2],
                                  "label": y}), d / "f.parquet")
-    ids = ["ece_top", "mce_top", "ace_top", "sce"]
+    ids = ["ece_top", "mce_top", "ace_top", "sce", "ace_cw", "tace", "tce_cw"]
     r = cli(["score", tmp_path / "mc", "--engine", "dask", "--scheduler",
              cluster.scheduler_address, "-m", ",".join(ids), "--json"])
     assert r.code == 0, r.stderr

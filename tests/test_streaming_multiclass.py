@@ -1,5 +1,6 @@
 """Multiclass input on the streaming engines: top-label metrics through the binary engine on the
-top-label view, SCE from a mergeable (class, bin) state; both equal the in-memory engine."""
+top-label view, SCE from a mergeable (class, bin) state, ACE/TACE/TCE classwise from a rank
+search per class; all equal the in-memory engine."""
 
 import json
 
@@ -16,7 +17,8 @@ from calcheck.metrics.multiclass import MulticlassPrepared, sce_per_class
 from calcheck.streaming.classwise import ClasswiseSpec
 
 K = 4
-IDS = ["ece_top", "mce_top", "ace_top", "sce", "brier", "tce", "ece_l2"]
+IDS = ["ece_top", "mce_top", "ace_top", "sce", "brier", "tce", "ece_l2", "ace_cw", "tace",
+       "tce_cw"]
 
 
 def probs(rng, n, k=K):
@@ -47,6 +49,15 @@ def hive(tmp_path_factory):
     return root / "ds"
 
 
+def same_rows(got, want):
+    """Per-class rows equal: integers exactly, errors to 1e-12."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-15), (a, b)
+
+
 def run_json(cli, *args, cmd="score"):
     r = cli([cmd, *map(str, args), "--json"])
     assert r.code == 0, r.stderr
@@ -67,16 +78,63 @@ def test_stream_equals_memory(cli, hive):
                                                           rel=1e-12, abs=1e-15), m
         got = {k: v for k, v in st["metrics"][m]["settings"].items() if k != "pava_input"}
         assert got == mem["metrics"][m]["settings"], m       # view: top-label included
-    errors = [[c["error"] for c in r["metrics"]["sce"]["per_class"]] for r in (st, mem)]
-    assert errors[0] == pytest.approx(errors[1], rel=1e-12)
+    for m in ("sce", "ace_cw", "tace", "tce_cw"):
+        errors = [[c["error"] for c in r["metrics"][m]["per_class"]] for r in (st, mem)]
+        assert errors[0] == pytest.approx(errors[1], rel=1e-12, abs=1e-15), m
+    assert [c["kept"] for c in st["metrics"]["tace"]["per_class"]] == \
+           [c["kept"] for c in mem["metrics"]["tace"]["per_class"]]
+    assert st["settings"]["tace_threshold"] == 0.01
     for key in ("n", "positives"):                       # exact bin counts
         assert [b[key] for b in st["metrics"]["ece_top"]["bins"]] == \
                [b[key] for b in mem["metrics"]["ece_top"]["bins"]]
 
 
-def test_default_metrics_are_the_streamable_multiclass_ones(cli, hive):
+def test_default_metrics_are_the_in_memory_ones(cli, hive):
     st = run_json(cli, hive, "--engine", "stream")
-    assert list(st["metrics"]) == ["ece_top", "mce_top", "ace_top", "sce"]
+    mem = run_json(cli, hive)
+    assert list(st["metrics"]) == list(mem["metrics"]) == [
+        "ece_top", "mce_top", "ace_top", "sce", "ace_cw", "tace", "tce_cw"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--tace-threshold", "0.9", "--bins", "7"],          # classes with few or no kept values
+    ["--test", "t", "--alpha", "0.1", "--tce-nmin", "30", "--tce-nmax", "3000"],
+])
+def test_classwise_options_stream_equal_memory(cli, hive, args):
+    ids = ["ace_cw", "tace", "tce_cw"]
+    mem = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args)
+    st = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args,
+                  "--engine", "stream", "--batch-rows", "1000")
+    for m in ids:
+        assert st["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"],
+                                                          rel=1e-12, abs=1e-15), m
+        same_rows(st["metrics"][m]["per_class"], mem["metrics"][m]["per_class"])
+
+
+def test_tiny_classes_and_sub_streams(tmp_path):
+    """Every class of a small file through drive_lockstep directly: a class never predicted
+    above the threshold keeps no value (TACE adds 0) and ties at p = 0 break by row order."""
+    from calcheck.metrics.multiclass import ace_cw, tace, tce_cw
+    from calcheck.streaming.classwise import classwise_positional
+    from calcheck.streaming.engine import StreamSource
+
+    rng = np.random.default_rng(4)
+    n = 400
+    P = np.zeros((n, 3))
+    P[:, 0] = rng.choice([0.0, 0.25, 0.5], n)
+    P[:, 1] = 1.0 - P[:, 0]                               # class 2: always 0
+    y = rng.integers(0, 3, n)
+    pq.write_table(pa.table({"prob_0": P[:, 0], "prob_1": P[:, 1], "prob_2": P[:, 2],
+                             "label": y}), tmp_path / "t.parquet")
+    src = StreamSource(str(tmp_path / "t.parquet"), batch_rows=37)
+    got, passes = classwise_positional(src, 3, ["ace_cw", "tace", "tce_cw"], n=n, bins=5)
+    data = MulticlassPrepared(P, y)
+    want = {"ace_cw": ace_cw(data, bins=5), "tace": tace(data, bins=5), "tce_cw": tce_cw(data)}
+    for m, r in want.items():
+        assert got[m].value == pytest.approx(r.value, rel=1e-12, abs=1e-15), m
+        same_rows(got[m].extra["per_class"], r.extra["per_class"])
+    assert got["tace"].extra["per_class"][2] == {"class": 2, "error": 0.0, "kept": 0}
+    assert passes >= 3
 
 
 @given(st.integers(0, 2**31), st.integers(3, 1500), st.integers(1, 10), st.randoms())
@@ -146,7 +204,7 @@ def test_bad_rows_name_the_file_and_row_and_drop_counts(cli, tmp_path):
 
 
 def test_what_needs_memory_is_refused(cli, hive):
-    for args in (["-m", "tace"], ["-m", "ace_cw"], ["--by", "day"], ["-m", "pc"]):
+    for args in (["--by", "day"], ["-m", "pc"]):
         r = cli(["score", hive, "--engine", "stream", *args])
         assert r.code == 2, args
         assert "--engine memory" in r.stderr, args

@@ -39,15 +39,20 @@ BINNINGS = {"pava-bc": "tce", "quantile": "tce_q", "pava": "tce_v", "uniform": "
 TESTS = ("binomial", "t")
 
 
+def check_pava_bc_rows(n: int, n_min: int | None, n_max: int | None) -> None:
+    """PAVA-BC with its default bin sizes needs ``TCE_MIN_ROWS`` rows (SPEC §2)."""
+    if n_min is None and n_max is None and n < TCE_MIN_ROWS:
+        raise InputError(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows (got {n}); "
+                         "set --tce-nmin/--tce-nmax to compute it anyway, or choose other "
+                         "metrics with --metrics")
+
+
 def tce_bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
                n_max: int | None) -> tuple[IntArray, dict[str, Any]]:
     """Cut positions of TCE's bins over the sorted rows, and the settings that made them."""
     n = data.n
     if binning == "pava-bc":
-        if n_min is None and n_max is None and n < TCE_MIN_ROWS:
-            raise InputError(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows (got {n}); "
-                             "set --tce-nmin/--tce-nmax to compute it anyway, or choose other "
-                             "metrics with --metrics")
+        check_pava_bc_rows(n, n_min, n_max)
         d_min, d_max = default_pava_bc_sizes(n)
         lo = d_min if n_min is None else n_min
         hi = d_max if n_max is None else n_max

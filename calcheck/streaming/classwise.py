@@ -107,3 +107,83 @@ class ClasswiseState:
                                           {"binning": "uniform", "bins": self.bins,
                                            "classes": self.classes})
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# classwise positional metrics: a binary computation per class (calcheck.streaming.views)
+
+POSITIONAL_CLASSWISE = ("ace_cw", "tace", "tce_cw")
+
+
+def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> Any:
+    """One sub-stream's grid pass, then its positional metrics: (rows, results by id)."""
+    from calcheck.streaming.engine import StateSpec
+    from calcheck.streaming.positional import positional_passes
+
+    grid = yield StateSpec(bins=bins, log_loss=False)
+    if grid.n == 0:
+        return 0, {}
+    results, _ = yield from positional_passes(grid, ids, id_bound=id_bound, bins=bins,
+                                              **options)
+    return grid.n, results
+
+
+def classwise_positional(source: Any, classes: int, ids: list[str], *, n: int, bins: int = 15,
+                         threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
+                         n_min: int | None = None, n_max: int | None = None,
+                         ) -> tuple[dict[str, MetricResult], int]:
+    """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input with ``n`` rows: the
+    binary ACE / TCE of each class's one-vs-rest view (TACE: of its rows with p ≥
+    ``threshold``), as the in-memory engine defines them (SPEC §4).  Returns the results and
+    the passes taken."""
+    from calcheck.streaming.positional import EXACT_PAVA_ROWS
+    from calcheck.streaming.select import COLLECT_ROWS
+    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep
+
+    wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
+    if not wanted:
+        return {}, 0
+    per_class = [m for m in ("ace", "tce") if f"{m}_cw" in wanted]
+    tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
+    subs: dict[Any, tuple[SubStream, list[str]]] = {}
+    for k in range(classes):
+        if per_class:
+            subs[("class", k)] = (SubStream(cls=k), per_class)
+        if "tace" in wanted:
+            subs[("tace", k)] = (SubStream(cls=k, min_score=threshold), ["ace"])
+    exact_tce = "tce_cw" in wanted and n <= EXACT_PAVA_ROWS       # a pass keeps n rows a class
+
+    def weight(key: Any) -> int:
+        return n if exact_tce and key[0] == "class" else 0
+
+    id_bound = source.id_bound(n)
+    done: dict[Any, Any] = {}
+    passes = 0
+    for chunk in chunked(subs, weight, max_weight=EXACT_PAVA_ROWS):
+        comps = {key: (subs[key][0],
+                       _class_passes(subs[key][1], id_bound, bins, **tce_opts,
+                                     collect_rows=COLLECT_ROWS // CHUNK)) for key in chunk}
+        res, p = drive_lockstep(source, comps, view="classes")
+        done.update(res)
+        passes += p
+    out: dict[str, MetricResult] = {}
+    if "ace_cw" in wanted:
+        err = np.array([done[("class", k)][1]["ace"].value for k in range(classes)])
+        out["ace_cw"] = classwise_result("ace_cw", err, n, {"binning": "quantile", "bins": bins,
+                                                            "classes": classes})
+    if "tace" in wanted:
+        kept = [done[("tace", k)][0] for k in range(classes)]
+        err = np.array([done[("tace", k)][1]["ace"].value if m else 0.0
+                        for k, m in enumerate(kept)])
+        out["tace"] = classwise_result("tace", err, n,
+                                       {"binning": "quantile", "bins": bins,
+                                        "threshold": threshold, "classes": classes},
+                                       extra={"kept": kept})
+    if "tce_cw" in wanted:
+        tces = [done[("class", k)][1]["tce"] for k in range(classes)]
+        how = sorted({str(r.settings.get("pava_input")) for r in tces})
+        out["tce_cw"] = classwise_result("tce_cw", np.array([r.value for r in tces]), n,
+                                         {"binning": "pava-bc", **tce_opts, "classes": classes,
+                                          "pava_input": how[0] if len(how) == 1 else how,
+                                          "unit": "percent"})
+    return out, passes

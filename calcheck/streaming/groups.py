@@ -95,3 +95,64 @@ class GroupedState:
         for key in sorted(self.groups):
             total.merge(self.groups[key])                   # reads the group state only
         return total
+
+
+def _guarded(passes: Any) -> Any:
+    """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
+    from calcheck.errors import CalcheckError
+
+    try:
+        return (yield from passes)
+    except CalcheckError as exc:
+        return exc
+
+
+def group_positional(source: Any, grouped: GroupedState, ids: list[str], *, bins: int = 10,
+                     alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
+                     n_max: int | None = None,
+                     ) -> tuple[dict[str, tuple[dict[str, Any], dict[str, str]]], int]:
+    """The positional metrics ``ids`` of every group: group → (results, errors by id), as the
+    in-memory engine's ``--by`` gives them (a metric that cannot be computed on a group is
+    reported with its reason), and the passes taken.  Each group's rank search runs on its
+    own rows (:mod:`calcheck.streaming.views`), all groups in shared passes."""
+    from calcheck.errors import CalcheckError
+    from calcheck.metrics.tce import check_pava_bc_rows
+    from calcheck.streaming.positional import EXACT_PAVA_ROWS, positional_passes
+    from calcheck.streaming.select import COLLECT_ROWS
+    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep
+
+    out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
+    if not ids:
+        return out, 0
+    id_bound = source.id_bound(grouped.n)
+    todo: dict[str, list[str]] = {}
+    for key in sorted(grouped.groups):
+        n = grouped.groups[key].n
+        errors = {}
+        try:
+            if "tce" in ids:
+                check_pava_bc_rows(n, n_min, n_max)
+        except CalcheckError as exc:
+            errors["tce"] = str(exc)
+        out[key] = ({}, errors)
+        todo[key] = [m for m in ids if m not in errors]
+    pava = {"tce", "tce_v"} & set(ids)
+
+    def weight(key: Any) -> int:
+        n = grouped.groups[key].n
+        return n if pava and n <= EXACT_PAVA_ROWS else 0
+
+    passes = 0
+    for chunk in chunked([k for k in todo if todo[k]], weight, max_weight=EXACT_PAVA_ROWS):
+        comps = {key: (SubStream(group=key), _guarded(positional_passes(
+            grouped.groups[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha,
+            test=test, n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK)))
+            for key in chunk}
+        res, p = drive_lockstep(source, comps, by=grouped.by)
+        passes += p
+        for key, r in res.items():
+            if isinstance(r, Exception):
+                out[key][1].update({m: str(r) for m in todo[key]})
+            else:
+                out[key][0].update(r[0])
+    return out, passes

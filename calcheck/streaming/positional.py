@@ -17,8 +17,9 @@ After the grid pass (:class:`~calcheck.streaming.states.StreamState`):
 from __future__ import annotations
 
 import functools
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,8 +32,15 @@ from calcheck.binning import (
     quantile_bounds,
     uniform_edges,
 )
-from calcheck.errors import InputError, UsageError
-from calcheck.streaming.select import Resolved, Search, bound_ranks, positional_from_grid
+from calcheck.errors import UsageError
+from calcheck.streaming.select import (
+    COLLECT_ROWS,
+    Resolved,
+    Search,
+    bound_ranks,
+    positional_from_grid,
+    row_ids,
+)
 from calcheck.streaming.states import CompensatedSum, StreamState
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
@@ -40,6 +48,22 @@ SAFETY = 1e-9
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (17 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
 U_MAX = np.iinfo(np.uint64).max
+
+T = TypeVar("T")
+Passes = Generator[Any, Any, T]
+"""A computation that needs passes over the data: it yields each pass's spec, is sent the
+merged state of that pass, and returns its result (:func:`drive` runs one on a source;
+:func:`calcheck.streaming.views.drive_lockstep` runs many in shared passes)."""
+
+
+def drive(source: Any, passes: Passes[T]) -> T:
+    """Run ``passes`` on ``source``: one :meth:`StreamSource.run` per yielded spec."""
+    try:
+        spec = next(passes)
+        while True:
+            spec = passes.send(source.run(spec)[0])
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 def pava_bc_blocks(cell_n: IntArray, cell_pos: IntArray, n_min: int, n_max: int) -> IntArray:
@@ -109,7 +133,8 @@ class RowPassState:
                 self.rejected.append(np.zeros(size, dtype=np.int64))
                 self.absdev.append(CompensatedSum.zeros(size))
 
-    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> RowPassState:
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> RowPassState:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape[0] == 0:
             return self
@@ -120,7 +145,7 @@ class RowPassState:
                 continue
             ss = s[sel] + 0.0
             u = ss.view(np.uint64)
-            ids = sel.astype(np.int64) + start
+            ids = row_ids(start, sel)
             cut_u = np.array(b.cut_u, dtype=np.uint64)
             bins = np.searchsorted(cut_u, u, side="left").astype(np.int64)
             for cu, ci in zip(b.cut_u, b.cut_id):
@@ -201,12 +226,16 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
 
 
 class Positional:
-    """Positional bins of a streamed dataset: ``source`` is the
-    :class:`~calcheck.streaming.engine.StreamSource` the grid ``state`` was folded from."""
+    """Positional bins of a streamed dataset whose grid pass gave ``state``; ``id_bound``
+    bounds the row ids of its passes.  The methods that need passes over the data are
+    :data:`Passes` generators."""
 
-    def __init__(self, source: Any, state: StreamState, *, exact_rows: int = EXACT_PAVA_ROWS,
-                 blocks: int = PAVA_BLOCKS) -> None:
-        self.source, self.state = source, state
+    def __init__(self, state: StreamState, *, id_bound: int,
+                 exact_rows: int = EXACT_PAVA_ROWS, blocks: int = PAVA_BLOCKS,
+                 collect_rows: int = COLLECT_ROWS) -> None:
+        self.state = state
+        self.id_bound = id_bound
+        self.collect_rows = collect_rows
         cnt = state.cell_count.reshape(-1, 2)
         self.cell_n = cnt.sum(axis=1)
         self.cell_pos = cnt[:, 1].copy()
@@ -222,19 +251,20 @@ class Positional:
 
     # -- ranks and bins -----------------------------------------------------------------------
 
-    def resolve(self, ranks: list[int]) -> None:
+    def resolve(self, ranks: list[int]) -> Passes[None]:
         """Find the rows at ``ranks`` (extra passes over the source)."""
         need = sorted(set(ranks) - set(self.resolved))
         if not need:
             return
-        search = Search(np.asarray(need), self.cell_n, self.bits, self.source.id_bound(self.n))
+        search = Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
+                        self.collect_rows)
         while (spec := search.next_spec()) is not None:
-            search.absorb(self.source.run(spec)[0])
+            search.absorb((yield spec))
         self.passes += search.passes
         self.resolved.update(search.result())
 
     def bounds(self, binning: str, bins: int, n_min: int | None = None,
-               n_max: int | None = None) -> tuple[IntArray, dict[str, Any]]:
+               n_max: int | None = None) -> Passes[tuple[IntArray, dict[str, Any]]]:
         """Cut ranks of a binning and its settings (as the in-memory engine reports them)."""
         n = self.n
         if binning == "quantile":
@@ -245,17 +275,17 @@ class Positional:
             counts = self.state.binned("ece")["count"]
             return np.concatenate(([0], np.cumsum(counts))).astype(np.int64), {"bins": bins}
         if binning == "pava":
-            b, how = self._pava(0, n + 1)
+            b, how = yield from self._pava(0, n + 1)
             return b, how
         d_min, d_max = default_pava_bc_sizes(n)
         lo = d_min if n_min is None else n_min
         hi = d_max if n_max is None else n_max
         if lo < 0 or hi < lo:
             raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, n_max={hi}")
-        b, how = self._pava(lo, hi)
+        b, how = yield from self._pava(lo, hi)
         return b, {"n_min": lo, "n_max": hi, **how}
 
-    def _pava(self, n_min: int, n_max: int) -> tuple[IntArray, dict[str, Any]]:
+    def _pava(self, n_min: int, n_max: int) -> Passes[tuple[IntArray, dict[str, Any]]]:
         """PAVA-BC bounds: exact over the stably sorted labels when at most ``exact_rows`` rows
         (one pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks."""
         from calcheck.binning import pava_bc_bounds
@@ -265,10 +295,10 @@ class Positional:
         if n <= self.exact_rows:
             if self._sorted_labels is None:
                 self.passes += 1
-                self._sorted_labels = self.source.run(SortedLabelsSpec())[0].sorted_labels()
+                self._sorted_labels = (yield SortedLabelsSpec()).sorted_labels()
             return pava_bc_bounds(self._sorted_labels, n_min, n_max), {"pava_input": "exact"}
         blocks = quantile_bounds(n, min(self.blocks, n))
-        self.resolve([b for b in blocks.tolist() if 0 < b < n])
+        yield from self.resolve([b for b in blocks.tolist() if 0 < b < n])
         count, pos, _, _, _ = positional_from_grid(blocks, self.resolved, self.cell_n,
                                                    self.cell_pos, self.cell_score, edges=False)
         keep = count > 0
@@ -277,8 +307,8 @@ class Positional:
                        "pava_blocks": len(count), "pava_block_rows": n // len(count)}
 
     def binstats(self, bounds: IntArray, kind: str, params: dict[str, Any],
-                 edges: tuple[FloatArray, FloatArray] | None = None) -> BinStats:
-        self.resolve(bound_ranks(bounds, self.n))
+                 edges: tuple[FloatArray, FloatArray] | None = None) -> Passes[BinStats]:
+        yield from self.resolve(bound_ranks(bounds, self.n))
         count, pos, ssum, lower, upper = positional_from_grid(
             bounds, self.resolved, self.cell_n, self.cell_pos, self.cell_score)
         if edges is not None:
@@ -349,9 +379,9 @@ class Positional:
                           alpha=alpha, test=test, tce=tce, pde=pde)
         return spec, partial
 
-    def row_pass(self, binnings: list[RowBinning]) -> RowPassState:
+    def row_pass(self, binnings: list[RowBinning]) -> Passes[RowPassState]:
         self.passes += 1
-        state: RowPassState = self.source.run(RowPassSpec(self.bits, tuple(binnings)))[0]
+        state: RowPassState = yield RowPassSpec(self.bits, tuple(binnings))
         return state
 
 
@@ -397,30 +427,40 @@ def _tce_extra(pos: Positional, bounds: IntArray, stats: BinStats,
             "max_score": np.asarray(last), "rejected": rejected, "rejected_pct": pct}
 
 
-def positional_results(source: Any, state: StreamState, ids: list[str], *, bins: int = 10,
-                       alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
-                       n_max: int | None = None, hl_groups: int | None = None,
-                       exact_rows: int | None = None, blocks: int | None = None,
+def positional_results(source: Any, state: StreamState, ids: list[str], **options: Any,
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` (and, with ``hl_groups``, the Hosmer–Lemeshow test) of a
-    streamed dataset whose grid pass gave ``state``: (results by id, search details)."""
+    streamed dataset whose grid pass gave ``state``: (results by id, search details).  The
+    ``options`` are :func:`positional_passes`'s."""
+    return drive(source, positional_passes(state, ids, id_bound=source.id_bound(state.n),
+                                           **options))
+
+
+def positional_passes(state: StreamState, ids: list[str], *, id_bound: int, bins: int = 10,
+                      alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
+                      n_max: int | None = None, hl_groups: int | None = None,
+                      exact_rows: int | None = None, blocks: int | None = None,
+                      collect_rows: int = COLLECT_ROWS,
+                      ) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
+    """:func:`positional_results` as :data:`Passes` (``id_bound`` bounds the row ids;
+    ``collect_rows`` caps the rows a search pass collects)."""
     from calcheck.metrics._result import MetricResult
     from calcheck.metrics.binned import ece_from_stats, mce_from_stats
-    from calcheck.metrics.tce import TCE_MIN_ROWS
+    from calcheck.metrics.tce import check_pava_bc_rows
 
-    pos = Positional(source, state,
+    pos = Positional(state, id_bound=id_bound,
                      exact_rows=EXACT_PAVA_ROWS if exact_rows is None else exact_rows,
-                     blocks=PAVA_BLOCKS if blocks is None else blocks)
+                     blocks=PAVA_BLOCKS if blocks is None else blocks,
+                     collect_rows=collect_rows)
     n = pos.n
     wanted: dict[str, tuple[IntArray, dict[str, Any]]] = {}
     if any(m in ids for m in ("ace", "mce_q", "pde", "tce_q")):
-        wanted["quantile"] = pos.bounds("quantile", bins)
+        wanted["quantile"] = yield from pos.bounds("quantile", bins)
     for mid, binning in TCE_BINNINGS.items():
         if mid in ids and binning != "quantile":
-            if binning == "pava-bc" and n_min is None and n_max is None and n < TCE_MIN_ROWS:
-                raise InputError(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows "
-                                 f"(got {n}); set --tce-nmin/--tce-nmax to compute it anyway")
-            wanted[binning] = pos.bounds(binning, bins, n_min, n_max)
+            if binning == "pava-bc":
+                check_pava_bc_rows(n, n_min, n_max)
+            wanted[binning] = yield from pos.bounds(binning, bins, n_min, n_max)
     if hl_groups:
         wanted["hl"] = (quantile_bounds(n, hl_groups), {"groups": hl_groups})
     tce_of = {TCE_BINNINGS[m]: m for m in ids if m in TCE_BINNINGS}
@@ -430,7 +470,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
         if binning in tce_of:
             ranks += [r for lo, hi, _ in _quartile_ranks(b) if lo >= 0 for r in (lo, hi)]
             ranks += [0, n - 1]
-    pos.resolve(ranks)
+    yield from pos.resolve(ranks)
     stats = {}
     for binning, (b, params) in wanted.items():
         kind = "quantile" if binning == "hl" else binning
@@ -438,7 +478,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
         if binning == "uniform":
             e = uniform_edges(bins)
             edges = (e[:-1].copy(), e[1:].copy())
-        stats[binning] = pos.binstats(b, kind, params, edges)
+        stats[binning] = yield from pos.binstats(b, kind, params, edges)
     rows, partials = [], []
     row_of: dict[str, int] = {}
     for binning in wanted:
@@ -451,7 +491,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], *, bins:
             rows.append(spec)
             partials.append(part)
     if rows:
-        done = pos.row_pass(rows)
+        done = yield from pos.row_pass(rows)
         for binning, j in row_of.items():
             total = partials[j]["rows"] + done.rows[j]
             if not np.array_equal(total, stats[binning].count):

@@ -48,6 +48,15 @@ def cell_key_range(cell: int, grid_bits: int) -> tuple[int, int]:
     return lo, hi
 
 
+def row_ids(start: int | IntArray, sel: IntArray) -> IntArray:
+    """Row ids of the rows ``sel`` of a batch: ``start`` is the id of the batch's first row
+    (ids are consecutive) or, for a sub-stream (:mod:`calcheck.streaming.views`), the id of
+    every row of the batch."""
+    if isinstance(start, np.ndarray):
+        return start[sel]  # type: ignore[no-any-return]
+    return sel.astype(np.int64) + start  # type: ignore[no-any-return]
+
+
 def bits_to_score(u: int) -> float:
     return float(np.uint64(u).view(np.float64))
 
@@ -135,8 +144,10 @@ class SelectState:
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.__dict__.update(d)
 
-    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> SelectState:
-        """Add a batch whose first row has row id ``start`` (ids are consecutive)."""
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> SelectState:
+        """Add a batch whose first row has row id ``start`` (or whose rows have the ids
+        ``start``, see :func:`row_ids`)."""
         s = np.asarray(scores, dtype=np.float64)
         self.n += int(s.shape[0])
         if not self.spec.tasks or s.shape[0] == 0:
@@ -148,7 +159,7 @@ class SelectState:
             return self
         ss = s[sel] + 0.0                                   # −0.0 → +0.0 before taking bits
         u = ss.view(np.uint64)
-        ids = sel.astype(np.int64) + start
+        ids = row_ids(start, sel)
         yy = np.asarray(labels)[sel].astype(np.int64)
         owner = self._owner(u, ids)
         mine = owner >= 0
@@ -429,9 +440,10 @@ class SortedLabelsSpec:
 class SortedLabelsState:
     parts: list[tuple[Any, Any, Any]] = field(default_factory=list)
 
-    def update(self, scores: FloatArray, labels: IntArray, start: int = 0) -> SortedLabelsState:
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> SortedLabelsState:
         s = np.asarray(scores, dtype=np.float64) + 0.0
-        ids = np.arange(start, start + s.shape[0], dtype=np.int64)
+        ids = row_ids(start, np.arange(s.shape[0]))
         self.parts.append((s.view(np.uint64), ids, np.asarray(labels).astype(np.int8)))
         return self
 

@@ -1,0 +1,166 @@
+"""Sub-streams: many binary computations over one dataset, in shared passes.
+
+The classwise metrics of multiclass input (``ace_cw``, ``tace``, ``tce_cw``) are the binary
+positional metrics of each class's one-vs-rest view (p_ik, 1[c_i = k]) — TACE's of the rows
+with p_ik ≥ ε only — and ``--by``'s per-group positional metrics are those of each group's
+rows.  Each such computation is a :data:`~calcheck.streaming.positional.Passes` generator (a
+grid pass, then the rank search and row passes of
+:mod:`calcheck.streaming.positional`); :func:`drive_lockstep` runs many of them together: every
+pass folds one :class:`ViewsSpec`, whose state hands each batch's sub-streams to their own
+states.
+
+A sub-stream keeps the rows' ids in the whole stream, so the stable sort of a sub-stream by
+(score, row id) is the in-memory engine's stable sort of that subset, and ties break as they
+do there.  Memory: each computation holds a grid (~5 MB) and at most its share of the search's
+collected rows, so the computations run in chunks (:func:`chunked`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.streaming.positional import Passes
+
+CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
+
+
+@dataclass(frozen=True)
+class SubStream:
+    """Which rows and scores of a batch one computation sees.
+
+    ``cls``: the one-vs-rest view of class ``cls`` (multiclass batches); ``group``: the rows of
+    that ``--by`` group; ``min_score``: only rows scoring at least this."""
+
+    cls: int | None = None
+    group: str | None = None
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
+class ViewsSpec:
+    """One pass for several computations: (sub-stream, that computation's pass spec) pairs.
+    ``view`` is the reader's batch form ("classes" for class sub-streams, else the binary
+    (or top-label) view) and ``by`` the ``--by`` column the group sub-streams need."""
+
+    parts: tuple[tuple[SubStream, Any], ...]
+    view: str = "top"
+    by: str | None = None
+
+    @property
+    def threaded(self) -> bool:
+        return any(getattr(spec, "threaded", False) for _, spec in self.parts)
+
+    def new(self) -> ViewsState:
+        return ViewsState(self, [spec.new() for _, spec in self.parts])
+
+
+@dataclass
+class ViewsState:
+    """The states of a :class:`ViewsSpec`'s parts, in order."""
+
+    spec: ViewsSpec
+    states: list[Any] = field(default_factory=list)
+
+    def update(self, first: Any, labels: IntArray, start: int = 0,
+               groups: tuple[list[str], IntArray] | None = None) -> ViewsState:
+        """Add a batch: (scores, labels) or, for class sub-streams, (probabilities (n, K),
+        class indices); with ``by``, its (group keys, code per row)."""
+        rows_of = _group_rows(groups) if groups is not None else {}
+        column: dict[int, tuple[FloatArray, IntArray]] = {}
+        for (sub, _), state in zip(self.spec.parts, self.states):
+            if sub.cls is None:
+                s, y = first, labels
+            else:
+                if sub.cls not in column:
+                    column[sub.cls] = (np.ascontiguousarray(first[:, sub.cls]),
+                                       (labels == sub.cls).astype(np.int8))
+                s, y = column[sub.cls]
+            rows: IntArray | None = None
+            if sub.group is not None:
+                rows = rows_of.get(sub.group)
+                if rows is None:
+                    continue
+            if sub.min_score is not None:
+                keep = s >= sub.min_score if rows is None else s[rows] >= sub.min_score
+                rows = np.flatnonzero(keep) if rows is None else rows[keep]
+            if rows is None:
+                state.update(s, y, start)
+            elif rows.shape[0]:
+                state.update(s[rows], y[rows], rows.astype(np.int64) + start)
+        return self
+
+    def merge(self, other: ViewsState) -> ViewsState:
+        if self.spec != other.spec:
+            raise ValueError("cannot merge sub-stream passes with different specs")
+        for mine, theirs in zip(self.states, other.states):
+            mine.merge(theirs)
+        return self
+
+
+def _group_rows(groups: tuple[list[str], IntArray]) -> dict[str, IntArray]:
+    """Row positions (ascending) of each group key of a batch."""
+    keys, codes = groups
+    if len(keys) == 1:
+        return {keys[0]: np.arange(codes.shape[0])}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(keys)))
+    out, lo = {}, 0
+    for key, hi in zip(keys, bounds.tolist()):
+        if hi > lo:
+            out[key] = order[lo:hi]
+        lo = hi
+    return out
+
+
+def chunked(keys: Iterable[Hashable], weight: Callable[[Hashable], int], *, size: int = CHUNK,
+            max_weight: int) -> list[list[Hashable]]:
+    """Consecutive chunks of at most ``size`` keys whose weights (rows a computation may hold
+    at once) add up to at most ``max_weight`` (a heavier key runs alone)."""
+    out: list[list[Hashable]] = []
+    cur: list[Hashable] = []
+    total = 0
+    for k in keys:
+        w = weight(k)
+        if cur and (len(cur) >= size or total + w > max_weight):
+            out.append(cur)
+            cur, total = [], 0
+        cur.append(k)
+        total += w
+    if cur:
+        out.append(cur)
+    return out
+
+
+def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]], *,
+                   view: str = "top", by: str | None = None) -> tuple[dict[Hashable, Any], int]:
+    """Run the computations together, one pass per round for all that still need one:
+    (result by key, passes taken)."""
+    results: dict[Hashable, Any] = {}
+    pending: dict[Hashable, tuple[SubStream, Any, Passes[Any]]] = {}
+
+    def step(key: Hashable, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
+        try:
+            spec = next(gen) if sent is None else gen.send(sent)
+        except StopIteration as stop:
+            results[key] = stop.value
+            pending.pop(key, None)
+            return
+        pending[key] = (sub, spec, gen)
+
+    for key, (sub, gen) in computations.items():
+        step(key, sub, gen, None)
+    passes = 0
+    while pending:
+        keys = list(pending)
+        spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
+        state = source.run(spec)[0]
+        passes += 1
+        for key, part in zip(keys, state.states):
+            sub, _, gen = pending[key]
+            step(key, sub, gen, part)
+    return results, passes
