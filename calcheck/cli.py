@@ -158,29 +158,25 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
     classes = len(source.plan.prob_columns or [])
-    if classes and by:
-        raise UsageError(f"--engine {engine_name} --by takes binary input; use --engine memory "
-                         "for multiclass groups")
     if opts.bins is None:
         opts = replace(opts, bins=15 if classes else 10)
     ids, binary_of = _stream_metric_ids(metrics, gates, multiclass=bool(classes))
     bin_ids = list(dict.fromkeys(b for b in binary_of.values() if b is not None))
     spec = StateSpec(bins=opts.bins, log_loss="log_loss" in bin_ids, ci=intervals is not None)
+    first_spec = ClasswiseSpec(classes, opts.bins, top=spec) if classes else spec
     grouped = None
-    classwise = None
-    if classes:
-        classwise, stats = source.run(ClasswiseSpec(classes, opts.bins, top=spec))
-        state = classwise.top
-    elif by:
+    if by:
         from calcheck.streaming.groups import GroupedSpec
 
         if by not in source.plan.schema.names:
             raise InputError(f"{source.plan.name}: no column {by!r} for --by (columns: "
                              f"{', '.join(source.plan.schema.names)})")
-        grouped, stats = source.run(GroupedSpec(spec, by))
-        state = grouped.overall()
+        grouped, stats = source.run(GroupedSpec(first_spec, by))
+        first = grouped.overall()
     else:
-        state, stats = source.run(spec)
+        first, stats = source.run(first_spec)
+    classwise = first if classes else None
+    state = first.top if classes else first
     results = metric_results(state, [m for m in bin_ids if m in GRID_METRICS])
     details: dict[str, Any] = {"extra_passes": 0}
     positional = [m for m in bin_ids if m not in GRID_METRICS]
@@ -207,21 +203,27 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                  "state's units; equal-mass, PAVA and classwise bins need the rows: use "
                  "--engine memory)", quiet=quiet)
     classwise_results: dict[str, Any] = {}
+    by_group: dict[Any, Any] = {}
     if classwise is not None:
         from calcheck.streaming.classwise import classwise_positional
 
-        classwise_results = classwise.results(ids)
-        more, cw_passes = classwise_positional(
-            source, classes, ids, n=classwise.n, bins=opts.bins, threshold=opts.tace_threshold,
-            alpha=opts.alpha, test=opts.test, n_min=opts.tce_nmin, n_max=opts.tce_nmax)
-        classwise_results.update(more)
+        sizes = {None: classwise.n, **{k: g.n for k, g in (grouped.groups.items()
+                                                             if grouped else [])}}
+        by_group, cw_passes = classwise_positional(
+            source, classes, ids, sizes=sizes, by=by, bins=opts.bins,
+            threshold=opts.tace_threshold, alpha=opts.alpha, test=opts.test,
+            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        more, errors = by_group.pop(None)
+        if errors:
+            raise InputError(next(iter(errors.values())))
+        classwise_results = {**classwise.results(ids), **more}
         details["extra_passes"] += cw_passes
     results = _named_results(ids, binary_of, results, classwise_results,
                              multiclass=bool(classes))
     groups = None
     if grouped is not None:
-        groups, group_passes = _stream_groups(source, grouped, ids, opts, min_group_size,
-                                              intervals)
+        groups, group_passes = _stream_groups(source, grouped, ids, binary_of, opts,
+                                              min_group_size, intervals, by_group)
         details["extra_passes"] += group_passes
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
@@ -342,6 +344,8 @@ def _named_results(ids: list[str], binary_of: dict[str, str | None], binary: dic
     out = {}
     for m in ids:
         b = binary_of[m]
+        if (classwise if b is None else binary).get(m if b is None else b) is None:
+            continue                                    # not computed (a group's error)
         if b is None:
             out[m] = classwise[m]
         elif not multiclass:
@@ -352,11 +356,14 @@ def _named_results(ids: list[str], binary_of: dict[str, str | None], binary: dic
     return out
 
 
-def _stream_groups(source: Any, grouped: Any, ids: list[str], opts: Any, min_size: int,
-                   intervals: dict[str, Any] | None) -> tuple[dict[str, Any], int]:
+def _stream_groups(source: Any, grouped: Any, ids: list[str], binary_of: dict[str, str | None],
+                   opts: Any, min_size: int, intervals: dict[str, Any] | None,
+                   classwise: dict[Any, Any]) -> tuple[dict[str, Any], int]:
     """The report's ``groups`` of a streamed ``--by`` and the passes taken: the grid metrics
     of every group (with their intervals) and its positional metrics (a rank search per
-    group, :func:`calcheck.streaming.groups.group_positional`)."""
+    group, :func:`calcheck.streaming.groups.group_positional`); for multiclass input, the
+    top-label view's and, from ``classwise`` (group → (results, errors)), the classwise
+    ones."""
     from calcheck.engine import GroupResult
     from calcheck.streaming import GRID_METRICS
     from calcheck.streaming.bootstrap import grid_bootstrap
@@ -364,19 +371,29 @@ def _stream_groups(source: Any, grouped: Any, ids: list[str], opts: Any, min_siz
     from calcheck.streaming.groups import group_positional
     from calcheck.uncertainty import with_intervals
 
-    grid_ids = [m for m in ids if m in GRID_METRICS]
+    multiclass = bool(classwise)
+    bin_ids = list(dict.fromkeys(b for b in binary_of.values() if b is not None))
+    grid_ids = [m for m in bin_ids if m in GRID_METRICS]
+    grids = {key: g.top if multiclass else g for key, g in grouped.groups.items()}
     positional, passes = group_positional(
-        source, grouped, [m for m in ids if m not in GRID_METRICS], bins=opts.bins,
-        alpha=opts.alpha, test=opts.test, n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        source, grids, grouped.by, [m for m in bin_ids if m not in GRID_METRICS],
+        bins=opts.bins, alpha=opts.alpha, test=opts.test, n_min=opts.tce_nmin,
+        n_max=opts.tce_nmax)
     out = {}
-    for key in sorted(grouped.groups):
-        g = grouped.groups[key]
+    for key in sorted(grids):
+        g = grids[key]
         res = metric_results(g, grid_ids) if grid_ids else {}
         if intervals is not None and grid_ids:
             res = with_intervals(res, grid_bootstrap(g, grid_ids, **intervals)[0])
-        more, errors = positional.get(key, ({}, {}))
-        res = {m: res[m] if m in res else more[m] for m in ids if m in res or m in more}
-        out[key] = GroupResult(value=key, n=g.n, flagged=g.n < min_size, metrics=res,
+        more, errors = positional[key]
+        res.update(more)
+        cw_res, cw_errors = classwise.get(key, ({}, {}))
+        if multiclass:
+            cw_res = {**grouped.groups[key].results(ids), **cw_res}
+        named = _named_results(ids, binary_of, res, cw_res, multiclass=multiclass)
+        errors = {m: cw_errors[m] if binary_of[m] is None else errors[binary_of[m]]  # type: ignore[index]
+                  for m in ids if m not in named}
+        out[key] = GroupResult(value=key, n=g.n, flagged=g.n < min_size, metrics=named,
                                errors=errors).to_dict()
     return out, passes
 

@@ -127,7 +127,10 @@ def test_tiny_classes_and_sub_streams(tmp_path):
     pq.write_table(pa.table({"prob_0": P[:, 0], "prob_1": P[:, 1], "prob_2": P[:, 2],
                              "label": y}), tmp_path / "t.parquet")
     src = StreamSource(str(tmp_path / "t.parquet"), batch_rows=37)
-    got, passes = classwise_positional(src, 3, ["ace_cw", "tace", "tce_cw"], n=n, bins=5)
+    by_group, passes = classwise_positional(src, 3, ["ace_cw", "tace", "tce_cw"],
+                                            sizes={None: n}, bins=5)
+    got, errors = by_group[None]
+    assert errors == {}
     data = MulticlassPrepared(P, y)
     want = {"ace_cw": ace_cw(data, bins=5), "tace": tace(data, bins=5), "tce_cw": tce_cw(data)}
     for m, r in want.items():
@@ -204,10 +207,35 @@ def test_bad_rows_name_the_file_and_row_and_drop_counts(cli, tmp_path):
 
 
 def test_what_needs_memory_is_refused(cli, hive):
-    for args in (["--by", "day"], ["-m", "pc"]):
-        r = cli(["score", hive, "--engine", "stream", *args])
-        assert r.code == 2, args
-        assert "--engine memory" in r.stderr, args
+    r = cli(["score", hive, "--engine", "stream", "-m", "pc"])
+    assert r.code == 2 and "--engine memory" in r.stderr
+
+
+def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path):
+    """--by on multiclass input: per group the top-label grid and positional metrics, SCE and
+    the classwise rank searches; a 12-row group reports TCE's error, as in memory."""
+    df = pq.read_table(hive).to_pandas()
+    df["day"] = df["day"].astype(int)
+    df["site"] = np.where(np.arange(len(df)) % 2000 == 3, "tiny", "big")
+    df.to_parquet(tmp_path / "g.parquet", index=False)
+    ids = ["ece_top", "ace_top", "sce", "tce", "ace_cw", "tace", "tce_cw", "brier"]
+    for by in ("day", "site"):
+        args = [tmp_path / "g.parquet", "--by", by, "-m", ",".join(ids)]
+        mem = run_json(cli, *args)
+        st = run_json(cli, *args, "--engine", "stream", "--batch-rows", "3000")
+        assert list(st["groups"]) == list(mem["groups"])
+        for key, g in mem["groups"].items():
+            sg = st["groups"][key]
+            assert (sg["n"], sg["flagged"]) == (g["n"], g["flagged"])
+            assert list(sg["metrics"]) == list(g["metrics"]), key
+            for m, want in g["metrics"].items():
+                got = sg["metrics"][m]
+                if want["value"] is None:
+                    assert got == want, (key, m)
+                else:
+                    assert got["value"] == pytest.approx(want["value"], rel=1e-12,
+                                                         abs=1e-15), (key, m)
+    assert mem["groups"]["tiny"]["metrics"]["tce_cw"]["value"] is None
 
 
 def test_batches_of_many_classes_stay_bounded(tmp_path):

@@ -128,44 +128,76 @@ def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> A
     return grid.n, results
 
 
-def classwise_positional(source: Any, classes: int, ids: list[str], *, n: int, bins: int = 15,
+def classwise_positional(source: Any, classes: int, ids: list[str], *,
+                         sizes: dict[str | None, int], by: str | None = None, bins: int = 15,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
                          n_min: int | None = None, n_max: int | None = None,
-                         ) -> tuple[dict[str, MetricResult], int]:
-    """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input with ``n`` rows: the
-    binary ACE / TCE of each class's one-vs-rest view (TACE: of its rows with p ≥
-    ``threshold``), as the in-memory engine defines them (SPEC §4).  Returns the results and
-    the passes taken."""
+                         ) -> tuple[dict[str | None, tuple[dict[str, MetricResult],
+                                                           dict[str, str]]], int]:
+    """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
+    of each class's one-vs-rest view (TACE: of its rows with p ≥ ``threshold``), as the
+    in-memory engine defines them (SPEC §4).  ``sizes`` maps each ``--by`` group (``None``: all
+    rows) to its rows; every group's classes run in shared passes.  Returns, per group, the
+    results and the errors (a metric that cannot be computed on that group, with the reason),
+    and the passes taken."""
+    from calcheck.errors import CalcheckError
+    from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS
     from calcheck.streaming.select import COLLECT_ROWS
-    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep
+    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep, guarded
 
     wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
+    out: dict[str | None, tuple[dict[str, MetricResult], dict[str, str]]] = {
+        g: ({}, {}) for g in sizes}
     if not wanted:
-        return {}, 0
-    per_class = [m for m in ("ace", "tce") if f"{m}_cw" in wanted]
+        return out, 0
     tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
     subs: dict[Any, tuple[SubStream, list[str]]] = {}
-    for k in range(classes):
-        if per_class:
-            subs[("class", k)] = (SubStream(cls=k), per_class)
-        if "tace" in wanted:
-            subs[("tace", k)] = (SubStream(cls=k, min_score=threshold), ["ace"])
-    exact_tce = "tce_cw" in wanted and n <= EXACT_PAVA_ROWS       # a pass keeps n rows a class
+    for g, n in sizes.items():
+        errors = out[g][1]
+        if "tce_cw" in wanted:
+            try:
+                check_pava_bc_rows(n, n_min, n_max)
+            except CalcheckError as exc:
+                errors["tce_cw"] = str(exc)
+        per_class = [m for m in ("ace", "tce") if f"{m}_cw" in wanted and f"{m}_cw" not in errors]
+        for k in range(classes):
+            if per_class:
+                subs[(g, "class", k)] = (SubStream(cls=k, group=g), per_class)
+            if "tace" in wanted:
+                subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    def weight(key: Any) -> int:
-        return n if exact_tce and key[0] == "class" else 0
+    def weight(key: Any) -> int:          # an exact PAVA pass keeps the group's rows a class
+        n = sizes[key[0]]
+        exact = "tce" in subs[key][1] and n <= EXACT_PAVA_ROWS
+        return n if exact else 0
 
-    id_bound = source.id_bound(n)
+    id_bound = source.id_bound(sum(sizes.values()) if by else sizes[None])
     done: dict[Any, Any] = {}
     passes = 0
     for chunk in chunked(subs, weight, max_weight=EXACT_PAVA_ROWS):
-        comps = {key: (subs[key][0],
-                       _class_passes(subs[key][1], id_bound, bins, **tce_opts,
-                                     collect_rows=COLLECT_ROWS // CHUNK)) for key in chunk}
-        res, p = drive_lockstep(source, comps, view="classes")
+        comps = {key: (subs[key][0], guarded(_class_passes(
+            subs[key][1], id_bound, bins, **tce_opts, collect_rows=COLLECT_ROWS // CHUNK)))
+            for key in chunk}
+        res, p = drive_lockstep(source, comps, view="classes", by=by)
         done.update(res)
         passes += p
+    for g, n in sizes.items():
+        results, errors = out[g]
+        failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}
+        for kind, exc in failed.items():
+            for m in (["tace"] if kind == "tace" else [m for m in wanted if m != "tace"]):
+                errors.setdefault(m, str(exc))
+        results.update(_classwise_results(
+            {key[1:]: r for key, r in done.items() if key[0] == g},
+            [m for m in wanted if m not in errors], classes, n, bins, threshold, tce_opts))
+    return out, passes
+
+
+def _classwise_results(done: dict[Any, Any], wanted: list[str], classes: int, n: int,
+                       bins: int, threshold: float,
+                       tce_opts: dict[str, Any]) -> dict[str, MetricResult]:
+    """The classwise results from each class's (rows, binary results)."""
     out: dict[str, MetricResult] = {}
     if "ace_cw" in wanted:
         err = np.array([done[("class", k)][1]["ace"].value for k in range(classes)])
@@ -186,4 +218,4 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *, n: int, b
                                          {"binning": "pava-bc", **tce_opts, "classes": classes,
                                           "pava_input": how[0] if len(how) == 1 else how,
                                           "unit": "percent"})
-    return out, passes
+    return out

@@ -3,11 +3,13 @@
 
 Each batch arrives with its group keys (``str(value)``, "(missing)" for null — the in-memory
 engine's keys) and a code per row; the rows of each group are folded into that group's
-:class:`StreamState`, so every group's fixed-bin metrics (ECE, ECE-l2, MCE, Brier, log loss)
-are exact, and merging the group states gives the whole table's grid state, from which the
-overall metrics — positional ones included — are computed as without ``--by``.  Equal-mass and
-PAVA bins per group would need a rank search per group; they are reported per group as not
-computed, with the reason.
+:class:`StreamState` (multiclass input: its classwise state, which carries the top-label grid),
+so every group's fixed-bin metrics (ECE, ECE-l2, MCE, Brier, log loss; SCE) are exact, and
+merging the group states gives the whole table's state, from which the overall metrics are
+computed as without ``--by``.  Equal-mass and PAVA bins per group come from a rank search per
+group on that group's rows (:func:`group_positional`, through
+:mod:`calcheck.streaming.views`); a metric that cannot be computed on a group (TCE under 20
+rows) is reported with its reason, as in memory.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ MAX_GROUPS = 64          # each group keeps a 2^16-cell grid (~5 MB)
 
 @dataclass(frozen=True)
 class GroupedSpec:
-    """What a grouped partial state keeps: ``spec`` (a :class:`StateSpec`) per value of ``by``."""
+    """What a grouped partial state keeps: ``spec`` (a :class:`StateSpec`, or for multiclass
+    input a :class:`~calcheck.streaming.classwise.ClasswiseSpec`) per value of ``by``."""
 
     spec: Any
     by: str
+
+    @property
+    def view(self) -> str:
+        return getattr(self.spec, "view", "top")
 
     def new(self) -> GroupedState:
         return GroupedState(self.spec, self.by)
@@ -97,37 +104,27 @@ class GroupedState:
         return total
 
 
-def _guarded(passes: Any) -> Any:
-    """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
-    from calcheck.errors import CalcheckError
-
-    try:
-        return (yield from passes)
-    except CalcheckError as exc:
-        return exc
-
-
-def group_positional(source: Any, grouped: GroupedState, ids: list[str], *, bins: int = 10,
+def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: list[str], *,
+                     bins: int = 10,
                      alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
                      n_max: int | None = None,
                      ) -> tuple[dict[str, tuple[dict[str, Any], dict[str, str]]], int]:
     """The positional metrics ``ids`` of every group: group → (results, errors by id), as the
     in-memory engine's ``--by`` gives them (a metric that cannot be computed on a group is
     reported with its reason), and the passes taken.  Each group's rank search runs on its
-    own rows (:mod:`calcheck.streaming.views`), all groups in shared passes."""
+    own rows (:mod:`calcheck.streaming.views`), all groups in shared passes.  ``states`` are
+    the groups' grid states (of the top-label view, for multiclass input)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS, positional_passes
     from calcheck.streaming.select import COLLECT_ROWS
-    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep
+    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep, guarded
 
     out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
-    if not ids:
-        return out, 0
-    id_bound = source.id_bound(grouped.n)
+    id_bound = source.id_bound(sum(st.n for st in states.values()))
     todo: dict[str, list[str]] = {}
-    for key in sorted(grouped.groups):
-        n = grouped.groups[key].n
+    for key in sorted(states):
+        n = states[key].n
         errors = {}
         try:
             if "tce" in ids:
@@ -139,16 +136,16 @@ def group_positional(source: Any, grouped: GroupedState, ids: list[str], *, bins
     pava = {"tce", "tce_v"} & set(ids)
 
     def weight(key: Any) -> int:
-        n = grouped.groups[key].n
+        n = states[key].n
         return n if pava and n <= EXACT_PAVA_ROWS else 0
 
     passes = 0
     for chunk in chunked([k for k in todo if todo[k]], weight, max_weight=EXACT_PAVA_ROWS):
-        comps = {key: (SubStream(group=key), _guarded(positional_passes(
-            grouped.groups[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha,
+        comps = {key: (SubStream(group=key), guarded(positional_passes(
+            states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha,
             test=test, n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK)))
             for key in chunk}
-        res, p = drive_lockstep(source, comps, by=grouped.by)
+        res, p = drive_lockstep(source, comps, by=by)
         passes += p
         for key, r in res.items():
             if isinstance(r, Exception):

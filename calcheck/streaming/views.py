@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import CalcheckError
 from calcheck.streaming.positional import Passes
 
 CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
@@ -134,6 +135,14 @@ def chunked(keys: Iterable[Hashable], weight: Callable[[Hashable], int], *, size
     if cur:
         out.append(cur)
     return out
+
+
+def guarded(passes: Any) -> Any:
+    """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
+    try:
+        return (yield from passes)
+    except CalcheckError as exc:
+        return exc
 
 
 def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]], *,
