@@ -167,19 +167,16 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             if "tace" in wanted:
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    def weight(key: Any) -> int:          # an exact PAVA pass keeps the group's rows a class
-        n = sizes[key[0]]
-        exact = "tce" in subs[key][1] and n <= EXACT_PAVA_ROWS
-        return n if exact else 0
-
     id_bound = source.id_bound(sum(sizes.values()) if by else sizes[None])
+    rows = {key: sizes[key[0]] for key in subs}
     done: dict[Any, Any] = {}
     passes = 0
-    for chunk in chunked(subs, weight, max_weight=EXACT_PAVA_ROWS):
+    for chunk in chunked(subs):
         comps = {key: (subs[key][0], guarded(_class_passes(
             subs[key][1], id_bound, bins, **tce_opts, collect_rows=COLLECT_ROWS // CHUNK)))
             for key in chunk}
-        res, p = drive_lockstep(source, comps, view="classes", by=by)
+        res, p = drive_lockstep(source, comps, view="classes", by=by, rows=rows,
+                                max_rows=EXACT_PAVA_ROWS)
         done.update(res)
         passes += p
     for g, n in sizes.items():

@@ -133,19 +133,15 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
             errors["tce"] = str(exc)
         out[key] = ({}, errors)
         todo[key] = [m for m in ids if m not in errors]
-    pava = {"tce", "tce_v"} & set(ids)
-
-    def weight(key: Any) -> int:
-        n = states[key].n
-        return n if pava and n <= EXACT_PAVA_ROWS else 0
-
     passes = 0
-    for chunk in chunked([k for k in todo if todo[k]], weight, max_weight=EXACT_PAVA_ROWS):
+    for chunk in chunked([k for k in todo if todo[k]]):
         comps = {key: (SubStream(group=key), guarded(positional_passes(
             states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha,
             test=test, n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK)))
             for key in chunk}
-        res, p = drive_lockstep(source, comps, by=by)
+        res, p = drive_lockstep(source, comps, by=by,
+                                rows={key: states[key].n for key in chunk},
+                                max_rows=EXACT_PAVA_ROWS)
         passes += p
         for key, r in res.items():
             if isinstance(r, Exception):

@@ -45,7 +45,7 @@ from calcheck.streaming.states import CompensatedSum, StreamState
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
 SAFETY = 1e-9
-EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (17 bytes a row)
+EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
 U_MAX = np.iinfo(np.uint64).max
 

@@ -429,8 +429,10 @@ def positional_from_grid(bounds: IntArray, resolved: dict[int, Resolved], cell_n
 
 @dataclass(frozen=True)
 class SortedLabelsSpec:
-    """A pass that keeps every row's (score bits, row id, label): the exact stable sort of a
-    dataset small enough to hold (17 bytes a row)."""
+    """A pass that keeps every row's (score bits, label): the exact stable sort of a dataset
+    small enough to hold (9 bytes a row)."""
+
+    holds_rows = True               # drive_lockstep counts its rows against a budget
 
     def new(self) -> SortedLabelsState:
         return SortedLabelsState()
@@ -438,13 +440,18 @@ class SortedLabelsSpec:
 
 @dataclass
 class SortedLabelsState:
-    parts: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    """Each batch's (first row id, score bits, labels).  A batch's rows have ascending ids and
+    batches do not interleave, so the parts ordered by first id list the rows in id order, and
+    a stable sort by score alone is the (score, row id) order."""
+
+    parts: list[tuple[int, Any, Any]] = field(default_factory=list)
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> SortedLabelsState:
         s = np.asarray(scores, dtype=np.float64) + 0.0
-        ids = row_ids(start, np.arange(s.shape[0]))
-        self.parts.append((s.view(np.uint64), ids, np.asarray(labels).astype(np.int8)))
+        if s.shape[0]:
+            first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
+            self.parts.append((first, s.view(np.uint64), np.asarray(labels).astype(np.int8)))
         return self
 
     def merge(self, other: SortedLabelsState) -> SortedLabelsState:
@@ -454,10 +461,8 @@ class SortedLabelsState:
     def sorted_labels(self) -> IntArray:
         if not self.parts:
             return np.zeros(0, dtype=np.int8)
-        u = np.concatenate([p[0] for p in self.parts])
-        ids = np.concatenate([p[1] for p in self.parts])
-        order = np.lexsort((ids, u))
-        del u, ids
+        self.parts.sort(key=lambda p: p[0])
+        order = np.argsort(np.concatenate([p[1] for p in self.parts]), kind="stable")
         return np.concatenate([p[2] for p in self.parts])[order]
 
 

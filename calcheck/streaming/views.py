@@ -12,12 +12,13 @@ states.
 A sub-stream keeps the rows' ids in the whole stream, so the stable sort of a sub-stream by
 (score, row id) is the in-memory engine's stable sort of that subset, and ties break as they
 do there.  Memory: each computation holds a grid (~5 MB) and at most its share of the search's
-collected rows, so the computations run in chunks (:func:`chunked`).
+collected rows, so the computations run in chunks (:func:`chunked`), and the exact PAVA passes
+(which keep every row of a sub-stream) take turns within a row budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,23 +119,10 @@ def _group_rows(groups: tuple[list[str], IntArray]) -> dict[str, IntArray]:
     return out
 
 
-def chunked(keys: Iterable[Hashable], weight: Callable[[Hashable], int], *, size: int = CHUNK,
-            max_weight: int) -> list[list[Hashable]]:
-    """Consecutive chunks of at most ``size`` keys whose weights (rows a computation may hold
-    at once) add up to at most ``max_weight`` (a heavier key runs alone)."""
-    out: list[list[Hashable]] = []
-    cur: list[Hashable] = []
-    total = 0
-    for k in keys:
-        w = weight(k)
-        if cur and (len(cur) >= size or total + w > max_weight):
-            out.append(cur)
-            cur, total = [], 0
-        cur.append(k)
-        total += w
-    if cur:
-        out.append(cur)
-    return out
+def chunked(keys: Iterable[Hashable], size: int = CHUNK) -> list[list[Hashable]]:
+    """Consecutive chunks of at most ``size`` keys (computations run together)."""
+    items = list(keys)
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def guarded(passes: Any) -> Any:
@@ -146,9 +134,14 @@ def guarded(passes: Any) -> Any:
 
 
 def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]], *,
-                   view: str = "top", by: str | None = None) -> tuple[dict[Hashable, Any], int]:
-    """Run the computations together, one pass per round for all that still need one:
-    (result by key, passes taken)."""
+                   view: str = "top", by: str | None = None, rows: dict[Hashable, int] | None = None,
+                   max_rows: int = 0) -> tuple[dict[Hashable, Any], int]:
+    """Run the computations together, one pass per round for all that need one: (result by
+    key, passes taken).
+
+    A pass whose spec ``holds_rows`` (the exact PAVA pass keeps every row of its sub-stream)
+    counts ``rows[key]`` rows; a round takes such passes only while they hold at most
+    ``max_rows`` rows in all (always at least one), the others wait for a later round."""
     results: dict[Hashable, Any] = {}
     pending: dict[Hashable, tuple[SubStream, Any, Passes[Any]]] = {}
 
@@ -161,11 +154,19 @@ def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Pa
             return
         pending[key] = (sub, spec, gen)
 
+    def held(key: Hashable) -> int:
+        return (rows or {}).get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
+
     for key, (sub, gen) in computations.items():
         step(key, sub, gen, None)
     passes = 0
     while pending:
-        keys = list(pending)
+        keys, total = [], 0
+        for key in pending:
+            w = held(key)
+            if w == 0 or total == 0 or total + w <= max_rows:
+                keys.append(key)
+                total += w
         spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
         state = source.run(spec)[0]
         passes += 1
