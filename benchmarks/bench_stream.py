@@ -107,6 +107,10 @@ def main() -> None:
          "groups; scan + rank search + bin pass)",
          ["score", str(root), "--engine", "stream", "-m", "ece", "--var", "day", "--var",
           "score", "--json"]),
+        ("score --engine stream --by day -m ece,ace,mce_q (20 groups: a grid per group, then "
+         "a rank search per group in shared passes)",
+         ["score", str(root), "--engine", "stream", "--by", "day", "-m", "ece,ace,mce_q",
+          "--json"]),
         ("test --engine stream --adaptive (levels 2^1..2^16, 1000 null draws)",
          ["test", str(root), "--engine", "stream", "--json"]),
     ]
@@ -131,7 +135,10 @@ def main() -> None:
         for label, args in [
             ("score --engine stream -m ece_top,mce_top,sce (one pass)",
              ["score", str(mc), "--engine", "stream", "-m", "ece_top,mce_top,sce", "--json"]),
-            ("score --engine stream (default: ece_top, mce_top, ace_top, sce)",
+            ("score --engine stream -m ace_cw (a rank search per class, shared passes)",
+             ["score", str(mc), "--engine", "stream", "-m", "ace_cw", "--json"]),
+            ("score --engine stream (default: ece_top, mce_top, ace_top, sce, ace_cw, tace, "
+             "tce_cw)",
              ["score", str(mc), "--engine", "stream", "--json"]),
         ]:
             wall, peak, inside = min(run_cli_timed(args) for _ in range(a.repeat))
