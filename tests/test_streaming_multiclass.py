@@ -245,3 +245,39 @@ def test_batches_of_many_classes_stay_bounded(tmp_path):
     assert len(plan.prob_columns) == 1000
     assert plan.batch_size(1_000_000) == 2_000
     assert plan.batch_size(1_500) == 1_500 and plan.batch_size(300) == 300
+
+
+@given(st.integers(0, 2**31), st.integers(3, 1200), st.integers(1, 8), st.randoms())
+def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
+    """A pass of per-class (and thresholded) sub-streams: any split, merged in any order, gives
+    the single pass's grid counts and collected sorted labels."""
+    from calcheck.streaming.engine import StateSpec
+    from calcheck.streaming.select import SortedLabelsSpec
+    from calcheck.streaming.views import SubStream, ViewsSpec
+
+    df = frame(seed, n, 3)
+    P, y = df[[f"prob_{j}" for j in range(3)]].to_numpy(), df["label"].to_numpy()
+    parts_spec = []
+    for c in range(3):
+        parts_spec += [(SubStream(cls=c), StateSpec(bins=15, log_loss=False)),
+                       (SubStream(cls=c, min_score=0.2), SortedLabelsSpec())]
+    spec = ViewsSpec(tuple(parts_spec), "classes")
+    ref = spec.new().update(P, y, 0)
+    cuts = sorted(rnd.sample(range(1, n), min(k - 1, n - 1)))
+    starts = [0, *cuts]
+    parts = [spec.new().update(a, b, s0) for a, b, s0 in
+             zip(np.split(P, cuts), np.split(y, cuts), starts)]
+    rnd.shuffle(parts)
+    while len(parts) > 1:
+        i = rnd.randrange(len(parts) - 1)
+        parts[i:i + 2] = [parts[i].merge(parts[i + 1])]
+    got = parts[0]
+    for j, (sub, _) in enumerate(parts_spec):
+        if sub.min_score is None:
+            np.testing.assert_array_equal(got.states[j].cell_count, ref.states[j].cell_count)
+        else:
+            p = P[:, sub.cls]
+            keep = p >= 0.2
+            want = (y[keep] == sub.cls)[np.argsort(p[keep], kind="stable")]
+            np.testing.assert_array_equal(got.states[j].sorted_labels(), want)
+            np.testing.assert_array_equal(ref.states[j].sorted_labels(), want)
