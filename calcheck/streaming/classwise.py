@@ -144,7 +144,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS
     from calcheck.streaming.select import COLLECT_ROWS
-    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep, guarded
+    from calcheck.streaming.views import CHUNK, SubStream, drive_lockstep
 
     wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
     out: dict[str | None, tuple[dict[str, MetricResult], dict[str, str]]] = {
@@ -167,18 +167,13 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             if "tace" in wanted:
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    id_bound = source.id_bound(sum(sizes.values()) if by else sizes[None])
-    rows = {key: sizes[key[0]] for key in subs}
-    done: dict[Any, Any] = {}
-    passes = 0
-    for chunk in chunked(subs):
-        comps = {key: (subs[key][0], guarded(_class_passes(
-            subs[key][1], id_bound, bins, **tce_opts, collect_rows=COLLECT_ROWS // CHUNK)))
-            for key in chunk}
-        res, p = drive_lockstep(source, comps, view="classes", by=by, rows=rows,
-                                max_rows=EXACT_PAVA_ROWS)
-        done.update(res)
-        passes += p
+    id_bound = source.id_bound(sizes.get(None) or sum(sizes.values()))
+    comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts,
+                                      collect_rows=COLLECT_ROWS // CHUNK))
+             for key, (sub, ids_) in subs.items()}
+    done, passes = drive_lockstep(source, comps, view="classes", by=by,
+                                  rows={key: sizes[key[0]] for key in subs},
+                                  max_rows=EXACT_PAVA_ROWS)
     for g, n in sizes.items():
         results, errors = out[g]
         failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}

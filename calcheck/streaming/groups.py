@@ -118,7 +118,7 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS, positional_passes
     from calcheck.streaming.select import COLLECT_ROWS
-    from calcheck.streaming.views import CHUNK, SubStream, chunked, drive_lockstep, guarded
+    from calcheck.streaming.views import CHUNK, SubStream, drive_lockstep
 
     out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
     id_bound = source.id_bound(sum(st.n for st in states.values()))
@@ -133,19 +133,16 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
             errors["tce"] = str(exc)
         out[key] = ({}, errors)
         todo[key] = [m for m in ids if m not in errors]
-    passes = 0
-    for chunk in chunked([k for k in todo if todo[k]]):
-        comps = {key: (SubStream(group=key), guarded(positional_passes(
-            states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha,
-            test=test, n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK)))
-            for key in chunk}
-        res, p = drive_lockstep(source, comps, by=by,
-                                rows={key: states[key].n for key in chunk},
-                                max_rows=EXACT_PAVA_ROWS)
-        passes += p
-        for key, r in res.items():
-            if isinstance(r, Exception):
-                out[key][1].update({m: str(r) for m in todo[key]})
-            else:
-                out[key][0].update(r[0])
+    comps = {key: (SubStream(group=key), positional_passes(
+        states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha, test=test,
+        n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK))
+        for key in todo if todo[key]}
+    res, passes = drive_lockstep(source, comps, by=by,
+                                 rows={key: states[key].n for key in comps},
+                                 max_rows=EXACT_PAVA_ROWS)
+    for key, r in res.items():
+        if isinstance(r, Exception):
+            out[key][1].update({m: str(r) for m in todo[key]})
+        else:
+            out[key][0].update(r[0])
     return out, passes

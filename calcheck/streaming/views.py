@@ -12,13 +12,13 @@ states.
 A sub-stream keeps the rows' ids in the whole stream, so the stable sort of a sub-stream by
 (score, row id) is the in-memory engine's stable sort of that subset, and ties break as they
 do there.  Memory: each computation holds a grid (~5 MB) and at most its share of the search's
-collected rows, so the computations run in chunks (:func:`chunked`), and the exact PAVA passes
+collected rows, so the computations run in chunks of :data:`CHUNK`, and the exact PAVA passes
 (which keep every row of a sub-stream) take turns within a row budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,13 +119,7 @@ def _group_rows(groups: tuple[list[str], IntArray]) -> dict[str, IntArray]:
     return out
 
 
-def chunked(keys: Iterable[Hashable], size: int = CHUNK) -> list[list[Hashable]]:
-    """Consecutive chunks of at most ``size`` keys (computations run together)."""
-    items = list(keys)
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
-def guarded(passes: Any) -> Any:
+def _guarded(passes: Passes[Any]) -> Passes[Any]:
     """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
     try:
         return (yield from passes)
@@ -135,14 +129,27 @@ def guarded(passes: Any) -> Any:
 
 def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]], *,
                    view: str = "top", by: str | None = None, rows: dict[Hashable, int] | None = None,
-                   max_rows: int = 0) -> tuple[dict[Hashable, Any], int]:
-    """Run the computations together, one pass per round for all that need one: (result by
-    key, passes taken).
+                   max_rows: int = 0, chunk: int = CHUNK) -> tuple[dict[Hashable, Any], int]:
+    """Run the computations ``chunk`` at a time, each chunk together (one pass per round for
+    all that need one): (result by key, passes taken).  A computation that raises a
+    :class:`CalcheckError` (say, a group too small for a metric) gets it as its result.
 
     A pass whose spec ``holds_rows`` (the exact PAVA pass keeps every row of its sub-stream)
     counts ``rows[key]`` rows; a round takes such passes only while they hold at most
     ``max_rows`` rows in all (always at least one), the others wait for a later round."""
     results: dict[Hashable, Any] = {}
+    passes = 0
+    items = list(computations.items())
+    for i in range(0, len(items), chunk):
+        passes += _lockstep(source, dict(items[i:i + chunk]), view, by, rows or {}, max_rows,
+                            results)
+    return results, passes
+
+
+def _lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]],
+              view: str, by: str | None, rows: dict[Hashable, int], max_rows: int,
+              results: dict[Hashable, Any]) -> int:
+    """One chunk of :func:`drive_lockstep` (results into ``results``): the passes taken."""
     pending: dict[Hashable, tuple[SubStream, Any, Passes[Any]]] = {}
 
     def step(key: Hashable, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
@@ -155,10 +162,10 @@ def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Pa
         pending[key] = (sub, spec, gen)
 
     def held(key: Hashable) -> int:
-        return (rows or {}).get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
+        return rows.get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
 
     for key, (sub, gen) in computations.items():
-        step(key, sub, gen, None)
+        step(key, sub, _guarded(gen), None)
     passes = 0
     while pending:
         keys, total = [], 0
@@ -173,4 +180,4 @@ def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Pa
         for key, part in zip(keys, state.states):
             sub, _, gen = pending[key]
             step(key, sub, gen, part)
-    return results, passes
+    return passes
