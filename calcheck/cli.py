@@ -882,16 +882,16 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
                     pos_label: str | None, where: str | None, batch_rows: int,
                     drop_invalid: bool, probs: list[str] | None = None,
                     renormalize: bool = False) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """``test --engine stream|dask``: one pass into a grid state, then the tests on it
-    (multiclass input: on its top-label view, as in memory)."""
+    """``test --engine stream|dask``: one pass into a grid state, then the tests on it —
+    Hosmer–Lemeshow after a rank search, Cox after a few Newton passes, the binomial test per
+    value after a pass counting distinct scores when few grid cells are occupied (multiclass
+    input: on its top-label view, as in memory)."""
+    from calcheck.hypotests import discrete_note
     from calcheck.streaming import tests as stests
     from calcheck.streaming.engine import StateSpec, StreamSource
     from calcheck.streaming.positional import positional_results
+    from calcheck.streaming.rowtests import cox_stream, discrete_stream
 
-    bad = [m for m in methods if m not in ("tcal", "hl", "spiegelhalter")]
-    if bad:
-        raise UsageError(f"--engine {engine_name} runs tcal, hl and spiegelhalter; "
-                         f"{', '.join(bad)} need(s) --engine memory")
     if opts.resample != "labels":
         raise UsageError(f"--engine {engine_name} simulates the null by redrawing labels; "
                          "--resample consistency needs --engine memory")
@@ -925,12 +925,19 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
         tc = results.get("tcal") or results["tcal_adaptive"]
         notes.append("T-Cal's null is drawn per grid cell (binomial), not per row; relative "
                      f"variance excess {tc.settings['null_variance_excess']:.1e}")
+        discrete, distinct = discrete_stream(source, state, limit=opts.discrete_max,
+                                             alpha=opts.alpha)
+        if discrete is not None:
+            results["binomial_discrete"] = discrete
+            notes.append(discrete_note(distinct, opts.discrete_max))
     if "hl" in methods:
         more, _ = positional_results(source, state, [], alpha=opts.alpha,
                                      hl_groups=opts.hl_groups)
         results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
     if "spiegelhalter" in methods:
         results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
+    if "cox" in methods:
+        results["cox"], _ = cox_stream(source, state, alpha=opts.alpha)
     info, dropped = _stream_input(file, state, stats, source.plan)
     if classes:                                         # as the in-memory test reports it
         info.update({"view": "top-label", "positives": state.positives,

@@ -186,3 +186,18 @@ def test_dask_variables_equal_stream_and_memory(cli, hive, cluster):
         assert dk["ece_qcut"] == pytest.approx(mem["ece_qcut"], rel=1e-12, abs=1e-15)
         assert dk["vce_max"] == pytest.approx(st["vce_max"], rel=1e-9)
         assert dk["vce_max"] == pytest.approx(mem["vce_max"], abs=1e-12 if v == "day" else 1e-4)
+
+
+def test_dask_cox_and_hl_equal_memory(cli, hive, cluster):
+    root, _ = hive
+    args = ["--method", "cox,hl", "--json"]
+    dk = cli(["test", str(root / "ds"), "--engine", "dask", "--scheduler",
+              cluster.scheduler_address, *args])
+    mem = cli(["test", str(root / "all.parquet"), *args])
+    assert dk.code == 0 and mem.code == 0, dk.stderr
+    d, m = json.loads(dk.stdout)["tests"], json.loads(mem.stdout)["tests"]
+    for k in ("intercept", "slope"):
+        assert d["cox"][k] == pytest.approx(m["cox"][k], rel=1e-9)
+    assert d["cox"]["statistic"] == pytest.approx(m["cox"]["statistic"], rel=1e-9)
+    assert d["hosmer_lemeshow"]["statistic"] == pytest.approx(
+        m["hosmer_lemeshow"]["statistic"], rel=1e-9)

@@ -1,5 +1,6 @@
 """test --engine stream: exact T-Cal statistics and Spiegelhalter from the grid state; the
-grid null is reproducible across partitionings and close to the per-row null."""
+grid null is reproducible across partitionings and close to the per-row null; Cox's fit by
+Newton passes and the binomial test of discrete scores equal memory."""
 
 import json
 
@@ -103,7 +104,6 @@ def test_p_values_do_not_depend_on_partitioning(cli, parts, extra):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--method", "cox"], "need(s) --engine memory"),
     (["--resample", "consistency"], "--resample consistency needs --engine memory"),
     (["--scheduler", "tcp://x:1"], "--scheduler applies to --engine dask only"),
 ])
@@ -111,3 +111,73 @@ def test_stream_test_usage_errors(cli, parts, args, needle):
     engine = [] if "--scheduler" in args else ["--engine", "stream"]
     r = cli(["test", parts / "a", *engine, *args])
     assert r.code == 2 and needle in r.stderr, r.stderr
+
+
+def _cox(r):
+    return r["cox"]["intercept"], r["cox"]["slope"], r["cox"]["statistic"]
+
+
+def test_cox_by_newton_passes_equals_memory(cli, parts):
+    mem = _tests_json(cli, parts / "all.parquet", "--method", "cox")
+    a = _tests_json(cli, parts / "a", "--engine", "stream", "--method", "cox")
+    b = _tests_json(cli, parts / "all.parquet", "--engine", "stream", "--batch-rows", "999",
+                    "--method", "cox")
+    for got in (a, b):
+        assert _cox(got) == pytest.approx(_cox(mem), rel=1e-9)
+        assert got["cox"]["pvalue"] == pytest.approx(mem["cox"]["pvalue"], rel=1e-6, abs=1e-300)
+        assert got["cox"]["settings"]["passes"] <= 4          # from the grid fit: ~3
+    assert abs(_cox(a)[0]) > 1e-3 and abs(_cox(a)[1] - 1) > 1e-3    # not the null's (0, 1)
+
+
+@pytest.mark.parametrize("case", ["separated", "extreme"])
+def test_cox_stream_handles_separation_and_extreme_scores(cli, tmp_path, case):
+    rng = np.random.default_rng(3)
+    s = rng.uniform(size=4000)
+    if case == "separated":                      # y = 1 exactly when s > 0.5: no finite MLE
+        y = (s > 0.5).astype(np.int8)
+    else:                                        # exact 0s and 1s, clipped to 1e-15
+        s[:500], s[500:1000] = 0.0, 1.0
+        y = rng.binomial(1, s).astype(np.int8)
+    pq.write_table(pa.table({"score": s, "label": y}), tmp_path / "d.parquet")
+    mem = _tests_json(cli, tmp_path / "d.parquet", "--method", "cox")
+    got = _tests_json(cli, tmp_path / "d.parquet", "--engine", "stream", "--batch-rows", "700",
+                      "--method", "cox")
+    assert got["cox"]["reject"] == mem["cox"]["reject"]
+    assert got["cox"]["statistic"] == pytest.approx(mem["cox"]["statistic"], rel=1e-6)
+    if case == "extreme":
+        assert _cox(got) == pytest.approx(_cox(mem), rel=1e-9)
+
+
+@pytest.mark.parametrize("values, expect", [(11, True), (60, False)])
+def test_binomial_per_value_joins_tcal_as_in_memory(cli, tmp_path, values, expect):
+    rng = np.random.default_rng(4)
+    s = rng.integers(0, values, size=30_000) / (values - 1)
+    y = rng.binomial(1, np.clip(s * 1.05, 0, 1)).astype(np.int8)
+    pq.write_table(pa.table({"score": s, "label": y}), tmp_path / "d.parquet")
+    mem = _tests_json(cli, tmp_path / "d.parquet", "--bins", "8")
+    got = _tests_json(cli, tmp_path / "d.parquet", "--engine", "stream", "--batch-rows", "999",
+                      "--bins", "8")
+    assert ("binomial_discrete" in got) is expect and ("binomial_discrete" in mem) is expect
+    if expect:
+        g, m = got["binomial_discrete"], mem["binomial_discrete"]
+        assert g == m
+
+
+def test_distinct_state_merges_to_the_whole_and_gives_up_past_the_limit():
+    from calcheck.streaming.rowtests import DistinctSpec
+
+    rng = np.random.default_rng(6)
+    s = rng.integers(0, 7, size=5000) / 8.0
+    y = rng.integers(0, 2, size=5000)
+    whole = DistinctSpec(10).new()
+    whole.update(s, y, 0)
+    parts = [DistinctSpec(10).new() for _ in range(3)]
+    for i, p in enumerate(parts):
+        p.update(s[i::3], y[i::3], 0)
+    parts[2].merge(parts[0])
+    parts[2].merge(parts[1])
+    for k in ("values", "counts", "positives"):
+        np.testing.assert_array_equal(getattr(parts[2], k), getattr(whole, k))
+    small = DistinctSpec(5).new()
+    small.update(s, y, 0)
+    assert small.values is None

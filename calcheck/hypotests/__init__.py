@@ -56,6 +56,12 @@ def resolve_methods(methods: Iterable[str] | None) -> list[str]:
     return out
 
 
+def discrete_note(distinct: int, discrete_max: int) -> str:
+    return (f"scores take {distinct} distinct values (<= --discrete-max {discrete_max}): added "
+            "the exact binomial test per value (binomial_discrete); T-Cal assumes continuous "
+            "scores")
+
+
 def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], options: TestOptions,
               *, progress: Any = None) -> tuple[dict[str, TestResult], list[str]]:
     """Run the selected tests; returns the results by test id and notes for the user."""
@@ -77,9 +83,7 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             if distinct <= options.discrete_max:
                 results["binomial_discrete"] = classical.binomial_discrete(
                     scores, labels, alpha=options.alpha)
-                notes.append(f"scores take {distinct} distinct values (<= --discrete-max "
-                             f"{options.discrete_max}): added the exact binomial test per value "
-                             "(binomial_discrete); T-Cal assumes continuous scores")
+                notes.append(discrete_note(distinct, options.discrete_max))
         elif m == "hl":
             results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
                 scores, labels, groups=options.hl_groups, alpha=options.alpha)

@@ -11,6 +11,8 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -103,39 +105,56 @@ def spiegelhalter_from_sums(num: float, den: float, *, n: int, mean_score: float
                       settings={"alternative": "two-sided"})
 
 
-def _logistic_fit(x: FloatArray, y: FloatArray, iters: int = 100) -> tuple[float, float, float]:
-    """Maximum-likelihood intercept and slope of logit P(y=1) = a + b·x (Newton), and the log-lik."""
+def logistic_sums(x: FloatArray, y: FloatArray, beta: FloatArray,
+                  weights: FloatArray | None = None) -> FloatArray:
+    """Log-likelihood, gradient and Hessian (negated) of logit P(y=1) = a + b·x at β = (a, b):
+    ``[ℓ, Σr, Σr·x, Σw, Σw·x, Σw·x²]`` with r = y − p, w = p(1 − p) (row weights optional).
+    Sums of rows add, so batches of a stream add their sums (:func:`newton_logistic`)."""
     from scipy.special import expit  # scipy loads on first use
 
-    X = np.column_stack([np.ones_like(x), x])
-    beta = np.zeros(2)
-    ll_old = -np.inf
+    eta = beta[0] + beta[1] * x
+    p = expit(eta)
+    w = p * (1.0 - p)
+    r = y - p
+    # log σ(η) = −log(1 + e^{−η}); log(1 − σ(η)) = −log(1 + e^{η}); y is 0 or 1
+    nll = np.logaddexp(0.0, np.where(y > 0.5, -eta, eta))
+    if weights is not None:
+        w, r, nll = w * weights, r * weights, nll * weights
+    wx = w * x
+    return np.array([-np.sum(nll), np.sum(r), np.dot(r, x), np.sum(w), np.sum(wx),
+                     np.dot(wx, x)])
+
+
+def newton_logistic(evaluate: Callable[[FloatArray], FloatArray], beta0: ArrayLike = (0.0, 0.0),
+                    iters: int = 100) -> tuple[float, float, float]:
+    """Maximum-likelihood (a, b) and ℓ by Newton's method with step halving (which keeps the
+    log-likelihood increasing under separation and extreme scores); ``evaluate(β)`` gives the
+    :func:`logistic_sums` at β — of an array in memory, of one pass on a stream."""
+    beta = np.asarray(beta0, dtype=np.float64)
+    sums = evaluate(beta)
     for _ in range(iters):
-        eta = X @ beta
-        p = expit(eta)
-        w = p * (1.0 - p)
-        grad = X.T @ (y - p)
-        hess = X.T @ (X * w[:, None])
+        grad = sums[1:3]
+        hess = np.array([[sums[3], sums[4]], [sums[4], sums[5]]])
         try:
             step = np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:
             step = np.linalg.lstsq(hess, grad, rcond=None)[0]
-        # step halving keeps the log-likelihood increasing (separation, extreme scores)
         for _ in range(30):
             cand = beta + step
-            ll = _loglik(X @ cand, y)
-            if ll >= ll_old - 1e-12:
+            cand_sums = evaluate(cand)
+            if cand_sums[0] >= sums[0] - 1e-12:
                 break
             step /= 2.0
-        beta, ll_old = cand, ll
+        beta, sums = cand, cand_sums
         if np.max(np.abs(step)) < 1e-10:
             break
-    return float(beta[0]), float(beta[1]), float(ll_old)
+    return float(beta[0]), float(beta[1]), float(sums[0])
 
 
-def _loglik(eta: FloatArray, y: FloatArray) -> float:
-    # log σ(η) = −log(1 + e^{−η}); log(1 − σ(η)) = −log(1 + e^{η})
-    return float(-np.sum(y * np.logaddexp(0.0, -eta) + (1.0 - y) * np.logaddexp(0.0, eta)))
+def cox_logit(scores: FloatArray) -> FloatArray:
+    """The regressor of Cox's test: logit(s), s clipped to [1e-15, 1 − 1e-15]."""
+    s = np.clip(scores, LOGIT_EPS, 1.0 - LOGIT_EPS)
+    return np.log(s) - np.log1p(-s)
 
 
 def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
@@ -145,17 +164,22 @@ def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestRes
     ℓ(0, 1)) ~ χ²(2).  A slope below 1 means predictions too extreme (over-confident), above 1
     too moderate; the intercept shifts them all.
     """
-    s = np.clip(scores, LOGIT_EPS, 1.0 - LOGIT_EPS)
-    x = np.log(s) - np.log1p(-s)
+    x = cox_logit(scores)
     y = labels.astype(np.float64)
-    a, b, ll_fit = _logistic_fit(x, y)
-    ll_null = _loglik(x, y)
+    a, b, ll_fit = newton_logistic(lambda beta: logistic_sums(x, y, beta))
+    ll_null = float(logistic_sums(x, y, np.array([0.0, 1.0]))[0])
+    return cox_result(a, b, ll_fit, ll_null, alpha=alpha)
+
+
+def cox_result(a: float, b: float, ll_fit: float, ll_null: float, *, alpha: float,
+               settings: dict[str, Any] | None = None) -> TestResult:
+    """Cox's result from the fitted (a, b), the maximum log-likelihood and ℓ(0, 1)."""
     lr = max(0.0, 2.0 * (ll_fit - ll_null))
     p = _chi2_sf(lr, 2)
     return TestResult(id="cox", statistic=lr, pvalue=p, reject=p <= alpha, alpha=alpha,
                       details={"intercept": a, "slope": b, "df": 2,
                                "statistic_name": "likelihood ratio vs (intercept, slope) = (0, 1)"},
-                      settings={"clip": LOGIT_EPS})
+                      settings={"clip": LOGIT_EPS, **(settings or {})})
 
 
 def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
@@ -166,6 +190,12 @@ def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.
     """
     values, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
     k = np.bincount(inverse, weights=labels, minlength=values.shape[0]).round().astype(np.int64)
+    return binomial_discrete_counts(values, counts, k, alpha=alpha)
+
+
+def binomial_discrete_counts(values: FloatArray, counts: IntArray, k: IntArray, *,
+                             alpha: float = 0.05) -> TestResult:
+    """:func:`binomial_discrete` from the distinct values (sorted), their rows and positives."""
     from calcheck.hypotests.binom import binomtest_pvalue  # scipy.stats, on first use
 
     pv = binomtest_pvalue(k, counts, values)

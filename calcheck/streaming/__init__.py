@@ -8,7 +8,7 @@ values to ~1e-15 relative.  Positional bins (ACE, MCE(Q), PDE, TCE and its varia
 Hosmer–Lemeshow) take a few more passes: an exact rank search
 (:mod:`calcheck.streaming.select`) and a row pass (:mod:`calcheck.streaming.positional`);
 :mod:`calcheck.streaming.views` runs many of those (per class, per ``--by`` group) in shared
-passes.
+passes; :mod:`calcheck.streaming.rowtests` runs Cox's Newton passes and counts discrete scores.
 :mod:`calcheck.streaming.engine` folds batches in this process;
 :mod:`calcheck.streaming.dask_engine` does it on a Dask cluster.
 """
