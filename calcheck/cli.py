@@ -147,10 +147,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
 
     from calcheck.gates import evaluate_gates
     from calcheck.report import build_report
-    from calcheck.streaming import GRID_METRICS
     from calcheck.streaming import positional as pos_mod
     from calcheck.streaming.classwise import ClasswiseSpec
-    from calcheck.streaming.engine import StateSpec, StreamSource, metric_results
+    from calcheck.streaming.engine import StateSpec, StreamSource
 
     if unsupported:
         raise UsageError(f"--engine {engine_name} does not do {unsupported} yet; use "
@@ -175,51 +174,14 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         first = grouped.overall()
     else:
         first, stats = source.run(first_spec)
-    classwise = first if classes else None
     state = first.top if classes else first
-    results = metric_results(state, [m for m in bin_ids if m in GRID_METRICS])
-    details: dict[str, Any] = {"extra_passes": 0}
-    positional = [m for m in bin_ids if m not in GRID_METRICS]
-    if positional:
-        more, details = pos_mod.positional_results(
-            source, state, positional, bins=opts.bins, alpha=opts.alpha, test=opts.test,
-            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
-        results.update(more)
+    sizes = {k: g.n for k, g in grouped.groups.items()} if grouped else {}
+    results, by_group, details, ci_settings = _stream_metric_results(
+        source, first, ids, binary_of, opts, sizes=sizes, by=by, intervals=intervals,
+        quiet=quiet)
     var_result, var_notes, var_passes = (_stream_variables(source, variables, loess_span,
                                                            correct_from, binary=not classes)
                                          if variables else (None, [], 0))
-    ci_settings = None
-    if intervals is not None:
-        from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
-        from calcheck.uncertainty import with_intervals
-
-        cis, ci_settings = grid_bootstrap(state, bin_ids, **intervals)
-        results = with_intervals(results, cis)
-        without = [m for m in ids if binary_of[m] not in CI_METRICS]
-        if without:
-            note(f"--ci with --engine {engine_name}: intervals for "
-                 f"{', '.join(m for m in ids if binary_of[m] in CI_METRICS) or 'none'} only; "
-                 f"none for {', '.join(without)} (the streamed bootstrap resamples the grid "
-                 "state's units; equal-mass, PAVA and classwise bins need the rows: use "
-                 "--engine memory)", quiet=quiet)
-    classwise_results: dict[str, Any] = {}
-    by_group: dict[Any, Any] = {}
-    if classwise is not None:
-        from calcheck.streaming.classwise import classwise_positional
-
-        sizes = {None: classwise.n, **{k: g.n for k, g in (grouped.groups.items()
-                                                             if grouped else [])}}
-        by_group, cw_passes = classwise_positional(
-            source, classes, ids, sizes=sizes, by=by, bins=opts.bins,
-            threshold=opts.tace_threshold, alpha=opts.alpha, test=opts.test,
-            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
-        more, errors = by_group.pop(None)
-        if errors:
-            raise InputError(next(iter(errors.values())))
-        classwise_results = {**classwise.results(ids), **more}
-        details["extra_passes"] += cw_passes
-    results = _named_results(ids, binary_of, results, classwise_results,
-                             multiclass=bool(classes))
     groups = None
     if grouped is not None:
         groups, group_passes = _stream_groups(source, grouped, ids, binary_of, opts,
@@ -269,6 +231,63 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _stream_metric_results(source: Any, first: Any, ids: list[str],
+                           binary_of: dict[str, str | None], opts: Any, *,
+                           sizes: dict[Any, int] | None = None, by: str | None = None,
+                           intervals: dict[str, Any] | None = None, quiet: bool = False,
+                           ) -> tuple[dict[str, Any], dict[Any, Any], dict[str, Any], Any]:
+    """The metrics ``ids`` of a streamed source whose first pass gave ``first`` (a grid state,
+    or a classwise one for multiclass input): (results by id, the classwise results of each
+    ``--by`` group in ``sizes``, search details, the ``--ci`` settings or None)."""
+    from calcheck.streaming import GRID_METRICS
+    from calcheck.streaming import positional as pos_mod
+    from calcheck.streaming.engine import metric_results
+
+    classes = source.plan.prob_columns
+    classwise = first if classes else None
+    state = first.top if classes else first
+    bin_ids = list(dict.fromkeys(b for b in binary_of.values() if b is not None))
+    results = metric_results(state, [m for m in bin_ids if m in GRID_METRICS])
+    details: dict[str, Any] = {"extra_passes": 0}
+    positional = [m for m in bin_ids if m not in GRID_METRICS]
+    if positional:
+        more, details = pos_mod.positional_results(
+            source, state, positional, bins=opts.bins, alpha=opts.alpha, test=opts.test,
+            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        results.update(more)
+    ci_settings = None
+    if intervals is not None:
+        from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
+        from calcheck.uncertainty import with_intervals
+
+        cis, ci_settings = grid_bootstrap(state, bin_ids, **intervals)
+        results = with_intervals(results, cis)
+        without = [m for m in ids if binary_of[m] not in CI_METRICS]
+        if without:
+            note(f"--ci with --engine {source.engine}: intervals for "
+                 f"{', '.join(m for m in ids if binary_of[m] in CI_METRICS) or 'none'} only; "
+                 f"none for {', '.join(without)} (the streamed bootstrap resamples the grid "
+                 "state's units; equal-mass, PAVA and classwise bins need the rows: use "
+                 "--engine memory)", quiet=quiet)
+    classwise_results: dict[str, Any] = {}
+    by_group: dict[Any, Any] = {}
+    if classwise is not None:
+        from calcheck.streaming.classwise import classwise_positional
+
+        by_group, cw_passes = classwise_positional(
+            source, len(classes), ids, sizes={None: classwise.n, **(sizes or {})}, by=by,
+            bins=opts.bins, threshold=opts.tace_threshold, alpha=opts.alpha, test=opts.test,
+            n_min=opts.tce_nmin, n_max=opts.tce_nmax)
+        more, errors = by_group.pop(None)
+        if errors:
+            raise InputError(next(iter(errors.values())))
+        classwise_results = {**classwise.results(ids), **more}
+        details["extra_passes"] += cw_passes
+    results = _named_results(ids, binary_of, results, classwise_results,
+                             multiclass=bool(classes))
+    return results, by_group, details, ci_settings
 
 
 def _stream_variables(source: Any, variables: list[str], span: float,
@@ -816,9 +835,9 @@ def test_cmd(
         False, "--drop-invalid", help="Drop invalid rows (counted and reported) instead of failing."),
     engine_name: str = typer.Option(
         "memory", "--engine",
-        help="memory (default, exact), stream (Parquet datasets in bounded memory: tcal, hl "
-             "and spiegelhalter; T-Cal's null drawn per 2^-16 score cell, recorded in the report) "
-             "or dask (the same on a Dask cluster)."),
+        help="memory (default, exact), stream (Parquet datasets in bounded memory: every "
+             "method; T-Cal's null drawn per 2^-16 score cell, recorded in the report) or dask "
+             "(the same on a Dask cluster)."),
     scheduler: str | None = typer.Option(
         None, "--scheduler", help="Dask scheduler address for --engine dask."),
     batch_rows: int = typer.Option(
@@ -975,6 +994,16 @@ def plot(
     renormalize: bool = typer.Option(False, "--renormalize", help="Multiclass: fix row sums."),
     input_format: str | None = typer.Option(None, "--input-format", help="csv or parquet."),
     drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop invalid rows."),
+    engine_name: str = typer.Option(
+        "memory", "--engine",
+        help="memory (default), stream (Parquet datasets in bounded memory: the same figure "
+             "from passes over the files) or dask (the same on a Dask cluster)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address for --engine dask."),
+    batch_rows: int = typer.Option(
+        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
+    where: str | None = typer.Option(
+        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Draw a reliability diagram, the test-based reliability diagram, or a variable plot."""
@@ -994,12 +1023,26 @@ def plot(
     if yscale not in ("auto", "linear", "logit"):
         raise UsageError(f"unknown --yscale {yscale!r}; use auto, linear or logit")
     check_bins(bins)
+    _check_engine_options(engine_name, scheduler, batch_rows, where)
     _require_matplotlib()
+    if engine_name != "memory":
+        from calcheck.streaming.engine import StreamSource
+
+        source = StreamSource(file, engine_name, score_col, label_col, pos_label, where,
+                              batch_rows, drop_invalid, scheduler,
+                              tuple(probs) if probs else None, renormalize)
+        fig, notes = _figure_stream(kind, source, var, bins=bins, binning=binning,
+                                    yscale=yscale, span=loess_span, correct_from=correct_from)
+        for n in notes:
+            note(n, quiet=quiet)
+        _save_figure(fig, output)
+        note(f"wrote {output}", quiet=quiet)
+        return
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
     data, loaded, _ = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
                                 renormalize, drop_invalid, quiet, [var] if var else [],
-                                [correct_from] if correct_from else [])
+                                [correct_from] if correct_from else [], where=where)
     fig = _figure(kind, data, loaded, var, bins=bins, binning=binning, yscale=yscale,
                   span=loess_span, correct_from=correct_from, multiclass=multiclass,
                   pos_label=pos_label, source=src.name)
@@ -1037,6 +1080,43 @@ def _figure(kind: str, data: Any, loaded: Any, var: str | None, *, bins: int, bi
                  if correct_from else None)
     res = variables(data, {var: loaded.extras[var]}, span=span, incorrect=incorrect)
     return plots.variable_figure(res.to_dict()[var], loaded.extras[var], var)
+
+
+def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binning: str,
+                   yscale: str, span: float, correct_from: str | None) -> tuple[Any, list[str]]:
+    """``plot --engine stream|dask``: :func:`_figure`'s figure from passes over the files."""
+    import numpy as np
+
+    from calcheck import plots
+    from calcheck.streaming import figures as sfig
+    from calcheck.streaming.engine import StateSpec, metric_results
+    from calcheck.streaming.positional import positional_results
+
+    classes = source.plan.prob_columns
+    view = " (top-label view)" if classes else ""
+    notes = [_top_label_note(len(classes))] if classes and kind != "variable" else []
+    if kind == "variable":
+        assert var is not None
+        res, more, _ = _stream_variables(source, [var], span, correct_from, binary=not classes)
+        entry = res.to_dict()[var]
+        v = np.asarray(entry["curve"]["v"], float)
+        spread = sfig.stream_spread(source, var=var, window=(float(v.min()), float(v.max())))
+        return plots.variable_figure(entry, spread, var), notes + more
+    state, _ = source.run(StateSpec(bins=bins, log_loss=False))
+    if state.n == 0:
+        raise InputError("no rows to plot (after the --where filter and dropped rows)")
+    if kind == "reliability":
+        if binning == "uniform":
+            res = metric_results(state, ["ece"])["ece"]
+        else:
+            res = positional_results(source, state, ["ace"], bins=bins)[0]["ace"]
+        return plots.reliability_figure(res.bin_rows(), sfig.stream_spread(source),
+                                        title=f"Reliability diagram{view}"), notes
+    res = positional_results(source, state, ["tce"])[0]["tce"]
+    points = sfig.violins(source, state, res.bins.count)
+    return plots.tce_figure_from(res.bin_rows(), points, sfig.stream_spread(source),
+                                 value=res.value, yscale=yscale,
+                                 title=f"Test-based reliability diagram{view}"), notes
 
 
 def _save_figure(fig: Any, path: str) -> None:

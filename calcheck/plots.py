@@ -19,6 +19,8 @@ matplotlib is imported inside the functions: without it they raise :class:`Missi
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,15 +49,40 @@ def _mpl() -> Any:
 
 
 LOGIT_CLIP = 1e-6
+EXTREME = 0.02          # the share of predictions within this of 0 or 1 picks the logit axis
 
 
-def choose_scale(scores: FloatArray, yscale: str = "auto") -> str:
+@dataclass(frozen=True)
+class Spread:
+    """What a figure needs of a column (the predictions, or a variable) besides the engine's
+    tables: its range, the share of values within 0.02 of 0 or 1, whether all are integers, and
+    counts over any edges (``np.histogram``'s, of the values clipped to ``clip``).  From an
+    array (:meth:`of`) or, on the streaming engines, from passes over the files."""
+
+    lo: float
+    hi: float
+    extreme: float
+    integer: bool
+    histogram: Callable[[FloatArray, tuple[float, float] | None], IntArray]
+
+    @classmethod
+    def of(cls, values: FloatArray) -> Spread:
+        def hist(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
+            shown = values if clip is None else np.clip(values, *clip)
+            return np.histogram(shown, bins=edges)[0]  # type: ignore[no-any-return]
+
+        return cls(lo=float(values.min()), hi=float(values.max()),
+                   extreme=float(np.mean((values < EXTREME) | (values > 1 - EXTREME))),
+                   integer=bool(np.all(values == np.round(values))), histogram=hist)
+
+
+def choose_scale(scores: FloatArray | Spread, yscale: str = "auto") -> str:
     """``"logit"`` when most predictions are within 0.02 of 0 or 1 (imbalanced data), else
     ``"linear"``; an explicit ``yscale`` wins."""
     if yscale in ("linear", "logit"):
         return yscale
-    extreme = np.mean((scores < 0.02) | (scores > 0.98))
-    return "logit" if extreme >= 0.5 else "linear"
+    spread = scores if isinstance(scores, Spread) else Spread.of(scores)
+    return "logit" if spread.extreme >= 0.5 else "linear"
 
 
 def _apply_scale(ax: Any, scale: str, lim: tuple[float, float]) -> tuple[float, float]:
@@ -87,32 +114,34 @@ def _binom_interval(k: IntArray, n: IntArray) -> tuple[FloatArray, FloatArray]:
     return np.nan_to_num(lo), np.nan_to_num(hi, nan=1.0)
 
 
-def _pred_hist(ax: Any, scores: FloatArray, ylim: tuple[float, float], color: str,
+def _pred_hist(ax: Any, scores: Spread, ylim: tuple[float, float], color: str,
                scale: str = "linear") -> None:
     if scale == "logit":                      # bins evenly spaced on the logit axis
         lo, hi = np.log(ylim[0] / (1 - ylim[0])), np.log(ylim[1] / (1 - ylim[1]))
         edges = 1.0 / (1.0 + np.exp(-np.linspace(lo, hi, 41)))
+        counts = scores.histogram(edges, (LOGIT_CLIP, 1 - LOGIT_CLIP))
     else:
         edges = np.linspace(ylim[0], ylim[1], 41)
-    counts, _ = np.histogram(scores, bins=edges)
+        counts = scores.histogram(edges, None)
     ax.barh(edges[:-1], counts, height=np.diff(edges), align="edge", color=color, alpha=0.8)
     ax.set_xscale(_hist_scale(counts))
     ax.set_xlabel("predictions")
     ax.tick_params(labelleft=False)
 
 
-def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray, *,
+def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Spread, *,
                        title: str = "Reliability diagram") -> Any:
-    """Reliability diagram from a metric's bin table (``MetricResult.bin_rows()``)."""
+    """Reliability diagram from a metric's bin table (``MetricResult.bin_rows()``) and the
+    predictions (or their :class:`Spread`)."""
     plt = _mpl()
+    scores = scores if isinstance(scores, Spread) else Spread.of(scores)
     rows = [r for r in bins_table if r["n"] > 0]
     ms = np.array([r["mean_score"] for r in rows])
     ml = np.array([r["mean_label"] for r in rows])
     n = np.array([r["n"] for r in rows])
     k = np.array([r["positives"] for r in rows])
     lo, hi = _binom_interval(k, n)
-    lim = _zoom(min(float(scores.min()), float(lo.min())), max(float(scores.max()),
-                                                                float(hi.max())))
+    lim = _zoom(min(scores.lo, float(lo.min())), max(scores.hi, float(hi.max())))
     fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
     gs = fig.add_gridspec(2, 2, width_ratios=(4, 1), height_ratios=(4, 1.2))
     ax = fig.add_subplot(gs[0, 0])
@@ -140,13 +169,15 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray, *,
     return fig
 
 
-def _violin_data(sorted_scores: FloatArray, bounds: IntArray) -> list[FloatArray]:
+def violin_ranks(bounds: IntArray) -> list[IntArray]:
+    """The sorted positions each bin's violin draws: all of a bin's, or evenly spaced order
+    statistics of a bin with more than ``MAX_VIOLIN_POINTS`` rows (they keep the shape)."""
     out = []
-    for a, b in itertools.pairwise(bounds):
-        seg = sorted_scores[a:b]
-        if seg.size > MAX_VIOLIN_POINTS:     # evenly spaced order statistics keep the shape
-            seg = seg[np.linspace(0, seg.size - 1, MAX_VIOLIN_POINTS).astype(np.int64)]
-        out.append(seg)
+    for a, b in itertools.pairwise(bounds.tolist()):
+        if b - a > MAX_VIOLIN_POINTS:
+            out.append(a + np.linspace(0, b - a - 1, MAX_VIOLIN_POINTS).astype(np.int64))
+        else:
+            out.append(np.arange(a, b, dtype=np.int64))
     return out
 
 
@@ -159,22 +190,29 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
     near 0 or 1, where a linear axis flattens the bins; exact 0s and 1s are clipped to 1e-6 for
     display only).
     """
+    return tce_figure_from(bins_table, [sorted_scores[r] for r in violin_ranks(bounds)],
+                           Spread.of(sorted_scores), title=title, value=value, yscale=yscale)
+
+
+def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray], scores: Spread,
+                    *, title: str = "Test-based reliability diagram", value: float | None = None,
+                    yscale: str = "auto") -> Any:
+    """:func:`tce_figure` from each bin's violin points (:func:`violin_ranks`) and the
+    predictions' :class:`Spread` — what the streaming engines compute."""
     plt = _mpl()
     nb = len(bins_table)
     x = np.arange(1, nb + 1)
-    scale = choose_scale(sorted_scores, yscale)
-    shown = np.clip(sorted_scores, LOGIT_CLIP, 1 - LOGIT_CLIP) if scale == "logit" \
-        else sorted_scores
-    data = _violin_data(shown, bounds)
+    scale = choose_scale(scores, yscale)
+    clip = (LOGIT_CLIP, 1 - LOGIT_CLIP) if scale == "logit" else (0.0, 1.0)
+    data = [np.clip(v, *clip) for v in violins]
+    lo, hi = float(np.clip(scores.lo, *clip)), float(np.clip(scores.hi, *clip))
     nonempty = [i for i, d in enumerate(data) if d.size > 0]
     emp = np.array([np.nan if r["mean_label"] is None else r["mean_label"] for r in bins_table])
     if scale == "logit":
         emp = np.clip(emp, LOGIT_CLIP, 1 - LOGIT_CLIP)
-        lim = (float(min(shown.min(), np.nanmin(emp))) / 2,
-               1 - (1 - float(max(shown.max(), np.nanmax(emp)))) / 2)
+        lim = (float(min(lo, np.nanmin(emp))) / 2, 1 - (1 - float(max(hi, np.nanmax(emp)))) / 2)
     else:
-        lim = _zoom(min(float(shown.min()), float(np.nanmin(emp))),
-                    max(float(shown.max()), float(np.nanmax(emp))))
+        lim = _zoom(min(lo, float(np.nanmin(emp))), max(hi, float(np.nanmax(emp))))
     fig = plt.figure(figsize=(max(7.5, 0.75 * nb + 3), 7.5), layout="constrained")
     gs = fig.add_gridspec(2, 2, width_ratios=(5, 1), height_ratios=(4, 1.6))
     ax = fig.add_subplot(gs[0, 0])
@@ -196,7 +234,7 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
     ax.legend(loc="upper left", fontsize="small")
     ax.tick_params(labelbottom=False)
     axh = fig.add_subplot(gs[0, 1], sharey=ax)
-    _pred_hist(axh, shown, lim, "C0", scale)
+    _pred_hist(axh, scores, lim, "C0", scale)
     axb = fig.add_subplot(gs[1, 0], sharex=ax)
     n = np.array([r["n"] for r in bins_table])
     rej = np.array([r["rejected"] for r in bins_table])
@@ -215,11 +253,15 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
     return fig
 
 
-def variable_figure(var: dict[str, Any], values: FloatArray, name: str) -> Any:
-    """Variable-based calibration plot from a ``variables.NAME`` report entry."""
+def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str) -> Any:
+    """Variable-based calibration plot from a ``variables.NAME`` report entry and the variable's
+    values (or the :class:`Spread` of the values inside the curve's v range)."""
     plt = _mpl()
     c = var["curve"]
     v = np.asarray(c["v"], float)
+    if not isinstance(values, Spread):
+        ok = values[~np.isnan(values)]
+        values = Spread.of(ok[(ok >= v.min()) & (ok <= v.max())])
     fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
     gs = fig.add_gridspec(2, 1, height_ratios=(4, 1))
     ax = fig.add_subplot(gs[0])
@@ -238,11 +280,11 @@ def variable_figure(var: dict[str, Any], values: FloatArray, name: str) -> Any:
     ax.legend(loc="best", fontsize="small")
     ax.tick_params(labelbottom=False)
     axh = fig.add_subplot(gs[1], sharex=ax)
-    ok = values[~np.isnan(values)]
-    inside = ok[(ok >= v.min()) & (ok <= v.max())]
-    integer = inside.size and np.all(inside == np.round(inside)) and np.ptp(inside) <= 200
-    edges = np.arange(inside.min() - 0.5, inside.max() + 1.5) if integer else 30
-    axh.hist(inside, bins=edges, color="0.6")
+    integer = values.integer and values.hi - values.lo <= 200
+    edges = np.arange(values.lo - 0.5, values.hi + 1.5) if integer else \
+        np.linspace(values.lo, values.hi, 31)
+    counts = values.histogram(edges, None)
+    axh.stairs(counts, edges, fill=True, color="0.6")
     axh.set_xlim(v.min(), v.max())
     axh.set_xlabel(f"{name} (5th–95th percentile)")
     axh.set_ylabel("rows")

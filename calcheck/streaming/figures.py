@@ -1,0 +1,116 @@
+"""The figures' data on the streaming engines: the same bin tables, violin points and
+histograms as in memory, from passes over the files, drawn by :mod:`calcheck.plots`.
+
+* The bin tables are the streamed metrics' (ECE's grid, ACE's and TCE's rank searches).
+* A TCE violin draws a bin's rows or, past ``plots.MAX_VIOLIN_POINTS``, evenly spaced order
+  statistics of it: the exact rank search resolves those ranks (:func:`order_statistics`).
+* The prediction (or variable) histogram is a :class:`~calcheck.plots.Spread`: one pass gives
+  the range, the share near 0 or 1 and whether all values are integers; once the figure has
+  chosen its edges, one more pass counts the values in them with ``np.histogram`` per batch
+  (counts add, so they equal the in-memory histogram).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import InputError
+from calcheck.plots import EXTREME, Spread
+
+
+@dataclass(frozen=True)
+class SpreadSpec:
+    """One pass over the scores (or the ``--var`` column ``var``, missing values skipped),
+    keeping the values in ``window``: their count, range, count within 0.02 of 0 or 1 and
+    integrality, and counts over ``edges`` of the values clipped to ``clip``."""
+
+    var: str | None = None
+    window: tuple[float, float] | None = None
+    edges: tuple[float, ...] = ()
+    clip: tuple[float, float] | None = None
+    threaded = True
+
+    @property
+    def numeric(self) -> tuple[str, ...]:       # the batch extras this pass reads
+        return (self.var,) if self.var else ()
+
+    def new(self) -> SpreadState:
+        return SpreadState(self)
+
+
+class SpreadState:
+    def __init__(self, spec: SpreadSpec) -> None:
+        self.spec = spec
+        self.n = 0
+        self.lo, self.hi = np.inf, -np.inf
+        self.extreme = 0
+        self.integer = True
+        self.counts = np.zeros(max(len(spec.edges) - 1, 0), dtype=np.int64)
+
+    def update(self, scores: FloatArray, labels: IntArray, start: int, *extra: Any,
+               ) -> SpreadState:
+        spec = self.spec
+        v = scores
+        if spec.var:
+            v = extra[0][:, 0]
+            v = v[~np.isnan(v)]
+        if spec.window is not None:
+            v = v[(v >= spec.window[0]) & (v <= spec.window[1])]
+        if v.shape[0]:
+            self.n += int(v.shape[0])
+            self.lo, self.hi = min(self.lo, float(v.min())), max(self.hi, float(v.max()))
+            self.extreme += int(np.count_nonzero((v < EXTREME) | (v > 1 - EXTREME)))
+            self.integer = self.integer and bool(np.all(v == np.round(v)))
+            if spec.edges:
+                shown = v if spec.clip is None else np.clip(v, *spec.clip)
+                self.counts += np.histogram(shown, bins=np.asarray(spec.edges))[0]
+        return self
+
+    def merge(self, other: SpreadState) -> SpreadState:
+        self.n += other.n
+        self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
+        self.extreme += other.extreme
+        self.integer = self.integer and other.integer
+        self.counts += other.counts
+        return self
+
+
+def stream_spread(source: Any, *, var: str | None = None,
+                  window: tuple[float, float] | None = None) -> Spread:
+    """The :class:`Spread` of the scores (or of ``var`` inside ``window``); its histogram
+    runs one pass per call."""
+    st, _ = source.run(SpreadSpec(var, window))
+    if st.n == 0:
+        raise InputError("no rows to plot (after the --where filter and dropped rows)")
+
+    def histogram(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
+        done, _ = source.run(SpreadSpec(var, window, tuple(float(e) for e in edges), clip))
+        return done.counts  # type: ignore[no-any-return]
+
+    return Spread(lo=st.lo, hi=st.hi, extreme=st.extreme / st.n, integer=st.integer,
+                  histogram=histogram)
+
+
+def order_statistics(source: Any, state: Any, ranks: IntArray) -> FloatArray:
+    """The scores at ``ranks`` of the stable sort (exact rank search; ``state`` is the grid
+    pass)."""
+    from calcheck.streaming.positional import Positional, drive
+
+    pos = Positional(state, id_bound=source.id_bound(state.n))
+    drive(source, pos.resolve(ranks.tolist()))
+    return np.array([pos.resolved[int(r)].value for r in ranks], dtype=np.float64)
+
+
+def violins(source: Any, state: Any, counts: IntArray) -> list[FloatArray]:
+    """Each bin's violin points (bins of ``counts`` rows, in score order), as in memory."""
+    from calcheck.plots import violin_ranks
+
+    bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    per_bin = violin_ranks(bounds)
+    sizes = [r.shape[0] for r in per_bin]
+    values = order_statistics(source, state, np.concatenate(per_bin))
+    return np.split(values, np.cumsum(sizes)[:-1])
