@@ -905,19 +905,28 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
     Hosmer–Lemeshow after a rank search, Cox after a few Newton passes, the binomial test per
     value after a pass counting distinct scores when few grid cells are occupied (multiclass
     input: on its top-label view, as in memory)."""
-    from calcheck.hypotests import discrete_note
-    from calcheck.streaming import tests as stests
-    from calcheck.streaming.engine import StateSpec, StreamSource
-    from calcheck.streaming.positional import positional_results
-    from calcheck.streaming.rowtests import cox_stream, discrete_stream
+    from calcheck.streaming.engine import StreamSource
 
     if opts.resample != "labels":
         raise UsageError(f"--engine {engine_name} simulates the null by redrawing labels; "
                          "--resample consistency needs --engine memory")
-    spec = StateSpec(tcal_m=opts.bins, log_loss=False,
-                     spiegelhalter="spiegelhalter" in methods)
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
+    return _stream_tests(source, methods, opts)
+
+
+def _stream_tests(source: Any, methods: list[str], opts: Any,
+                  ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """The tests ``methods`` on a streamed source: (results, notes, the report's input)."""
+    from calcheck.hypotests import discrete_note
+    from calcheck.streaming import tests as stests
+    from calcheck.streaming.engine import StateSpec
+    from calcheck.streaming.positional import positional_results
+    from calcheck.streaming.rowtests import cox_stream, discrete_stream
+
+    engine_name = source.engine
+    spec = StateSpec(tcal_m=opts.bins, log_loss=False,
+                     spiegelhalter="spiegelhalter" in methods)
     state, stats = source.run(spec)
     if state.n == 0:
         raise InputError("no rows to test (after the --where filter and dropped rows)")
@@ -957,7 +966,7 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
         results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
     if "cox" in methods:
         results["cox"], _ = cox_stream(source, state, alpha=opts.alpha)
-    info, dropped = _stream_input(file, state, stats, source.plan)
+    info, dropped = _stream_input(source.path, state, stats, source.plan)
     if classes:                                         # as the in-memory test reports it
         info.update({"view": "top-label", "positives": state.positives,
                      "prevalence": info["accuracy"]})
@@ -1085,7 +1094,6 @@ def _figure(kind: str, data: Any, loaded: Any, var: str | None, *, bins: int, bi
 def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binning: str,
                    yscale: str, span: float, correct_from: str | None) -> tuple[Any, list[str]]:
     """``plot --engine stream|dask``: :func:`_figure`'s figure from passes over the files."""
-    import numpy as np
 
     from calcheck import plots
     from calcheck.streaming import figures as sfig
@@ -1098,10 +1106,7 @@ def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binnin
     if kind == "variable":
         assert var is not None
         res, more, _ = _stream_variables(source, [var], span, correct_from, binary=not classes)
-        entry = res.to_dict()[var]
-        v = np.asarray(entry["curve"]["v"], float)
-        spread = sfig.stream_spread(source, var=var, window=(float(v.min()), float(v.max())))
-        return plots.variable_figure(entry, spread, var), notes + more
+        return _variable_figure_stream(source, res.to_dict()[var], var), notes + more
     state, _ = source.run(StateSpec(bins=bins, log_loss=False))
     if state.n == 0:
         raise InputError("no rows to plot (after the --where filter and dropped rows)")
@@ -1117,6 +1122,19 @@ def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binnin
     return plots.tce_figure_from(res.bin_rows(), points, sfig.stream_spread(source),
                                  value=res.value, yscale=yscale,
                                  title=f"Test-based reliability diagram{view}"), notes
+
+
+def _variable_figure_stream(source: Any, entry: dict[str, Any], var: str) -> Any:
+    """The variable plot of a streamed ``variables.VAR`` entry (one more pass for the spread
+    of the values inside the curve's range, one for their histogram)."""
+    import numpy as np
+
+    from calcheck import plots
+    from calcheck.streaming.figures import stream_spread
+
+    v = np.asarray(entry["curve"]["v"], float)
+    spread = stream_spread(source, var=var, window=(float(v.min()), float(v.max())))
+    return plots.variable_figure(entry, spread, var)
 
 
 def _save_figure(fig: Any, path: str) -> None:
@@ -1156,12 +1174,22 @@ def report(
     renormalize: bool = typer.Option(False, "--renormalize", help="Multiclass: fix row sums."),
     input_format: str | None = typer.Option(None, "--input-format", help="csv or parquet."),
     drop_invalid: bool = typer.Option(False, "--drop-invalid", help="Drop invalid rows."),
+    engine_name: str = typer.Option(
+        "memory", "--engine",
+        help="memory (default), stream (Parquet datasets in bounded memory) or dask (the same "
+             "on a Dask cluster): the streamed metrics, tests and figures."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address for --engine dask."),
+    batch_rows: int = typer.Option(
+        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
+    where: str | None = typer.Option(
+        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """One self-contained report: metrics, test verdicts and every figure (HTML or PDF)."""
     from calcheck import engine, plots
     from calcheck.hypotests import TestOptions, run_tests
-    from calcheck.io import atomic_write, input_kind, open_source
+    from calcheck.io import input_kind, open_source
     from calcheck.metrics import MetricOptions, MulticlassPrepared
     from calcheck.report import build_report
     from calcheck.validation import check_alpha, check_bins
@@ -1171,13 +1199,30 @@ def report(
         raise UsageError(f"unknown --format {kind!r}; use html or pdf")
     check_alpha(alpha)
     check_bins(trials, name="--trials")
+    _check_engine_options(engine_name, scheduler, batch_rows, where)
     _require_matplotlib()
+    variables = list(dict.fromkeys(var or []))
+    settings = {"alpha": alpha, "trials": trials, "seed": seed, "tcal": adaptive,
+                "variables": variables, "loess_span": loess_span, "correct_from": correct_from,
+                "engine": engine_name, "where": where}
+    methods = (["tcal"] if adaptive else []) + ["hl", "spiegelhalter", "cox"]
+    if engine_name != "memory":
+        from calcheck.streaming.engine import StreamSource
+
+        source = StreamSource(file, engine_name, score_col, label_col, pos_label, where,
+                              batch_rows, drop_invalid, scheduler,
+                              tuple(probs) if probs else None, renormalize)
+        rep, figs = _report_stream(source, methods, TestOptions(alpha=alpha, trials=trials,
+                                                                seed=seed),
+                                   settings, variables, loess_span, correct_from, quiet)
+        _write_report(output, kind, rep, figs)
+        note(f"wrote {output}", quiet=quiet)
+        return
     src = open_source(file, input_format)
     multiclass = input_kind(src, score=score_col, probs=probs) == "multiclass"
-    variables = list(dict.fromkeys(var or []))
     data, loaded, info = _load_any(src, multiclass, score_col, label_col, pos_label, probs,
                                    renormalize, drop_invalid, quiet, variables,
-                                   [correct_from] if correct_from else [])
+                                   [correct_from] if correct_from else [], where=where)
     opts = MetricOptions(bins=15 if multiclass else 10, alpha=alpha)
     metrics = engine.compute(data, list(_default_ids(multiclass)), opts)
     if multiclass:
@@ -1185,7 +1230,6 @@ def report(
         s, y = top.scores, top.labels
     else:
         s, y = data.scores, data.labels
-    methods = (["tcal"] if adaptive else []) + ["hl", "spiegelhalter", "cox"]
     progress = _Progress("simulating the null") if sys.stderr.isatty() else None
     try:
         tests, notes = run_tests(s, y, methods, TestOptions(alpha=alpha, trials=trials,
@@ -1199,9 +1243,7 @@ def report(
                      if correct_from else None)
         var_result = engine.variables(data, {v: loaded.extras[v] for v in variables},
                                       span=loess_span, incorrect=incorrect)
-    settings = {"alpha": alpha, "trials": trials, "seed": seed, "tcal": adaptive,
-                "input": "multiclass" if multiclass else "binary", "variables": variables,
-                "loess_span": loess_span, "correct_from": correct_from}
+    settings["input"] = "multiclass" if multiclass else "binary"
     rep = build_report(command="report", input_info=info, settings=settings, metrics=metrics,
                        tests=tests, notes=notes,
                        variables=var_result.to_dict() if var_result else None)
@@ -1210,20 +1252,81 @@ def report(
                        span=loess_span, correct_from=correct_from, multiclass=multiclass,
                        pos_label=pos_label, source=src.name)
 
-    figs = [("Test-based reliability diagram (TCE, PAVA-BC bins)", draw("tce", "uniform")),
-            ("Reliability diagram, 10 equal-width bins (ECE)", draw("reliability", "uniform")),
-            ("Reliability diagram, 10 equal-mass bins (ACE)", draw("reliability", "quantile"))]
+    figs = [(caption, draw(k, binning)) for k, binning, caption in FIGURE_CAPTIONS]
     for v in variables:
         assert var_result is not None
         figs.append((f"Variable-based calibration along {v}",
                      plots.variable_figure(var_result.to_dict()[v], loaded.extras[v], v)))
+    _write_report(output, kind, rep, figs)
+    note(f"wrote {output}", quiet=quiet)
+
+
+FIGURE_CAPTIONS = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins)"),
+                   ("reliability", "uniform", "Reliability diagram, 10 equal-width bins (ECE)"),
+                   ("reliability", "quantile", "Reliability diagram, 10 equal-mass bins (ACE)"))
+
+
+def _write_report(output: str, kind: str, rep: dict[str, Any], figs: list[tuple[str, Any]],
+                  ) -> None:
+    from calcheck import plots
+    from calcheck.io import atomic_write
+
     if kind == "pdf":
         _write_pdf(output, [f for _, f in figs])
     else:
         from calcheck.html_report import render_html
 
         atomic_write(output, render_html(rep, [(cap, plots.to_png_bytes(f)) for cap, f in figs]))
-    note(f"wrote {output}", quiet=quiet)
+
+
+def _report_stream(source: Any, methods: list[str], test_opts: Any, settings: dict[str, Any],
+                   variables: list[str], span: float, correct_from: str | None,
+                   quiet: bool) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """``report --engine stream|dask``: the report and its figures from passes over the
+    files (the streamed ``score`` default set, ``test``'s methods and ``plot``'s figures)."""
+    from calcheck.metrics import MetricOptions
+    from calcheck.report import build_report
+    from calcheck.streaming.classwise import ClasswiseSpec
+    from calcheck.streaming.engine import StateSpec
+
+    classes = source.plan.prob_columns
+    opts = MetricOptions(bins=15 if classes else 10, alpha=test_opts.alpha)
+    ids, binary_of = _stream_metric_ids(None, [], multiclass=bool(classes))
+    spec = StateSpec(bins=opts.bins, log_loss="log_loss" in binary_of.values())
+    first, stats = source.run(ClasswiseSpec(len(classes), opts.bins, top=spec) if classes
+                              else spec)
+    state = first.top if classes else first
+    if state.n == 0:
+        raise InputError("no rows to report on (after the --where filter and dropped rows)")
+    info, dropped = _stream_input(source.path, state, stats, source.plan)
+    if dropped:
+        note(dropped, quiet=quiet)
+    metrics, _, _, _ = _stream_metric_results(source, first, ids, binary_of, opts, quiet=quiet)
+    tests, notes, _ = _stream_tests(source, methods, test_opts)
+    left = [m for m in _default_ids(bool(classes)) if m not in ids]
+    if left:
+        notes.append(f"{', '.join(left)} not computed on --engine {source.engine} (the "
+                     "probabilistic count needs every distinct score; --engine memory has it)")
+    var_result = None
+    if variables:
+        var_result, var_notes, _ = _stream_variables(source, variables, span, correct_from,
+                                                     binary=not classes)
+        notes += var_notes
+    settings = {**settings, "input": "multiclass" if classes else "binary",
+                "batch_rows": source.batch_rows, "scheduler": source.scheduler}
+    rep = build_report(command="report", input_info=info, settings=settings, metrics=metrics,
+                       tests=tests, notes=notes,
+                       variables=var_result.to_dict() if var_result else None)
+    figs = []
+    for kind, binning, caption in FIGURE_CAPTIONS:
+        figs.append((caption, _figure_stream(kind, source, None, bins=10, binning=binning,
+                                             yscale="auto", span=span,
+                                             correct_from=correct_from)[0]))
+    for v in variables:
+        assert var_result is not None
+        figs.append((f"Variable-based calibration along {v}",
+                     _variable_figure_stream(source, var_result.to_dict()[v], v)))
+    return rep, figs
 
 
 def _default_ids(multiclass: bool) -> tuple[str, ...]:

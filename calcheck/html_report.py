@@ -85,6 +85,9 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
     if figures:
         parts.append("<h2>Figures</h2>")
         parts.extend(_img(png, cap) for cap, png in figures)
+    if report.get("notes"):
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in report["notes"])
+                     + "</ul>")
     settings = ", ".join(f"{k}={v}" for k, v in report.get("settings", {}).items())
     parts.append(f"<h2>Settings</h2><p class='meta'>{_e(settings)}</p></body></html>")
     return "\n".join(parts)

@@ -1,5 +1,8 @@
-"""plot --engine stream|dask draws the in-memory figure: same bin tables, violin points (exact
-order statistics) and histograms (counted per batch), so the PNG files are byte-identical."""
+"""plot and report --engine stream|dask draw the in-memory figures: same bin tables, violin
+points (exact order statistics) and histograms (counted per batch), so the PNG files are
+byte-identical."""
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -93,3 +96,27 @@ def test_stream_plot_errors(cli, ds, tmp_path):
     assert r.code == 2 and "nope" in r.stderr
     r = cli(["plot", str(ds / "even"), "--scheduler", "tcp://x:1", "-o", str(tmp_path / "e.png")])
     assert r.code == 2 and "--scheduler applies to --engine dask only" in r.stderr
+
+
+def _report(cli, path, out, *args):
+    r = cli(["report", str(path), "-o", str(out), "--trials", "200", "--var", "age", *args])
+    assert r.code == 0, r.stderr
+    html = out.read_text()
+    images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    return images, cells, html
+
+
+@pytest.mark.parametrize("engine", ["stream", "dask"])
+def test_stream_report_has_the_memory_figures_and_metrics(cli, ds, tmp_path, engine):
+    if engine == "dask":
+        pytest.importorskip("dask", reason="the Dask extra is not installed")
+    m_img, m_cells, _ = _report(cli, ds / "even", tmp_path / "m.html")
+    s_img, s_cells, html = _report(cli, ds / "even", tmp_path / "s.html", "--engine", engine)
+    assert len(s_img) == 4 and s_img == m_img
+    for metric in ("ece", "ace", "tce", "brier", "Hosmer–Lemeshow", "Spiegelhalter Z",
+                   "Cox intercept/slope (LR)", "age"):
+        assert metric in s_cells
+        i, j = m_cells.index(metric), s_cells.index(metric)
+        assert s_cells[j:j + 3] == m_cells[i:i + 3]       # as displayed
+    assert f"engine={engine}" in html and "pc not computed" in html
