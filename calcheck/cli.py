@@ -269,7 +269,7 @@ def _stream_metric_results(source: Any, first: Any, ids: list[str],
             note(f"--ci with --engine {source.engine}: intervals for "
                  f"{', '.join(m for m in ids if binary_of[m] in CI_METRICS) or 'none'} only; "
                  f"none for {', '.join(without)} (the streamed bootstrap resamples the grid "
-                 "state's units; equal-mass, PAVA and classwise bins need the rows: use "
+                 "state's units; PAVA bins, PDE and classwise bins need the rows: use "
                  "--engine memory)", quiet=quiet)
     classwise_results: dict[str, Any] = {}
     by_group: dict[Any, Any] = {}

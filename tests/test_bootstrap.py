@@ -19,7 +19,7 @@ from calcheck.uncertainty import bootstrap, percentile_interval
 
 from .conftest import SAMPLE
 
-GRID_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss"]
+GRID_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss", "ace", "mce_q"]
 
 
 def make(seed, n, slope=1.0):
@@ -196,13 +196,30 @@ def test_cli_stream_ci(cli, tmp_path):
         pq.write_table(pa.table({"score": s[cut], "label": y[cut]}),
                        root / f"part={i}" / "f.parquet")
     args = ["score", root, "--engine", "stream", "--ci", "--ci-reps", "50", "--json", "-m",
-            "ece,brier,log_loss,ace"]
+            "ece,brier,log_loss,ace,tce"]
     a = cli([*args, "--batch-rows", "7000"])
     b = cli([*args, "--batch-rows", "40000"])
     assert a.code == 0, a.stderr
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
-    for m in ("ece", "brier", "log_loss"):
+    for m in ("ece", "brier", "log_loss", "ace"):
         assert ra["metrics"][m]["ci"]["low"] == pytest.approx(rb["metrics"][m]["ci"]["low"],
                                                               rel=1e-12)
-    assert "ci" not in ra["metrics"]["ace"] and "ace" in a.stderr
+    assert "ci" not in ra["metrics"]["tce"] and "none for tce" in a.stderr
     assert ra["settings"]["ci"]["resampling"].startswith("Poisson bootstrap")
+
+
+def test_stream_quantile_replicate_of_the_data_itself_is_its_ace():
+    """With every unit weighted by its own rows (the "replicate" that is the data), the
+    re-cut equal-mass bins give the exact ACE and MCE(Q) up to the pro-rata split of the
+    10 blocks (2^-12 wide) holding a cut."""
+    import calcheck
+    from calcheck.streaming.bootstrap import _quantile_replicates
+
+    s, y = make(12, 50_000, 0.8)
+    u = bootstrap_units(state(s, y))
+    W = u["count"][None, :].astype(float)
+    starts = np.flatnonzero(np.concatenate(([True], np.diff(u["block"]) != 0)))
+    ace, mce_q = _quantile_replicates(W, u, u["sum_score"] / u["count"], starts,
+                                      W.sum(axis=1), 10)
+    assert ace[0] == pytest.approx(calcheck.ace(s, y).value, rel=1e-6)  # gaps keep their sign
+    assert mce_q[0] == pytest.approx(calcheck.mce_q(s, y).value, rel=1e-2)  # ~12 rows a block

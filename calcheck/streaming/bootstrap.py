@@ -1,5 +1,6 @@
-"""Bootstrap intervals of the grid metrics (ECE, ECE-l2, MCE, Brier, log loss) on the streaming
-engines: a **Poisson bootstrap per score unit**, drawn from a finished :class:`StreamState`.
+"""Bootstrap intervals of the grid metrics (ECE, ECE-l2, MCE, Brier, log loss, ACE, MCE(Q)) on
+the streaming engines: a **Poisson bootstrap per score unit**, drawn from a finished
+:class:`StreamState`.
 
 The Poisson bootstrap gives every row a weight w_i ~ Poisson(1) per replicate (the standard
 scalable stand-in for resampling n rows with replacement: the same first two moments, n*
@@ -14,8 +15,11 @@ continuous scores: scores in a unit differ by less than 2^-12).
 
 Draws depend only on the seed and the units (sorted by bin, block and label), which are the
 same for every partitioning, batch size and cluster size: **a run is reproducible anywhere**.
-Equal-mass, PAVA and PAVA-BC bins are re-estimated per replicate in memory, which needs the
-rows; the streaming engines give no interval for those metrics and say so.
+ACE and MCE(Q) re-cut their equal-mass bins per replicate, at the replicate's ranks
+⌊j·n*/B⌋ over the units in score order; a cut inside a unit block splits it pro rata (its rows
+taken as exchangeable, as above).  PAVA and PAVA-BC bins (TCE), PDE's per-row deviations and
+the classwise metrics need the rows per replicate: the streaming engines give no interval for
+those and say so.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.states import StreamState, cell_blocks
 from calcheck.uncertainty import ConfidenceInterval, check_ci_options, percentile_interval
 
-CI_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss")
+CI_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss", "ace", "mce_q")
 UNIT_SHIFT = 4           # units of 2^4 grid cells within one bin (2^-12 wide)
 REP_CHUNK = 50           # fixed, so the draws do not depend on the machine
 RESAMPLING = "Poisson bootstrap per score unit (2^-12 wide, within one bin) and label"
@@ -35,8 +40,8 @@ RESAMPLING = "Poisson bootstrap per score unit (2^-12 wide, within one bin) and 
 
 def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, Any]:
     """Units of the ECE binning: one row per (bin, block of 2^shift cells, label) with rows,
-    sorted by bin: ``bin``, ``label``, ``count``, ``sum_score``, ``sum_sq``, ``sum_score_sq``,
-    ``sum_ll``."""
+    sorted by bin then block (so by score): ``bin``, ``label``, ``block`` (the (bin, block)
+    index), ``count``, ``sum_score``, ``sum_sq``, ``sum_score_sq``, ``sum_ll``."""
     u = state.label_units("ece")
     bins, inv = cell_blocks(u["bin"], u["cell"], shift)
     size = bins.shape[0]
@@ -44,11 +49,47 @@ def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, An
     per = {c: np.stack([np.bincount(inv, weights=u[c][:, y], minlength=size)
                         for y in (0, 1)], axis=1) for c in cols}
     nz = per["count"].ravel() > 0                 # (unit, label) row-major: sorted by bin
-    out = {"bin": np.repeat(bins, 2)[nz], "label": np.tile([0.0, 1.0], size)[nz]}
+    out = {"bin": np.repeat(bins, 2)[nz], "label": np.tile([0.0, 1.0], size)[nz],
+           "block": np.repeat(np.arange(size), 2)[nz]}
     for c in cols:
         out[c] = per[c].ravel()[nz]
     out["count"] = np.rint(out["count"]).astype(np.int64)
     return out
+
+
+def _quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArray,
+                         block_starts: IntArray, n_star: FloatArray,
+                         bins: int) -> tuple[FloatArray, FloatArray]:
+    """ACE and MCE(Q) of each replicate (a row of unit weights ``W``): the replicate's rows, in
+    score order, are cut at ranks ⌊j·n*/B⌋ as in memory; a cut that falls inside a block of
+    2^-12 takes the block's share of positives and Σ score pro rata (its rows are taken as
+    exchangeable, as everywhere in this bootstrap)."""
+    t = W.shape[0]
+    count = np.add.reduceat(W, block_starts, axis=1)                       # (t, blocks)
+    pos = np.add.reduceat(W * u["label"], block_starts, axis=1)
+    ssum = np.add.reduceat(W * mean_score, block_starts, axis=1)
+    nb = count.shape[1]
+    zero = np.zeros((t, 1))
+    cum = {k: np.concatenate([zero, np.cumsum(v, axis=1)], axis=1)
+           for k, v in (("n", count), ("pos", pos), ("s", ssum))}
+    ranks = np.floor(np.linspace(0.0, 1.0, bins + 1)[None, :] * n_star[:, None])  # (t, B+1)
+    # the block holding each cut: the first whose cumulative count reaches the rank (one
+    # searchsorted over all replicates: row r's cumulative counts shifted by r·(max n* + 1))
+    shift = (np.arange(t) * (float(n_star.max()) + 1.0))[:, None]
+    flat = (cum["n"][:, 1:] + shift).ravel()
+    k = np.searchsorted(flat, (ranks + shift).ravel(), side="left").reshape(t, -1)
+    k = np.minimum(k - (np.arange(t) * nb)[:, None], nb - 1)
+    rows = np.arange(t)[:, None]
+    width = count[rows, k]
+    frac = np.divide(ranks - cum["n"][rows, k], width, out=np.zeros_like(ranks),
+                     where=width > 0)
+    at_pos = cum["pos"][rows, k] + frac * pos[rows, k]
+    at_s = cum["s"][rows, k] + frac * ssum[rows, k]
+    n_b, gap = np.diff(ranks, axis=1), np.abs(np.diff(at_s - at_pos, axis=1))
+    ace = gap.sum(axis=1) / n_star
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mce_q = np.where(n_b > 0, gap / np.maximum(n_b, 1.0), 0.0).max(axis=1)
+    return ace, mce_q
 
 
 def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, level: float = 0.95,
@@ -63,6 +104,7 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     N = lam.astype(np.float64)
     mean = {c: u[c] / N for c in ("sum_score", "sum_sq", "sum_ll") if c in u}
     starts = np.flatnonzero(np.concatenate(([True], u["bin"][1:] != u["bin"][:-1])))
+    block_starts = np.flatnonzero(np.concatenate(([True], u["block"][1:] != u["block"][:-1])))
     # within-unit variance of the scores, which the draws leave out (module docstring)
     total = float(np.sum(u["sum_score_sq"]))
     deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
@@ -84,6 +126,13 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
                 values["ece_l2"][sl] = np.sqrt(np.sum(cnt * gap * gap, axis=1) / n_star)
             if "mce" in ids:
                 values["mce"][sl] = gap.max(axis=1)
+        if {"ace", "mce_q"} & set(ids):
+            ace, mce_q = _quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
+                                              state.bins)
+            if "ace" in ids:
+                values["ace"][sl] = ace
+            if "mce_q" in ids:
+                values["mce_q"][sl] = mce_q
         if "brier" in ids:
             values["brier"][sl] = (W @ mean["sum_sq"]) / n_star
         if "log_loss" in ids:
