@@ -385,7 +385,7 @@ def _stream_groups(source: Any, grouped: Any, ids: list[str], binary_of: dict[st
     ones."""
     from calcheck.engine import GroupResult
     from calcheck.streaming import GRID_METRICS
-    from calcheck.streaming.bootstrap import grid_bootstrap
+    from calcheck.streaming.bootstrap import CI_METRICS, grid_bootstrap
     from calcheck.streaming.engine import metric_results
     from calcheck.streaming.groups import group_positional
     from calcheck.uncertainty import with_intervals
@@ -402,10 +402,11 @@ def _stream_groups(source: Any, grouped: Any, ids: list[str], binary_of: dict[st
     for key in sorted(grids):
         g = grids[key]
         res = metric_results(g, grid_ids) if grid_ids else {}
-        if intervals is not None and grid_ids:
-            res = with_intervals(res, grid_bootstrap(g, grid_ids, **intervals)[0])
         more, errors = positional[key]
         res.update(more)
+        ci_ids = [m for m in res if m in CI_METRICS]
+        if intervals is not None and ci_ids:
+            res = with_intervals(res, grid_bootstrap(g, ci_ids, **intervals)[0])
         cw_res, cw_errors = classwise.get(key, ({}, {}))
         if multiclass:
             cw_res = {**grouped.groups[key].results(ids), **cw_res}

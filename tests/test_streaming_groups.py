@@ -95,11 +95,13 @@ def test_grouped_state_any_partition_any_merge_order():
 
 
 def test_stream_groups_with_intervals(cli, hive):
-    rep = run_json(cli, hive, "--by", "region", "-m", "ece,brier", "--engine", "stream", "--ci",
-                   "--ci-reps", "30")
+    rep = run_json(cli, hive, "--by", "region", "-m", "ece,brier,ace,tce", "--engine", "stream",
+                   "--ci", "--ci-reps", "30")
     for g in rep["groups"].values():
-        ci = g["metrics"]["ece"]["ci"]
-        assert ci["low"] <= g["metrics"]["ece"]["value"] <= ci["high"]
+        for m in ("ece", "ace"):
+            ci = g["metrics"][m]["ci"]
+            assert ci["low"] <= g["metrics"][m]["value"] <= ci["high"]
+        assert "ci" not in g["metrics"]["tce"]
 
 
 def test_stream_groups_errors(cli, hive):
