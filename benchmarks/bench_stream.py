@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--multiclass-rows", type=int, default=10_000_000,
                     help="rows of the multiclass run (0: skip it)")
     ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--only", default=None,
+                    help="time only the runs whose label contains this text")
     a = ap.parse_args()
     t0 = time.perf_counter()
     root = dataset(a.rows, a.parts)
@@ -113,6 +115,18 @@ def main() -> None:
           "--json"]),
         ("test --engine stream --adaptive (levels 2^1..2^16, 1000 null draws)",
          ["test", str(root), "--engine", "stream", "--json"]),
+        ("test --engine stream --method cox (grid pass + Newton passes)",
+         ["test", str(root), "--engine", "stream", "--method", "cox", "--json"]),
+        ("test --engine stream --method all (adaptive T-Cal, HL, Spiegelhalter, Cox)",
+         ["test", str(root), "--engine", "stream", "--method", "all", "--json"]),
+        ("score --engine stream -m ece,ace,mce_q --ci (ACE/MCE(Q) re-cut per replicate)",
+         ["score", str(root), "--engine", "stream", "-m", "ece,ace,mce_q", "--ci", "--json"]),
+        ("plot --engine stream --kind reliability (grid + 2 histogram passes)",
+         ["plot", str(root), "--engine", "stream", "--kind", "reliability", "-o",
+          str(root.parent / "bench_rel.png")]),
+        ("plot --engine stream --kind tce (TCE passes + violin order statistics + 2 passes)",
+         ["plot", str(root), "--engine", "stream", "--kind", "tce", "-o",
+          str(root.parent / "bench_tce.png")]),
     ]
     if a.dask:
         runs.append(("score --engine dask (local threads)",
@@ -120,6 +134,8 @@ def main() -> None:
     print("each run: wall of the whole process vs the scan process; in-process time (after "
           "start-up and the CLI import) vs the in-process scan; peak RSS")
     for label, args in runs:
+        if a.only and a.only not in label:
+            continue
         wall, peak, inside = min(run_cli_timed(args) for _ in range(a.repeat))  # best of N
         print(f"{label}: process {wall:.2f} s ({wall / scan_wall:.1f}x), in-process "
               f"{inside:.2f} s ({inside / scan:.1f}x), peak RSS {peak:.2f} GB")

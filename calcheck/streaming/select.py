@@ -125,9 +125,17 @@ class SelectState:
     @functools.cached_property
     def _table(self) -> dict[str, Any]:
         tasks = self.spec.tasks
-        cells = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
-        cells[[t.cell for t in tasks]] = True
-        return {"cells": cells,
+        size = (1 << self.spec.grid_bits) + 1
+        task_cells = np.array([t.cell for t in tasks], dtype=np.int64)
+        cells = np.zeros(size, dtype=bool)
+        cells[task_cells] = True
+        # tasks are sorted by key range, so a cell's tasks are consecutive: its first task
+        # and how many (a row of a one-task cell needs no search)
+        first = np.full(size, -1, dtype=np.int64)
+        uniq, at = np.unique(task_cells, return_index=True)
+        first[uniq] = at
+        return {"cells": cells, "first": first,
+                "ntask": np.bincount(task_cells, minlength=size),
                 "lo": np.array([t.u_lo for t in tasks], dtype=np.uint64),
                 "hi": np.array([t.u_hi for t in tasks], dtype=np.uint64),
                 "id_lo": np.array([t.id_lo for t in tasks], dtype=np.int64),
@@ -161,7 +169,7 @@ class SelectState:
         u = ss.view(np.uint64)
         ids = row_ids(start, sel)
         yy = np.asarray(labels)[sel].astype(np.int64)
-        owner = self._owner(u, ids)
+        owner = self._owner(u, ids, cell[sel])
         mine = owner >= 0
         coll = mine & tb["collect"][np.maximum(owner, 0)]
         if coll.any():
@@ -181,15 +189,19 @@ class SelectState:
             self.score += np.bincount(key, weights=ss[hist], minlength=size)
         return self
 
-    def _owner(self, u: Any, ids: IntArray) -> IntArray:
-        """The task holding each row, or −1.  Tasks are disjoint key ranges sorted by
-        (u_lo, id_lo); several tasks share a u range only when it is a single score (by id)."""
+    def _owner(self, u: Any, ids: IntArray, cell: IntArray) -> IntArray:
+        """The task holding each row (in grid cell ``cell``), or −1.  Tasks are disjoint key
+        ranges sorted by (u_lo, id_lo), each inside one cell; several tasks share a u range only
+        when it is a single score (by id)."""
         tasks = self.spec.tasks
         tb = self._table
-        j = np.searchsorted(tb["lo"], u, side="right").astype(np.int64) - 1
+        j = tb["first"][cell]
+        multi = np.flatnonzero(tb["ntask"][cell] > 1)
+        if multi.shape[0]:
+            j[multi] = np.searchsorted(tb["lo"], u[multi], side="right").astype(np.int64) - 1
         ok = j >= 0
         jj = np.where(ok, j, 0)
-        ok &= u < tb["hi"][jj]
+        ok &= (u >= tb["lo"][jj]) & (u < tb["hi"][jj])
         owner = np.where(ok, jj, -1)
         by_id = np.flatnonzero(tb["by_id"])
         if by_id.shape[0]:
