@@ -360,6 +360,8 @@ def _probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, t
     out: list[Problem] = []
     if nonnum.any():
         out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
+    elif values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
+        return out                          # NaN fails both comparisons: all finite in [0, 1]
     for reason, mask in invalid_score_masks(values).items():
         mask = mask & ~nonnum
         if mask.any():
@@ -642,8 +644,12 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
         problems.append(("unknown_class", label_col,
                          f"not a class (expected 0..{len(cols) - 1} or one of "
                          f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
-    finite_rows = np.isfinite(P).all(axis=1)
-    sums = np.where(finite_rows, P.sum(axis=1), 1.0)
+    if problems:
+        finite_rows = np.isfinite(P).all(axis=1)
+        sums = np.where(finite_rows, P.sum(axis=1), 1.0)
+    else:                                   # every column finite in [0, 1]
+        finite_rows = np.ones(n, dtype=bool)
+        sums = P.sum(axis=1)
     off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
     renormalized = 0
     if off.any() and renormalize:
