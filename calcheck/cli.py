@@ -908,9 +908,6 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
     input: on its top-label view, as in memory)."""
     from calcheck.streaming.engine import StreamSource
 
-    if opts.resample != "labels":
-        raise UsageError(f"--engine {engine_name} simulates the null by redrawing labels; "
-                         "--resample consistency needs --engine memory")
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
     return _stream_tests(source, methods, opts)
@@ -941,10 +938,11 @@ def _stream_tests(source: Any, methods: list[str], opts: Any,
     if "tcal" in methods:
         if opts.bins is not None:
             results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
-                                                       trials=opts.trials, seed=opts.seed)
+                                                       trials=opts.trials, seed=opts.seed,
+                                                       resample=opts.resample)
         else:
             r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=opts.trials,
-                                            seed=opts.seed)
+                                            seed=opts.seed, resample=opts.resample)
             results["tcal_adaptive"] = r
             if r.details["levels_omitted"]:
                 notes.append(f"adaptive T-Cal on the {engine_name} engine tests the levels "
@@ -952,8 +950,9 @@ def _stream_tests(source: Any, methods: list[str], opts: Any,
                              f"{state.grid_bits} grid cell); finer levels of the B = "
                              f"{r.details['B_spec']} in memory are omitted")
         tc = results.get("tcal") or results["tcal_adaptive"]
-        notes.append("T-Cal's null is drawn per grid cell (binomial), not per row; relative "
-                     f"variance excess {tc.settings['null_variance_excess']:.1e}")
+        notes.append(f"T-Cal's null is drawn per grid cell ({tc.settings['engine_null']}), "
+                     "not per row; relative variance excess "
+                     f"{tc.settings['null_variance_excess']:.1e}")
         discrete, distinct = discrete_stream(source, state, limit=opts.discrete_max,
                                              alpha=opts.alpha)
         if discrete is not None:

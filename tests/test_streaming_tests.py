@@ -60,6 +60,24 @@ def test_spiegelhalter_from_sums_equals_in_memory():
     assert got.details["direction"] == ref.details["direction"]
 
 
+def test_consistency_null_close_to_per_row_and_of_the_right_size():
+    s, y = data(3, 20_000)
+    got = tcal_fixed_stream(StreamState(tcal_m=15).update(s, y), trials=2000, seed=1,
+                            resample="consistency")
+    ref = tcal_fixed(s, y, m=15, trials=2000, rng=1, resample="consistency")
+    assert got.statistic == pytest.approx(ref.statistic, rel=1e-10, abs=1e-15)
+    assert got.details["critical_value"] == pytest.approx(ref.details["critical_value"], rel=0.2)
+    assert got.settings["resample"] == "consistency"
+    assert got.settings["engine_null"].startswith("multinomial")
+    rejections = 0
+    for seed in range(60):
+        s, y = data(300 + seed, 2_000)
+        st = StreamState(tcal_m=10).update(s, y)
+        rejections += tcal_fixed_stream(st, trials=200, seed=seed, alpha=0.1,
+                                        resample="consistency").reject
+    assert rejections / 60 <= 0.22          # nominal 0.1; binomial sd ≈ 0.039
+
+
 def test_grid_null_has_the_right_size():
     """Type-I error of grid-null T-Cal on calibrated data stays near alpha (80 data sets)."""
     rejections = 0
@@ -88,7 +106,8 @@ def _tests_json(cli, *args):
     return json.loads(r.stdout)["tests"]
 
 
-@pytest.mark.parametrize("extra", [["--bins", "15"], ["--adaptive"]])
+@pytest.mark.parametrize("extra", [["--bins", "15"], ["--adaptive"],
+                                   ["--bins", "15", "--resample", "consistency"]])
 def test_p_values_do_not_depend_on_partitioning(cli, parts, extra):
     a = _tests_json(cli, parts / "a", "--engine", "stream", "--method", "tcal,spiegelhalter", *extra)
     b = _tests_json(cli, parts / "all.parquet", "--engine", "stream", "--batch-rows", "999",
@@ -104,7 +123,6 @@ def test_p_values_do_not_depend_on_partitioning(cli, parts, extra):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--resample", "consistency"], "--resample consistency needs --engine memory"),
     (["--scheduler", "tcp://x:1"], "--scheduler applies to --engine dask only"),
 ])
 def test_stream_test_usage_errors(cli, parts, args, needle):

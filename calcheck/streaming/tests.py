@@ -70,12 +70,17 @@ def _unit_params(u: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray,
 
 
 def grid_null(u: dict[str, Any], levels: list[IntArray], *, n: int, trials: int,
-              seed: int) -> tuple[FloatArray, float]:
+              seed: int, resample: str = "labels") -> tuple[FloatArray, float]:
     """Null draws of T_m for every level (``levels[i]``: the bin id of every unit, sorted, each
-    level a coarsening of the one before), and the relative null variance excess."""
+    level a coarsening of the one before), and the relative null variance excess.
+
+    ``consistency`` first redraws the rows of every unit, C ~ Multinomial(n, N/n) (n scores
+    with replacement, counted per unit), then K ~ Binomial(C, s̄); a unit's Σs and Σs² scale
+    by C/N.  Units left empty drop out of their bins, as empty bins do in memory."""
     N = u["n"]
     A = u["sum_score"]
     p, slope, P, excess = _unit_params(u)
+    share = N / float(N.sum())
     rng = np.random.default_rng(seed)
     out = np.empty((len(levels), trials))
     starts = []
@@ -87,40 +92,50 @@ def grid_null(u: dict[str, Any], levels: list[IntArray], *, n: int, trials: int,
     done = 0
     while done < trials:
         t = min(TRIAL_CHUNK, trials - done)
-        K = rng.binomial(N, p, size=(t, N.shape[0])).astype(np.float64)
-        S = A - K
-        Q = P + K * slope
-        cnt = N.astype(np.float64)
+        if resample == "consistency":
+            C = rng.multinomial(int(N.sum()), share, size=t)
+            K = rng.binomial(C, p).astype(np.float64)
+            scale = C / N
+            S = A * scale - K
+            Q = P * scale + K * slope
+            cnt = C.astype(np.float64)
+        else:
+            K = rng.binomial(N, p, size=(t, N.shape[0])).astype(np.float64)
+            S = A - K
+            Q = P + K * slope
+            cnt = np.broadcast_to(N.astype(np.float64), K.shape)
         for i, st in enumerate(starts):
             S = np.add.reduceat(S, st, axis=1)
             Q = np.add.reduceat(Q, st, axis=1)
-            cnt = np.add.reduceat(cnt, st)
-            out[i, done:done + t] = np.sum((S * S - Q) / cnt, axis=1) / n
+            cnt = np.add.reduceat(cnt, st, axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                term = np.where(cnt > 0, (S * S - Q) / np.maximum(cnt, 1.0), 0.0)
+            out[i, done:done + t] = np.sum(term, axis=1) / n
         done += t
     return out, excess
 
 
 def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 1000,
-                      seed: int = 0) -> TestResult:
+                      seed: int = 0, resample: str = "labels") -> TestResult:
     """T-Cal with the state's fixed m: exact statistic, grid null (module docstring)."""
-    _check(trials, alpha, "labels")
+    _check(trials, alpha, resample)
     assert state.tcal_m is not None
     u = _coarsen(state.units("tcal"), FIXED_UNIT_SHIFT)
     n = state.n
     b = state.binned("tcal")
     st = _observed(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
-    null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed)
+    null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed, resample=resample)
     res = fixed_result(st, null[0], m=int(state.tcal_m), alpha=alpha,
-                       settings={"m": int(state.tcal_m), "trials": trials, "resample": "labels",
+                       settings={"m": int(state.tcal_m), "trials": trials, "resample": resample,
                                  "seed": seed,
-                                 **_null_settings(state, excess, FIXED_UNIT_SHIFT)})
+                                 **_null_settings(state, excess, FIXED_UNIT_SHIFT, resample)})
     return res
 
 
 def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 1000,
-                         seed: int = 0) -> TestResult:
+                         seed: int = 0, resample: str = "labels") -> TestResult:
     """Adaptive T-Cal on the grid: levels 2^1 … 2^min(B, G), exact statistics, grid null."""
-    _check(trials, alpha, "labels")
+    _check(trials, alpha, resample)
     n = state.n
     G = state.grid_bits
     B = n_levels(n)
@@ -134,17 +149,20 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
         N = np.bincount(ids, weights=c["n"]).astype(np.int64)
         observed.append(_observed(N, np.bincount(ids, weights=S_cell),
                                   np.bincount(ids, weights=c["sum_sq_resid"]), n))
-    null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed)
+    null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed, resample=resample)
     ms = [2 ** k for k in ks][::-1]
     details = {"B_spec": B, "levels_omitted": [2 ** k for k in range(L + 1, B + 1)]}
     return adaptive_result(observed[::-1], null[::-1], ms, alpha=alpha, details=details,
                            settings={"levels": f"2^1..2^{L}", "trials": trials,
-                                     "resample": "labels", "seed": seed,
-                                     **_null_settings(state, excess, 0)})
+                                     "resample": resample, "seed": seed,
+                                     **_null_settings(state, excess, 0, resample)})
 
 
-def _null_settings(state: StreamState, excess: float, shift: int) -> dict[str, Any]:
-    return {"engine_null": "binomial per score unit", "grid_cells": 1 << state.grid_bits,
+def _null_settings(state: StreamState, excess: float, shift: int,
+                   resample: str = "labels") -> dict[str, Any]:
+    how = "binomial per score unit" if resample == "labels" else \
+        "multinomial rows per score unit, then binomial"
+    return {"engine_null": how, "grid_cells": 1 << state.grid_bits,
             "null_unit_width": 2.0 ** (shift - state.grid_bits),
             "null_variance_excess": excess}
 
