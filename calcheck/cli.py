@@ -133,7 +133,7 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
                      pos_label: str | None, metrics: list[str] | None, opts: Any,
                      where: str | None, batch_rows: int, drop_invalid: bool, out_fmt: str,
                      output: str | None, gates: list[Any], bins_table: list[str] | None,
-                     quiet: bool, unsupported: str | None, engine_name: str = "stream",
+                     quiet: bool, text_plot: bool = False, engine_name: str = "stream",
                      scheduler: str | None = None,
                      intervals: dict[str, Any] | None = None, by: str | None = None,
                      min_group_size: int = 100, probs: list[str] | None = None,
@@ -151,15 +151,16 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     from calcheck.streaming.classwise import ClasswiseSpec
     from calcheck.streaming.engine import StateSpec, StreamSource
 
-    if unsupported:
-        raise UsageError(f"--engine {engine_name} does not do {unsupported} yet; use "
-                         "--engine memory")
     source = StreamSource(file, engine_name, score_col, label_col, pos_label, where, batch_rows,
                           drop_invalid, scheduler, tuple(probs) if probs else None, renormalize)
     classes = len(source.plan.prob_columns or [])
     if opts.bins is None:
         opts = replace(opts, bins=15 if classes else 10)
     ids, binary_of = _stream_metric_ids(metrics, gates, multiclass=bool(classes))
+    plot_id = "ece_top" if classes else "ece"
+    if text_plot and plot_id not in ids:                 # --plot draws ECE's bin table
+        ids.append(plot_id)
+        binary_of[plot_id] = "ece"
     bin_ids = list(dict.fromkeys(b for b in binary_of.values() if b is not None))
     spec = StateSpec(bins=opts.bins, log_loss="log_loss" in bin_ids, ci=intervals is not None)
     first_spec = ClasswiseSpec(classes, opts.bins, top=spec) if classes else spec
@@ -190,6 +191,8 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     binned = [m for m, r in results.items() if r.bins is not None]
     bins_for = [m for raw in (bins_table or []) for m in
                 (binned if raw.strip().lower() == "all" else [raw.strip()]) if m in binned]
+    if text_plot and plot_id not in bins_for:
+        bins_for.append(plot_id)
     info, dropped = _stream_input(file, state, stats, source.plan)
     if dropped:
         note(dropped, quiet=quiet)
@@ -225,7 +228,9 @@ def _score_streaming(file: str, score_col: str | None, label_col: str | None,
     report = build_report(command="score", input_info=info, settings=settings, metrics=results,
                           bins_for=bins_for, gates=outcomes, groups=groups, notes=var_notes,
                           variables=var_result.to_dict() if var_result else None)
-    _emit(report, out_fmt, output, bins_for)
+    _emit(report, out_fmt, output, [b for b in bins_for if not (text_plot and b == plot_id)])
+    if text_plot:
+        _text_plot(report, plot_id, out_fmt, quiet)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
         note(f"gate failed: {o['condition']} (value {o['value']})")
@@ -679,8 +684,7 @@ def score(
                                     tace_threshold=tace_threshold)
         _score_streaming(file, score_col, label_col, pos_label, metrics, stream_opts, where,
                          batch_rows, drop_invalid, out_fmt, output, gates, bins_table, quiet,
-                         "--plot" if text_plot else None,
-                         engine_name, scheduler, intervals, by, min_group_size, probs,
+                         text_plot, engine_name, scheduler, intervals, by, min_group_size, probs,
                          renormalize, list(dict.fromkeys(var or [])), loess_span, correct_from)
         return
     from calcheck import engine
@@ -778,18 +782,22 @@ def score(
         groups={g.value: g.to_dict() for g in group_results} if group_results else None)
     _emit(report, out_fmt, output, [b for b in bins_for if not (text_plot and b == plot_id)])
     if text_plot:
-        from calcheck.report import render_text_reliability
-
-        if out_fmt == "table":
-            sys.stdout.write(render_text_reliability(report, plot_id,
-                                                     color=sys.stdout.isatty()))
-        else:
-            note("--plot draws in the terminal only with --format table", quiet=quiet)
+        _text_plot(report, plot_id, out_fmt, quiet)
     failed = [o for o in outcomes or [] if o["failed"]]
     for o in failed:
         note(f"gate failed: {o['condition']} (value {o['value']})")
     if failed:
         raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _text_plot(report: dict[str, Any], plot_id: str, out_fmt: str, quiet: bool) -> None:
+    """``score --plot``: the terminal reliability diagram of ``plot_id``'s bin table."""
+    from calcheck.report import render_text_reliability
+
+    if out_fmt == "table":
+        sys.stdout.write(render_text_reliability(report, plot_id, color=sys.stdout.isatty()))
+    else:
+        note("--plot draws in the terminal only with --format table", quiet=quiet)
 
 
 @app.command("test")

@@ -79,7 +79,6 @@ def test_stream_errors_name_the_global_row(cli, tmp_path):
 
 @pytest.mark.parametrize("args, needle", [
     (["--engine", "stream", "-m", "pc"], "need(s) the in-memory engine"),
-    (["--engine", "stream", "--plot"], "does not do --plot"),
     (["--engine", "stream", "--var", "x"], "no column 'x'"),
     (["--engine", "warp"], "unknown --engine"),
     (["--where", "score >> 3"], "neither a number nor a quoted string"),
@@ -134,3 +133,23 @@ def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
     assert json.loads(var.stdout)["variables"]["score"]["n"] == 20_000_000
     memory = probe(cap, "score", big, "-m", "ece,brier", "--json")
     assert memory.returncode != 0          # the same data does not fit in memory under the cap
+
+
+@pytest.mark.parametrize("extra", [["-m", "brier"], ["--probs-test"]])
+def test_stream_text_plot_equals_memory(cli, hive, tmp_path, extra):
+    """score --plot on the streaming engine draws the in-memory terminal diagram (ECE's bin
+    table; ece_top for multiclass input)."""
+    root, _ = hive
+    path = root / "ds"
+    if extra == ["--probs-test"]:
+        rng = np.random.default_rng(5)
+        p = rng.dirichlet(np.ones(3), size=3000)
+        path = tmp_path / "mc.parquet"
+        pq.write_table(pa.table({"prob_0": p[:, 0], "prob_1": p[:, 1], "prob_2": p[:, 2],
+                                 "label": rng.integers(0, 3, 3000)}), path)
+        extra = ["-m", "sce"]
+    mem = cli(["score", path, *extra, "--plot"])
+    st = cli(["score", path, *extra, "--plot", "--engine", "stream", "--batch-rows", "999"])
+    assert mem.code == 0 and st.code == 0, st.stderr
+    plot = mem.stdout[mem.stdout.index("reliability diagram"):]
+    assert "▇" in plot and st.stdout.endswith(plot)
