@@ -1109,12 +1109,12 @@ def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binnin
     from calcheck.streaming.positional import positional_results
 
     classes = source.plan.prob_columns
-    view = " (top-label view)" if classes else ""
-    notes = [_top_label_note(len(classes))] if classes and kind != "variable" else []
+    view = " (top-label view)" if classes else ""          # in the title, as in memory
+    notes: list[str] = []
     if kind == "variable":
         assert var is not None
-        res, more, _ = _stream_variables(source, [var], span, correct_from, binary=not classes)
-        return _variable_figure_stream(source, res.to_dict()[var], var), notes + more
+        res, notes, _ = _stream_variables(source, [var], span, correct_from, binary=not classes)
+        return _variable_figure_stream(source, res.to_dict()[var], var), notes
     state, _ = source.run(StateSpec(bins=bins, log_loss=False))
     if state.n == 0:
         raise InputError("no rows to plot (after the --where filter and dropped rows)")
