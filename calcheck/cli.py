@@ -958,9 +958,8 @@ def _stream_tests(source: Any, methods: list[str], opts: Any,
                              f"{state.grid_bits} grid cell); finer levels of the B = "
                              f"{r.details['B_spec']} in memory are omitted")
         tc = results.get("tcal") or results["tcal_adaptive"]
-        notes.append(f"T-Cal's null is drawn per grid cell ({tc.settings['engine_null']}), "
-                     "not per row; relative variance excess "
-                     f"{tc.settings['null_variance_excess']:.1e}")
+        notes.append(f"T-Cal's null: {tc.settings['engine_null']} (2^-16 grid cells), not "
+                     f"per row; relative variance excess {tc.settings['null_variance_excess']:.1e}")
         discrete, distinct = discrete_stream(source, state, limit=opts.discrete_max,
                                              alpha=opts.alpha)
         if discrete is not None:
