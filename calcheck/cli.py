@@ -924,6 +924,8 @@ def _test_streaming(file: str, methods: list[str], opts: Any, engine_name: str,
 def _stream_tests(source: Any, methods: list[str], opts: Any,
                   ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The tests ``methods`` on a streamed source: (results, notes, the report's input)."""
+    import numpy as np
+
     from calcheck.hypotests import discrete_note
     from calcheck.streaming import tests as stests
     from calcheck.streaming.engine import StateSpec
@@ -958,8 +960,10 @@ def _stream_tests(source: Any, methods: list[str], opts: Any,
                              f"{state.grid_bits} grid cell); finer levels of the B = "
                              f"{r.details['B_spec']} in memory are omitted")
         tc = results.get("tcal") or results["tcal_adaptive"]
-        notes.append(f"T-Cal's null: {tc.settings['engine_null']} (2^-16 grid cells), not "
-                     f"per row; relative variance excess {tc.settings['null_variance_excess']:.1e}")
+        width = round(float(np.log2(tc.settings["null_unit_width"])))
+        notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to 2^{width} "
+                     "wide), not per row; relative variance excess "
+                     f"{tc.settings['null_variance_excess']:.1e}")
         discrete, distinct = discrete_stream(source, state, limit=opts.discrete_max,
                                              alpha=opts.alpha)
         if discrete is not None:
