@@ -82,12 +82,15 @@ FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' r
 
 
 def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: int,
-                          where: str | None) -> None:
+                          where: str | None, input_format: str | None = None) -> None:
     """--engine, --scheduler, --batch-rows and --where, checked before any reading."""
     from calcheck.validation import check_bins
 
     if engine_name not in ("memory", "stream", "dask"):
         raise UsageError(f"unknown --engine {engine_name!r}; use memory, stream or dask")
+    if engine_name != "memory" and input_format not in (None, "parquet"):
+        raise UsageError(f"--engine {engine_name} reads Parquet only; --input-format "
+                         f"{input_format} needs --engine memory")
     if scheduler and engine_name != "dask":
         raise UsageError("--scheduler applies to --engine dask only")
     check_bins(batch_rows, name="--batch-rows")
@@ -673,12 +676,15 @@ def score(
         check_ci_options(ci_reps, ci_level)
         intervals = {"reps": ci_reps, "level": ci_level, "seed": seed}
 
-    _check_engine_options(engine_name, scheduler, batch_rows, where)
+    _check_engine_options(engine_name, scheduler, batch_rows, where, input_format)
     if correct_from and not var:
         raise UsageError("--correct-from sets the correctness behind --var; give --var COL too")
     if engine_name in ("stream", "dask"):
         from calcheck.metrics import MetricOptions
 
+        if compat:
+            raise UsageError(f"--compat {compat} (the reference code's conventions) needs "
+                             "--engine memory")
         stream_opts = MetricOptions(bins=bins, alpha=alpha, test=test,  # type: ignore[arg-type]
                                     tce_nmin=tce_nmin, tce_nmax=tce_nmax,   # bins: by input kind
                                     tace_threshold=tace_threshold)
@@ -872,7 +878,7 @@ def test_cmd(
         raise UsageError(f"unknown --resample {resample!r}; use labels or consistency")
     opts = TestOptions(alpha=check_alpha(alpha), bins=bins, trials=trials, resample=resample,
                        seed=seed, discrete_max=discrete_max)
-    _check_engine_options(engine_name, scheduler, batch_rows, where)
+    _check_engine_options(engine_name, scheduler, batch_rows, where, input_format)
 
     if engine_name == "memory":
         scores, labels, input_info = _read_test_input(
@@ -1043,7 +1049,7 @@ def plot(
     if yscale not in ("auto", "linear", "logit"):
         raise UsageError(f"unknown --yscale {yscale!r}; use auto, linear or logit")
     check_bins(bins)
-    _check_engine_options(engine_name, scheduler, batch_rows, where)
+    _check_engine_options(engine_name, scheduler, batch_rows, where, input_format)
     _require_matplotlib()
     if engine_name != "memory":
         from calcheck.streaming.engine import StreamSource
@@ -1210,7 +1216,7 @@ def report(
         raise UsageError(f"unknown --format {kind!r}; use html or pdf")
     check_alpha(alpha)
     check_bins(trials, name="--trials")
-    _check_engine_options(engine_name, scheduler, batch_rows, where)
+    _check_engine_options(engine_name, scheduler, batch_rows, where, input_format)
     _require_matplotlib()
     variables = list(dict.fromkeys(var or []))
     settings = {"alpha": alpha, "trials": trials, "seed": seed, "tcal": adaptive,

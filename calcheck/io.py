@@ -928,12 +928,14 @@ def plan_stream(path: str, *, score: str | None = None, label: str | None = None
     probabilities, as :func:`input_kind` decides for in-memory reads."""
     src = open_source(path, "parquet")
     if src.data is not None:
-        raise InputError("streaming reads files or directories, not stdin")
+        raise InputError("--engine stream/dask reads Parquet files or directories, not stdin "
+                         "(--engine memory reads stdin)")
     try:
         ds = pads.dataset(src.path, format="parquet", partitioning="hive")
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{src.name}: not a readable Parquet file or directory "
-                         f"({_one_line(exc)})") from None
+                         f"({_one_line(exc)}); --engine stream/dask reads Parquet only, "
+                         "--engine memory reads CSV too") from None
     available = list(ds.schema.names)
     cols: list[str] | None = None
     if _is_multiclass(available, score, probs):

@@ -81,6 +81,8 @@ def test_stream_errors_name_the_global_row(cli, tmp_path):
     (["--engine", "stream", "-m", "pc"], "need(s) the in-memory engine"),
     (["--engine", "stream", "--var", "x"], "no column 'x'"),
     (["--engine", "warp"], "unknown --engine"),
+    (["--engine", "stream", "--input-format", "csv"], "reads Parquet only"),
+    (["--engine", "stream", "--compat", "nixon"], "needs --engine memory"),
     (["--where", "score >> 3"], "neither a number nor a quoted string"),
     (["--batch-rows", "0"], "--batch-rows must be"),
 ])
@@ -153,3 +155,10 @@ def test_stream_text_plot_equals_memory(cli, hive, tmp_path, extra):
     assert mem.code == 0 and st.code == 0, st.stderr
     plot = mem.stdout[mem.stdout.index("reliability diagram"):]
     assert "▇" in plot and st.stdout.endswith(plot)
+
+
+def test_stream_names_what_it_cannot_read(cli, tmp_path):
+    csv = tmp_path / "p.csv"
+    csv.write_text("score,label\n0.2,0\n0.7,1\n")
+    r = cli(["score", csv, "--engine", "stream"])
+    assert r.code == 2 and "reads Parquet only, --engine memory reads CSV too" in r.stderr
