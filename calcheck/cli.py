@@ -81,6 +81,17 @@ def _file_format(path: str, fmt: str) -> str:
 FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
 
 
+# the streaming options every command takes (score, test, plot, report)
+SCHEDULER_OPTION = typer.Option(
+    None, "--scheduler", help="Dask scheduler address for --engine dask (default: local threads).")
+BATCH_ROWS_OPTION = typer.Option(
+    1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask.")
+WHERE_OPTION = typer.Option(
+    None, "--where",
+    help="Keep only rows matching, e.g. \"split = 'test' and score >= 0.1\" (pushed down to "
+         "Parquet scans).")
+
+
 def _check_engine_options(engine_name: str, scheduler: str | None, batch_rows: int,
                           where: str | None, input_format: str | None = None) -> None:
     """--engine, --scheduler, --batch-rows and --where, checked before any reading."""
@@ -624,15 +635,9 @@ def score(
         help="memory (default: every metric, exact), stream (Parquet files or directories, "
              "hive partitions included, in bounded memory; every binary metric but pc, in a few "
              "passes) or dask (the same on a Dask cluster; pip install 'calcheck[dask]')."),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler",
-        help="Dask scheduler address for --engine dask (default: local threads)."),
-    batch_rows: int = typer.Option(
-        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
-    where: str | None = typer.Option(
-        None, "--where",
-        help="Keep only rows matching, e.g. \"split = 'test' and score >= 0.1\" (pushed down "
-             "to Parquet scans)."),
+    scheduler: str | None = SCHEDULER_OPTION,
+    batch_rows: int = BATCH_ROWS_OPTION,
+    where: str | None = WHERE_OPTION,
     text_plot: bool = typer.Option(
         False, "--plot",
         help="Also draw a compact reliability diagram in the terminal (table output only)."),
@@ -853,12 +858,9 @@ def test_cmd(
         help="memory (default, exact), stream (Parquet datasets in bounded memory: every "
              "method; T-Cal's null drawn per 2^-16 score cell, recorded in the report) or dask "
              "(the same on a Dask cluster)."),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Dask scheduler address for --engine dask."),
-    batch_rows: int = typer.Option(
-        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
-    where: str | None = typer.Option(
-        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
+    scheduler: str | None = SCHEDULER_OPTION,
+    batch_rows: int = BATCH_ROWS_OPTION,
+    where: str | None = WHERE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Test calibration: T-Cal / adaptive T-Cal with p-values, and the classical tests."""
@@ -1024,12 +1026,9 @@ def plot(
         "memory", "--engine",
         help="memory (default), stream (Parquet datasets in bounded memory: the same figure "
              "from passes over the files) or dask (the same on a Dask cluster)."),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Dask scheduler address for --engine dask."),
-    batch_rows: int = typer.Option(
-        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
-    where: str | None = typer.Option(
-        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
+    scheduler: str | None = SCHEDULER_OPTION,
+    batch_rows: int = BATCH_ROWS_OPTION,
+    where: str | None = WHERE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """Draw a reliability diagram, the test-based reliability diagram, or a variable plot."""
@@ -1109,9 +1108,11 @@ def _figure(kind: str, data: Any, loaded: Any, var: str | None, *, bins: int, bi
 
 
 def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binning: str,
-                   yscale: str, span: float, correct_from: str | None) -> tuple[Any, list[str]]:
-    """``plot --engine stream|dask``: :func:`_figure`'s figure from passes over the files."""
-
+                   yscale: str, span: float, correct_from: str | None, state: Any = None,
+                   spread: Any = None) -> tuple[Any, list[str]]:
+    """``plot --engine stream|dask``: :func:`_figure`'s figure from passes over the files
+    (``state``: a grid pass with ``bins`` bins, and ``spread``: the predictions' spread, when
+    the caller has them already)."""
     from calcheck import plots
     from calcheck.streaming import figures as sfig
     from calcheck.streaming.engine import StateSpec, metric_results
@@ -1124,20 +1125,22 @@ def _figure_stream(kind: str, source: Any, var: str | None, *, bins: int, binnin
         assert var is not None
         res, notes, _ = _stream_variables(source, [var], span, correct_from, binary=not classes)
         return _variable_figure_stream(source, res.to_dict()[var], var), notes
-    state, _ = source.run(StateSpec(bins=bins, log_loss=False))
+    if state is None:
+        state, _ = source.run(StateSpec(bins=bins, log_loss=False))
     if state.n == 0:
         raise InputError("no rows to plot (after the --where filter and dropped rows)")
+    if spread is None:
+        spread = sfig.stream_spread(source)
     if kind == "reliability":
         if binning == "uniform":
             res = metric_results(state, ["ece"])["ece"]
         else:
             res = positional_results(source, state, ["ace"], bins=bins)[0]["ace"]
-        return plots.reliability_figure(res.bin_rows(), sfig.stream_spread(source),
+        return plots.reliability_figure(res.bin_rows(), spread,
                                         title=f"Reliability diagram{view}"), notes
     res = positional_results(source, state, ["tce"])[0]["tce"]
     points = sfig.violins(source, state, res.bins.count)
-    return plots.tce_figure_from(res.bin_rows(), points, sfig.stream_spread(source),
-                                 value=res.value, yscale=yscale,
+    return plots.tce_figure_from(res.bin_rows(), points, spread, value=res.value, yscale=yscale,
                                  title=f"Test-based reliability diagram{view}"), notes
 
 
@@ -1195,12 +1198,9 @@ def report(
         "memory", "--engine",
         help="memory (default), stream (Parquet datasets in bounded memory) or dask (the same "
              "on a Dask cluster): the streamed metrics, tests and figures."),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Dask scheduler address for --engine dask."),
-    batch_rows: int = typer.Option(
-        1_000_000, "--batch-rows", help="Rows per batch of --engine stream/dask."),
-    where: str | None = typer.Option(
-        None, "--where", help="Keep only rows matching, e.g. \"split = 'test'\"."),
+    scheduler: str | None = SCHEDULER_OPTION,
+    batch_rows: int = BATCH_ROWS_OPTION,
+    where: str | None = WHERE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr."),
 ) -> None:
     """One self-contained report: metrics, test verdicts and every figure (HTML or PDF)."""
@@ -1305,6 +1305,7 @@ def _report_stream(source: Any, methods: list[str], test_opts: Any, settings: di
     from calcheck.report import build_report
     from calcheck.streaming.classwise import ClasswiseSpec
     from calcheck.streaming.engine import StateSpec
+    from calcheck.streaming.figures import stream_spread
 
     classes = source.plan.prob_columns
     opts = MetricOptions(bins=15 if classes else 10, alpha=test_opts.alpha)
@@ -1334,11 +1335,15 @@ def _report_stream(source: Any, methods: list[str], test_opts: Any, settings: di
     rep = build_report(command="report", input_info=info, settings=settings, metrics=metrics,
                        tests=tests, notes=notes,
                        variables=var_result.to_dict() if var_result else None)
+    # one grid state (the metrics' when it has the figures' 10 bins) and one spread serve the
+    # three figures
+    fig_state = state if state.bins == 10 else source.run(StateSpec(bins=10, log_loss=False))[0]
+    spread = stream_spread(source)
     figs = []
     for kind, binning, caption in FIGURE_CAPTIONS:
         figs.append((caption, _figure_stream(kind, source, None, bins=10, binning=binning,
-                                             yscale="auto", span=span,
-                                             correct_from=correct_from)[0]))
+                                             yscale="auto", span=span, correct_from=correct_from,
+                                             state=fig_state, spread=spread)[0]))
     for v in variables:
         assert var_result is not None
         figs.append((f"Variable-based calibration along {v}",

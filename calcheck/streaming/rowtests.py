@@ -83,22 +83,19 @@ def grid_start(state: StreamState) -> tuple[float, float]:
 def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05) -> tuple[TestResult, int]:
     """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the start), and
     the number of passes."""
-    passes = []
-    ll_null: list[float] = []
+    sums_of: list[FloatArray] = []           # every pass's sums; the first has ℓ(0, 1)
 
     def evaluate(beta: FloatArray) -> FloatArray:
-        st, _ = source.run(CoxSpec((float(beta[0]), float(beta[1])), null=not passes))
-        passes.append(1)
-        sums = st.sums.value
-        if not ll_null:
-            ll_null.append(float(sums[6]))
-        return sums[:6]  # type: ignore[no-any-return]
+        st, _ = source.run(CoxSpec((float(beta[0]), float(beta[1])), null=not sums_of))
+        sums_of.append(st.sums.value)
+        return sums_of[-1][:6]
 
     a, b, ll_fit = newton_logistic(evaluate, grid_start(state), last_eval=False)
-    res = cox_result(a, b, ll_fit, ll_null[0], alpha=alpha,
+    passes = len(sums_of)
+    res = cox_result(a, b, ll_fit, float(sums_of[0][6]), alpha=alpha,
                      settings={"engine_fit": "Newton passes from the grid-state fit",
-                               "passes": len(passes)})
-    return res, len(passes)
+                               "passes": passes})
+    return res, passes
 
 
 # ---------------------------------------------------------------------------------------------
