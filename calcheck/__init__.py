@@ -1,7 +1,9 @@
 """calcheck: is this classifier calibrated?
 
-The public API is loaded lazily (module ``__getattr__``, as scipy does) so that
-``calcheck --help`` stays fast.
+``calcheck.score(source, **options)`` and ``calcheck.run_tests(source, **options)`` return the
+report the command line prints (:class:`calcheck.Report`); ``calcheck.ece(scores, labels)``
+and its siblings compute one metric or test on arrays.  The public API is loaded lazily
+(module ``__getattr__``, as scipy does) so that ``calcheck --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -11,16 +13,22 @@ from typing import Any
 
 from calcheck._version import SCHEMA_VERSION, __version__
 
+_F = "calcheck.functions"
 _API = {
-    "ece": "calcheck.api", "mce": "calcheck.api", "ace": "calcheck.api",
-    "mce_q": "calcheck.api", "pde": "calcheck.api", "brier": "calcheck.api",
-    "log_loss": "calcheck.api", "pc": "calcheck.api", "tce": "calcheck.api",
-    "binomtest_pvalue": "calcheck.hypotests.binom", "tcal": "calcheck.api",
-    "hosmer_lemeshow": "calcheck.api", "spiegelhalter": "calcheck.api", "cox": "calcheck.api",
-    "binomial_discrete": "calcheck.api", "TestResult": "calcheck.hypotests._result",
-    "evaluate": "calcheck.api", "plot_reliability": "calcheck.figures",
-    "plot_tce": "calcheck.figures", "plot_variable": "calcheck.figures",
+    # the report API: what the command line prints, from Python
+    "score": "calcheck.api", "run_tests": "calcheck.api", "figure": "calcheck.api",
+    "write_report": "calcheck.api", "Report": "calcheck.report.model",
+    "Predictions": "calcheck.data",
+    # metrics and tests on arrays
+    "ece": _F, "mce": _F, "ace": _F, "mce_q": _F, "pde": _F, "brier": _F, "log_loss": _F,
+    "pc": _F, "tce": _F, "tcal": _F, "hosmer_lemeshow": _F, "spiegelhalter": _F, "cox": _F,
+    "binomial_discrete": _F, "evaluate": _F,
+    "binomtest_pvalue": "calcheck.hypotests.binom", "TestResult": "calcheck.hypotests._result",
     "MetricResult": "calcheck.metrics._result", "BinStats": "calcheck.binning",
+    # figures of arrays
+    "plot_reliability": "calcheck.figures", "plot_tce": "calcheck.figures",
+    "plot_variable": "calcheck.figures",
+    # errors
     "InputError": "calcheck.errors", "UsageError": "calcheck.errors",
     "CalcheckError": "calcheck.errors",
 }

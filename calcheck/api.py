@@ -1,200 +1,421 @@
-"""The Python API: calibration metrics on arrays.
+"""The report API: what the command line prints, from Python.
 
->>> import numpy as np, calcheck
->>> s = np.array([0.1, 0.4, 0.35, 0.8]); y = np.array([0, 0, 1, 1])
->>> round(calcheck.ece(s, y, bins=2).value, 4)
-0.0875
+>>> import calcheck                                                     # doctest: +SKIP
+>>> r = calcheck.score("preds.parquet", metrics=["ece", "ace"], bins=15)  # doctest: +SKIP
+>>> r.value("ece"), r.to_dict()["metrics"]["ace"]["bins"]                # doctest: +SKIP
+
+:func:`score` and :func:`run_tests` take a **source** — a path (a CSV or Parquet file, a
+directory of Parquet parts, or ``"-"`` for stdin), a pandas or polars DataFrame, a pyarrow
+Table, or :class:`~calcheck.data.Predictions` — and the options of the matching command as
+keyword arguments named like its long options (``metrics=``, ``bins=``, ``by=``,
+``variables=`` for ``--var``, ``methods=`` for ``--method``, ``ci=True``, ``engine="stream"``…).
+They return a :class:`~calcheck.report.Report` whose ``to_dict()`` is what ``--json`` prints
+for the same options.  :func:`figure` returns a matplotlib figure and :func:`write_report` the
+report behind the self-contained HTML (or PDF) file it writes.
+
+Validation errors name the keyword (``bins must be an integer >= 1``); the command line, which
+runs the same functions, names the flag.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from numpy.typing import ArrayLike
-
+from calcheck import registry
+from calcheck.data import Predictions
+from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import UsageError
-from calcheck.hypotests._result import TestResult
-from calcheck.metrics import (
-    MetricOptions,
-    MetricResult,
-    Prepared,
-    binned,
-    compute_metrics,
-    scoring,
-)
-from calcheck.metrics import tce as _tce
-from calcheck.validation import check_alpha, check_bins, check_p
+from calcheck.options import Options, parse
+from calcheck.report.build import build_report, group_names, settings_of
+from calcheck.report.model import Report
+
+__all__ = ["figure", "run_tests", "score", "write_report"]
+
+Progress = Callable[[str], Callable[[int, int], None] | None]
+
+FIGURES = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins)"),
+           ("reliability", "uniform", "Reliability diagram, 10 equal-width bins (ECE)"),
+           ("reliability", "quantile", "Reliability diagram, 10 equal-mass bins (ACE)"))
 
 
-def ece(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10, p: int = 1) -> MetricResult:
-    """Expected calibration error on ``bins`` equal-width bins (``p=2``: the l2 version).
-
-    Parameters
-    ----------
-    scores : array_like of shape (n,)
-        Predicted probabilities of the positive class, in [0, 1].
-    labels : array_like of shape (n,)
-        0/1 outcomes.
-    bins : int, default 10
-        Number of equal-width bins, ``numpy.linspace(0, 1, bins + 1)`` (SPEC §2).
-    p : {1, 2}
-        Norm: 1 → Σ_b (N_b/n)|P̂_b − Q̄_b|; 2 → the square root of the weighted squares.
-
-    Returns
-    -------
-    MetricResult
-        ``.value`` (a fraction), ``.bins`` (the bin table), ``.to_dict()``.
-    """
-    return binned.ece(Prepared(scores, labels), bins=check_bins(bins), p=check_p(p))
+# ---------------------------------------------------------------------------------------------
+# public functions
 
 
-def mce(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
-    """Maximum calibration error on ``bins`` equal-width bins."""
-    return binned.mce(Prepared(scores, labels), bins=check_bins(bins))
-
-
-def ace(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
-    """Adaptive calibration error on ``bins`` equal-mass bins (split by index)."""
-    return binned.ace(Prepared(scores, labels), bins=check_bins(bins))
-
-
-def mce_q(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
-    """MCE(Q): maximum calibration error on ``bins`` equal-mass bins."""
-    return binned.mce_q(Prepared(scores, labels), bins=check_bins(bins))
-
-
-def pde(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
-    """Probability deviation error on ``bins`` equal-mass bins."""
-    return binned.pde(Prepared(scores, labels), bins=check_bins(bins))
-
-
-def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins: int = 10,
-        alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
-        n_max: int | None = None) -> MetricResult:
-    """Test-based calibration error in percent (Matsubara et al., UAI 2023).
+def score(source: Any, **options: Any) -> Report:
+    """Calibration metrics side by side — ``calcheck score`` as a function.
 
     Parameters
     ----------
-    scores, labels : array_like of shape (n,)
-        Predicted probabilities in [0, 1] and 0/1 outcomes.
-    binning : {"pava-bc", "quantile", "pava", "uniform"}
-        PAVA-BC (TCE, default), equal-mass (TCE(Q)), PAVA (TCE(V)) or equal-width (TCE(U)).
-    bins : int
-        Bin count of the equal-mass and equal-width binnings.
-    alpha : float
-        Significance level; rejection when p-value <= alpha.
-    test : {"binomial", "t"}
-        Exact two-sided binomial test (default) or one-sample t-test.
-    n_min, n_max : int, optional
-        PAVA-BC bin sizes; default ⌊n/20⌋ and ⌊n/5⌋.  PAVA-BC refuses fewer than 20 rows
-        unless they are given.
+    source : str, path, DataFrame, pyarrow.Table or Predictions
+        The predictions: a CSV or Parquet file, a directory of Parquet parts, ``"-"`` (stdin),
+        a pandas or polars DataFrame, a pyarrow Table, or :class:`calcheck.Predictions`.
+    **options
+        ``calcheck score``'s options by their long names: ``metrics``, ``bins``, ``alpha``,
+        ``test``, ``tce_nmin``, ``tce_nmax``, ``tace_threshold``, ``compat``, ``variables``
+        (``--var``), ``loess_span``, ``correct_from``, ``by``, ``min_group_size``, ``ci``,
+        ``ci_reps``, ``ci_level``, ``seed``, ``fail_if``, ``bins_table``, ``score``, ``label``,
+        ``pos_label``, ``probs``, ``renormalize``, ``drop_invalid``, ``where``,
+        ``input_format``, ``engine`` ("memory", "stream" or "dask"), ``scheduler``,
+        ``batch_rows``.
 
     Returns
     -------
-    MetricResult
-        ``.value`` in percent; ``.bins`` and ``.bin_extra`` form the test-based reliability
-        table (per bin: edges, n, empirical probability, min/quartiles/max of the predictions,
-        number and percent rejected).
+    Report
+        ``.to_dict()`` equals ``calcheck score ... --json`` for the same options.
     """
-    return _tce.tce(Prepared(scores, labels), binning=binning, bins=check_bins(bins),
-                    alpha=check_alpha(alpha, name="alpha"), test=test, n_min=n_min, n_max=n_max)
+    return run_score(source, parse("score", options, style="python"))
 
 
-def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: int | None = None,
-         alpha: float = 0.05, trials: int = 1000, resample: str = "labels",
-         rng: Any = 0) -> TestResult:
-    """T-Cal (Lee, Huang, Hassani, Dobriban): a test of calibration with a Monte Carlo p-value.
+def run_tests(source: Any, **options: Any) -> Report:
+    """Calibration tests — ``calcheck test`` as a function.
 
     Parameters
     ----------
-    scores, labels : array_like of shape (n,)
-        Predicted probabilities in [0, 1] and 0/1 outcomes.
-    adaptive : bool, default True
-        Test every dyadic level m = 2^1 … 2^B with Bonferroni level α/B (adaptive T-Cal).
-        Ignored when ``bins`` is given.
-    bins : int, optional
-        Fixed number of bins m (T-Cal with fixed m); bin id ⌊m·s⌋.
-    alpha : float
-        Significance level.
-    trials : int
-        Monte Carlo draws of the null distribution.
-    resample : {"labels", "consistency"}
-        Redraw labels only (exact type-I control) or scores and labels (the authors' code).
-    rng : int, numpy.random.Generator or None
-        Seed or generator; the same seed gives the same result.
+    source : str, path, DataFrame, pyarrow.Table or Predictions
+        As for :func:`score`; multiclass input is tested on its top-label view.
+    **options
+        ``calcheck test``'s options: ``methods`` (``--method``: tcal, hl, spiegelhalter, cox
+        or all), ``bins`` (fixed m), ``adaptive``, ``trials``, ``resample``, ``seed``,
+        ``alpha``, ``discrete_max``, ``fail_on_reject``, and the input and engine options of
+        :func:`score`.
 
     Returns
     -------
-    TestResult
-        ``.statistic`` (T_m for fixed m; the smallest level p-value for adaptive), ``.pvalue``,
-        ``.reject``, ``.details`` (critical values, the per-level table), ``.to_dict()``.
+    Report
+        ``.tests`` holds each test's statistic, p-value and verdict; ``.to_dict()`` equals
+        ``calcheck test ... --json``.
     """
-    from calcheck.hypotests import tcal as _tcal
-
-    data = Prepared(scores, labels)
-    if bins is not None:
-        return _tcal.tcal_fixed(data.scores, data.labels, m=bins, alpha=alpha, trials=trials,
-                                resample=resample, rng=rng)
-    if not adaptive:
-        raise UsageError("give bins=m for T-Cal with fixed m, or adaptive=True")
-    return _tcal.tcal_adaptive(data.scores, data.labels, alpha=alpha, trials=trials,
-                               resample=resample, rng=rng)
+    return run_test(source, parse("test", options, style="python"))
 
 
-def hosmer_lemeshow(scores: ArrayLike, labels: ArrayLike, *, groups: int = 10,
-                    alpha: float = 0.05) -> TestResult:
-    """Hosmer–Lemeshow test on equal-mass groups, χ²(G − 2)."""
-    from calcheck.hypotests import classical
-
-    data = Prepared(scores, labels)
-    return classical.hosmer_lemeshow(data.scores, data.labels, groups=check_bins(groups, name="groups"),
-                                     alpha=check_alpha(alpha, name="alpha"))
-
-
-def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Spiegelhalter's two-sided Z test, with the direction of the miscalibration."""
-    from calcheck.hypotests import classical
-
-    data = Prepared(scores, labels)
-    return classical.spiegelhalter(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+def figure(source: Any, **options: Any) -> Any:
+    """A figure — ``calcheck plot`` as a function: ``kind="tce"`` (the test-based
+    reliability diagram), ``"reliability"`` (``bins=``, ``binning=``) or ``"variable"``
+    (``variables=["age"]``).  Returns the matplotlib Figure; with ``output=`` it is also
+    saved (.png, .svg or .pdf)."""
+    opts = parse("plot", options, style="python", required=False)
+    fig = run_figure(source, opts).values["figure"]
+    if opts.output:
+        save_figure(fig, opts.output)
+    return fig
 
 
-def cox(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Cox calibration intercept and slope with the likelihood-ratio test of (0, 1)."""
-    from calcheck.hypotests import classical
-
-    data = Prepared(scores, labels)
-    return classical.cox(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
-
-
-def binomial_discrete(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Exact binomial test per distinct score value with Bonferroni (discrete predictors)."""
-    from calcheck.hypotests import classical
-
-    data = Prepared(scores, labels)
-    return classical.binomial_discrete(data.scores, data.labels,
-                                       alpha=check_alpha(alpha, name="alpha"))
+def write_report(source: Any, output: str, **options: Any) -> Report:
+    """The self-contained HTML (or PDF) report — ``calcheck report`` as a function.  Writes
+    ``output`` and returns the :class:`Report` behind it (its figures included)."""
+    opts = parse("report", {**options, "output": output}, style="python")
+    rep = run_report(source, opts)
+    save_report_file(rep, opts)
+    return rep
 
 
-def brier(scores: ArrayLike, labels: ArrayLike) -> MetricResult:
-    """Brier score."""
-    return scoring.brier(Prepared(scores, labels))
+# ---------------------------------------------------------------------------------------------
+# engines
 
 
-def log_loss(scores: ArrayLike, labels: ArrayLike) -> MetricResult:
-    """Log loss (natural log), scores clipped to [1e-15, 1 − 1e-15]."""
-    return scoring.log_loss(Prepared(scores, labels))
+def _source(source: Any, opts: Options) -> Any:
+    """An io Source for a path, ``"-"`` or an in-memory table."""
+    from calcheck.io.source import from_table, open_source
+
+    if isinstance(source, (str, os.PathLike)):
+        return open_source(os.fspath(source), opts.input_format)
+    kind = type(source).__module__.split(".")[0]
+    name = {"pandas": "<DataFrame>", "polars": "<DataFrame>", "pyarrow": "<Table>"}.get(
+        kind, f"<{type(source).__name__}>")
+    return from_table(source, name)
 
 
-def pc(scores: ArrayLike, labels: ArrayLike) -> MetricResult:
-    """Probabilistic count of the scores (labels are validated but not used)."""
-    return scoring.pc(Prepared(scores, labels))
+def _columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
+    """The extra columns a run reads: numeric (``--var``) and raw (``--by``,
+    ``--correct-from``), and the option naming each."""
+    numeric = opts.variable_list
+    raw = [c for c in (opts.by, opts.correct_from) if c]
+    flags = {c: opts.name_of("variables") for c in numeric}
+    flags.update({c: opts.name_of(n) for n in ("by", "correct_from")
+                  if (c := getattr(opts, n))})
+    return numeric, raw, flags
 
 
-def evaluate(scores: ArrayLike, labels: ArrayLike, ids: list[str] | None = None,
-            **options: Any) -> dict[str, MetricResult]:
-    """Several metrics at once, sharing one sort; ``options`` as :class:`MetricOptions`."""
+def open_engine(source: Any, opts: Options, *, progress: Progress | None = None) -> Engine:
+    """The engine ``opts.engine`` on ``source``."""
+    from calcheck.engines.memory import MemoryEngine
+
+    numeric, raw, flags = _columns(opts)
+    if isinstance(source, Predictions):
+        if opts.engine != "memory":
+            raise UsageError(f"{opts.name_of('engine')} {opts.engine} reads files or tables; "
+                             "Predictions are already in memory (engine='memory')")
+        from calcheck.data import check_columns_exist
+
+        check_columns_exist(list(source.columns), [*numeric, *raw], source.provenance.path,
+                            flags)
+        return MemoryEngine(source, progress=progress)
+    src = _source(source, opts)
+    if opts.engine == "memory":
+        from calcheck.io.tabular import load_predictions
+
+        data = load_predictions(src, score=opts.score, label=opts.label,
+                                pos_label=opts.pos_label, probs=opts.probs,
+                                renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
+                                where=opts.where, numeric=numeric, raw=raw, flags=flags)
+        return MemoryEngine(data, progress=progress)
+    from calcheck.engines.stream import StreamEngine
+    from calcheck.streaming.engine import StreamSource
+
+    return StreamEngine(StreamSource(
+        src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
+        opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
+        opts.renormalize, extra_columns=flags))
+
+
+@contextlib.contextmanager
+def _engine(source: Any, opts: Options, progress: Progress | None) -> Iterator[Engine]:
+    with open_engine(source, opts, progress=progress) as eng:
+        yield eng
+
+
+def _settings(eng: Engine) -> dict[str, Any]:
+    return dict(getattr(eng, "settings", dict)())
+
+
+# ---------------------------------------------------------------------------------------------
+# score
+
+
+def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[str],
+                                                                          list[str]]:
+    """The metric ids a ``score`` run computes, the ids whose bin tables it shows, and
+    messages: ``metrics`` (default: the input kind's default set), plus the ``--fail-if`` and
+    ``--bins-table`` metrics, plus ECE for ``--plot``.  On the streaming engines ``all`` is
+    every id they compute; any other id they cannot compute is an error naming it."""
+    from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
-    return compute_metrics(Prepared(scores, labels), resolve_metric_ids(ids),
-                           MetricOptions(**options))
+    label = opts.name_of("metrics")
+    streamed = engine != "memory"
+    can = registry.streamable(multiclass) if streamed else registry.selectable(multiclass)
+    messages: list[str] = []
+    if opts.metrics is None:
+        ids = registry.default_ids(multiclass)
+        left = [m for m in ids if m not in can]
+        ids = [m for m in ids if m in can]
+        if left:
+            messages.append(f"{', '.join(left)} not computed on --engine {engine} (memory "
+                            "only)")
+    else:
+        ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
+        if streamed and "all" in registry.split_ids(opts.metrics):
+            left = [m for m in registry.selectable(multiclass) if m not in can]
+            if left:
+                messages.append(f"{label} all on --engine {engine}: every metric it computes; "
+                                f"{', '.join(left)} need(s) --engine memory")
+
+    def resolve(raw: str, name: str) -> list[str]:
+        return resolve_metric_ids([raw], multiclass=multiclass, name=name)
+
+    for g in opts.fail_if or []:
+        ids += [m for m in resolve(parse_gate(g).metric, opts.name_of("fail_if")) if m not in ids]
+    bins_for: list[str] = []
+    for raw in opts.bins_table or []:
+        everything = raw.strip().lower() == "all"
+        for mid in (ids if everything else resolve(raw, opts.name_of("bins_table"))):
+            if not registry.METRICS[mid].binned:
+                if everything:
+                    continue
+                raise UsageError(f"{opts.name_of('bins_table')} {mid}: {mid} is not a binned "
+                                 "metric")
+            if mid not in ids:
+                ids.append(mid)
+            if mid not in bins_for:
+                bins_for.append(mid)
+    if opts.plot:
+        plot_id = "ece_top" if multiclass else "ece"
+        if plot_id not in ids:
+            ids.append(plot_id)
+        if plot_id not in bins_for:
+            bins_for.append(plot_id)
+    bad = [m for m in ids if m not in can]
+    if bad:
+        raise UsageError(f"--engine {engine} computes {', '.join(can)}; {', '.join(bad)} "
+                         "need(s) --engine memory")
+    return ids, bins_for, messages
+
+
+def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
+    """``calcheck score`` on ``source`` with validated options."""
+    from calcheck.gates import evaluate_gates, parse_gate
+
+    with _engine(source, opts, progress) as eng:
+        mc = eng.multiclass
+        ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
+        if opts.compat and not mc:
+            messages.append(f"--compat {opts.compat} changes multiclass metrics only; binary "
+                            "metrics are unchanged")
+        m = eng.metrics(ids, opts)
+        v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
+        g = eng.groups(ids, opts) if opts.by else None
+        reading = eng.reading()
+        gates = None
+        if opts.fail_if:
+            values = {k: r.value for k, r in m.values.items()}
+            gates = evaluate_gates([parse_gate(x) for x in opts.fail_if], values)
+        settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
+                               extra={**m.settings, **v.settings,
+                                      **(g.settings if g else {})})
+        groups = None
+        if g is not None:
+            names = group_names(g.values)
+            groups = {names[k]: gr.to_dict() for k, gr in g.values.items()}
+        var = v.values.get("result")
+        data = build_report(command="score", input_info=eng.input_info(), settings=settings,
+                            metrics=m.values, bins_for=bins_for, gates=gates,
+                            notes=m.notes + v.notes,
+                            variables=var.to_dict() if var is not None else None, groups=groups)
+    plot_id = ("ece_top" if mc else "ece") if opts.plot else None
+    return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
+                  messages=tuple(reading.messages + messages + m.messages),
+                  text_plot=plot_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+
+
+def resolve_methods(methods: list[str] | None, label: str = "methods") -> list[str]:
+    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal``."""
+    if not methods:
+        return ["tcal"]
+    known = registry.methods()
+    out: list[str] = []
+    for m in registry.split_ids(methods):
+        if m == "all":
+            out.extend(x for x in known if x not in out)
+        elif m in known:
+            if m not in out:
+                out.append(m)
+        else:
+            raise UsageError(f"unknown {label} {m!r}; use one of {', '.join(known)}, all")
+    if not out:
+        raise UsageError(f"{label}: no test method selected")
+    return out
+
+
+def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
+    """``calcheck test`` on ``source`` with validated options."""
+    methods = resolve_methods(opts.methods, opts.name_of("methods"))
+    with _engine(source, opts, progress) as eng:
+        t = eng.tests(methods, opts)
+        reading = eng.reading()
+        settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
+                               engine=_settings(eng))
+        data = build_report(command="test", input_info=eng.input_info(top=True),
+                            settings=settings,
+                            tests=t.values, notes=t.notes)
+    return Report(data, messages=tuple(reading.messages + t.messages),
+                  fail_on_reject=opts.fail_on_reject)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures and the HTML report
+
+
+def run_figure(source: Any, opts: Options, *, progress: Progress | None = None) -> Outcome:
+    """``calcheck plot``: the figure (``values["figure"]``) and its notes."""
+    require_matplotlib()
+    with _engine(source, opts, progress) as eng:
+        out = eng.figure(opts.kind, opts)
+        out.messages = eng.reading().messages + out.messages
+    return out
+
+
+def run_report(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
+    """``calcheck report``: the default metrics, the tests, the variables and every figure."""
+    from calcheck import plots
+
+    require_matplotlib()
+    methods = (["tcal"] if opts.adaptive else []) + ["hl", "spiegelhalter", "cox"]
+    with _engine(source, opts, progress) as eng:
+        mc = eng.multiclass
+        can = registry.streamable(mc) if eng.name != "memory" else registry.selectable(mc)
+        ids = [m for m in registry.default_ids(mc) if m in can]
+        m = eng.metrics(ids, opts.replace(bins=None, ci=False))
+        t = eng.tests(methods, opts.replace(bins=None))
+        notes = m.notes + t.notes
+        left = [x for x in registry.default_ids(mc) if x not in ids]
+        if left:
+            notes.append(f"{', '.join(left)} not computed on --engine {eng.name} (the "
+                         "probabilistic count needs every distinct score; --engine memory has "
+                         "it)")
+        var = None
+        if opts.variables:
+            v = eng.variables(opts.variable_list, opts)
+            var, notes = v.values["result"], notes + v.notes
+        figs: list[tuple[str, Any]] = []
+        for kind, binning, caption in FIGURES:
+            fopts = opts.replace(bins=10, binning=binning, yscale="auto")
+            figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+        for name in opts.variable_list:
+            fopts = opts.replace(variables=[name])
+            figs.append((f"Variable-based calibration along {name}",
+                         eng.figure("variable", fopts, variables=var).values["figure"]))
+        reading = eng.reading()
+        settings = settings_of(opts, multiclass=mc, engine=_settings(eng))
+        data = build_report(command="report", input_info=eng.input_info(), settings=settings,
+                            metrics=m.values, tests=t.values, notes=notes,
+                            variables=var.to_dict() if var is not None else None)
+    pngs = tuple((cap, plots.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
+        else tuple(figs)
+    return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
+                  figures=pngs)
+
+
+def report_kind(opts: Options) -> str:
+    """html or pdf: ``format``, else the extension of ``output``."""
+    assert opts.output is not None
+    return opts.format or ("pdf" if opts.output.lower().endswith(".pdf") else "html")
+
+
+def save_report_file(rep: Report, opts: Options) -> None:
+    """Write the HTML or PDF report file atomically."""
+    from calcheck.io.output import atomic_write, write_output
+
+    assert opts.output is not None
+    if report_kind(opts) == "html":
+        atomic_write(opts.output, rep.html(), label=opts.name_of("output"))
+        return
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    def write(tmp: str) -> None:
+        with PdfPages(tmp) as pdf:
+            for _, fig in rep.figures:
+                pdf.savefig(fig)
+                plt.close(fig)
+
+    write_output(opts.output, write, label=opts.name_of("output"))
+
+
+def save_figure(fig: Any, path: str, label: str = "output") -> None:
+    """Save a figure atomically; the format follows the extension."""
+    from calcheck import plots
+    from calcheck.io.output import write_output
+
+    ext = os.path.splitext(path)[1]
+
+    def write(tmp: str) -> None:
+        plots.save(fig, tmp, fmt=ext.lstrip(".").lower())
+
+    write_output(path, write, label=label)
+
+
+def require_matplotlib() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from calcheck.plots import INSTALL_HINT, MissingExtra
+
+        raise MissingExtra(f"plots need matplotlib, which is not installed; {INSTALL_HINT}")

@@ -52,11 +52,13 @@ def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
 def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name: str = "v", *,
                   span: float = 0.75) -> Any:
     """Variable-based calibration plot of binary scores (or an (n, K) probability matrix)."""
-    from calcheck.engine import ScoreInput, variables
+    from calcheck.data import Predictions
+    from calcheck.metrics.vece import variables
 
     s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.int64)
     v = np.asarray(values, dtype=np.float64)
-    data = ScoreInput(labels=y, probs=s) if s.ndim == 2 else ScoreInput(labels=y, scores=s)
-    res = variables(data, {name: v}, span=span)
+    data = Predictions(labels=labels, probs=s) if s.ndim == 2 else \
+        Predictions(labels=labels, scores=s)
+    pred_error, incorrect = data.error_view()
+    res = variables(pred_error, incorrect, {name: v}, span=span)
     return plots.variable_figure(res.to_dict()[name], v, name)

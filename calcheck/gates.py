@@ -30,16 +30,17 @@ class Gate:
         return value is not None and _OPS[self.op](value, self.threshold)
 
 
-def parse_gate(text: str) -> Gate:
-    """Parse ``"ece>0.02"``; raise :class:`UsageError` on anything else."""
+def parse_gate(text: str, *, label: str = "--fail-if") -> Gate:
+    """Parse ``"ece>0.02"``; raise :class:`UsageError` on anything else (``label`` names the
+    option in the message)."""
     m = _GATE.match(text)
     if not m:
-        raise UsageError(f"cannot parse --fail-if {text!r}; write METRIC>VALUE, e.g. 'ece>0.02' "
+        raise UsageError(f"cannot parse {label} {text!r}; write METRIC>VALUE, e.g. 'ece>0.02' "
                          "(operators >, >=, <, <=)")
     try:
         thr = float(m.group(3))
     except ValueError:
-        raise UsageError(f"--fail-if {text!r}: {m.group(3)!r} is not a number") from None
+        raise UsageError(f"{label} {text!r}: {m.group(3)!r} is not a number") from None
     return Gate(metric=m.group(1).lower(), op=m.group(2), threshold=thr, text=text.strip())
 
 

@@ -291,10 +291,10 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str)
     return fig
 
 
-def save(fig: Any, path: str) -> None:
-    """Save a figure; the format follows the extension (png, svg, pdf)."""
+def save(fig: Any, path: str, fmt: str | None = None) -> None:
+    """Save a figure; the format is ``fmt``, else it follows the extension (png, svg, pdf)."""
     plt = _mpl()
-    fig.savefig(path, dpi=150)
+    fig.savefig(path, dpi=150, format=fmt)
     plt.close(fig)
 
 

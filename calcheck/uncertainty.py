@@ -1,4 +1,4 @@
-"""Uncertainty on metrics (SPEC §8): percentile bootstrap confidence intervals.
+"""Uncertainty on metrics: percentile bootstrap confidence intervals.
 
 In memory, a replicate resamples the n rows with replacement (row i taken c_i times,
 (c_1 … c_n) ~ Multinomial(n; 1/n, …, 1/n)) and recomputes every selected metric on it, bins
@@ -29,8 +29,7 @@ from calcheck.errors import CalcheckError, UsageError
 
 DEFAULT_REPS = 1000
 DEFAULT_LEVEL = 0.95
-# the probabilistic count counts distinct scores; a resample duplicates rows, so its bootstrap
-# distribution says nothing about the count's uncertainty
+# why a metric without ``ci`` in the registry gets no interval
 NO_INTERVAL = {"pc": "a resample repeats rows, which changes the number of distinct scores "
                      "that pc counts; no bootstrap interval"}
 
@@ -57,9 +56,9 @@ class ConfidenceInterval:
 
 def check_ci_options(reps: int, level: float) -> None:
     if reps < 10:
-        raise UsageError(f"--ci-reps must be >= 10, got {reps}")
+        raise UsageError(f"ci_reps must be >= 10, got {reps}")
     if not 0.0 < level < 1.0:
-        raise UsageError(f"--ci-level must be in (0, 1), got {level}")
+        raise UsageError(f"ci_level must be in (0, 1), got {level}")
 
 
 def percentile_interval(values: FloatArray, *, level: float, seed: int,
@@ -82,26 +81,21 @@ def with_intervals(results: Mapping[str, Any], cis: Mapping[str, ConfidenceInter
             for m, r in results.items()}
 
 
-def bootstrap(data: Any, ids: list[str], options: Any, *, reps: int = DEFAULT_REPS,
-              level: float = DEFAULT_LEVEL, seed: int = 0,
-              compute_fn: Callable[..., Mapping[str, Any]] | None = None,
+def bootstrap(data: Any, ids: list[str], options: Any,
+              compute: Callable[[Any, list[str], Any], Mapping[str, Any]], *,
+              reps: int = DEFAULT_REPS, level: float = DEFAULT_LEVEL, seed: int = 0,
               progress: Callable[[int, int], None] | None = None
               ) -> dict[str, ConfidenceInterval]:
-    """Percentile bootstrap intervals of the metrics ``ids`` of ``data`` (an
-    :class:`calcheck.engine.ScoreInput`), ``reps`` replicates seeded by ``seed``; ids in
-    :data:`NO_INTERVAL` get none."""
-    from calcheck import engine
+    """Percentile bootstrap intervals of the metrics ``ids`` of ``data`` (a
+    :class:`~calcheck.data.Predictions`) computed by ``compute(data, ids, options)``, ``reps``
+    replicates seeded by ``seed``; ids without an interval (``pc``) get none."""
+    from calcheck import registry
+    from calcheck.binning import stable_argsort
 
     check_ci_options(reps, level)
-    ids = [m for m in ids if m not in NO_INTERVAL]
-    compute = compute_fn or engine.compute
-    n = int(data.labels.shape[0])
-    if data.multiclass:
-        order = None
-    else:
-        from calcheck.binning import stable_argsort
-
-        order = stable_argsort(data.scores)
+    ids = [m for m in ids if registry.METRICS[m].ci]
+    n = data.n
+    order = None if data.multiclass else stable_argsort(data.scores)
     rng = np.random.default_rng(seed)
     values = np.full((len(ids), reps), np.nan)
     for r in range(reps):
@@ -110,7 +104,7 @@ def bootstrap(data: Any, ids: list[str], options: Any, *, reps: int = DEFAULT_RE
                                                                               counts[order])
         sample = data.subset(rows)
         if order is not None:                  # listed in stable score order already
-            sample = replace(sample, order=np.arange(n))
+            sample.sorted_order = np.arange(n)
         values[:, r] = _values(compute, sample, ids, options)
         if progress is not None:
             progress(r + 1, reps)

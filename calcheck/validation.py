@@ -109,6 +109,50 @@ def check_binary_labels(labels: ArrayLike, *, where: str = "labels", row_base: i
     return arr.astype(np.int64)
 
 
+def check_probabilities(probs: ArrayLike, *, where: str = "probs", tol: float = 1e-6,
+                        renormalize: bool = False) -> FloatArray:
+    """Return an (n, K) float64 matrix of class probabilities (K >= 2, finite, in [0, 1], rows
+    summing to 1 within ``tol``; ``renormalize`` divides the rows by their sums instead)."""
+    try:
+        arr = np.array(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: not numeric ({exc})") from None
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise InputError(f"{where}: expected an (n, K) array with K >= 2 classes, got shape "
+                         f"{arr.shape}")
+    flat = arr.reshape(-1)
+    if not (np.isfinite(flat).all() and (flat.size == 0 or (flat.min() >= 0.0
+                                                             and flat.max() <= 1.0))):
+        for reason, mask in invalid_score_masks(flat).items():
+            if mask.any():
+                rows = mask.reshape(arr.shape).any(axis=1)
+                raise _fail(where, f"rows with a probability {_SCORE_WHAT[reason]}", rows,
+                            None, 0)
+    sums = arr.sum(axis=1)
+    off = np.abs(sums - 1.0) > tol
+    if off.any():
+        if renormalize and (sums > 0).all():
+            arr /= sums[:, None]
+        else:
+            raise _fail(where, f"rows that do not sum to 1 (within {tol:g})", off, sums, 0)
+    return arr
+
+
+def check_class_labels(labels: ArrayLike, k: int, *, where: str = "labels") -> IntArray:
+    """Return class indices 0..k−1 as int64 or raise :class:`InputError`."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise InputError(f"{where}: expected a 1-D array, got shape {arr.shape}")
+    if arr.dtype.kind not in "iuf":
+        raise InputError(f"{where}: class labels must be integers 0..{k - 1}")
+    bad = (arr != np.round(arr)) | (arr < 0) | (arr >= k)
+    if arr.dtype.kind == "f":
+        bad |= np.isnan(arr)
+    if bad.any():
+        raise _fail(where, f"not a class index 0..{k - 1}", bad, arr, 0)
+    return arr.astype(np.int64)
+
+
 def check_same_length(*arrays: Sequence[Any] | np.ndarray, names: Sequence[str]) -> int:
     """Return the common length or raise naming the lengths found."""
     lengths = [len(a) for a in arrays]
@@ -124,20 +168,14 @@ def check_nonempty(n: int, *, where: str) -> None:
         raise InputError(f"{where}: no rows to compute on")
 
 
-def split_ids(values: Sequence[str]) -> list[str]:
-    """Ids given as repeated options and/or comma lists, lower-cased, blanks dropped, in order."""
-    return [part.strip().lower() for chunk in values for part in str(chunk).split(",")
-            if part.strip()]
-
-
-def check_bins(bins: int, *, name: str = "--bins", minimum: int = 1) -> int:
+def check_bins(bins: int, *, name: str = "bins", minimum: int = 1) -> int:
     """Validate a bin count."""
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < minimum:
         raise UsageError(f"{name} must be an integer >= {minimum}, got {bins!r}")
     return int(bins)
 
 
-def check_alpha(alpha: float, *, name: str = "--alpha") -> float:
+def check_alpha(alpha: float, *, name: str = "alpha") -> float:
     """Validate a significance level in the open interval (0, 1)."""
     a = float(alpha)
     if not (0.0 < a < 1.0):

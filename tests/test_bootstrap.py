@@ -3,7 +3,6 @@ the streaming engines (Poisson bootstrap per score unit, reproducible for any pa
 
 import json
 import random
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from calcheck.binning import stable_argsort
-from calcheck.engine import ScoreInput, compute
+from calcheck.data import Predictions
+from calcheck.engines.memory import compute
 from calcheck.metrics import MetricOptions
 from calcheck.streaming import StreamState
 from calcheck.streaming.bootstrap import bootstrap_units, grid_bootstrap
@@ -30,7 +30,8 @@ def make(seed, n, slope=1.0):
 
 
 def binary(s, y):
-    return ScoreInput(labels=np.asarray(y, dtype=np.int64), scores=np.asarray(s, float))
+    return Predictions(labels=np.asarray(y, dtype=np.int64), scores=np.asarray(s, float),
+                       validate=False)
 
 
 # -- in memory -------------------------------------------------------------------------------
@@ -48,9 +49,9 @@ def test_percentile_interval_and_failures():
 def test_seeded_and_reproducible():
     s, y = make(1, 3000, 0.8)
     data, ids, o = binary(s, y), ["ece", "ace", "tce", "brier"], MetricOptions()
-    a = bootstrap(data, ids, o, reps=40, seed=5)
-    b = bootstrap(data, ids, o, reps=40, seed=5)
-    c = bootstrap(data, ids, o, reps=40, seed=6)
+    a = bootstrap(data, ids, o, compute, reps=40, seed=5)
+    b = bootstrap(data, ids, o, compute, reps=40, seed=5)
+    c = bootstrap(data, ids, o, compute, reps=40, seed=6)
     assert a == b
     assert a["ece"].low != c["ece"].low
 
@@ -64,8 +65,9 @@ def test_presorted_replicate_equals_the_plain_resample():
     ids = ["tce", "tce_q", "ece", "ace", "mce_q", "pde", "brier", "log_loss"]
     order = stable_argsort(data.scores)
     counts = np.bincount(np.random.default_rng(0).integers(0, n, n), minlength=n)
-    fast = compute(replace(data.subset(np.repeat(order, counts[order])), order=np.arange(n)),
-                   ids, MetricOptions())
+    listed = data.subset(np.repeat(order, counts[order]))
+    listed.sorted_order = np.arange(n)
+    fast = compute(listed, ids, MetricOptions())
     plain = compute(data.subset(np.repeat(np.arange(n), counts)), ids, MetricOptions())
     for m in ids:
         assert fast[m].value == pytest.approx(plain[m].value, rel=1e-12, abs=1e-14), m
@@ -74,7 +76,7 @@ def test_presorted_replicate_equals_the_plain_resample():
 def test_brier_interval_matches_normal_theory():
     """The Brier score is a mean: its bootstrap se is sd((s − y)²)/√n."""
     s, y = make(3, 5000, 0.9)
-    ci = bootstrap(binary(s, y), ["brier"], MetricOptions(), reps=400, seed=0)["brier"]
+    ci = bootstrap(binary(s, y), ["brier"], MetricOptions(), compute, reps=400, seed=0)["brier"]
     se = np.std((s - y) ** 2) / np.sqrt(len(s))
     assert ci.se == pytest.approx(se, rel=0.15)
     mean = np.mean((s - y) ** 2)
@@ -86,8 +88,9 @@ def test_multiclass_intervals():
     rng = np.random.default_rng(4)
     p = rng.dirichlet([1, 1, 1], size=1500)
     y = np.array([rng.choice(3, p=row) for row in p])
-    data = ScoreInput(labels=y, probs=p)
-    cis = bootstrap(data, ["ece_top", "sce", "ace_cw"], MetricOptions(bins=15), reps=30, seed=1)
+    data = Predictions(labels=y, probs=p)
+    cis = bootstrap(data, ["ece_top", "sce", "ace_cw"], MetricOptions(bins=15), compute, reps=30,
+                    seed=1)
     vals = compute(data, ["ece_top", "sce"], MetricOptions(bins=15))
     for m in ("ece_top", "sce"):
         assert cis[m].low <= vals[m].value * 1.5 and cis[m].high >= vals[m].value * 0.5
@@ -173,7 +176,7 @@ def test_stream_bootstrap_any_partitioning_gives_the_same_interval():
 def test_stream_bootstrap_agrees_with_the_in_memory_bootstrap():
     """Different draws, same distribution: the standard errors agree."""
     s, y = make(8, 20_000, 0.8)
-    mem = bootstrap(binary(s, y), GRID_IDS, MetricOptions(), reps=300, seed=0)
+    mem = bootstrap(binary(s, y), GRID_IDS, MetricOptions(), compute, reps=300, seed=0)
     grid, settings = grid_bootstrap(state(s, y), GRID_IDS, reps=300, seed=0)
     assert settings["variance_deficit"] < 1e-6
     for m in GRID_IDS:

@@ -212,12 +212,12 @@ def test_usage_error_from_parser_is_one_line(cli):
 
 
 def test_internal_error_exit_3(cli, monkeypatch):
-    import calcheck.engine
+    import calcheck.engines.memory
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(calcheck.engine, "compute", boom)
+    monkeypatch.setattr(calcheck.engines.memory, "compute", boom)
     r = cli(["score", CSV])
     assert r.code == 3 and "internal error" in r.stderr
 

@@ -4,8 +4,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import calcheck
+from calcheck import registry
 from calcheck.errors import InputError, UsageError
-from calcheck.metrics import DEFAULT_METRICS, METRICS, MetricOptions, Prepared, compute_metrics
+from calcheck.metrics import MetricOptions, Prepared, compute_metrics
+
+BINARY = registry.selectable(False)
 
 # hand-computed example: exact 0.0 and 1.0, a tie at 0.2 with different labels
 S = np.array([0.0, 0.2, 0.2, 0.6, 1.0])
@@ -91,7 +94,7 @@ def test_to_dict_is_json_ready():
 # --------------------------------------------------------------------------- properties
 
 # TCE has its own properties (tests/test_tce.py) and refuses fewer than 20 rows by default
-BASE = [m for m in DEFAULT_METRICS if not m.startswith("tce")]
+BASE = [m for m in registry.default_ids(False) if not m.startswith("tce")]
 
 data_st = st.integers(1, 300).flatmap(lambda n: st.tuples(
     st.lists(st.one_of(st.floats(0, 1, allow_nan=False), st.sampled_from([0.0, 1.0, 0.5])),
@@ -123,16 +126,15 @@ def test_row_order_does_not_matter(data, bins, rnd):
     # only when no tie straddles a cut with different labels; uniform bins always are.
     distinct = len(np.unique(s)) == len(s)
     for mid in BASE:
-        if METRICS[mid].needs_sort and mid != "pc" and not distinct:
+        if registry.METRICS[mid].stream == "positional" and not distinct:
             continue
         np.testing.assert_allclose(a[mid].value, b[mid].value, rtol=1e-9, atol=1e-12,
                                    err_msg=mid)
 
 
 def test_registry_drives_compute_metrics():
-    r = compute_metrics(Prepared(S, Y), list(METRICS),
-                        MetricOptions(bins=3, tce_nmin=1, tce_nmax=3))
-    assert list(r) == list(METRICS)
+    r = compute_metrics(Prepared(S, Y), BINARY, MetricOptions(bins=3, tce_nmin=1, tce_nmax=3))
+    assert list(r) == BINARY
     for mid, res in r.items():
         assert res.id == mid
         assert res.n_samples == len(S)

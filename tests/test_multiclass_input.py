@@ -5,9 +5,13 @@ import pandas as pd
 import pytest
 
 import calcheck
+from calcheck.data import top_label_view
 from calcheck.errors import InputError
-from calcheck.io import load_multiclass
-from calcheck.multiclass import top_label_view
+from calcheck.io import load_predictions, open_source
+
+
+def load_multiclass(path, **kw):
+    return load_predictions(open_source(path), **kw)
 
 
 def _write(tmp_path, df, name="m.csv"):
@@ -39,10 +43,11 @@ def test_top_label_view_ties_to_lowest_index():
 def test_load_multiclass_autodetect_and_names(tmp_path):
     df, _, y = _frame()
     d = load_multiclass(str(_write(tmp_path, df, "m.parquet")))
-    assert d.prob_columns == [f"prob_{j}" for j in range(4)] and d.class_names == ["0", "1", "2", "3"]
+    assert d.provenance.prob_columns == [f"prob_{j}" for j in range(4)]
+    assert d.class_names == ["0", "1", "2", "3"]
     np.testing.assert_array_equal(d.labels, y)
     named = pd.DataFrame({"prob_cat": [0.7, 0.2], "prob_dog": [0.3, 0.8], "target": ["cat", "cat"]})
-    d2 = load_multiclass(str(_write(tmp_path, named)), probs=["prob_*"])
+    d2 = load_multiclass(str(_write(tmp_path, named)), probs=["prob_*"], label="target")
     assert d2.class_names == ["cat", "dog"] and d2.labels.tolist() == [0, 0]
 
 
@@ -52,7 +57,7 @@ def test_row_sums_checked_and_renormalized(tmp_path):
     with pytest.raises(InputError, match=r"do not sum to 1 within 1e-6.*row 2"):
         load_multiclass(str(p))
     d = load_multiclass(str(p), renormalize=True)
-    assert d.rows_renormalized == 1 and np.allclose(d.probs.sum(axis=1), 1)
+    assert d.provenance.rows_renormalized == 1 and np.allclose(d.probs.sum(axis=1), 1)
 
 
 def test_unknown_class_and_drop(tmp_path):
@@ -61,7 +66,8 @@ def test_unknown_class_and_drop(tmp_path):
     with pytest.raises(InputError, match=r"1 value not a class.*row 2"):
         load_multiclass(str(p))
     d = load_multiclass(str(p), drop_invalid=True)
-    assert d.rows_dropped == 1 and d.dropped_by_reason == {"unknown_class": 1}
+    assert d.provenance.rows_dropped == 1
+    assert d.provenance.dropped_by_reason == {"unknown_class": 1}
 
 
 def test_cli_test_multiclass_is_top_label(cli, tmp_path):

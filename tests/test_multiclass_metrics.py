@@ -144,7 +144,7 @@ def test_groups_binary_with_too_small_group(cli, tmp_path):
 
 
 def test_correct_from_binary_and_errors(cli, tmp_path):
-    from calcheck.engine import ScoreInput, variables
+    from calcheck.metrics.vece import variables
 
     rng = np.random.default_rng(9)
     s = rng.uniform(size=600)
@@ -156,8 +156,8 @@ def test_correct_from_binary_and_errors(cli, tmp_path):
     df.to_csv(path, index=False)
     rep = json.loads(cli(["score", path, "--json", "-m", "ece", "--var", "age",
                           "--correct-from", "pred"]).stdout)
-    expect = variables(ScoreInput(labels=y, scores=s), {"age": age},
-                       incorrect=(other != y).astype(float)).results["age"].vece
+    pe = 1.0 - np.maximum(s, 1.0 - s)
+    expect = variables(pe, (other != y).astype(float), {"age": age}).results["age"].vece
     assert rep["variables"]["age"]["vece"] == pytest.approx(expect)
     df.loc[4, "pred"] = 7
     df.to_csv(path, index=False)

@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calcheck.io import plan_stream
+from calcheck.io import open_source
+from calcheck.io.stream import plan_stream
 from calcheck.metrics.multiclass import MulticlassPrepared, sce_per_class
 from calcheck.streaming.classwise import ClasswiseSpec
+from calcheck.streaming.views import ALL
 
 K = 4
 IDS = ["ece_top", "mce_top", "ace_top", "sce", "brier", "tce", "ece_l2", "ace_cw", "tace",
@@ -128,8 +130,8 @@ def test_tiny_classes_and_sub_streams(tmp_path):
                              "label": y}), tmp_path / "t.parquet")
     src = StreamSource(str(tmp_path / "t.parquet"), batch_rows=37)
     by_group, passes = classwise_positional(src, 3, ["ace_cw", "tace", "tce_cw"],
-                                            sizes={None: n}, bins=5)
-    got, errors = by_group[None]
+                                            sizes={ALL: n}, bins=5)
+    got, errors = by_group[ALL]
     assert errors == {}
     data = MulticlassPrepared(P, y)
     want = {"ace_cw": ace_cw(data, bins=5), "tace": tace(data, bins=5), "tce_cw": tce_cw(data)}
@@ -241,7 +243,7 @@ def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path):
 def test_batches_of_many_classes_stay_bounded(tmp_path):
     df = frame(1, 10, 1000)
     df.to_parquet(tmp_path / "wide.parquet", index=False)
-    plan = plan_stream(str(tmp_path / "wide.parquet"))
+    plan = plan_stream(open_source(str(tmp_path / "wide.parquet"), "parquet"))
     assert len(plan.prob_columns) == 1000
     assert plan.batch_size(1_000_000) == 2_000
     assert plan.batch_size(1_500) == 1_500 and plan.batch_size(300) == 300

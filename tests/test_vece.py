@@ -6,9 +6,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calcheck.engine import ScoreInput, variables
+from calcheck.data import Predictions
 from calcheck.metrics.vece import qcut_assign, qcut_calibration, qcut_edges, variable_calibration
+from calcheck.metrics.vece import variables as _variables
 from tests.conftest import shared_path
+
+
+def ScoreInput(**kw):
+    return Predictions(**kw, validate=False)
+
+
+def variables(data, columns, **kw):
+    pe, inc = data.error_view()
+    if "incorrect" in kw:
+        inc = kw.pop("incorrect")
+    return _variables(pe, inc, columns, **kw)
 
 # (file, variable, reference key prefix) — reference values: Dataset.py of
 # markellekelly/variable-wise-calibration (HEAD de86a20) run on these files (README there)

@@ -15,7 +15,7 @@ import numpy as np
 
 from calcheck.errors import UsageError
 from calcheck.hypotests._result import TestResult
-from calcheck.validation import split_ids
+from calcheck.registry import split_ids
 
 METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 METHOD_IDS = {"hl": "hosmer_lemeshow", "spiegelhalter": "spiegelhalter", "cox": "cox"}

@@ -1,7 +1,9 @@
-"""Validated binary data with a lazily computed stable sort shared by all metrics."""
+"""Validated binary data with a lazily computed stable sort shared by all metrics, and the
+options every metric kernel takes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -72,3 +74,21 @@ class Prepared:
     def sorted_labels(self) -> IntArray:
         """Labels in the order of :attr:`sorted_scores`."""
         return self.labels[self.order]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricOptions:
+    """Options shared by the metric kernels of one run (the defaults of ``calcheck score``).
+
+    ``bins`` is the bin count of the fixed-count binnings; ``alpha``, ``test``, ``tce_nmin``
+    and ``tce_nmax`` configure TCE; ``tace_threshold`` TACE; ``compat`` names a peer
+    library's conventions (``"nixon"``) or None for calcheck's own.
+    """
+
+    bins: int = 10
+    alpha: float = 0.05
+    test: str = "binomial"
+    tce_nmin: int | None = None
+    tce_nmax: int | None = None
+    tace_threshold: float = 0.01
+    compat: str | None = None

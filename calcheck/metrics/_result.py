@@ -64,3 +64,25 @@ class MetricResult:
             out["bins"] = self.bin_rows()
         out.update(self.extra)
         return jsonable(out)  # type: ignore[no-any-return]
+
+
+@dataclass
+class GroupResult:
+    """The metrics of one ``--by`` group; a metric that cannot be computed on the group (TCE
+    under 20 rows) is reported with its reason instead of a value."""
+
+    value: str | None                   # None: the rows whose group value is missing
+    n: int
+    flagged: bool
+    metrics: dict[str, MetricResult]
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        m: dict[str, Any] = {k: r.to_dict(bins=False) for k, r in self.metrics.items()}
+        for k, msg in self.errors.items():
+            m[k] = {"value": None, "error": msg}
+        out: dict[str, Any] = {"n": self.n, "flagged": self.flagged, "metrics": m}
+        if self.value is None:
+            out["missing"] = True
+        return out
+

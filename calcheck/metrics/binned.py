@@ -21,7 +21,7 @@ from calcheck.binning import (
     row_bin_ids,
     uniform_stats,
 )
-from calcheck.metrics._data import Prepared
+from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 
 
@@ -111,3 +111,31 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
                         settings=_settings("quantile", bins),
                         n_samples=data.n, bins=stats,
                         bin_extra={"mean_abs_deviation": mean_dev})
+
+
+# ---------------------------------------------------------------------------------------------
+# registry kernels: f(data, options) -> MetricResult
+
+
+def ece_l1(data: Prepared, o: MetricOptions) -> MetricResult:
+    return ece(data, bins=o.bins, p=1)
+
+
+def ece_l2(data: Prepared, o: MetricOptions) -> MetricResult:
+    return ece(data, bins=o.bins, p=2)
+
+
+def mce_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return mce(data, bins=o.bins)
+
+
+def ace_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return ace(data, bins=o.bins)
+
+
+def mce_q_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return mce_q(data, bins=o.bins)
+
+
+def pde_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return pde(data, bins=o.bins)

@@ -34,9 +34,9 @@ from calcheck.binning import (
     stable_argsort,
     uniform_assign,
 )
-from calcheck.metrics._data import Prepared
+from calcheck.data import top_label_view
+from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
-from calcheck.multiclass import top_label_view
 
 CLASS_BLOCK = 8_000_000      # matrix entries per block of classes in the vectorized SCE
 
@@ -194,3 +194,22 @@ def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomi
                              {"binning": "pava-bc", "alpha": alpha, "test": test,
                               "n_min": n_min, "n_max": n_max, "classes": data.k,
                               "unit": "percent"})
+
+
+# registry kernels: f(data, options) -> MetricResult
+
+
+def sce_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+    return sce(data, bins=o.bins)
+
+
+def ace_cw_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+    return ace_cw(data, bins=o.bins)
+
+
+def tace_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+    return tace(data, bins=o.bins, threshold=o.tace_threshold)
+
+
+def tce_cw_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+    return tce_cw(data, alpha=o.alpha, test=o.test, n_min=o.tce_nmin, n_max=o.tce_nmax)

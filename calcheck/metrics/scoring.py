@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calcheck.metrics._data import Prepared
+from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 
 LOG_LOSS_EPS = 1e-15
@@ -27,7 +27,7 @@ def log_loss(data: Prepared) -> MetricResult:
     s = np.clip(data.scores, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
     y = data.labels.astype(bool)
     ll = np.where(y, np.log(s), np.log1p(-s))
-    return MetricResult(id="log_loss", value=float(-ll.sum() / data.n),
+    return MetricResult(id="log_loss", value=float(-ll.sum() / data.n), unit="nats",
                         settings={"clip": LOG_LOSS_EPS}, n_samples=data.n)
 
 
@@ -43,3 +43,18 @@ def pc(data: Prepared) -> MetricResult:
     q = counts / s.shape[0]
     return MetricResult(id="pc", value=float(1.0 / np.dot(q, q)), unit="count",
                         settings={"distinct_values": int(starts.shape[0])}, n_samples=data.n)
+
+
+# registry kernels: f(data, options) -> MetricResult
+
+
+def brier_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return brier(data)
+
+
+def log_loss_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return log_loss(data)
+
+
+def pc_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return pc(data)

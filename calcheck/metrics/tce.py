@@ -31,7 +31,7 @@ from calcheck.binning import (
     uniform_edges,
 )
 from calcheck.errors import InputError, UsageError
-from calcheck.metrics._data import Prepared
+from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 
 TCE_MIN_ROWS = 20
@@ -163,3 +163,27 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
             "rejected": per_bin, "rejected_pct": pct,
         },
     )
+
+
+# registry kernels: f(data, options) -> MetricResult
+
+
+def _with(binning: str, data: Prepared, o: MetricOptions) -> MetricResult:
+    return tce(data, binning=binning, bins=o.bins, alpha=o.alpha, test=o.test, n_min=o.tce_nmin,
+               n_max=o.tce_nmax)
+
+
+def tce_pava_bc(data: Prepared, o: MetricOptions) -> MetricResult:
+    return _with("pava-bc", data, o)
+
+
+def tce_quantile(data: Prepared, o: MetricOptions) -> MetricResult:
+    return _with("quantile", data, o)
+
+
+def tce_pava(data: Prepared, o: MetricOptions) -> MetricResult:
+    return _with("pava", data, o)
+
+
+def tce_uniform(data: Prepared, o: MetricOptions) -> MetricResult:
+    return _with("uniform", data, o)

@@ -359,3 +359,48 @@ def variable_result(name: str, table: QcutTable, lo: float, hi: float, agg: _Agg
                                     "loess_degree": 2, "grid_points": GRID_POINTS,
                                     "loess_approximation": curve.approximation or None,
                                     **(settings or {})})
+
+
+@dataclass
+class VariablesResult:
+    """VECE per variable, the qcut ECE, and the ranking by VECE (the paper's Table 1)."""
+
+    results: dict[str, VariableResult]
+    ece_qcut: float
+    ranking: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for name in self.ranking:
+            d = self.results[name].to_dict()
+            d["ece_qcut"] = self.ece_qcut
+            d["rank"] = self.ranking.index(name) + 1
+            out[name] = d
+        return out
+
+    def notes(self) -> list[str]:
+        """What a reader should know: rows excluded, empty bins skipped."""
+        out = []
+        for name, vr in self.results.items():
+            if vr.excluded_missing:
+                out.append(f"--var {name}: {vr.excluded_missing} rows with a missing value "
+                           "excluded from its VECE")
+            if vr.table.empty_bins:
+                out.append(f"--var {name}: {vr.table.empty_bins} empty bin(s) skipped")
+        return out
+
+
+def variables_result(results: dict[str, VariableResult], ece_qcut: float) -> VariablesResult:
+    """The variables ranked by VECE (largest first)."""
+    ranking = sorted(results, key=lambda k: -results[k].vece)
+    return VariablesResult(results=results, ece_qcut=ece_qcut, ranking=ranking)
+
+
+def variables(pred_error: FloatArray, incorrect: FloatArray, columns: dict[str, FloatArray], *,
+              span: float = 0.75, bins: int = 10) -> VariablesResult:
+    """VECE and VCE(v*) for every variable of ``columns`` and the qcut ECE over pred_error."""
+    res = {name: variable_calibration(name, v, pred_error, incorrect, bins=bins, span=span)
+           for name, v in columns.items()}
+    ece = qcut_calibration(pred_error, pred_error, incorrect, bins).value
+    return variables_result(res, ece)
+

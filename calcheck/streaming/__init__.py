@@ -15,7 +15,4 @@ passes; :mod:`calcheck.streaming.rowtests` runs Cox's Newton passes and counts d
 
 from calcheck.streaming.states import GRID_METRICS, CompensatedSum, StreamState
 
-# every metric id the streaming engines compute (``pc`` needs every distinct score: memory only)
-STREAMABLE = (*GRID_METRICS, "ace", "mce_q", "pde", "tce", "tce_q", "tce_v", "tce_u")
-
-__all__ = ["GRID_METRICS", "STREAMABLE", "CompensatedSum", "StreamState"]
+__all__ = ["GRID_METRICS", "CompensatedSum", "StreamState"]

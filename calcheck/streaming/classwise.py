@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.data import top_label_view
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import classwise_result, classwise_uniform_sums, sce_from_sums
-from calcheck.multiclass import top_label_view
 from calcheck.streaming.states import CompensatedSum, StreamState
 
 CLASSWISE_METRICS = ("sce",)
@@ -129,25 +129,25 @@ def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> A
 
 
 def classwise_positional(source: Any, classes: int, ids: list[str], *,
-                         sizes: dict[str | None, int], by: str | None = None, bins: int = 15,
+                         sizes: dict[Any, int], by: str | None = None, bins: int = 15,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
                          n_min: int | None = None, n_max: int | None = None,
-                         ) -> tuple[dict[str | None, tuple[dict[str, MetricResult],
+                         ) -> tuple[dict[Any, tuple[dict[str, MetricResult],
                                                            dict[str, str]]], int]:
     """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
     of each class's one-vs-rest view (TACE: of its rows with p ≥ ``threshold``), as the
-    in-memory engine defines them (SPEC §4).  ``sizes`` maps each ``--by`` group (``None``: all
-    rows) to its rows; every group's classes run in shared passes.  Returns, per group, the
-    results and the errors (a metric that cannot be computed on that group, with the reason),
-    and the passes taken."""
+    in-memory engine defines them.  ``sizes`` maps each ``--by`` group (``ALL``: all rows;
+    None: the rows with a missing group value) to its rows; every group's classes run in
+    shared passes.  Returns, per group, the results and the errors (a metric that cannot be
+    computed on that group, with the reason), and the passes taken."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS
     from calcheck.streaming.select import COLLECT_ROWS
-    from calcheck.streaming.views import CHUNK, SubStream, drive_lockstep
+    from calcheck.streaming.views import ALL, CHUNK, SubStream, drive_lockstep
 
     wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
-    out: dict[str | None, tuple[dict[str, MetricResult], dict[str, str]]] = {
+    out: dict[Any, tuple[dict[str, MetricResult], dict[str, str]]] = {
         g: ({}, {}) for g in sizes}
     if not wanted:
         return out, 0
@@ -167,7 +167,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             if "tace" in wanted:
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    id_bound = source.id_bound(sizes.get(None) or sum(sizes.values()))
+    id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
     comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts,
                                       collect_rows=COLLECT_ROWS // CHUNK))
              for key, (sub, ids_) in subs.items()}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from calcheck.errors import UsageError
-from calcheck.io import (
+from calcheck.io.stream import (
     BatchExtras,
     StreamPlan,
     StreamStats,
@@ -64,8 +64,8 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
     for index, fr in fragments:
         file_stats = StreamStats()
         batches = validated_batches(plan, fragment_batches(plan, fr, batch_rows, extras),
-                                    name=fr.path, pos_label=pos_label, drop_invalid=drop_invalid,
-                                    stats=file_stats, extras=extras,
+                                    name=getattr(fr, "path", plan.name), pos_label=pos_label,
+                                    drop_invalid=drop_invalid, stats=file_stats, extras=extras,
                                     view=getattr(spec, "view", "top"))
         start = index << FILE_ID_SHIFT                  # row id: (file index, row in the file)
         for b in batches:                               # (scores, labels[, group codes])
@@ -86,13 +86,12 @@ def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
 
 
 def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
-              pos_label: str | None = None, drop_invalid: bool = False,
-              scheduler: str | None = None, files_per_partition: int = 1,
-              split_every: int = 8) -> tuple[Any, StreamStats]:
+              pos_label: str | None = None, drop_invalid: bool = False, client: Any = None,
+              files_per_partition: int = 1, split_every: int = 8) -> tuple[Any, StreamStats]:
     """The merged state and read statistics of every file of ``plan``, computed by Dask.
 
-    ``scheduler`` is a Dask scheduler address (``tcp://host:8786``); without it the computation
-    runs on the active ``distributed.Client`` if there is one, else Dask's local threads.
+    ``client`` is the run's ``distributed.Client`` (see :func:`connect`); without one the
+    computation runs on the active client if there is one, else Dask's local threads.
     """
     db = _require_dask()
     if not plan.fragments:
@@ -103,17 +102,21 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
     total = bag.reduction(
         lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid),
         merge_partials, split_every=split_every)
-    if scheduler is None:
-        result = total.compute()
-    else:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise UsageError(f"--scheduler needs dask.distributed: {INSTALL}") from None
-        try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-        except OSError as exc:
-            raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc})") from None
-        with client:
-            result = client.compute(total).result()
-    return result  # type: ignore[no-any-return]
+    if client is None:
+        return total.compute()  # type: ignore[no-any-return]
+    return client.compute(total).result()  # type: ignore[no-any-return]
+
+
+def connect(scheduler: str) -> Any:
+    """A ``distributed.Client`` on the scheduler at ``scheduler`` — one per run, closed by the
+    engine when the run ends."""
+    _require_dask()
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError(f"--scheduler needs dask.distributed: {INSTALL}") from None
+    try:
+        return Client(scheduler, timeout=CONNECT_TIMEOUT,  # type: ignore[no-untyped-call]
+                      set_as_default=False)
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc})") from None

@@ -8,9 +8,10 @@ import os
 import queue
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from calcheck import registry
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
@@ -36,15 +37,6 @@ class StateSpec:
         return StreamState(bins=self.bins, tcal_m=self.tcal_m, log_loss=self.log_loss,
                            spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits,
                            ci=self.ci)
-
-
-def check_streamable(ids: list[str]) -> None:
-    from calcheck.streaming import STREAMABLE
-
-    bad = [m for m in ids if m not in STREAMABLE]
-    if bad:
-        raise UsageError(f"--engine stream/dask computes {', '.join(STREAMABLE)}; "
-                         f"{', '.join(bad)} need(s) the in-memory engine (--engine memory)")
 
 
 def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
@@ -108,7 +100,6 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
 
 def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult]:
     """The grid metrics among ``ids`` of a finished state, in the in-memory engine's form."""
-    check_streamable(ids)
     ids = [m for m in ids if m in GRID_METRICS]
     if state.n == 0:
         raise InputError("no rows to compute on (after the --where filter and dropped rows)")
@@ -124,19 +115,20 @@ def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult
             settings: dict[str, Any] = {"binning": "uniform", "bins": bins, "norm": _SETTINGS[mid]}
         else:
             settings = {"clip": 1e-15} if mid == "log_loss" else {}
-        results[mid] = MetricResult(id=mid, value=float(out[mid]), unit="fraction",
+        results[mid] = MetricResult(id=mid, value=float(out[mid]), unit=registry.unit(mid),
                                     settings=settings, n_samples=int(out["n"]),
                                     bins=stats if mid in _SETTINGS else None)
     return results
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class StreamSource:
-    """A Parquet file or dataset read by ``engine`` ``stream`` (this process) or ``dask``;
-    every :meth:`run` is one pass over it with the same row order and row ids.  Multiclass
-    input reaches a state as its top-label view unless the spec asks for ``view="classes"``."""
+    """A Parquet file or dataset (or an in-memory table, batch by batch) read by ``engine``
+    ``stream`` (this process) or ``dask``; every :meth:`run` is one pass over it with the same
+    row order and row ids.  Multiclass input reaches a state as its top-label view unless the
+    spec asks for ``view="classes"``.  ``client`` is the run's Dask client (one per run)."""
 
-    path: str
+    source: Any                               # calcheck.io.Source
     engine: str = "stream"
     score: str | None = None
     label: str | None = None
@@ -147,33 +139,47 @@ class StreamSource:
     scheduler: str | None = None
     probs: tuple[str, ...] | None = None     # multiclass: --probs (else auto-detected)
     renormalize: bool = False
+    extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
+    client: Any = None
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
             raise UsageError(f"unknown streaming engine {self.engine!r}; use stream or dask")
+        if isinstance(self.source, str):
+            from calcheck.io.source import open_source
+
+            self.source = open_source(self.source, "parquet")
+
+    @property
+    def path(self) -> str:
+        return str(self.source.name)
 
     @functools.cached_property
     def plan(self) -> Any:
-        from calcheck.io import plan_stream
+        from calcheck.io.stream import plan_stream
 
-        return plan_stream(self.path, score=self.score, label=self.label, where=self.where,
+        plan = plan_stream(self.source, score=self.score, label=self.label, where=self.where,
                            probs=list(self.probs) if self.probs else None,
-                           renormalize=self.renormalize)
+                           renormalize=self.renormalize, extra_columns=self.extra_columns)
+        if self.engine == "dask" and plan.in_memory:
+            raise UsageError("engine='dask' reads Parquet files or directories; give a path, or "
+                             "use engine='stream' for an in-memory table")
+        return plan
 
     def run(self, spec: Any) -> tuple[Any, Any]:
         """One pass: the merged state of ``spec`` and the read statistics."""
-        from calcheck.io import BatchExtras, StreamStats, stream_binary
+        from calcheck.io.stream import BatchExtras, StreamStats, stream_batches
 
         plan = self.plan
         if self.engine == "dask":
             from calcheck.streaming.dask_engine import dask_fold
 
             return dask_fold(plan, spec, batch_rows=self.batch_rows, pos_label=self.pos_label,
-                             drop_invalid=self.drop_invalid, scheduler=self.scheduler)
+                             drop_invalid=self.drop_invalid, client=self.client)
         stats = StreamStats()
-        batches = stream_binary(self.path, pos_label=self.pos_label, batch_rows=self.batch_rows,
-                                drop_invalid=self.drop_invalid, stats=stats, plan=plan,
-                                extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
+        batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
+                                 drop_invalid=self.drop_invalid, stats=stats,
+                                 extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
         return fold(batches, spec), stats
 
     def id_bound(self, n: int) -> int:
@@ -183,14 +189,3 @@ class StreamSource:
 
             return row_id_bound(self.plan)
         return n
-
-
-def collect(path: str, spec: StateSpec, *, engine: str = "stream", score: str | None = None,
-            label: str | None = None, pos_label: str | None = None, where: str | None = None,
-            batch_rows: int = 1_000_000, drop_invalid: bool = False,
-            scheduler: str | None = None) -> tuple[StreamState, Any]:
-    """One pass over a Parquet file or dataset with ``engine`` ``stream`` (this process) or
-    ``dask`` (a Dask cluster): the merged :class:`StreamState` and the read statistics."""
-    source = StreamSource(path, engine, score, label, pos_label, where, batch_rows,
-                          drop_invalid, scheduler)
-    return source.run(spec)  # type: ignore[no-any-return]

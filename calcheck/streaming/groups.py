@@ -1,7 +1,7 @@
 """``--by`` on the streaming engines: one grid state per group, ``update`` → ``merge`` →
 ``finalize`` like every other state.
 
-Each batch arrives with its group keys (``str(value)``, "(missing)" for null — the in-memory
+Each batch arrives with its group keys (``str(value)``, None for null — the in-memory
 engine's keys) and a code per row; the rows of each group are folded into that group's
 :class:`StreamState` (multiclass input: its classwise state, which carries the top-label grid),
 so every group's fixed-bin metrics (ECE, ECE-l2, MCE, Brier, log loss; SCE) are exact, and
@@ -48,13 +48,13 @@ class GroupedState:
 
     spec: Any
     by: str
-    groups: dict[str, StreamState] = field(default_factory=dict)
+    groups: dict[str | None, StreamState] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return sum(g.n for g in self.groups.values())
 
-    def _group(self, key: str) -> StreamState:
+    def _group(self, key: str | None) -> StreamState:
         state = self.groups.get(key)
         if state is None:
             if len(self.groups) >= MAX_GROUPS:
@@ -66,7 +66,7 @@ class GroupedState:
         return state
 
     def update(self, scores: FloatArray, labels: IntArray, start: int = 0,
-               groups: tuple[list[str], IntArray] | None = None) -> GroupedState:
+               groups: tuple[list[str | None], IntArray] | None = None) -> GroupedState:
         """Add a batch with its (group keys, code per row)."""
         if groups is None:
             raise ValueError("a grouped state needs the group codes of every batch")
@@ -99,7 +99,7 @@ class GroupedState:
     def overall(self) -> StreamState:
         """The grid state of all rows: the group states merged (in key order)."""
         total = self.spec.new()
-        for key in sorted(self.groups):
+        for key in sorted(self.groups, key=lambda k: (k is None, k or "")):
             total.merge(self.groups[key])                   # reads the group state only
         return total
 
@@ -123,7 +123,7 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
     out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
     id_bound = source.id_bound(sum(st.n for st in states.values()))
     todo: dict[str, list[str]] = {}
-    for key in sorted(states):
+    for key in sorted(states, key=lambda k: (k is None, k or "")):
         n = states[key].n
         errors = {}
         try:

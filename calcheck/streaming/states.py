@@ -26,12 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from calcheck import registry
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
 
-# metric ids the grid state computes in its one pass (positional.POSITIONAL need more passes)
-GRID_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss")
+# binary metric ids the grid state computes in its one pass (the registry's "grid" ones)
+GRID_METRICS = tuple(m.id for m in registry.METRICS.values()
+                     if m.stream == "grid" and m.kind == registry.BINARY)
 GRID_BITS = 16          # 65,537 cells: 1.5 MB of state, exact T-Cal levels up to m = 2^16
 
 

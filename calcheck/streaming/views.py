@@ -31,15 +31,29 @@ from calcheck.streaming.positional import Passes
 CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
 
 
+class _AllRows:
+    """The sub-stream of every row (no ``--by`` group selected)."""
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+    def __reduce__(self) -> str:
+        return "ALL"                   # one object, also after pickling to a Dask worker
+
+
+ALL: Any = _AllRows()
+
+
 @dataclass(frozen=True)
 class SubStream:
     """Which rows and scores of a batch one computation sees.
 
     ``cls``: the one-vs-rest view of class ``cls`` (multiclass batches); ``group``: the rows of
-    that ``--by`` group; ``min_score``: only rows scoring at least this."""
+    that ``--by`` group (:data:`ALL`: every row; None: the rows whose group value is missing);
+    ``min_score``: only rows scoring at least this."""
 
     cls: int | None = None
-    group: str | None = None
+    group: Hashable = ALL
     min_score: float | None = None
 
 
@@ -69,7 +83,7 @@ class ViewsState:
     states: list[Any] = field(default_factory=list)
 
     def update(self, first: Any, labels: IntArray, start: int = 0,
-               groups: tuple[list[str], IntArray] | None = None) -> ViewsState:
+               groups: tuple[list[str | None], IntArray] | None = None) -> ViewsState:
         """Add a batch: (scores, labels) or, for class sub-streams, (probabilities (n, K),
         class indices); with ``by``, its (group keys, code per row)."""
         rows_of = _group_rows(groups) if groups is not None else {}
@@ -83,7 +97,7 @@ class ViewsState:
                                        (labels == sub.cls).astype(np.int8))
                 s, y = column[sub.cls]
             rows: IntArray | None = None
-            if sub.group is not None:
+            if sub.group is not ALL:
                 rows = rows_of.get(sub.group)
                 if rows is None:
                     continue
@@ -104,7 +118,7 @@ class ViewsState:
         return self
 
 
-def _group_rows(groups: tuple[list[str], IntArray]) -> dict[str, IntArray]:
+def _group_rows(groups: tuple[list[str | None], IntArray]) -> dict[str | None, IntArray]:
     """Row positions (ascending) of each group key of a batch."""
     keys, codes = groups
     if len(keys) == 1:

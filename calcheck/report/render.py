@@ -1,9 +1,5 @@
-"""Reports: the versioned JSON document (SPEC §10) and its renderings.
-
-``build_report`` assembles JSON-ready builtins; ``render`` turns a report into the text of one
-output format (``table`` via rich, ``json``, ``csv``, ``markdown``).  Nothing here computes a
-metric, reads a file or exits.
-"""
+"""Renderings of a report: ``table`` (rich), ``json``, ``csv``, ``markdown`` and the terminal
+reliability diagram.  Nothing here computes a metric, reads a file or exits."""
 
 from __future__ import annotations
 
@@ -13,51 +9,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from calcheck._json import jsonable
-from calcheck._version import SCHEMA_VERSION, __version__
-from calcheck.metrics._result import MetricResult
+from calcheck.registry import title
 
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
-
-TITLES = {
-    "ece_top": "top-label ECE", "mce_top": "top-label MCE", "ace_top": "top-label ACE",
-    "sce": "SCE", "ace_cw": "ACE (classwise)", "tace": "TACE", "tce_cw": "TCE (classwise)",
-    "ece": "ECE", "ece_l2": "ECE (l2)", "mce": "MCE", "ace": "ACE", "mce_q": "MCE(Q)",
-    "tce": "TCE", "tce_q": "TCE(Q)", "tce_v": "TCE(V)", "tce_u": "TCE(U)",
-    "brier": "Brier score", "log_loss": "Log loss", "pde": "PDE", "pc": "Probabilistic count",
-}
-
-
-def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mapping[str, Any],
-                 metrics: Mapping[str, MetricResult] | None = None,
-                 tests: Mapping[str, Any] | None = None, bins_for: Iterable[str] = (),
-                 gates: list[dict[str, Any]] | None = None,
-                 notes: list[str] | None = None,
-                 variables: Mapping[str, Any] | None = None,
-                 groups: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON report of a run; bin tables only for the metrics in ``bins_for``."""
-    with_bins = set(bins_for)
-    report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "calcheck_version": __version__,
-        "command": command,
-        "input": dict(input_info),
-        "settings": dict(settings),
-    }
-    if metrics is not None:
-        report["metrics"] = {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()}
-    if tests is not None:
-        report["tests"] = {tid: r.to_dict() for tid, r in tests.items()}
-    if variables is not None:
-        report["variables"] = dict(variables)
-    if groups is not None:
-        report["groups"] = dict(groups)
-    if notes:
-        report["notes"] = list(notes)
-    if gates is not None:
-        report["gates"] = gates
-    return jsonable(report)  # type: ignore[no-any-return]
-
 
 def to_json(report: Mapping[str, Any]) -> str:
     """The report as JSON text; NaN/inf are refused (they were turned into null before)."""
@@ -116,15 +70,6 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-TEST_TITLES = {
-    "ece_top": "top-label ECE", "mce_top": "top-label MCE", "ace_top": "top-label ACE",
-    "sce": "SCE", "ace_cw": "ACE (classwise)", "tace": "TACE", "tce_cw": "TCE (classwise)",
-    "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
-    "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
-    "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
-}
-
-
 def _fmt(v: Any, digits: int = 4) -> str:
     if v is None:
         return "–"
@@ -159,7 +104,7 @@ def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str,
     rows = []
     for tid, t in report.get("tests", {}).items():
         stat = "∞" if t.get("infinite") else _fmt(t["statistic"], 6)
-        rows.append((tid, TEST_TITLES.get(tid, tid), stat, _fmt(t["pvalue"]),
+        rows.append((tid, title(tid), stat, _fmt(t["pvalue"]),
                      "REJECT" if t["reject"] else "not rejected", _test_summary(tid, t)))
     return rows
 
@@ -188,7 +133,7 @@ def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
     rows = []
     for mid, m in report.get("metrics", {}).items():
         ci = (_ci_text(m),) if with_ci else ()
-        rows.append((mid, TITLES.get(mid, mid), format_value(m["value"], m["unit"]), *ci,
+        rows.append((mid, title(mid), format_value(m["value"], m["unit"]), *ci,
                      describe_settings(m.get("settings", {}))))
     return rows
 
@@ -298,7 +243,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             continue
         rows = m["bins"]
         cols = list(_TCE_TABLE_COLUMNS) if rows and "rejected" in rows[0] else _bin_columns(rows)
-        bt = Table(title=f"bins of {TITLES.get(mid, mid)} ({describe_settings(m['settings'])})",
+        bt = Table(title=f"bins of {title(mid)} ({describe_settings(m['settings'])})",
                    show_header=True, header_style="bold")
         for c in cols:
             bt.add_column(c, justify="right")
@@ -325,7 +270,7 @@ def render_text_reliability(report: Mapping[str, Any], metric: str, *,
     buf = io.StringIO()
     console = Console(file=buf, width=width or 100, color_system=None if color is False else "auto",
                       force_terminal=bool(color), legacy_windows=False, highlight=False)
-    t = Table(title=f"reliability diagram ({TITLES.get(metric, metric)} bins): "
+    t = Table(title=f"reliability diagram ({title(metric)} bins): "
                     "predicted ▇ vs observed █", show_header=True, header_style="bold")
     for c, j in (("bin", "left"), ("n", "right"), ("predicted / observed", "left"),
                  ("gap", "right")):
@@ -419,7 +364,7 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) 
         if not m or "bins" not in m:
             continue
         cols = _bin_columns(m["bins"])
-        lines += ["", f"Bins of {TITLES.get(mid, mid)} ({describe_settings(m['settings'])})", "",
+        lines += ["", f"Bins of {title(mid)} ({describe_settings(m['settings'])})", "",
                   "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
         for r in m["bins"]:
             lines.append("| " + " | ".join(_cell(r.get(c)) for c in cols) + " |")
@@ -429,7 +374,7 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) 
 
 
 def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
-           color: bool | None = None) -> str:
+           color: bool | None = None, width: int | None = None) -> str:
     """Render ``report`` in ``fmt`` (one of :data:`OUTPUT_FORMATS`)."""
     bins_for = list(bins_for)
     if fmt == "json":
@@ -438,4 +383,23 @@ def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
         return render_csv(report, bins_for=bins_for)
     if fmt == "markdown":
         return render_markdown(report, bins_for=bins_for)
-    return render_table(report, bins_for=bins_for, color=color)
+    return render_table(report, bins_for=bins_for, color=color, width=width)
+
+
+EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
+              ".html": "html", ".htm": "html", ".txt": "table"}
+
+
+def format_for_path(path: str) -> str:
+    """The output format an ``-o`` file name asks for: by its extension (no extension: JSON)."""
+    import os
+
+    ext = os.path.splitext(path)[1].lower()
+    if not ext:
+        return "json"
+    if ext not in EXTENSIONS:
+        from calcheck.errors import UsageError
+
+        raise UsageError(f"cannot tell the report format from the extension {ext!r} of "
+                         f"{path}; use {', '.join(EXTENSIONS)} or give --format")
+    return EXTENSIONS[ext]

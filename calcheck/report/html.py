@@ -9,7 +9,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from calcheck.report import TEST_TITLES, TITLES, describe_settings, format_value
+from calcheck.registry import title
+from calcheck.report.render import describe_settings, format_value
 
 CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
@@ -42,8 +43,26 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
              "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
              "img-src data:; style-src 'unsafe-inline'\">"
              f"<title>calcheck report: {_e(inp['path'])}</title><style>{CSS}</style></head><body>",
-             f"<h1>Calibration report</h1><p class='meta'>{_e(inp['path'])} · "
-             f"{inp['rows_used']:,} rows"
+             "<h1>Calibration report</h1>", *_sections(report)]
+    if figures:
+        parts.append("<h2>Figures</h2>")
+        parts.extend(_img(png, cap) for cap, png in figures)
+    if report.get("notes"):
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in report["notes"])
+                     + "</ul>")
+    settings = ", ".join(f"{k}={v}" for k, v in report.get("settings", {}).items())
+    parts.append(f"<h2>Settings</h2><p class='meta'>{_e(settings)}</p></body></html>")
+    return "\n".join(parts)
+
+
+def render_fragment(report: Mapping[str, Any]) -> str:
+    """The report's tables as an HTML fragment (a notebook's view of a Report)."""
+    return "<div class='calcheck-report'>" + "\n".join(_sections(report)) + "</div>"
+
+
+def _sections(report: Mapping[str, Any]) -> list[str]:
+    inp = report["input"]
+    parts = [f"<p class='meta'>{_e(inp['path'])} · {inp['rows_used']:,} rows"
              + (f" · prevalence {inp['prevalence']:.4f}" if inp.get("prevalence") is not None
                 else "")
              + (f" · {inp['rows_dropped']:,} rows dropped" if inp.get("rows_dropped") else "")
@@ -52,7 +71,7 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
         parts.append("<h2>Metrics</h2><table><tr><th>id</th><th>metric</th><th>value</th>"
                      "<th>settings</th></tr>")
         for mid, m in report["metrics"].items():
-            parts.append(f"<tr><td>{_e(mid)}</td><td>{_e(TITLES.get(mid, mid))}</td>"
+            parts.append(f"<tr><td>{_e(mid)}</td><td>{_e(title(mid))}</td>"
                          f"<td class='num'>{_e(format_value(m['value'], m['unit']))}</td>"
                          f"<td>{_e(describe_settings(m['settings']))}</td></tr>")
         parts.append("</table>")
@@ -65,7 +84,7 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
             stat = ("∞" if t.get("infinite") else "–") if t["statistic"] is None \
                 else f"{t['statistic']:.6g}"
             pval = "–" if t["pvalue"] is None else f"{t['pvalue']:.4g}"
-            parts.append(f"<tr><td>{_e(TEST_TITLES.get(tid, tid))}</td><td class='num'>{stat}"
+            parts.append(f"<tr><td>{_e(title(tid))}</td><td class='num'>{stat}"
                          f"</td><td class='num'>{pval}</td><td>{verdict} at α = {t['alpha']}"
                          "</td></tr>")
         parts.append("</table>")
@@ -82,12 +101,4 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
                          f"<td class='num'>{v['vece']:.4f}</td><td class='num'>"
                          f"{v['vce_max']:.4f}</td><td class='num'>{v['v_star']:.4g}</td></tr>")
         parts.append("</table>")
-    if figures:
-        parts.append("<h2>Figures</h2>")
-        parts.extend(_img(png, cap) for cap, png in figures)
-    if report.get("notes"):
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in report["notes"])
-                     + "</ul>")
-    settings = ", ".join(f"{k}={v}" for k, v in report.get("settings", {}).items())
-    parts.append(f"<h2>Settings</h2><p class='meta'>{_e(settings)}</p></body></html>")
-    return "\n".join(parts)
+    return parts

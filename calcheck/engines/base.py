@@ -1,0 +1,75 @@
+"""The protocol every engine follows, and what its methods return.
+
+An engine is opened on one input with one set of options (:class:`~calcheck.options.Options`)
+and answers the pipeline's questions — the input's description, the metrics, the metrics per
+group, the variables, the tests and the figures — each as values plus the notes and settings a
+reviewer needs.  :class:`~calcheck.engines.memory.MemoryEngine` computes on
+:class:`~calcheck.data.Predictions` in memory; :class:`~calcheck.engines.stream.StreamEngine`
+computes from passes over a Parquet dataset, in this process (``stream``) or on a Dask
+cluster (``dask``).  Engines are context managers: ``close()`` releases what a run holds (a
+Dask client).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from calcheck.options import Options
+
+
+def top_label_note(classes: int) -> str:
+    return (f"multiclass input ({classes} classes): testing the top-label view (confidence of "
+            "the predicted class vs correctness)")
+
+
+@dataclass
+class Outcome:
+    """Values computed by an engine, with the notes for the user (``notes`` go into the report;
+    ``messages`` only to stderr) and the settings the engine adds to the report."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    """What the pipeline (:mod:`calcheck.api`) asks of an engine."""
+
+    name: str
+
+    @property
+    def multiclass(self) -> bool: ...
+
+    def input_info(self, top: bool = False) -> dict[str, Any]:
+        """The report's ``input`` section (``top``: of multiclass input tested on its
+        top-label view, with that view's positives and prevalence)."""
+
+    def reading(self) -> Outcome:
+        """Messages about the read itself (rows dropped, one class only, renormalized rows)."""
+
+    def metrics(self, ids: list[str], opts: Options) -> Outcome:
+        """The metrics ``ids`` (values: id → MetricResult), with ``--ci`` intervals when asked."""
+
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
+        """Every metric per ``--by`` group (values: group key → GroupResult)."""
+
+    def variables(self, names: list[str], opts: Options) -> Outcome:
+        """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""
+
+    def tests(self, methods: list[str], opts: Options) -> Outcome:
+        """Calibration tests on the binary (or top-label) view (values: id → TestResult)."""
+
+    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+        """A figure (values: {"figure": matplotlib Figure}); ``variables``: the run's
+        VariablesResult, when the caller has it (``kind="variable"``)."""
+
+    def settings(self) -> dict[str, Any]:
+        """What the engine adds to the report's settings."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Engine: ...
+
+    def __exit__(self, *exc: object) -> None: ...

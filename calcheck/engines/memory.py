@@ -1,0 +1,228 @@
+"""The in-memory engine: every metric and test on :class:`~calcheck.data.Predictions`.
+
+The input is read once (:func:`calcheck.io.load_predictions`) with the extra columns the run
+needs; metrics come from the registry's kernels (one shared sort), ``--ci`` from the percentile
+bootstrap of :mod:`calcheck.uncertainty`, ``--by`` by computing every metric on each group's
+rows, ``--var`` from :mod:`calcheck.metrics.vece`, tests from :mod:`calcheck.hypotests` on the
+binary (or top-label) view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from calcheck import registry
+from calcheck._typing import IntArray
+from calcheck.data import Predictions
+from calcheck.engines.base import Outcome, top_label_note
+from calcheck.errors import CalcheckError, InputError
+from calcheck.metrics import (
+    MetricOptions,
+    MetricResult,
+    MulticlassPrepared,
+    Prepared,
+    compute_metrics,
+    compute_multiclass_metrics,
+)
+from calcheck.metrics._result import GroupResult
+from calcheck.options import Options
+
+Progress = Callable[[str], Callable[[int, int], None] | None]
+
+
+def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
+    """The kernels' options of a run (bins default: 10 binary, 15 multiclass)."""
+    return MetricOptions(bins=opts.bins if opts.bins is not None else (15 if multiclass else 10),
+                         alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
+                         tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
+                         compat=opts.compat)
+
+
+def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
+    """The metrics ``ids`` of binary or multiclass predictions."""
+    if data.probs is not None:
+        return compute_multiclass_metrics(MulticlassPrepared(data.probs, data.labels), ids,
+                                          options)
+    assert data.scores is not None
+    return compute_metrics(Prepared(data.scores, data.labels, validate=False,
+                                    order=data.sorted_order), ids, options)
+
+
+def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:
+    """Distinct ``--by`` keys (``str(value)``; None for a missing value, listed last) and the
+    key index of every row."""
+    missing = np.array([v is None or (isinstance(v, float) and v != v) for v in values.tolist()],
+                       dtype=bool)
+    text = np.array(["" if m else str(v) for v, m in zip(values.tolist(), missing)], dtype=str)
+    real, inverse = np.unique(text[~missing], return_inverse=True)
+    keys: list[str | None] = [str(k) for k in real]
+    codes = np.full(values.shape[0], len(keys), dtype=np.int64)
+    codes[~missing] = inverse
+    if missing.any():
+        keys.append(None)
+    return keys, codes
+
+
+class MemoryEngine:
+    """Every metric and test on predictions held in memory."""
+
+    name = "memory"
+
+    def __init__(self, data: Predictions, *, progress: Progress | None = None) -> None:
+        self.data = data
+        self.progress = progress
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def multiclass(self) -> bool:
+        return self.data.multiclass
+
+    def input_info(self, top: bool = False) -> dict[str, Any]:
+        info = self.data.input_info()
+        if top and self.multiclass:                  # tested on the top-label view
+            correct = self.data.top[1]
+            info.update({"view": "top-label", "positives": int(correct.sum()),
+                         "prevalence": info["accuracy"]})
+        return info
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def reading(self) -> Outcome:
+        p = self.data.provenance
+        out = Outcome(messages=[f"warning: {w}" for w in p.warnings])
+        if p.rows_dropped:
+            reasons = ", ".join(f"{k}={v}" for k, v in p.dropped_by_reason.items())
+            read = p.rows_read if p.rows_read is not None else self.data.n + p.rows_dropped
+            out.messages.append(f"dropped {p.rows_dropped} of {read} rows ({reasons})")
+        if p.rows_renormalized:
+            out.messages.append(f"renormalized {p.rows_renormalized} rows whose probabilities "
+                                "did not sum to 1")
+        return out
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def metrics(self, ids: list[str], opts: Options) -> Outcome:
+        mopts = metric_options(opts, self.multiclass)
+        results = compute(self.data, ids, mopts)
+        out = Outcome(values=dict(results))
+        if opts.ci:
+            out.values, out.notes = self._intervals(self.data, results, mopts, opts)
+            out.settings["ci"] = {"reps": opts.ci_reps, "level": opts.ci_level,
+                                  "seed": opts.seed, "method": "percentile bootstrap",
+                                  "resampling": "rows with replacement, bins re-estimated"}
+        return out
+
+    def _intervals(self, data: Predictions, results: dict[str, MetricResult],
+                   mopts: MetricOptions, opts: Options) -> tuple[dict[str, Any], list[str]]:
+        from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
+
+        progress = self.progress("bootstrap") if self.progress else None
+        cis = bootstrap(data, list(results), mopts, compute, reps=opts.ci_reps,
+                        level=opts.ci_level, seed=opts.seed, progress=progress)
+        notes = [f"{m}: {NO_INTERVAL.get(m, 'no bootstrap interval')}" for m in results
+                 if not registry.METRICS[m].ci]
+        notes += [f"{m}: {c.failed} of {c.reps} bootstrap replicates could not be computed"
+                  + ("" if c.low is not None else "; no interval")
+                  for m, c in cis.items() if c.failed]
+        return with_intervals(results, cis), notes
+
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
+        assert opts.by is not None
+        keys, codes = group_keys(self.data.column(opts.by))
+        mopts = metric_options(opts, self.multiclass)
+        out = Outcome()
+        for j, key in enumerate(keys):
+            mask = codes == j
+            sub = self.data.subset(mask)
+            results: dict[str, Any] = {}
+            errors: dict[str, str] = {}
+            for mid in ids:
+                try:
+                    results.update(compute(sub, [mid], mopts))
+                except CalcheckError as exc:
+                    errors[mid] = str(exc)
+            if opts.ci and results:
+                results, _ = self._intervals(sub, results, mopts, opts)
+            n = int(mask.sum())
+            out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
+                                          metrics=results, errors=errors)
+        return out
+
+    # -- variables ---------------------------------------------------------------------------
+
+    def incorrect(self, column: str, opts: Options) -> np.ndarray:
+        """``--correct-from``: 1[the column's prediction ≠ label]."""
+        from calcheck.io.columns import incorrect_from
+
+        return incorrect_from(self.data.column(column), self.data.labels,
+                              class_names=self.data.class_names if self.multiclass else None,
+                              pos_label=opts.pos_label, source=self.data.provenance.path,
+                              column=column).astype(float)
+
+    def variables(self, names: list[str], opts: Options) -> Outcome:
+        from calcheck.metrics.vece import variables
+
+        pred_error, incorrect = self.data.error_view()
+        if opts.correct_from:
+            incorrect = self.incorrect(opts.correct_from, opts)
+        res = variables(pred_error, incorrect, {v: self._numeric(v) for v in names},
+                        span=opts.loess_span)
+        return Outcome(values={"result": res}, notes=res.notes())
+
+    def _numeric(self, name: str) -> np.ndarray:
+        values = self.data.column(name)
+        if values.dtype.kind not in "fiub":
+            try:
+                values = values.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"{self.data.provenance.path}: column {name!r} is not numeric "
+                                 "(--var needs a numeric column)", column=name) from None
+        return np.asarray(values, dtype=np.float64)
+
+    # -- tests -------------------------------------------------------------------------------
+
+    def tests(self, methods: list[str], opts: Options) -> Outcome:
+        from calcheck.hypotests import TestOptions, run_tests
+
+        scores, labels = self.data.top
+        progress = self.progress("simulating the null") if self.progress else None
+        topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
+                            trials=opts.trials, resample=opts.resample, seed=opts.seed,
+                            discrete_max=opts.discrete_max)
+        results, notes = run_tests(scores, labels, methods, topts, progress=progress)
+        if self.multiclass:
+            notes.insert(0, top_label_note(self.data.classes))
+        return Outcome(values=dict(results), notes=notes)
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+        from calcheck import figures, plots
+
+        s, y = self.data.top
+        top = Prepared(s, y, validate=False)
+        view = " (top-label view)" if self.multiclass else ""
+        bins = opts.bins or 10
+        if kind == "reliability":
+            fig = figures.reliability(top, bins=bins, binning=opts.binning,
+                                      title=f"Reliability diagram{view}")
+        elif kind == "tce":
+            fig = figures.test_based(top, yscale=opts.yscale,
+                                     title=f"Test-based reliability diagram{view}")
+        else:
+            name = (opts.variables or [""])[0]
+            res = variables or self.variables([name], opts).values["result"]
+            fig = plots.variable_figure(res.to_dict()[name], self._numeric(name), name)
+        return Outcome(values={"figure": fig})

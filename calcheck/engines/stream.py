@@ -1,0 +1,415 @@
+"""The streaming engines: every metric, test and figure from passes over a Parquet dataset in
+bounded memory, in this process (``stream``) or on a Dask cluster (``dask``).
+
+A run's first pass folds the batches into the grid state
+(:class:`~calcheck.streaming.states.StreamState`; for multiclass input a classwise state that
+carries the top-label grid; with ``--by`` one per group).  The grid metrics come from it
+directly; equal-mass and PAVA bins from a rank search and a row pass
+(:mod:`calcheck.streaming.positional`); the classwise positional metrics and the groups'
+positional metrics from rank searches in shared passes (:mod:`calcheck.streaming.views`);
+``--var`` from the variable passes (:mod:`calcheck.streaming.variables`); ``--ci`` from the
+Poisson bootstrap over the grid's units (:mod:`calcheck.streaming.bootstrap`); the tests and the
+figures from their own passes.  Every pass goes through :class:`StreamSource.run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from calcheck import registry
+from calcheck.engines.base import Outcome, top_label_note
+from calcheck.errors import InputError
+from calcheck.metrics._data import MetricOptions
+from calcheck.metrics._result import GroupResult, MetricResult
+from calcheck.options import Options
+from calcheck.streaming.engine import StateSpec, StreamSource, metric_results
+from calcheck.streaming.states import GRID_METRICS
+
+GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
+             "equal-mass bins are cut at exact ranks found by extra passes")
+
+
+class StreamEngine:
+    """Metrics, tests and figures from passes over a streamed source."""
+
+    def __init__(self, source: StreamSource) -> None:
+        self.source = source
+        self.name = source.engine
+        self.passes = 0
+        self._first: dict[Any, Any] = {}
+        self._stats: Any = None
+        self._state: Any = None
+        self._by_group: dict[Any, Any] = {}
+        self._own_client = False
+        self._spread: Any = None
+
+    def __enter__(self) -> StreamEngine:
+        if self.source.engine == "dask" and self.source.scheduler and self.source.client is None:
+            from calcheck.streaming.dask_engine import connect
+
+            self.source.client = connect(self.source.scheduler)
+            self._own_client = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._own_client and self.source.client is not None:
+            self.source.client.close()
+            self.source.client = None
+            self._own_client = False
+
+    # -- the input ---------------------------------------------------------------------------
+
+    @property
+    def plan(self) -> Any:
+        return self.source.plan
+
+    @property
+    def multiclass(self) -> bool:
+        return bool(self.plan.prob_columns)
+
+    @property
+    def classes(self) -> int:
+        return len(self.plan.prob_columns or [])
+
+    def _run(self, spec: Any) -> Any:
+        state, stats = self.source.run(spec)
+        self.passes += 1
+        if self._stats is None:
+            self._stats = stats
+        return state
+
+    def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
+             by: str | None = None) -> Any:
+        """The first pass's state (cached by its spec): the grid of the binary view, or the
+        classwise state carrying the top-label grid; with ``by`` the grouped state."""
+        from calcheck.streaming.classwise import ClasswiseSpec
+
+        spec: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
+        if self.multiclass:
+            spec = ClasswiseSpec(self.classes, bins, top=spec)
+        if by is not None:
+            from calcheck.streaming.groups import GroupedSpec
+
+            spec = GroupedSpec(spec, by)
+        if spec not in self._first:
+            self._first[spec] = self._run(spec)
+        return self._first[spec]
+
+    def _cached_grid(self, bins: int) -> Any:
+        """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
+        for spec, st in self._first.items():
+            if not hasattr(st, "overall") and getattr(spec, "bins", None) == bins:
+                return st
+        return None
+
+    def _top_state(self) -> Any:
+        """A grid state of all rows (any earlier first pass will do, for the input section)."""
+        if self._state is None:
+            for st in self._first.values():
+                st = st.overall() if hasattr(st, "overall") else st
+                self._state = st.top if self.multiclass else st
+                break
+            else:
+                st = self.grid(15 if self.multiclass else 10, log_loss=False)
+                self._state = st.top if self.multiclass else st
+        return self._state
+
+    def input_info(self, top: bool = False) -> dict[str, Any]:
+        state = self._top_state()
+        stats, plan = self._stats, self.plan
+        rate = state.positives / state.n if state.n else None
+        info: dict[str, Any] = {"path": self.source.path,
+                                "format": "arrow" if plan.in_memory else "parquet"}
+        if plan.prob_columns:
+            info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
+                         "classes": list(plan.class_names), "label_column": plan.label_column,
+                         "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
+        else:
+            info.update({"score_column": plan.score_column, "label_column": plan.label_column,
+                         "positives": state.positives, "prevalence": rate})
+        info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
+                     "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
+                     "batches": stats.batches})
+        if top and plan.prob_columns:                # tested on the top-label view
+            info.update({"view": "top-label", "positives": state.positives,
+                         "prevalence": info["accuracy"]})
+        return info
+
+    def reading(self) -> Outcome:
+        self._top_state()
+        stats = self._stats
+        out = Outcome()
+        if stats.rows_dropped:
+            reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+            out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
+                                f"({reasons})")
+        if stats.rows_renormalized:
+            out.messages.append(f"renormalized {stats.rows_renormalized} rows whose "
+                                "probabilities did not sum to 1")
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """What the streaming engine adds to the report's settings."""
+        return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
+                "passes": self.passes,
+                "grid": {"cells": 2 ** StateSpec().grid_bits, "exact": True, "note": GRID_NOTE}}
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def _options(self, opts: Options) -> MetricOptions:
+        from calcheck.engines.memory import metric_options
+
+        return metric_options(opts, self.multiclass)
+
+    def metrics(self, ids: list[str], opts: Options) -> Outcome:
+        from calcheck.streaming import positional as pos_mod
+
+        mopts = self._options(opts)
+        binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
+        first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by)
+        if opts.by:
+            grouped = first
+            first = grouped.overall()
+        state = first.top if self.multiclass else first
+        if state.n == 0:
+            raise InputError("no rows to compute on (after the --where filter and dropped rows)")
+        out = Outcome()
+        results = metric_results(state, [m for m in binary_ids if m in GRID_METRICS])
+        positional = [m for m in binary_ids if m not in GRID_METRICS]
+        if positional:
+            more, details = pos_mod.positional_results(
+                self.source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
+                test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax)
+            self.passes += details["extra_passes"]
+            results.update(more)
+        if opts.ci:
+            from calcheck.streaming.bootstrap import grid_bootstrap
+            from calcheck.uncertainty import with_intervals
+
+            cis, out.settings["ci"] = grid_bootstrap(state, binary_ids, reps=opts.ci_reps,
+                                                     level=opts.ci_level, seed=opts.seed)
+            results = with_intervals(results, cis)
+            without = [m for m in ids if not registry.METRICS[m].stream_ci]
+            if without:
+                with_ci = [m for m in ids if registry.METRICS[m].stream_ci]
+                out.messages.append(
+                    f"--ci with --engine {self.name}: intervals for "
+                    f"{', '.join(with_ci) or 'none'} only; none for {', '.join(without)} (the "
+                    "streamed bootstrap resamples the grid state's units; PAVA bins, PDE and "
+                    "classwise bins need the rows: use --engine memory)")
+        classwise: dict[str, MetricResult] = {}
+        if self.multiclass:
+            from calcheck.streaming.classwise import classwise_positional
+            from calcheck.streaming.views import ALL
+
+            sizes: dict[Any, int] = {ALL: first.n}
+            if opts.by:
+                sizes.update({k: g.n for k, g in grouped.groups.items()})
+            by_group, cw_passes = classwise_positional(
+                self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
+                threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
+                n_min=mopts.tce_nmin, n_max=mopts.tce_nmax)
+            self.passes += cw_passes
+            more, errors = by_group.pop(ALL)
+            if errors:
+                raise InputError(next(iter(errors.values())))
+            classwise = {**first.results(ids), **more}
+            self._by_group = by_group
+        out.values = named_results(ids, results, classwise, multiclass=self.multiclass)
+        for m, r in out.values.items():
+            if str(r.settings.get("pava_input", "")).startswith("approximate"):
+                out.messages.append(
+                    f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
+                    f"{r.settings['pava_blocks']:,} equal-mass blocks of ~"
+                    f"{r.settings['pava_block_rows']:,} rows (bins end at block boundaries; "
+                    "recorded in the report settings)")
+        return out
+
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
+        """Every group's grid metrics (with intervals), positional metrics (a rank search per
+        group, :func:`calcheck.streaming.groups.group_positional`) and, for multiclass input,
+        classwise ones (computed with the overall metrics)."""
+        from calcheck.streaming.bootstrap import grid_bootstrap
+        from calcheck.streaming.groups import group_positional
+        from calcheck.uncertainty import with_intervals
+
+        assert opts.by is not None
+        mopts = self._options(opts)
+        binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
+        grouped = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by)
+        grids = {key: g.top if self.multiclass else g for key, g in grouped.groups.items()}
+        grid_ids = [m for m in binary_ids if m in GRID_METRICS]
+        positional, passes = group_positional(
+            self.source, grids, grouped.by, [m for m in binary_ids if m not in GRID_METRICS],
+            bins=mopts.bins, alpha=mopts.alpha, test=mopts.test, n_min=mopts.tce_nmin,
+            n_max=mopts.tce_nmax)
+        self.passes += passes
+        out = Outcome(settings={"group_metrics": ids})
+        for key in sorted(grids, key=lambda k: (k is None, k or "")):
+            g = grids[key]
+            res = metric_results(g, grid_ids) if grid_ids else {}
+            more, errors = positional[key]
+            res.update(more)
+            ci_ids = [m for m in res if registry.METRICS[m].stream_ci]
+            if opts.ci and ci_ids:
+                res = with_intervals(res, grid_bootstrap(g, ci_ids, reps=opts.ci_reps,
+                                                         level=opts.ci_level, seed=opts.seed)[0])
+            cw_res, cw_errors = self._by_group.get(key, ({}, {}))
+            if self.multiclass:
+                cw_res = {**grouped.groups[key].results(ids), **cw_res}
+            named = named_results(ids, res, cw_res, multiclass=self.multiclass)
+            errs = {m: cw_errors[m] if registry.binary_of(m) is None
+                    else errors[registry.binary_of(m)]  # type: ignore[index]
+                    for m in ids if m not in named}
+            out.values[key] = GroupResult(value=key, n=g.n, flagged=g.n < opts.min_group_size,
+                                          metrics=named, errors=errs)
+        return out
+
+    # -- variables ---------------------------------------------------------------------------
+
+    def variables(self, names: list[str], opts: Options) -> Outcome:
+        from calcheck.metrics.vece import variables_result
+        from calcheck.streaming.variables import variable_results
+
+        res, ece, passes = variable_results(self.source, names, binary=not self.multiclass,
+                                            span=opts.loess_span, correct_from=opts.correct_from)
+        self.passes += passes
+        result = variables_result(res, ece.value)
+        return Outcome(values={"result": result}, notes=result.notes(),
+                       settings={"variable_passes": passes})
+
+    # -- tests -------------------------------------------------------------------------------
+
+    def tests(self, methods: list[str], opts: Options) -> Outcome:
+        """T-Cal, Hosmer–Lemeshow (after a rank search), Spiegelhalter, Cox (a few Newton
+        passes) and, for discrete scores, the binomial test per value (multiclass input: on
+        its top-label view, as in memory)."""
+        from calcheck.hypotests import discrete_note
+        from calcheck.streaming import tests as stests
+        from calcheck.streaming.positional import positional_results
+        from calcheck.streaming.rowtests import cox_stream, discrete_stream
+
+        fixed = opts.bins if opts.command == "test" else None
+        spec = StateSpec(tcal_m=fixed, log_loss=False, spiegelhalter="spiegelhalter" in methods)
+        state = self._run(spec)
+        if self._state is None:
+            self._state = state
+        if state.n == 0:
+            raise InputError("no rows to test (after the --where filter and dropped rows)")
+        out = Outcome()
+        results = out.values
+        if self.multiclass:
+            out.notes.append(top_label_note(self.classes))
+        if "tcal" in methods:
+            if fixed is not None:
+                results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
+                                                           trials=opts.trials, seed=opts.seed,
+                                                           resample=opts.resample)
+            else:
+                r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=opts.trials,
+                                                seed=opts.seed, resample=opts.resample)
+                results["tcal_adaptive"] = r
+                if r.details["levels_omitted"]:
+                    out.notes.append(
+                        f"adaptive T-Cal on the {self.name} engine tests the levels "
+                        f"{r.settings['levels']} (bins of at least one 2^-{state.grid_bits} grid "
+                        f"cell); finer levels of the B = {r.details['B_spec']} in memory are "
+                        "omitted")
+            tc = results.get("tcal") or results["tcal_adaptive"]
+            width = round(float(np.log2(tc.settings["null_unit_width"])))
+            out.notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to "
+                             f"2^{width} wide), not per row; relative variance excess "
+                             f"{tc.settings['null_variance_excess']:.1e}")
+            discrete, distinct = discrete_stream(self.source, state, limit=opts.discrete_max,
+                                                 alpha=opts.alpha)
+            if discrete is not None:
+                self.passes += 1
+                results["binomial_discrete"] = discrete
+                out.notes.append(discrete_note(distinct, opts.discrete_max))
+        if "hl" in methods:
+            more, details = positional_results(self.source, state, [], alpha=opts.alpha,
+                                               hl_groups=10)
+            self.passes += details["extra_passes"]
+            results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
+        if "spiegelhalter" in methods:
+            results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
+        if "cox" in methods:
+            results["cox"], passes = cox_stream(self.source, state, alpha=opts.alpha)
+            self.passes += passes
+        return out
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+        """The in-memory engine's figure from passes over the files (``variables``: the run's
+        VariablesResult, when the caller has it)."""
+        from calcheck import plots
+        from calcheck.streaming import figures as sfig
+        from calcheck.streaming.positional import positional_results
+
+        view = " (top-label view)" if self.multiclass else ""
+        out = Outcome()
+        if kind == "variable":
+            name = (opts.variables or [""])[0]
+            if variables is None:
+                got = self.variables([name], opts)
+                variables, out.notes = got.values["result"], got.notes
+            entry = variables.to_dict()[name]
+            v = np.asarray(entry["curve"]["v"], float)
+            window = (float(v.min()), float(v.max()))
+            out.values["figure"] = plots.variable_figure(
+                entry, sfig.stream_spread(self.source, var=name, window=window), name)
+            return out
+        bins = opts.bins or 10
+        state = self._cached_grid(bins) or self.grid(bins, log_loss=False)
+        state = state.top if self.multiclass else state
+        if state.n == 0:
+            raise InputError("no rows to plot (after the --where filter and dropped rows)")
+        spread = self.spread()
+        if kind == "reliability":
+            if opts.binning == "uniform":
+                res = metric_results(state, ["ece"])["ece"]
+            else:
+                res = positional_results(self.source, state, ["ace"], bins=bins)[0]["ace"]
+            out.values["figure"] = plots.reliability_figure(res.bin_rows(), spread,
+                                                            title=f"Reliability diagram{view}")
+            return out
+        res = positional_results(self.source, state, ["tce"])[0]["tce"]
+        assert res.bins is not None
+        points = sfig.violins(self.source, state, res.bins.count)
+        out.values["figure"] = plots.tce_figure_from(
+            res.bin_rows(), points, spread, value=res.value, yscale=opts.yscale,
+            title=f"Test-based reliability diagram{view}")
+        return out
+
+    def spread(self) -> Any:
+        """The predictions' :class:`~calcheck.plots.Spread` (one pass, kept for the run)."""
+        from calcheck.streaming.figures import stream_spread
+
+        if self._spread is None:
+            self._spread = stream_spread(self.source)
+        return self._spread
+
+
+def named_results(ids: list[str], binary: dict[str, MetricResult],
+                  classwise: dict[str, MetricResult], *, multiclass: bool
+                  ) -> dict[str, MetricResult]:
+    """The results under the reported ids: a binary metric computed on the top-label view of
+    multiclass input takes the multiclass id and ``view: top-label`` (as in memory)."""
+    out = {}
+    for m in ids:
+        b = registry.binary_of(m)
+        got = classwise.get(m) if b is None else binary.get(b)
+        if got is None:
+            continue                                    # not computed (a group's error)
+        if b is None or not multiclass:
+            out[m] = got
+        else:
+            out[m] = replace(got, id=m, settings={**got.settings, "view": "top-label"})
+    return out

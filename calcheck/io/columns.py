@@ -1,0 +1,310 @@
+"""Arrow columns to validated numpy arrays: scores, binary labels, class probabilities and
+class labels, and the extra columns of a run.
+
+Every problem becomes an :class:`InputError` whose message names the file, the column, how many
+rows are bad and the first ones (rows numbered from 1 for the first data row, header
+excluded), or — with ``--drop-invalid`` — the rows to drop, counted by reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.data import ROW_SUM_TOL
+from calcheck.errors import InputError
+from calcheck.io.source import Source
+from calcheck.validation import describe_rows, invalid_score_masks
+
+BOOL_WORDS = {"1": True, "true": True, "t": True, "yes": True, "y": True,
+              "0": False, "false": False, "f": False, "no": False, "n": False}
+Problem = tuple[str, str, str, np.ndarray, Any]   # reason, column, text, row mask, values
+
+
+def _utf8_problem(col: pa.ChunkedArray) -> tuple[int, bytes] | None:
+    for i, v in enumerate(col.to_pylist()):
+        if isinstance(v, bytes):
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                return i, v
+    return None
+
+
+def not_utf8(src: Source, name: str, col: pa.ChunkedArray) -> InputError:
+    bad = _utf8_problem(col)
+    where = f"; first at row {bad[0] + 1} ({bad[1][:30]!r})" if bad else ""
+    return InputError(f"{src.name}: column {name!r} holds bytes that are not valid UTF-8{where}; "
+                      "re-encode the file as UTF-8", column=name,
+                      rows=[bad[0] + 1] if bad else None)
+
+
+def scores_array(src: Source, name: str,
+                  col: pa.ChunkedArray) -> tuple[FloatArray, np.ndarray, np.ndarray | None]:
+    """Scores as float64 (nulls → NaN), a mask of the non-numeric entries and their text."""
+    t = col.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise not_utf8(src, name, col)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        arr = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+        return np.asarray(arr, dtype=np.float64), np.zeros(len(arr), dtype=bool), None
+    if pa.types.is_null(t):
+        return np.full(len(col), np.nan), np.zeros(len(col), dtype=bool), None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        values = col.to_numpy(zero_copy_only=False)
+        out = np.full(len(values), np.nan)
+        nonnum = np.zeros(len(values), dtype=bool)
+        for i, v in enumerate(values):           # error path only: the column is not numeric
+            if v is None:
+                continue
+            try:
+                out[i] = float(v)
+            except ValueError:
+                nonnum[i] = True
+        return out, nonnum, values
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected numbers", column=name)
+
+
+def labels_array(src: Source, name: str, col: pa.ChunkedArray,
+                  pos_label: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Labels as 0/1 int64, masks of missing and non-binary entries, and the raw values."""
+    t = col.type
+    n = len(col)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise not_utf8(src, name, col)
+    missing = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_null(t):
+        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool), np.zeros(n, dtype=bool), None
+    if pa.types.is_boolean(t):
+        vals = np.asarray(col.fill_null(False).to_numpy(zero_copy_only=False))
+        if pos_label is not None:
+            word = pos_label.strip().lower()
+            if word not in BOOL_WORDS:
+                raise InputError(f"{src.name}: --pos-label {pos_label!r} is not a value of the "
+                                 f"boolean column {name!r} (use true or false)", column=name)
+            pos = BOOL_WORDS[word]
+            return (vals == pos).astype(np.int64), missing, np.zeros(n, dtype=bool), None
+        return vals.astype(np.int64), missing, np.zeros(n, dtype=bool), None
+    numeric = pa.types.is_integer(t) or pa.types.is_floating(t)
+    if numeric:
+        vals = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
+        missing = missing | np.isnan(vals)
+        if pos_label is None:
+            nonbin = ~missing & (vals != 0) & (vals != 1)
+            return np.where(nonbin | missing, 0, vals).astype(np.int64), missing, nonbin, vals
+        try:
+            pos_value = float(pos_label)
+        except ValueError:
+            raise InputError(f"{src.name}: --pos-label {pos_label!r} is not a value of the numeric "
+                             f"column {name!r}", column=name) from None
+        return (*_pos_label_split(src, name, vals, missing, pos_value, pos_label), vals)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+        vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        if pos_label is None:
+            distinct = sorted(set(vals[~missing][:100000]))
+            raise InputError(f"{src.name}: column {name!r} holds text labels "
+                             f"({', '.join(map(repr, distinct[:5]))}); name the positive class "
+                             "with --pos-label", column=name)
+        return (*_pos_label_split(src, name, vals, missing, pos_label, pos_label), vals)
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected 0/1 labels", column=name)
+
+
+def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarray,
+                     pos_value: Any, pos_text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    present = vals[~missing]
+    distinct = np.unique(present) if present.dtype != object else np.array(sorted(set(present)))
+    if pos_value not in set(distinct.tolist()):
+        raise InputError(f"{src.name}: --pos-label {pos_text!r} does not occur in column {name!r} "
+                         f"(values: {', '.join(map(str, distinct[:5]))})", column=name)
+    if len(distinct) > 2:
+        raise InputError(f"{src.name}: column {name!r} has {len(distinct)} distinct values "
+                         f"({', '.join(map(str, distinct[:5]))}); labels must be binary",
+                         column=name)
+    y = np.zeros(len(vals), dtype=np.int64)
+    y[~missing] = (present == pos_value).astype(np.int64)
+    return y, missing, np.zeros(len(vals), dtype=bool)
+
+
+def rows_error(source: str, column: str, mask: np.ndarray, values: Any, what: str,
+                hint: str = "", row_offset: int = 0) -> InputError:
+    """``"f.csv: column 'x': 3 values not numeric; first at rows 2, 5, 9 (e.g. 'a')"``.
+
+    ``row_offset``: rows before this batch (streaming), so row numbers stay global.
+    """
+    k = int(mask.sum())
+    idx = np.flatnonzero(mask)[:3]
+    return InputError(f"{source}: column {column!r}: {k} value{'s' if k > 1 else ''} {what}; "
+                      f"{describe_rows(mask, values, row_base=1 + row_offset)}{hint}",
+                      column=column, rows=[int(i) + 1 + row_offset for i in idx])
+
+_SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
+               "out_of_range": "outside [0, 1]"}
+
+
+def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, text: Any,
+                          kind: str) -> list[Problem]:
+    """Non-numeric, missing, infinite and out-of-range entries of a probability column."""
+    out: list[Problem] = []
+    if nonnum.any():
+        out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
+    elif values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
+        return out                          # NaN fails both comparisons: all finite in [0, 1]
+    for reason, mask in invalid_score_masks(values).items():
+        mask = mask & ~nonnum
+        if mask.any():
+            out.append((f"{reason}_{kind}", column, _SCORE_WHAT[reason], mask, values))
+    return out
+
+
+def settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid: bool,
+                     row_offset: int = 0) -> tuple[np.ndarray | None, int, dict[str, int]]:
+    """Raise on the first problem, or (``drop_invalid``) return the rows to keep and the counts."""
+    if not problems:
+        return None, 0, {}
+    if not drop_invalid:
+        # the problem with the earliest bad row (ties: the order the checks were listed)
+        _, col, text, mask, values = min(problems, key=lambda p: int(np.argmax(p[3])))
+        raise rows_error(src.name, col, mask, values, text,
+                          " (use --drop-invalid to drop invalid rows)", row_offset)
+    bad = np.zeros(n, dtype=bool)
+    dropped: dict[str, int] = {}
+    for reason, _, _, mask, _ in problems:
+        dropped[reason] = dropped.get(reason, 0) + int(mask.sum())
+        bad |= mask
+    if bad.all() and row_offset == 0 and n > 0 and not src.cache.get("streaming"):
+        raise InputError(f"{src.name}: every row is invalid; nothing left after --drop-invalid")
+    return ~bad, int(bad.sum()), dropped
+
+
+def class_index(src: Source, name: str, col: pa.ChunkedArray,
+                 class_names: list[str]) -> tuple[IntArray, np.ndarray, np.ndarray, Any]:
+    """Labels as class indices: integers 0..K−1, or names equal to a column suffix."""
+    k = len(class_names)
+    missing = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        vals = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False))
+        missing |= np.isnan(vals)
+        bad = ~missing & ((vals != np.round(vals)) | (vals < 0) | (vals >= k))
+        idx = np.where(missing | bad, 0, vals).astype(np.int64)
+        return idx, missing, bad, vals
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+        text = pc.cast(col, pa.string())
+        lookup = {c: i for i, c in enumerate(class_names)}
+        lookup.update({str(i): i for i in range(k)})
+        pos = pc.index_in(text, value_set=pa.array(list(lookup), pa.string()))
+        found = pos.is_valid().to_numpy(zero_copy_only=False)
+        where = pos.fill_null(0).to_numpy(zero_copy_only=False)
+        idx = np.where(found, np.fromiter(lookup.values(), np.int64, len(lookup))[where], 0)
+        bad = ~missing & ~found
+        raw = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object) if bad.any() \
+            else None                                   # the text is only shown in errors
+        return idx.astype(np.int64), missing, bad, raw
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        raise not_utf8(src, name, col)
+    raise InputError(f"{src.name}: column {name!r} has type {t}, expected class indices or names",
+                     column=name)
+
+
+def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
+                   pos_label: str | None, drop_invalid: bool, row_offset: int = 0,
+                   ) -> tuple[FloatArray, IntArray, np.ndarray | None, int, dict[str, int]]:
+    """Validated scores and labels of a table (or a streamed batch starting at ``row_offset``):
+    (scores, labels, rows kept or None, rows dropped, dropped by reason)."""
+    n = table.num_rows
+    scores, nonnum, score_text = scores_array(src, score_col, table.column(score_col))
+    labels, lab_missing, lab_nonbin, label_values = labels_array(
+        src, label_col, table.column(label_col), pos_label)
+    problems = probability_problems(score_col, scores, nonnum, score_text, "score")
+    if lab_missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
+    if lab_nonbin.any():
+        problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
+                         "use --pos-label for other codings)", lab_nonbin, label_values))
+    keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
+    if keep is not None:
+        scores, labels = scores[keep], labels[keep]
+    return scores, labels, keep, rows_dropped, dropped
+
+
+def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
+                       names: list[str], *, renormalize: bool, drop_invalid: bool,
+                       row_offset: int = 0) -> tuple[np.ndarray, IntArray, np.ndarray | None,
+                                                     int, dict[str, int], int]:
+    """Validated class probabilities (n, K) and class indices of a table (or a streamed batch
+    starting at ``row_offset``): (probs, labels, rows kept or None, rows dropped, dropped by
+    reason, rows renormalized)."""
+    n = table.num_rows
+    P = np.empty((n, len(cols)))
+    problems: list[Problem] = []
+    for j, c in enumerate(cols):
+        vals, nonnum, text = scores_array(src, c, table.column(c))
+        P[:, j] = vals
+        problems += probability_problems(c, vals, nonnum, text, "prob")
+    y, missing, bad, raw = class_index(src, label_col, table.column(label_col), names)
+    if missing.any():
+        problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
+    if bad.any():
+        problems.append(("unknown_class", label_col,
+                         f"not a class (expected 0..{len(cols) - 1} or one of "
+                         f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
+    if problems:
+        finite_rows = np.isfinite(P).all(axis=1)
+        sums = np.where(finite_rows, P.sum(axis=1), 1.0)
+    else:                                   # every column finite in [0, 1]
+        finite_rows = np.ones(n, dtype=bool)
+        sums = P.sum(axis=1)
+    off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
+    renormalized = 0
+    if off.any() and renormalize:
+        zero = off & (sums <= 0)
+        if zero.any():
+            problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities summing "
+                             "to 0 (cannot renormalize)", zero, None))
+        fix = off & ~zero
+        P[fix] /= sums[fix, None]
+        renormalized = int(fix.sum())
+    elif off.any():
+        problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
+                         "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
+    keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
+    if keep is not None:
+        P, y = P[keep], y[keep]
+    return P, y, keep, rows_dropped, dropped, renormalized
+
+
+def batch_incorrect(src: Source, table: Any, column: str, keep: np.ndarray | None,
+                     labels: Any, class_names: list[str] | None, pos_label: str | None,
+                     row_offset: int) -> np.ndarray:
+    """``--correct-from``: 1[the column's prediction ≠ label] for a validated batch's kept rows
+    (class indices or names for multiclass input; for binary input 0/1 or booleans, or the
+    label's own coding with --pos-label).  A missing or invalid prediction is an error."""
+    col = table.column(column)
+    col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    if class_names is not None:
+        pred, missing, bad, raw = class_index(src, column, col, class_names)
+        what = "not a class"
+    else:
+        pred, missing, bad, raw = labels_array(src, column, col, pos_label)
+        what = "not a binary prediction"
+    wrong = missing | bad
+    if keep is not None:
+        wrong &= keep
+        pred = pred[keep]
+    if wrong.any():
+        raise rows_error(src.name, column, wrong, raw, what, "", row_offset)
+    return (pred != np.asarray(labels, dtype=np.int64)).astype(np.int8)
+
+
+def incorrect_from(values: np.ndarray, labels: IntArray, *, class_names: list[str] | None,
+                   pos_label: str | None, source: str, column: str) -> np.ndarray:
+    """``--correct-from`` in memory: int8 1[column's prediction ≠ label] (see
+    :func:`batch_incorrect`)."""
+    table = pa.table({column: pa.array(values)})
+    return batch_incorrect(Source(source, "csv"), table, column, None, labels, class_names,
+                            pos_label, 0)
+

@@ -1,0 +1,308 @@
+"""Opening an input: a CSV or Parquet file, a directory of Parquet parts, stdin, or a table that
+is already in memory (a pandas or polars DataFrame, a pyarrow Table).
+
+:func:`open_source` sniffs the format from the first bytes (Parquet's ``PAR1``, gzip's magic;
+JSON, zstd, bzip2, xz and zip files are named as such instead of being parsed as garbage) and
+:func:`read_columns` reads the columns a run needs as an Arrow table.  A single Parquet file is
+read with ``pyarrow.parquet`` alone (``pyarrow.dataset`` loads only for directories); page
+checksums are verified when the file has them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from calcheck.errors import InputError
+
+FORMATS = ("csv", "parquet")
+PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+# compressed or non-tabular files that would otherwise be parsed as CSV text
+OTHER_MAGIC = ((b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"BZh", "bzip2-compressed"),
+               (b"\xfd7zXZ\x00", "xz-compressed"), (b"PK\x03\x04", "a zip archive"))
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input opened for reading: where it came from and how to read it."""
+
+    name: str                     # what messages call it ("preds.csv", "<stdin>", "<DataFrame>")
+    fmt: str                      # "csv", "parquet" or "arrow" (a table in memory)
+    path: str | None = None       # filesystem path (None for stdin and tables)
+    data: bytes | None = None     # the bytes of stdin
+    compression: str | None = None
+    table: Any = None             # the Arrow table of an in-memory source
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def directory(self) -> bool:
+        return self.path is not None and Path(self.path).is_dir()
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _sniff(head: bytes) -> str | None:
+    """What a non-tabular file is, from its first bytes (None: readable as CSV or Parquet)."""
+    for magic, what in OTHER_MAGIC:
+        if head.startswith(magic):
+            return what
+    if head[:2] == GZIP_MAGIC:
+        try:
+            inner = gzip.GzipFile(fileobj=io.BytesIO(head)).read(2)
+        except (OSError, EOFError, zlib.error):
+            inner = b""
+        if inner == GZIP_MAGIC:
+            return "gzip-compressed twice"
+        return None
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "JSON"
+    return None
+
+
+def _refuse_other(name: str, head: bytes) -> None:
+    what = _sniff(head)
+    if what is not None:
+        hint = ("decompress it first (zstd -d, bunzip2, unxz, unzip, or gunzip once more)"
+                if what != "JSON" else "calcheck reads CSV (optionally gzipped) or Parquet")
+        raise InputError(f"{name}: this looks like {what}, not a CSV or Parquet file; {hint}")
+
+
+def open_source(path: str, input_format: str | None = None, *,
+                stdin: BinaryIO | None = None) -> Source:
+    """Resolve ``path`` (a file, a directory of Parquet parts, or ``-`` for stdin)."""
+    if input_format is not None and input_format not in FORMATS:
+        raise InputError(f"unknown --input-format {input_format!r}; use one of "
+                         f"{', '.join(FORMATS)}")
+    if path == "-":
+        raw = (stdin or sys.stdin.buffer).read()
+        if not raw:
+            raise InputError("<stdin>: no input (empty)")
+        fmt = input_format or ("parquet" if raw[:4] == PARQUET_MAGIC else "csv")
+        if fmt == "csv":
+            _refuse_other("<stdin>", raw[:4096])
+        comp = "gzip" if raw[:2] == GZIP_MAGIC else None
+        return Source("<stdin>", fmt, data=raw, compression=comp)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if p.is_dir():
+        return Source(path, input_format or "parquet", path=path)
+    if not p.is_file():
+        raise InputError(f"{path}: not a regular file or directory")
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({one_line(exc)})") from None
+    if size == 0:
+        raise InputError(f"{path}: file is empty")
+    if input_format:
+        fmt = input_format
+    elif head[:4] == PARQUET_MAGIC or p.suffix.lower() in (".parquet", ".pq"):
+        fmt = "parquet"
+    else:
+        fmt = "csv"
+    if fmt == "csv":
+        _refuse_other(path, head)
+    comp = "gzip" if head[:2] == GZIP_MAGIC else None
+    return Source(path, fmt, path=path, compression=comp)
+
+
+def from_table(table: Any, name: str) -> Source:
+    """A source over an in-memory table: a pyarrow Table, a pandas DataFrame, or anything with
+    ``to_arrow()`` (polars) or the Arrow C stream interface."""
+    if not isinstance(table, pa.Table):
+        if hasattr(table, "to_arrow"):
+            table = table.to_arrow()
+        elif type(table).__module__.startswith("pandas"):
+            try:
+                table = pa.Table.from_pandas(table, preserve_index=False)
+            except (pa.ArrowException, ValueError, TypeError) as exc:
+                raise InputError(f"{name}: cannot convert the DataFrame to Arrow "
+                                 f"({one_line(exc)})") from None
+        elif hasattr(table, "__arrow_c_stream__"):
+            table = pa.table(table)
+        else:
+            raise InputError(f"cannot read a {type(table).__name__}; give a path, a pandas or "
+                             "polars DataFrame, a pyarrow Table or calcheck.Predictions")
+    _check_unique(name, [str(c) for c in table.column_names])
+    return Source(name, "arrow", table=table)
+
+
+def _check_unique(name: str, names: list[str]) -> None:
+    if len(set(names)) != len(names):
+        dup = sorted({c for c in names if names.count(c) > 1})
+        raise InputError(f"{name}: duplicate column names: {', '.join(map(repr, dup))}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parquet
+
+
+def parquet_file(src: Source) -> Any:
+    """``pyarrow.parquet.ParquetFile`` of a single-file or stdin source (page checksums
+    verified when present)."""
+    import pyarrow.parquet as pq
+
+    if "pqfile" not in src.cache:
+        try:
+            target: Any = io.BytesIO(src.data) if src.data is not None else src.path
+            src.cache["pqfile"] = pq.ParquetFile(target, page_checksum_verification=True)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)})") \
+                from None
+    return src.cache["pqfile"]
+
+
+def parquet_dataset(src: Source) -> Any:
+    """The ``pyarrow.dataset`` of a directory of Parquet parts (hive partitions included)."""
+    import pyarrow.dataset as pads
+
+    if "dataset" not in src.cache:
+        try:
+            fmt = pads.ParquetFileFormat(
+                default_fragment_scan_options=pads.ParquetFragmentScanOptions(
+                    page_checksum_verification=True))
+            ds = pads.dataset(src.path, format=fmt, partitioning="hive")
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(f"{src.name}: not a readable Parquet file or directory "
+                             f"({one_line(exc)})") from None
+        if not ds.files:
+            raise InputError(f"{src.name}: the directory holds no Parquet files")
+        src.cache["dataset"] = ds
+    return src.cache["dataset"]
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+
+def _csv_stream(src: Source) -> Any:
+    if src.data is not None:
+        buf: Any = pa.BufferReader(src.data)
+        return pa.CompressedInputStream(buf, "gzip") if src.compression else buf
+    return pa.input_stream(src.path, compression="gzip" if src.compression else None)
+
+
+def _read_csv(src: Source) -> Any:
+    if "csv" not in src.cache:                   # a CSV is parsed once per run
+        src.cache["csv"] = _parse_csv(src)
+    return src.cache["csv"]
+
+
+def _delimiter_hint(names: list[str]) -> str:
+    if len(names) == 1:
+        for d, what in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+            if d in names[0]:
+                return (f"; the header looks separated by {what} — calcheck reads "
+                        "comma-separated files: convert it, e.g. with pandas or csvformat")
+    return ""
+
+
+def _parse_csv(src: Source, *, locate: bool = False) -> Any:
+    """Parse the CSV with Arrow's threads; on an error, parse again on one thread with a row
+    handler to name the first bad row.  (No Python callback ever runs on Arrow's threads: one
+    still running at interpreter exit aborted the process.)"""
+    import pyarrow.csv as pacsv
+
+    bad_rows: list[Any] = []
+
+    def on_invalid(row: Any) -> str:
+        bad_rows.append(row)
+        return "error"
+
+    parse = pacsv.ParseOptions(invalid_row_handler=on_invalid) if locate else None
+    try:
+        table = pacsv.read_csv(
+            _csv_stream(src), read_options=pacsv.ReadOptions(use_threads=not locate),
+            parse_options=parse, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+    except pa.ArrowInvalid as exc:
+        msg = str(exc)
+        if not locate and "CSV parse error" in msg:
+            return _parse_csv(src, locate=True)
+        if bad_rows:
+            r = bad_rows[0]
+            where = f"row {r.number - 1}" if r.number is not None else "a row"
+            raise InputError(
+                f"{src.name}: {where} has {r.actual_columns} fields, the header has "
+                f"{r.expected_columns} (ragged CSV): {r.text[:60]!r}",
+                rows=[r.number - 1] if r.number is not None else None) from None
+        if "Empty CSV file" in msg:
+            raise InputError(f"{src.name}: file is empty") from None
+        if "utf8" in msg.lower() or "utf-8" in msg.lower():
+            raise InputError(f"{src.name}: not valid UTF-8 text; is it a binary file? (CSV must "
+                             "be UTF-8; gzip is the only compression read)") from None
+        raise InputError(f"{src.name}: cannot parse as CSV ({one_line(exc)})") from None
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"{src.name}: cannot read (truncated or corrupt compressed data? "
+                         f"{one_line(exc)})") from None
+    names = [str(c) for c in table.column_names]
+    _check_unique(src.name, names)
+    src.cache["delimiter_hint"] = _delimiter_hint(names)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def column_names(src: Source) -> list[str]:
+    """Column names of the source (a CSV is parsed once and kept)."""
+    if src.fmt == "arrow":
+        return [str(n) for n in src.table.schema.names]
+    if src.fmt == "parquet":
+        if src.directory:
+            return [str(n) for n in parquet_dataset(src).schema.names]
+        names = [str(n) for n in parquet_file(src).schema_arrow.names]
+        _check_unique(src.name, names)
+        return names
+    return [str(c) for c in _read_csv(src).column_names]
+
+
+def read_columns(src: Source, wanted: list[str], flt: Any = None,
+                 filter_columns: list[str] | None = None) -> Any:
+    """The columns ``wanted`` as an Arrow table, filtered by the pyarrow expression ``flt``
+    over ``filter_columns`` (pushed down to the scan of a Parquet directory)."""
+    cols = list(dict.fromkeys(wanted))
+    read = list(dict.fromkeys([*cols, *(filter_columns or [])])) if flt is not None else cols
+    try:
+        if src.fmt == "parquet" and src.directory:
+            return parquet_dataset(src).to_table(columns=cols, filter=flt)
+        if src.fmt == "parquet":
+            table = parquet_file(src).read(columns=read)
+        elif src.fmt == "arrow":
+            table = src.table.select(read)
+        else:
+            table = _read_csv(src).select(read)
+        return table if flt is None else table.filter(flt).select(cols)
+    except (pa.ArrowException, OSError) as exc:
+        what = "apply --where" if flt is not None and isinstance(
+            exc, (pa.ArrowNotImplementedError, pa.ArrowTypeError)) else "read the data"
+        raise InputError(f"{src.name}: cannot {what} ({one_line(exc)})") from None
+
+
+def to_expression(conditions: list[Any]) -> Any:
+    """``--where`` conditions (:func:`calcheck.where.parse_where`) as one pyarrow compute
+    expression (their conjunction), which Parquet dataset scans push down and ``Table.filter``
+    applies."""
+    import pyarrow.compute as pc
+
+    from calcheck.where import OPS
+
+    expr = None
+    for c in conditions:
+        cond = getattr(pc.field(c.column), OPS[c.op])(c.value)
+        expr = cond if expr is None else expr & cond
+    return expr

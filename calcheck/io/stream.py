@@ -1,0 +1,386 @@
+"""Streamed reading: validated batches of a Parquet dataset in bounded memory.
+
+:func:`plan_stream` resolves the columns and the pushed-down ``--where`` filter once and lists
+the dataset's fragments (files), which pickle, so Dask workers can each scan their own;
+:func:`stream_batches` reads them one row group at a time (one decoding ahead of the
+computation) and validates every batch exactly as the in-memory reader validates a table, with
+row numbers counted over the whole stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from calcheck._typing import FloatArray
+from calcheck.data import (
+    LABEL_NAMES,
+    SCORE_NAMES,
+    check_columns_exist,
+    class_names_of,
+    is_multiclass,
+    resolve_column,
+    resolve_prob_columns,
+    top_label_view,
+)
+from calcheck.errors import InputError
+from calcheck.io.columns import (
+    batch_incorrect,
+    binary_columns,
+    multiclass_columns,
+    rows_error,
+    scores_array,
+)
+from calcheck.io.source import Source, one_line, parquet_dataset, to_expression
+from calcheck.where import check_columns, parse_where
+
+MULTICLASS_BATCH_VALUES = 2_000_000   # probabilities per streamed multiclass batch (16 MB)
+
+
+@dataclass
+class StreamStats:
+    """What a streamed read saw: rows read, dropped by reason, batches."""
+
+    rows_read: int = 0
+    rows_dropped: int = 0
+    dropped_by_reason: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    score_column: str = ""
+    label_column: str = ""
+    rows_renormalized: int = 0
+
+    def tally(self, rows: int, dropped_n: int = 0, dropped: dict[str, int] | None = None,
+              renormalized: int = 0) -> None:
+        """Count one validated batch."""
+        self.rows_read += rows
+        self.rows_dropped += dropped_n
+        self.rows_renormalized += renormalized
+        for k, v in (dropped or {}).items():
+            self.dropped_by_reason[k] = self.dropped_by_reason.get(k, 0) + v
+        self.batches += 1
+
+
+def _batch_groups(table: Any, by: str,
+                  keep: np.ndarray | None) -> tuple[list[str | None], np.ndarray]:
+    """The ``--by`` codes of a validated batch's kept rows."""
+    g = table.column(by)
+    return group_codes(g if keep is None else g.filter(pa.array(keep)))
+
+
+def _batch_numeric(src: Source, table: Any, names: tuple[str, ...], keep: np.ndarray | None,
+                   row_offset: int) -> FloatArray:
+    """The ``--var`` columns of a validated batch's kept rows as an (n, V) float64 matrix
+    (missing → NaN); text that is not a number is an error naming the stream's row."""
+    out = []
+    for name in names:
+        col = table.column(name)
+        vals, nonnum, text = scores_array(src, name, col if isinstance(col, pa.ChunkedArray)
+                                           else pa.chunked_array([col]))
+        if nonnum.any():
+            raise rows_error(src.name, name, nonnum, text, "not numeric",
+                              " (--var needs a numeric column)", row_offset)
+        out.append(vals if keep is None else vals[keep])
+    return np.ascontiguousarray(np.column_stack(out)) if out else np.zeros((0, 0))
+
+
+
+@dataclass(frozen=True)
+class BatchExtras:
+    """What a pass wants with each batch besides (scores, labels): the ``--by`` codes, the
+    ``--var`` matrix and ``--correct-from``'s incorrect flags, in that order."""
+
+    by: str | None = None
+    numeric: tuple[str, ...] = ()
+    correct_from: str | None = None
+
+    @classmethod
+    def of(cls, spec: Any) -> BatchExtras:
+        return cls(getattr(spec, "by", None), tuple(getattr(spec, "numeric", ())),
+                   getattr(spec, "correct_from", None))
+
+    @property
+    def columns(self) -> list[str]:
+        return [*([self.by] if self.by else []), *self.numeric,
+                *([self.correct_from] if self.correct_from else [])]
+
+
+def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExtras,
+                 keep: np.ndarray | None, row_offset: int, labels: Any,
+                 class_names: list[str] | None, pos_label: str | None) -> tuple[Any, ...]:
+    """A validated batch with the extras its pass asked for."""
+    if extras.by is not None:
+        out = (*out, _batch_groups(table, extras.by, keep))
+    if extras.numeric:
+        out = (*out, _batch_numeric(src, table, extras.numeric, keep, row_offset))
+    if extras.correct_from:
+        out = (*out, batch_incorrect(src, table, extras.correct_from, keep, labels, class_names,
+                                      pos_label, row_offset))
+    return out
+
+
+def _fast_binary(batch: pa.RecordBatch, score_col: str,
+                 label_col: str) -> tuple[FloatArray, np.ndarray] | None:
+    """Zero-copy (scores, labels) of a batch that is plainly valid — float64 scores in [0, 1]
+    and integer or boolean 0/1 labels, no nulls — or None (then the full checks run and name
+    the first bad row)."""
+    sc, lc = batch.column(score_col), batch.column(label_col)
+    if sc.type != pa.float64() or sc.null_count or lc.null_count:
+        return None
+    if not (pa.types.is_integer(lc.type) or pa.types.is_boolean(lc.type)):
+        return None
+    s = sc.to_numpy(zero_copy_only=True)
+    if not (s.min() >= 0.0 and s.max() <= 1.0):        # NaN fails both comparisons
+        return None
+    y = lc.to_numpy(zero_copy_only=False)
+    if y.dtype != np.bool_ and (y.min() < 0 or y.max() > 1):
+        return None
+    return s, y
+
+
+@dataclass
+class StreamPlan:
+    """What a streamed read will scan: the dataset's fragments (files) after partition pruning,
+    the resolved columns and the pushed-down filter.  Fragments pickle, so Dask workers can
+    each scan their own."""
+
+    name: str
+    fragments: list[Any]
+    score_column: str                      # "" for multiclass input
+    label_column: str
+    filter: Any
+    schema: Any
+    prob_columns: list[str] | None = None  # multiclass input: the K probability columns
+    class_names: list[str] | None = None
+    renormalize: bool = False
+    in_memory: bool = False                # fragments of an in-memory table (no Dask)
+
+    @property
+    def columns(self) -> list[str]:
+        """The prediction and label columns a scan reads."""
+        if self.prob_columns:
+            return [*self.prob_columns, self.label_column]
+        return [self.score_column, self.label_column]
+
+    def batch_size(self, batch_rows: int) -> int:
+        """Rows per batch: ``batch_rows``, and for K classes at most ~MULTICLASS_BATCH_VALUES
+        probabilities (a batch is an (n, K) float64 matrix)."""
+        if not self.prob_columns:
+            return batch_rows
+        return min(batch_rows, max(1024, MULTICLASS_BATCH_VALUES // len(self.prob_columns)))
+
+
+def plan_stream(src: Source, *, score: str | None = None, label: str | None = None,
+                where: str | None = None, probs: list[str] | None = None,
+                renormalize: bool = False, extra_columns: dict[str, str] | None = None,
+                ) -> StreamPlan:
+    """Plan a streamed read of a Parquet file, directory or hive-partitioned tree (or of an
+    in-memory table, batch by batch): binary scores, or (``probs``, or auto-detected
+    prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
+    reader decides.  ``extra_columns`` (name → option) must exist."""
+    import pyarrow.dataset as pads
+
+    if src.data is not None:
+        raise InputError("--engine stream/dask reads Parquet files or directories, not stdin "
+                         "(--engine memory reads stdin)")
+    if src.fmt == "csv":
+        raise InputError(f"{src.name}: --engine stream/dask reads Parquet only; this is a CSV "
+                         "file (--engine memory reads CSV)")
+    if src.fmt == "arrow":
+        ds = pads.dataset(src.table)
+    else:
+        ds = parquet_dataset(src) if src.directory else _single_file_dataset(src)
+    available = [str(n) for n in ds.schema.names]
+    check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
+    conditions = parse_where(where) if where else []
+    check_columns(conditions, available, src.name)
+    cols: list[str] | None = None
+    if is_multiclass(available, score, probs):
+        cols = resolve_prob_columns(available, probs, src.name)
+        score_col = ""
+        label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
+                                   "label", "--label", src.name)
+    else:
+        score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
+        label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+        if score_col == label_col:
+            raise InputError(f"{src.name}: the score and label columns are the same "
+                             f"({score_col!r})")
+    flt = to_expression(conditions) if conditions else None
+    try:
+        fragments = list(ds.get_fragments(filter=flt))
+    except pa.ArrowException as exc:
+        raise InputError(f"{src.name}: cannot scan the dataset ({one_line(exc)})") from None
+    return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
+                      class_names_of(cols) if cols else None, renormalize,
+                      in_memory=src.fmt == "arrow")
+
+
+def _single_file_dataset(src: Source) -> Any:
+    import pyarrow.dataset as pads
+
+    try:
+        fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(
+            page_checksum_verification=True))
+        return pads.dataset(src.path, format=fmt)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)}); "
+                         "--engine stream/dask reads Parquet only, --engine memory reads CSV "
+                         "too") from None
+
+
+def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
+                     extras: BatchExtras = BatchExtras()) -> Any:
+    """Record batches of one fragment (one file), read one row group at a time (with the
+    columns of ``extras``)."""
+    columns = list(dict.fromkeys([*plan.columns, *extras.columns]))
+    try:
+        yield from fragment.to_batches(schema=plan.schema, columns=columns,
+                                       filter=plan.filter, batch_size=plan.batch_size(batch_rows),
+                                       batch_readahead=0, fragment_readahead=0)
+    except pa.ArrowException as exc:
+        where = getattr(fragment, "path", plan.name)
+        raise InputError(f"{where}: cannot scan ({one_line(exc)})") from None
+
+
+def group_codes(column: Any) -> tuple[list[str | None], np.ndarray]:
+    """The ``--by`` keys of a batch column as (distinct keys, code per row), keyed as the
+    in-memory engine keys groups: ``str(value)``, and None for null or NaN (the missing group,
+    kept apart from every real value)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+    values = enc.dictionary.to_pylist()
+    raw: list[str | None] = [None if v is None or (isinstance(v, float) and v != v) else str(v)
+                             for v in values]
+    codes = enc.indices.fill_null(len(raw)).to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:
+        raw.append(None)
+    keys = list(dict.fromkeys(raw))             # NaN and null are one group, the missing one
+    if len(keys) < len(raw):
+        codes = np.array([keys.index(k) for k in raw], dtype=np.int64)[codes]
+    return keys, codes
+
+
+def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
+                      pos_label: str | None = None, drop_invalid: bool = False,
+                      stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
+                      view: str = "top") -> Any:
+    """(scores, labels) of record batches, validated — then, as ``extras`` asks, (group keys,
+    group code per row) of ``--by``, the (n, V) float64 matrix of the ``--var`` columns and
+    ``--correct-from``'s int8 incorrect flags; error rows are numbered from 1 over all the batches given (the
+    rows after the ``--where`` filter), and the message names ``name``.
+
+    Multiclass input (``plan.prob_columns``) is validated as in memory and given as
+    its top-label view (confidence, correct) with ``view="top"``, or as (probabilities (n, K),
+    class indices) with ``view="classes"``."""
+    src = Source(name=name, fmt="parquet", path=name)
+    src.cache["streaming"] = True
+    st = stats if stats is not None else StreamStats()
+    st.score_column, st.label_column = plan.score_column, plan.label_column
+    if plan.prob_columns:
+        yield from _multiclass_batches(plan, batches, src, st, drop_invalid, extras, view)
+        return
+    sc, lc = plan.score_column, plan.label_column
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        offset = st.rows_read
+        fast = None if pos_label is not None else _fast_binary(batch, sc, lc)
+        if fast is not None:
+            st.tally(batch.num_rows)
+            yield _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
+            continue
+        table = pa.Table.from_batches([batch])
+        s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
+                                                        drop_invalid, offset)
+        st.tally(batch.num_rows, dropped_n, dropped)
+        if s.shape[0]:
+            out = np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
+            yield _with_extras(out, src, table, extras, keep, offset, out[1], None, pos_label)
+
+
+def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamStats,
+                        drop_invalid: bool, extras: BatchExtras, view: str) -> Any:
+    """The multiclass branch of :func:`validated_batches`."""
+    assert plan.prob_columns is not None and plan.class_names is not None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        offset = st.rows_read
+        P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+            src, table, plan.prob_columns, plan.label_column, plan.class_names,
+            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset)
+        st.tally(batch.num_rows, dropped_n, dropped, renormalized)
+        if not y.shape[0]:
+            continue
+        if view == "top":
+            conf, correct = top_label_view(P, y)
+            out: tuple[Any, ...] = (conf, correct.astype(np.int8))
+        else:
+            out = (P, y)
+        yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
+
+
+def _prefetch(items: Any, depth: int = 2) -> Any:
+    """Iterate ``items`` in a background thread, at most ``depth`` ahead: Arrow decodes the next
+    row group while the caller computes on this one, and memory stays bounded."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        """Hand ``entry`` to the consumer unless it has stopped listening."""
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, done))
+        except BaseException as exc:                      # handed to the consumer
+            put((False, exc))
+
+    th = threading.Thread(target=produce, daemon=True)
+    th.start()
+    try:
+        while True:
+            ok, item = q.get()
+            if not ok:
+                raise item
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        th.join()                     # never leave a decoding thread behind at exit
+
+
+def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
+                   batch_rows: int = 1_000_000, drop_invalid: bool = False,
+                   stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
+                   view: str = "top") -> Any:
+    """Validated (scores, labels) batches of a planned Parquet file, directory or
+    hive-partitioned tree, read file by file through ``pyarrow.dataset`` in bounded memory (one
+    row group decoding ahead of the computation).
+
+    The ``--where`` filter is pushed down to the scan (partition pruning and row-group
+    statistics).  Row numbers in error messages count the rows of the (filtered) stream.
+    """
+    raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, extras))
+    yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
+                                 drop_invalid=drop_invalid, stats=stats, extras=extras,
+                                 view=view)

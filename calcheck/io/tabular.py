@@ -1,0 +1,128 @@
+"""Reading a whole input into :class:`~calcheck.data.Predictions` (the in-memory engine).
+
+:func:`load_predictions` resolves the score, label (or probability) columns, applies the
+``--where`` filter, validates every row (or drops and counts the invalid ones with
+``--drop-invalid``) and keeps the extra columns a run needs: ``numeric`` ones (``--var``) as
+float64 with missing values as NaN, ``raw`` ones (``--by``, ``--correct-from``) as they are.
+This is the last place an Arrow table exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calcheck.data import (
+    LABEL_NAMES,
+    SCORE_NAMES,
+    Predictions,
+    Provenance,
+    check_columns_exist,
+    class_names_of,
+    is_multiclass,
+    resolve_column,
+    resolve_prob_columns,
+)
+from calcheck.errors import InputError
+from calcheck.io.columns import (
+    binary_columns,
+    multiclass_columns,
+    rows_error,
+    scores_array,
+)
+from calcheck.io.source import Source, column_names, read_columns, to_expression
+from calcheck.where import check_columns, parse_where
+
+
+def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
+    """``"binary"`` or ``"multiclass"``: --probs or auto-detected prob_0..prob_{K−1} columns
+    without a score column mean multiclass; everything else is read as binary."""
+    if probs or score is not None:                  # decided without reading the columns
+        return "multiclass" if probs else "binary"
+    return "multiclass" if is_multiclass(column_names(src), score, probs) else "binary"
+
+
+def _extras(src: Source, table: Any, numeric: list[str], raw: list[str]) -> dict[str, np.ndarray]:
+    """Extra columns: ``numeric`` as float64 (missing → NaN, text → error), ``raw`` as they are
+    (nulls as None)."""
+    out: dict[str, np.ndarray] = {}
+    for name in numeric:
+        vals, nonnum, text = scores_array(src, name, table.column(name))
+        if nonnum.any():
+            raise rows_error(src.name, name, nonnum, text, "not numeric",
+                             " (--var needs a numeric column)")
+        out[name] = vals
+    for name in raw:
+        if name not in out:
+            out[name] = np.asarray(table.column(name).to_numpy(zero_copy_only=False))
+    return out
+
+
+def load_predictions(src: Source, *, score: str | None = None, label: str | None = None,
+                     pos_label: str | None = None, probs: list[str] | None = None,
+                     renormalize: bool = False, drop_invalid: bool = False,
+                     where: str | None = None, numeric: list[str] | None = None,
+                     raw: list[str] | None = None,
+                     flags: dict[str, str] | None = None) -> Predictions:
+    """Read, select and validate binary or multiclass predictions.
+
+    Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
+    missing or invalid labels; probability rows not summing to 1) raise :class:`InputError`
+    naming the first ones, unless ``drop_invalid`` is set: then they are removed and counted
+    by reason.  ``flags`` names the options of the extra columns in messages.
+    """
+    available = column_names(src)
+    numeric, raw = list(numeric or []), list(raw or [])
+    check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
+    conditions = parse_where(where) if where else []
+    check_columns(conditions, available, src.name)
+    multiclass = is_multiclass(available, score, probs)
+    if multiclass:
+        cols = resolve_prob_columns(available, probs, src.name)
+        label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
+                                   "label", "--label", src.name)
+        wanted = [*cols, label_col]
+    else:
+        score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
+        label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
+        if score_col == label_col:
+            raise InputError(f"{src.name}: the score and label columns are the same "
+                             f"({score_col!r})")
+        wanted = [score_col, label_col]
+    table = read_columns(src, [*wanted, *numeric, *raw],
+                         to_expression(conditions) if conditions else None)
+    n = table.num_rows
+    if n == 0:
+        if where:
+            raise InputError(f"{src.name}: no rows match --where {where!r}")
+        raise InputError(f"{src.name}: no data rows (header only?)"
+                         + src.cache.get("delimiter_hint", ""))
+    extras = _extras(src, table, numeric, raw)
+    prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
+                      label_column=label_col, rows_read=n)
+    if multiclass:
+        names = class_names_of(cols)
+        P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+            src, table, cols, label_col, names, renormalize=renormalize,
+            drop_invalid=drop_invalid)
+        prov.prob_columns, prov.rows_renormalized = cols, renormalized
+        scores = None
+    else:
+        s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
+                                                        pos_label, drop_invalid)
+        prov.score_column = score_col
+        scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
+        pos = int(y.sum())
+        if pos == 0 or pos == y.shape[0]:
+            only = "1" if pos else "0"
+            prov.warnings.append(f"{src.name}: column {label_col!r} holds only one class (all "
+                                 f"{only}); calibration metrics are still computed but say "
+                                 "little")
+    del table
+    prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
+    if keep is not None:
+        extras = {k: v[keep] for k, v in extras.items()}
+    return Predictions(labels=np.ascontiguousarray(y, dtype=np.int64), scores=scores,
+                       probs=None if P is None else np.ascontiguousarray(P), class_names=names,
+                       columns=extras, validate=False, provenance=prov)

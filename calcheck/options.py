@@ -1,0 +1,490 @@
+"""Every option of every command, declared once, for the Python API and the command line.
+
+An :class:`Opt` names an option twice — its Python keyword (``metrics=``, ``variables=``) and
+its command-line flags (``--metrics``/``-m``, ``--var``) — with its default, its help text,
+its help panel and the check that validates it.  :data:`COMMANDS` lists which options each
+command takes; :func:`parse` turns the values a caller gave into one frozen :class:`Options`,
+with messages that name the keyword in the API (``style="python"``) and the flag on the command
+line (``style="cli"``).  The CLI builds its typer options from the same table
+(:mod:`calcheck.cli`), so the two cannot drift apart.
+
+This module imports nothing heavy: ``calcheck --help`` reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calcheck import registry
+from calcheck.errors import UsageError
+
+MAX_BINS = 1_000_000           # a documented ceiling: --bins 10^9 would allocate gigabytes
+MAX_BATCH_ROWS = 1 << 31
+MAX_SEED = (1 << 63) - 1
+ENGINES = ("memory", "stream", "dask")
+INPUT_FORMATS = ("csv", "parquet")
+OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
+REPORT_FORMATS = ("html", "pdf")
+PLOT_KINDS = ("reliability", "tce", "variable")
+COMPAT = ("nixon",)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks: each takes (value, label) and returns the normalised value; label is the keyword
+# (API) or the flag (CLI)
+
+
+def _int(v: Any, label: str, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            if isinstance(v, str):                   # from the command line
+                v = int(v.strip().replace("_", ""), 10)
+            elif isinstance(v, float) and v.is_integer():
+                v = int(v)
+            elif hasattr(v, "__index__"):
+                v = int(v.__index__())
+            else:
+                raise TypeError
+        except (TypeError, ValueError):
+            raise UsageError(f"{label} must be an integer, got {v!r}") from None
+    if lo is not None and v < lo:
+        raise UsageError(f"{label} must be an integer >= {lo:,}, got {v!r}")
+    if hi is not None and v > hi:
+        raise UsageError(f"{label} must be an integer <= {hi:,}, got {v!r}")
+    return int(v)
+
+
+def _float(v: Any, label: str) -> float:
+    if isinstance(v, bool):
+        raise UsageError(f"{label} must be a number, got {v!r}")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise UsageError(f"{label} must be a number, got {v!r}") from None
+    if not math.isfinite(f):
+        raise UsageError(f"{label} must be a finite number, got {v!r}")
+    return f
+
+
+def check_bins(v: Any, label: str) -> int:
+    return _int(v, label, 1, MAX_BINS)
+
+
+def check_count(lo: int, hi: int | None = None) -> Callable[[Any, str], int]:
+    def check(v: Any, label: str) -> int:
+        return _int(v, label, lo, hi)
+    return check
+
+
+def check_open_unit(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not 0.0 < f < 1.0:
+        raise UsageError(f"{label} must be in the open interval (0, 1), got {v!r}")
+    return f
+
+
+def check_span(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not 0.0 < f <= 1.0:
+        raise UsageError(f"{label} must be in (0, 1], got {v!r}")
+    return f
+
+
+def check_threshold(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not 0.0 <= f < 1.0:
+        raise UsageError(f"{label} must be in [0, 1), got {v!r}")
+    return f
+
+
+def choice(*allowed: str) -> Callable[[Any, str], str]:
+    def check(v: Any, label: str) -> str:
+        text = str(v).strip().lower() if isinstance(v, str) else v
+        if text not in allowed:
+            raise UsageError(f"unknown {label} {v!r}; use one of {', '.join(allowed)}")
+        return str(text)
+    return check
+
+
+def check_text(v: Any, label: str) -> str:
+    if not isinstance(v, str):
+        raise UsageError(f"{label} must be a string, got {v!r}")
+    return v
+
+
+def check_column(v: Any, label: str) -> str:
+    text = check_text(v, label)
+    if not text.strip():
+        raise UsageError(f"{label} must name a column, got an empty string")
+    return text
+
+
+def check_path(v: Any, label: str) -> str:
+    text = str(v) if hasattr(v, "__fspath__") else check_text(v, label)
+    if not text:
+        raise UsageError(f"{label} must name a file, got an empty string")
+    return text
+
+
+def check_bool(v: Any, label: str) -> bool:
+    if not isinstance(v, bool):
+        raise UsageError(f"{label} must be True or False, got {v!r}")
+    return v
+
+
+def check_list(item: Callable[[Any, str], Any]) -> Callable[[Any, str], list[Any]]:
+    """A list option: a value or a sequence of values (one string is one value)."""
+    def check(v: Any, label: str) -> list[Any]:
+        values = [v] if isinstance(v, str) or not hasattr(v, "__iter__") else list(v)
+        return [item(x, label) for x in values]
+    return check
+
+
+def check_where(v: Any, label: str) -> str:
+    from calcheck.where import parse_where
+
+    text = check_text(v, label)
+    parse_where(text, label=label)
+    return text
+
+
+def check_gates(v: Any, label: str) -> list[str]:
+    from calcheck.gates import parse_gate
+
+    values = check_list(check_text)(v, label)
+    for g in values:
+        parse_gate(g, label=label)
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: Python keyword, CLI flags, default, help and check."""
+
+    name: str
+    flags: tuple[str, ...]
+    default: Any
+    help: str
+    panel: str
+    check: Callable[[Any, str], Any] | None = None
+    metavar: str | None = None
+    type: str = "str"            # str, int, float, bool, list, toggle (--x/--no-x)
+    required: bool = False
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0].split("/")[0]
+
+    def label(self, style: str) -> str:
+        return self.name if style == "python" else self.flag
+
+
+INPUT, METRICS, TESTS, VARIABLES, CI, OUTPUT, ENGINE = (
+    "Input", "Metrics", "Tests", "Variables and groups", "Uncertainty", "Output", "Engine")
+
+_IDS = ", ".join(registry.default_ids(False))
+_MC_IDS = ", ".join(registry.default_ids(True))
+
+SCORE = Opt("score", ("--score",), None, "Score column (default: found by name, e.g. score, "
+            "prob, y_prob).", INPUT, check_column, "COLUMN")
+LABEL = Opt("label", ("--label",), None, "Label column (default: found by name, e.g. label, y, "
+            "target).", INPUT, check_column, "COLUMN")
+POS_LABEL = Opt("pos_label", ("--pos-label",), None, "Value of the label column that means the "
+                "positive class.", INPUT, lambda v, lab: str(v), "VALUE")
+PROBS = Opt("probs", ("--probs",), None, "Multiclass: class-probability columns (names, comma "
+            "list or glob such as 'prob_*'); default prob_0..prob_{K-1} when there is no score "
+            "column.", INPUT, check_list(check_column), "COLUMNS", "list")
+RENORMALIZE = Opt("renormalize", ("--renormalize",), False, "Multiclass: divide rows that do "
+                  "not sum to 1 by their sum.", INPUT, check_bool, type="bool")
+INPUT_FORMAT = Opt("input_format", ("--input-format",), None, "csv or parquet, when it cannot "
+                   "be told from the input.", INPUT, choice(*INPUT_FORMATS), "FORMAT")
+DROP_INVALID = Opt("drop_invalid", ("--drop-invalid",), False, "Drop rows with invalid scores "
+                   "or labels (counted and reported) instead of failing.", INPUT, check_bool,
+                   type="bool")
+WHERE = Opt("where", ("--where",), None, "Keep only rows matching, e.g. \"split = 'test' and "
+            "score >= 0.1\" (pushed down to Parquet scans).", INPUT, check_where, "FILTER")
+
+METRIC_IDS = Opt("metrics", ("--metrics", "-m"), None, "Metric ids, comma-separated or "
+                 f"repeated; 'all' for every one. Binary default: {_IDS}. Multiclass default: "
+                 f"{_MC_IDS} (binary ids run on the top-label view).", METRICS,
+                 check_list(check_text), "IDS", "list")
+BINS = Opt("bins", ("--bins",), None, "Bins of the fixed-count binnings (ECE, MCE, ACE, MCE(Q), "
+           "PDE, TCE(Q), TCE(U), SCE, classwise ACE, TACE): default 10 for binary input, 15 "
+           f"for multiclass; at most {MAX_BINS:,}.", METRICS, check_bins, "N", "int")
+ALPHA = Opt("alpha", ("--alpha",), 0.05, "Significance level, in (0, 1).", METRICS,
+            check_open_unit, "A", "float")
+TEST = Opt("test", ("--test",), "binomial", "Test inside TCE: binomial (exact, default) or t.",
+           METRICS, choice("binomial", "t"), "TEST")
+TCE_NMIN = Opt("tce_nmin", ("--tce-nmin",), None, "PAVA-BC minimum bin size for TCE (default "
+               "⌊n/20⌋).", METRICS, check_count(0), "N", "int")
+TCE_NMAX = Opt("tce_nmax", ("--tce-nmax",), None, "PAVA-BC maximum bin size for TCE (default "
+               "⌊n/5⌋).", METRICS, check_count(0), "N", "int")
+TACE_THRESHOLD = Opt("tace_threshold", ("--tace-threshold",), 0.01, "TACE keeps the "
+                     "probabilities >= this value.", METRICS, check_threshold, "P", "float")
+COMPAT_OPT = Opt("compat", ("--compat",), None, "nixon: compute top-label ECE/ACE, SCE, "
+                 "classwise ACE and TACE exactly as Nixon et al.'s reference code does.",
+                 METRICS, choice(*COMPAT), "LIBRARY")
+BINS_TABLE = Opt("bins_table", ("--bins-table",), None, "Show the per-bin table of this metric "
+                 "(repeatable; 'all' for every binned one).", OUTPUT, check_list(check_text),
+                 "ID", "list")
+
+VARS = Opt("variables", ("--var",), None, "Variable-based calibration (VECE, VCE(v*)) along "
+           "this numeric column (repeatable).", VARIABLES, check_list(check_column), "COLUMN",
+           "list")
+LOESS_SPAN = Opt("loess_span", ("--loess-span",), 0.75, "LOESS span of the variable-based "
+                 "calibration curves, in (0, 1].", VARIABLES, check_span, "S", "float")
+CORRECT_FROM = Opt("correct_from", ("--correct-from",), None, "Take correctness for VECE as "
+                   "1[COLUMN = label] (e.g. the model's pred column).", VARIABLES, check_column,
+                   "COLUMN")
+BY = Opt("by", ("--by",), None, "Also compute every selected metric per value of this column.",
+         VARIABLES, check_column, "COLUMN")
+MIN_GROUP_SIZE = Opt("min_group_size", ("--min-group-size",), 100, "Groups smaller than this "
+                     "are reported but flagged.", VARIABLES, check_count(0), "N", "int")
+
+CI_OPT = Opt("ci", ("--ci",), False, "Percentile bootstrap confidence intervals of the metrics "
+             "(per group too with --by).", CI, check_bool, type="bool")
+CI_REPS = Opt("ci_reps", ("--ci-reps",), 1000, "Bootstrap replicates of --ci (>= 10).", CI,
+              check_count(10, 10_000_000), "N", "int")
+CI_LEVEL = Opt("ci_level", ("--ci-level",), 0.95, "Confidence level of --ci, in (0, 1).", CI,
+               check_open_unit, "LEVEL", "float")
+SEED = Opt("seed", ("--seed",), 0, "Seed of the random draws (bootstrap, T-Cal's simulation); "
+           "the same seed gives the same output.", CI, check_count(0, MAX_SEED), "N", "int")
+
+METHODS = Opt("methods", ("--method",), None, "Tests: " + ", ".join(registry.methods()) +
+              ", or all; comma-separated or repeated (default tcal).", TESTS,
+              check_list(check_text), "METHODS", "list")
+TCAL_BINS = Opt("bins", ("--bins",), None, "T-Cal with this fixed number of bins m (bin id "
+                "⌊m·s⌋) instead of adaptive T-Cal.", TESTS, check_bins, "M", "int")
+ADAPTIVE = Opt("adaptive", ("--adaptive",), False, "Adaptive T-Cal over the dyadic levels "
+               "2^1..2^B (the default without --bins).", TESTS, check_bool, type="bool")
+TRIALS = Opt("trials", ("--trials",), 1000, "Monte Carlo draws of T-Cal's null distribution.",
+             TESTS, check_count(1, 100_000_000), "N", "int")
+RESAMPLE = Opt("resample", ("--resample",), "labels", "Null simulation: labels (redraw y ~ "
+               "Bernoulli(s); exact) or consistency (the authors': redraw scores, then labels).",
+               TESTS, choice("labels", "consistency"), "SCHEME")
+DISCRETE_MAX = Opt("discrete_max", ("--discrete-max",), 50, "With at most this many distinct "
+                   "scores, also run the exact binomial test per value.", TESTS,
+                   check_count(0), "N", "int")
+FAIL_ON_REJECT = Opt("fail_on_reject", ("--fail-on-reject",), False, "Exit 1 when any selected "
+                     "test rejects calibration.", OUTPUT, check_bool, type="bool")
+
+FORMAT = Opt("format", ("--format", "-f"), None, "Output: table (default), json, csv or "
+             "markdown.", OUTPUT, choice(*OUTPUT_FORMATS), "FORMAT")
+JSON = Opt("json", ("--json",), False, "Shorthand for --format json.", OUTPUT, check_bool,
+           type="bool")
+OUTPUT_FILE = Opt("output", ("--output", "-o"), None, "Also write the report to this file "
+                  "(format from --format, else from the extension: .json, .csv, .md).",
+                  OUTPUT, check_path, "FILE")
+FAIL_IF = Opt("fail_if", ("--fail-if",), None, "Exit 1 when a condition holds, e.g. 'ece>0.02' "
+              "(repeatable; >, >=, <, <=).", OUTPUT, check_gates, "CONDITION", "list")
+TEXT_PLOT = Opt("plot", ("--plot",), False, "Also draw a compact reliability diagram in the "
+                "terminal (table output only).", OUTPUT, check_bool, type="bool")
+QUIET = Opt("quiet", ("--quiet", "-q"), False, "No notes on stderr.", OUTPUT, check_bool,
+            type="bool")
+
+ENGINE_OPT = Opt("engine", ("--engine",), "memory", "memory (default: every metric, exact), "
+                 "stream (Parquet files or directories in bounded memory) or dask (the same on "
+                 "a Dask cluster; pip install 'calcheck[dask]').", ENGINE, choice(*ENGINES),
+                 "ENGINE")
+SCHEDULER = Opt("scheduler", ("--scheduler",), None, "Dask scheduler address for --engine dask "
+                "(default: local threads).", ENGINE, check_text, "ADDRESS")
+BATCH_ROWS = Opt("batch_rows", ("--batch-rows",), 1_000_000, "Rows per batch of --engine "
+                 "stream/dask.", ENGINE, check_count(1, MAX_BATCH_ROWS), "N", "int")
+
+KIND = Opt("kind", ("--kind",), "tce", "reliability, tce (test-based reliability diagram) or "
+           "variable.", OUTPUT, choice(*PLOT_KINDS), "KIND")
+PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Image file: .png, .svg or .pdf.", OUTPUT,
+                  check_path, "FILE", required=True)
+PLOT_VAR = Opt("variables", ("--var",), None, "The variable of --kind variable.", VARIABLES,
+               check_list(check_column), "COLUMN", "list")
+PLOT_BINS = Opt("bins", ("--bins",), 10, "Bins of the reliability diagram.", METRICS,
+                check_bins, "N", "int")
+BINNING = Opt("binning", ("--binning",), "uniform", "Reliability diagram bins: uniform or "
+              "quantile.", METRICS, choice("uniform", "quantile"), "BINNING")
+YSCALE = Opt("yscale", ("--yscale",), "auto", "Probability axis of the TCE diagram: auto (logit "
+             "when predictions crowd near 0 or 1), linear or logit.", OUTPUT,
+             choice("auto", "linear", "logit"), "SCALE")
+REPORT_OUTPUT = Opt("output", ("--output", "-o"), None, "The report: .html (or .pdf).", OUTPUT,
+                    check_path, "FILE", required=True)
+REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; default from "
+                    "the extension.", OUTPUT, choice(*REPORT_FORMATS), "FORMAT")
+TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
+                  "or skip it.", TESTS, check_bool, type="toggle")
+
+_INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, WHERE)
+_ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
+
+COMMANDS: dict[str, tuple[Opt, ...]] = {
+    "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
+              COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
+              CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, BINS_TABLE, TEXT_PLOT, QUIET,
+              *_ENGINE),
+    "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
+             FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, QUIET, *_ENGINE),
+    "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
+             CORRECT_FROM, QUIET, *_ENGINE),
+    "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
+               LOESS_SPAN, CORRECT_FROM, QUIET, *_ENGINE),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the parsed options
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of one run, validated.  Fields are the union of every command's keywords;
+    ``given`` holds the ones the caller set explicitly."""
+
+    command: str = "score"
+    given: frozenset[str] = frozenset()
+    style: str = "python"
+    # input
+    score: str | None = None
+    label: str | None = None
+    pos_label: str | None = None
+    probs: list[str] | None = None
+    renormalize: bool = False
+    input_format: str | None = None
+    drop_invalid: bool = False
+    where: str | None = None
+    # metrics
+    metrics: list[str] | None = None
+    bins: int | None = None
+    alpha: float = 0.05
+    test: str = "binomial"
+    tce_nmin: int | None = None
+    tce_nmax: int | None = None
+    tace_threshold: float = 0.01
+    compat: str | None = None
+    bins_table: list[str] | None = None
+    # variables and groups
+    variables: list[str] | None = None
+    loess_span: float = 0.75
+    correct_from: str | None = None
+    by: str | None = None
+    min_group_size: int = 100
+    # uncertainty
+    ci: bool = False
+    ci_reps: int = 1000
+    ci_level: float = 0.95
+    seed: int = 0
+    # tests
+    methods: list[str] | None = None
+    adaptive: bool = False
+    trials: int = 1000
+    resample: str = "labels"
+    discrete_max: int = 50
+    fail_on_reject: bool = False
+    # output
+    format: str | None = None
+    json: bool = False
+    output: str | None = None
+    fail_if: list[str] | None = None
+    plot: bool = False
+    quiet: bool = False
+    # engine
+    engine: str = "memory"
+    scheduler: str | None = None
+    batch_rows: int = 1_000_000
+    # plot
+    kind: str = "tce"
+    binning: str = "uniform"
+    yscale: str = "auto"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def name_of(self, name: str) -> str:
+        """How messages name option ``name``: the keyword or the flag."""
+        for opt in COMMANDS.get(self.command, ()):
+            if opt.name == name:
+                return opt.label(self.style)
+        return name if self.style == "python" else "--" + name.replace("_", "-")
+
+    def replace(self, **changes: Any) -> Options:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def out_format(self) -> str:
+        """The stdout format of ``score`` and ``test``."""
+        return "json" if self.json else (self.format or "table")
+
+    @property
+    def variable_list(self) -> list[str]:
+        return list(dict.fromkeys(self.variables or []))
+
+
+def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
+          required: bool = True) -> Options:
+    """Validate ``values`` (keyword → value; None means "not given") for ``command``.
+
+    Unknown keywords are a :class:`UsageError` naming the closest known one; ``required=False``
+    waives the required options (the API's ``plot`` returns the figure instead of writing it).
+    """
+    table = {o.name: o for o in COMMANDS[command]}
+    known = list(table)
+    kwargs: dict[str, Any] = {}
+    given = []
+    for name, value in values.items():
+        opt = table.get(name)
+        if opt is None:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{command}() got an unknown option {name!r}{hint}; options: "
+                             f"{', '.join(known)}")
+        if value is None or (opt.type == "list" and isinstance(value, (list, tuple))
+                             and not value):
+            continue
+        kwargs[name] = opt.check(value, opt.label(style)) if opt.check else value
+        if opt.type not in ("bool", "toggle") or kwargs[name] != opt.default:
+            given.append(name)
+    for opt in table.values():
+        if required and opt.required and opt.name not in kwargs:
+            raise UsageError(f"{opt.label(style)} is required")
+        if opt.name not in kwargs and opt.default is not None:
+            kwargs[opt.name] = opt.default
+    opts = Options(command=command, given=frozenset(given), style=style, **kwargs)
+    _cross_checks(opts)
+    return opts
+
+
+def _cross_checks(o: Options) -> None:
+    """Checks that involve several options, before any input is read."""
+    lab = o.name_of
+    if o.json and o.format not in (None, "json"):
+        raise UsageError(f"{lab('json')} conflicts with {lab('format')} {o.format}")
+    if o.tce_nmin is not None and o.tce_nmax is not None and o.tce_nmax < o.tce_nmin:
+        raise UsageError(f"{lab('tce_nmax')} ({o.tce_nmax}) must be >= {lab('tce_nmin')} "
+                         f"({o.tce_nmin})")
+    if o.command == "test" and o.bins is not None and o.adaptive:
+        raise UsageError(f"{lab('bins')} (T-Cal with fixed m) and {lab('adaptive')} exclude "
+                         "each other")
+    if o.command == "score" and o.correct_from and not o.variables:
+        raise UsageError(f"{lab('correct_from')} sets the correctness behind {lab('variables')}; "
+                         f"give {lab('variables')} COLUMN too")
+    if o.scheduler and o.engine != "dask":
+        raise UsageError(f"{lab('scheduler')} applies to {lab('engine')} dask only")
+    if o.engine != "memory" and o.input_format not in (None, "parquet"):
+        raise UsageError(f"{lab('engine')} {o.engine} reads Parquet only; {lab('input_format')} "
+                         f"{o.input_format} needs {lab('engine')} memory")
+    if o.engine != "memory" and o.compat:
+        raise UsageError(f"{lab('compat')} {o.compat} (the reference code's conventions) needs "
+                         f"{lab('engine')} memory")
+    if o.command == "plot":
+        if o.kind == "variable" and not o.variables:
+            raise UsageError(f"{lab('kind')} variable needs {lab('variables')} COLUMN")
+        if o.variables and len(o.variables) > 1:
+            raise UsageError(f"{lab('variables')}: a plot draws one variable, got "
+                             f"{len(o.variables)}")
+        if o.output is not None and not o.output.lower().endswith((".png", ".svg", ".pdf")):
+            raise UsageError(f"{lab('output')} {o.output}: the image format comes from the "
+                             "extension: .png, .svg or .pdf")

@@ -1,0 +1,270 @@
+"""The registry: every metric and test calcheck computes, described once.
+
+Each :class:`MetricSpec` says what a metric is (id, title, unit, kind), how it is binned, whether
+it belongs to the default set, how the engines compute it and whether ``--ci`` applies; each
+:class:`TestSpec` does the same for a calibration test.  Every id list in calcheck — the CLI's
+help text, the report's titles and units, the engines' capability checks and the tests'
+parametrisation — derives from :data:`METRICS` and :data:`TESTS`.
+
+Adding a metric is its kernel (a function ``kernel(data, options) -> MetricResult``, named
+here by its import path so that this module stays free of numpy) plus one entry below, plus a
+stream state if it streams.  Metric names follow scikit-learn's rule: every metric is an
+*error* (lower is better) unless ``error=False`` (the probabilistic count is a count).
+
+Engines (the ``stream`` field):
+
+* ``"grid"`` — from the streaming engines' one-pass grid state (fixed bin edges, sums);
+* ``"positional"`` — equal-mass or PAVA bins: an exact rank search and a row pass;
+* ``"classwise"`` — multiclass (class, bin) sums in one pass (SCE);
+* ``"classwise_positional"`` — a rank search per class (classwise ACE, TACE, TCE);
+* ``None`` — in-memory engine only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+BINARY, MULTICLASS, VARIABLE = "binary", "multiclass", "variable"
+UNITS = ("fraction", "percent", "nats", "count")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """A metric: what it is and which engines compute it.
+
+    Attributes
+    ----------
+    id : str
+        The metric id (``-m ID``, ``.metrics.ID`` in the JSON report).
+    title : str
+        Human name in tables and figures.
+    unit : {"fraction", "percent", "nats", "count"}
+        Unit of the value.
+    kind : {"binary", "multiclass", "variable"}
+        ``binary`` metrics take (score, label) and run on the top-label view of multiclass
+        input; ``multiclass`` ones need the class probabilities; ``variable`` ones are the
+        per-variable results of ``--var`` (not selectable with ``-m``).
+    summary : str
+        One line for help texts and docs.
+    binned : bool
+        Has a bin table (``--bins-table``).
+    default : bool
+        In the default set of its input kind.
+    kernel : str
+        ``"module:function"`` of the in-memory kernel ``f(data, options) -> MetricResult``
+        (data: :class:`~calcheck.metrics.Prepared` or ``MulticlassPrepared``); empty for the
+        top-label ids, which run their ``top_of`` metric on the top-label view.
+    stream : str or None
+        How the streaming engines compute it (module docstring); None: memory only.
+    ci : bool
+        ``--ci`` gives a bootstrap interval in memory.
+    stream_ci : bool
+        ... and on the streaming engines.
+    top_of : str or None
+        For top-label ids (``ece_top``): the binary id computed on the top-label view.
+    error : bool
+        An error metric (lower is better); False for counts shown for context.
+    """
+
+    id: str
+    title: str
+    unit: str
+    kind: str
+    summary: str
+    binned: bool
+    default: bool
+    kernel: str
+    stream: str | None = None
+    ci: bool = True
+    stream_ci: bool = False
+    top_of: str | None = None
+    error: bool = True
+
+    def compute(self, data: Any, options: Any) -> Any:
+        """Run the in-memory kernel."""
+        return kernel(self.kernel)(data, options)
+
+
+@dataclass(frozen=True, slots=True)
+class TestSpec:
+    """A calibration test selectable with ``calcheck test --method``.
+
+    Attributes
+    ----------
+    method : str
+        The ``--method`` value.
+    ids : tuple of str
+        The ids it reports under ``.tests`` in the JSON report.
+    title : str
+        Human name (of the method).
+    summary : str
+        One line for help texts and docs.
+    stream : bool
+        The streaming engines run it.
+    """
+
+    __test__ = False           # not a pytest class
+
+    method: str
+    ids: tuple[str, ...]
+    title: str
+    summary: str
+    stream: bool = True
+
+
+def kernel(path: str) -> Callable[..., Any]:
+    """The function named ``"module:function"`` (imported on first use)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+_B, _T, _MC = "calcheck.metrics.binned", "calcheck.metrics.tce", "calcheck.metrics.multiclass"
+_S = "calcheck.metrics.scoring"
+
+METRICS: dict[str, MetricSpec] = {m.id: m for m in (
+    MetricSpec("tce", "TCE", "percent", BINARY,
+               "test-based calibration error: % of predictions rejected by an exact binomial "
+               "test in their PAVA-BC bin", True, True, f"{_T}:tce_pava_bc", "positional"),
+    MetricSpec("tce_q", "TCE(Q)", "percent", BINARY, "TCE on equal-mass bins", True, True,
+               f"{_T}:tce_quantile", "positional"),
+    MetricSpec("tce_v", "TCE(V)", "percent", BINARY, "TCE on PAVA bins", True, False,
+               f"{_T}:tce_pava", "positional"),
+    MetricSpec("tce_u", "TCE(U)", "percent", BINARY, "TCE on equal-width bins", True, False,
+               f"{_T}:tce_uniform", "positional"),
+    MetricSpec("ece", "ECE", "fraction", BINARY, "expected calibration error, equal-width bins",
+               True, True, f"{_B}:ece_l1", "grid", stream_ci=True),
+    MetricSpec("ece_l2", "ECE (l2)", "fraction", BINARY, "l2 expected calibration error (the root)",
+               True, True, f"{_B}:ece_l2", "grid", stream_ci=True),
+    MetricSpec("mce", "MCE", "fraction", BINARY, "maximum calibration error, equal-width bins",
+               True, True, f"{_B}:mce_metric", "grid", stream_ci=True),
+    MetricSpec("ace", "ACE", "fraction", BINARY, "adaptive calibration error, equal-mass bins",
+               True, True, f"{_B}:ace_metric", "positional", stream_ci=True),
+    MetricSpec("mce_q", "MCE(Q)", "fraction", BINARY, "MCE on equal-mass bins", True, True,
+               f"{_B}:mce_q_metric", "positional", stream_ci=True),
+    MetricSpec("brier", "Brier score", "fraction", BINARY, "mean squared error of the scores",
+               False, True, f"{_S}:brier_metric", "grid", stream_ci=True),
+    MetricSpec("log_loss", "Log loss", "nats", BINARY,
+               "mean negative log-likelihood (natural log)", False, True,
+               f"{_S}:log_loss_metric", "grid", stream_ci=True),
+    MetricSpec("pde", "PDE", "fraction", BINARY,
+               "probability deviation error (Torabian & Urner)", True, True,
+               f"{_B}:pde_metric", "positional"),
+    MetricSpec("pc", "Probabilistic count", "count", BINARY,
+               "number of effectively distinct scores (a count, not an error)", False, True,
+               f"{_S}:pc_metric", None, ci=False, error=False),
+    MetricSpec("ece_top", "top-label ECE", "fraction", MULTICLASS,
+               "ECE of the top-label view (confidence vs correctness)", True, True,
+               "", "grid", stream_ci=True, top_of="ece"),
+    MetricSpec("mce_top", "top-label MCE", "fraction", MULTICLASS,
+               "MCE of the top-label view", True, True, "", "grid",
+               stream_ci=True, top_of="mce"),
+    MetricSpec("ace_top", "top-label ACE", "fraction", MULTICLASS,
+               "ACE of the top-label view", True, True, "", "positional",
+               stream_ci=True, top_of="ace"),
+    MetricSpec("sce", "SCE", "fraction", MULTICLASS,
+               "static calibration error: classwise ECE, averaged over classes", False, True,
+               f"{_MC}:sce_metric", "classwise"),
+    MetricSpec("ace_cw", "ACE (classwise)", "fraction", MULTICLASS,
+               "classwise ACE: equal-mass bins per class, averaged", False, True,
+               f"{_MC}:ace_cw_metric", "classwise_positional"),
+    MetricSpec("tace", "TACE", "fraction", MULTICLASS,
+               "thresholded classwise ACE over probabilities >= --tace-threshold", False, True,
+               f"{_MC}:tace_metric", "classwise_positional"),
+    MetricSpec("tce_cw", "TCE (classwise)", "percent", MULTICLASS,
+               "classwise TCE, averaged over classes", False, True, f"{_MC}:tce_cw_metric",
+               "classwise_positional"),
+    MetricSpec("vece", "VECE", "fraction", VARIABLE,
+               "variable-based ECE over equal-mass bins of a variable", True, False, "", None),
+    MetricSpec("ece_qcut", "ECE (qcut)", "fraction", VARIABLE,
+               "ECE over equal-mass bins of the predicted error (the VECE paper's ECE)", True,
+               False, "", None),
+    MetricSpec("vce_max", "VCE(v*)", "fraction", VARIABLE,
+               "worst-case gap between LOESS error rate and predicted error", False, False, "",
+               None),
+)}
+
+TESTS: dict[str, TestSpec] = {t.method: t for t in (
+    TestSpec("tcal", ("tcal_adaptive", "tcal", "binomial_discrete"), "T-Cal",
+             "T-Cal on the debiased squared l2-ECE, adaptive over dyadic bin counts (or fixed "
+             "m with --bins); Monte Carlo p-value"),
+    TestSpec("hl", ("hosmer_lemeshow",), "Hosmer–Lemeshow",
+             "Hosmer–Lemeshow, 10 equal-mass groups, chi-squared(8)"),
+    TestSpec("spiegelhalter", ("spiegelhalter",), "Spiegelhalter Z",
+             "Spiegelhalter's Z, two-sided, with the direction"),
+    TestSpec("cox", ("cox",), "Cox intercept/slope",
+             "Cox calibration intercept and slope, likelihood-ratio test of (0, 1)"),
+)}
+
+TEST_TITLES: dict[str, str] = {
+    "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
+    "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
+    "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# queries
+
+
+def selectable(multiclass: bool) -> list[str]:
+    """Ids ``-m`` accepts: binary ids, plus the multiclass ids for multiclass input (where
+    binary ids run on the top-label view)."""
+    kinds = (BINARY, MULTICLASS) if multiclass else (BINARY,)
+    ids = [m.id for m in METRICS.values() if m.kind in kinds]
+    if multiclass:                                   # the multiclass ids first, as listed
+        ids = [i for i in ids if METRICS[i].kind == MULTICLASS] + \
+              [i for i in ids if METRICS[i].kind == BINARY]
+    return ids
+
+
+def default_ids(multiclass: bool) -> list[str]:
+    """The default metric set of binary or multiclass input."""
+    kind = MULTICLASS if multiclass else BINARY
+    return [m.id for m in METRICS.values() if m.kind == kind and m.default]
+
+
+def binary_of(mid: str) -> str | None:
+    """The binary metric that computes ``mid`` on the top-label view (itself for a binary
+    id); None for a multiclass-only metric."""
+    spec = METRICS[mid]
+    if spec.kind == BINARY:
+        return mid
+    return spec.top_of
+
+
+def stream_mode(mid: str) -> str | None:
+    """How the streaming engines compute ``mid`` (see the module docstring)."""
+    return METRICS[mid].stream
+
+
+def streamable(multiclass: bool) -> list[str]:
+    """The ids the streaming engines compute for this input kind."""
+    return [m for m in selectable(multiclass) if METRICS[m].stream is not None]
+
+
+def title(mid: str) -> str:
+    """Human title of a metric or test id."""
+    spec = METRICS.get(mid)
+    return spec.title if spec is not None else TEST_TITLES.get(mid, mid)
+
+
+def unit(mid: str) -> str:
+    return METRICS[mid].unit
+
+
+def binned_ids(ids: Iterable[str]) -> list[str]:
+    return [m for m in ids if METRICS[m].binned]
+
+
+def methods() -> list[str]:
+    """The ``--method`` values."""
+    return list(TESTS)
+
+
+def split_ids(values: Iterable[str]) -> list[str]:
+    """Ids given as repeated options and/or comma lists, lower-cased, blanks dropped, in order."""
+    return [part.strip().lower() for chunk in values for part in str(chunk).split(",")
+            if part.strip()]

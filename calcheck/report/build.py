@@ -1,0 +1,101 @@
+"""One builder for every report: its ``settings``, ``notes`` and ``gates``, and the versioned
+JSON document (schema 1) they form.
+
+The document's top level is ``schema_version``, ``calcheck_version``, ``command``, ``input``,
+``settings``, then ``metrics`` / ``tests`` / ``variables`` / ``groups`` as the command
+computed them, ``notes`` and ``gates``.  Every engine's report goes through :func:`settings_of`,
+so the in-memory and streamed reports of one command carry the same settings keys (the
+streaming engines add their own: batch size, passes, the grid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from calcheck._json import jsonable
+from calcheck._version import SCHEMA_VERSION, __version__
+from calcheck.options import Options
+
+MISSING_GROUP = "(missing)"
+
+
+def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None,
+                methods: list[str] | None = None, engine: Mapping[str, Any] | None = None,
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The report's ``settings``: every option in force for the command, then what the engine
+    adds (``engine``) and what the run found (``extra``: intervals, passes of the variables)."""
+    kind = "multiclass" if multiclass else "binary"
+    out: dict[str, Any]
+    if opts.command == "score":
+        out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
+               (15 if multiclass else 10), "alpha": opts.alpha, "test": opts.test,
+               "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": opts.pos_label,
+               "drop_invalid": opts.drop_invalid, "input": kind, "engine": opts.engine,
+               "where": opts.where}
+        if multiclass:
+            out.update({"tace_threshold": opts.tace_threshold,
+                        "convention": opts.compat or "calcheck"})
+        if opts.variables:
+            out.update({"variables": opts.variable_list, "vece_bins": 10,
+                        "loess_span": opts.loess_span, "correct_from": opts.correct_from})
+        if opts.by:
+            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+    elif opts.command == "test":
+        out = {"methods": methods, "alpha": opts.alpha,
+               "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
+               "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
+               "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
+               "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where}
+    else:                                                   # report
+        out = {"alpha": opts.alpha, "trials": opts.trials, "seed": opts.seed,
+               "tcal": opts.adaptive, "variables": opts.variable_list,
+               "loess_span": opts.loess_span, "correct_from": opts.correct_from,
+               "engine": opts.engine, "where": opts.where, "input": kind}
+    out.update(engine or {})
+    out.update(extra or {})
+    return out
+
+
+def group_names(keys: Iterable[str | None]) -> dict[str | None, str]:
+    """The report's name of every ``--by`` group: its value, and for the rows whose value is
+    missing ``(missing)`` — or ``(missing)*``, ``(missing)**``, … when a real value is spelled
+    that way, so that no real value can take the missing group's name."""
+    keys = list(keys)
+    real = {k for k in keys if k is not None}
+    missing = MISSING_GROUP
+    while missing in real:
+        missing += "*"
+    return {k: (missing if k is None else k) for k in keys}
+
+
+def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mapping[str, Any],
+                 metrics: Mapping[str, Any] | None = None, tests: Mapping[str, Any] | None = None,
+                 bins_for: Iterable[str] = (), gates: list[dict[str, Any]] | None = None,
+                 notes: list[str] | None = None, variables: Mapping[str, Any] | None = None,
+                 groups: Mapping[str, Any] | None = None,
+                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
+    adds top-level sections (after ``groups``)."""
+    with_bins = set(bins_for)
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "calcheck_version": __version__,
+        "command": command,
+        "input": dict(input_info),
+        "settings": dict(settings),
+    }
+    if metrics is not None:
+        report["metrics"] = {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()}
+    if tests is not None:
+        report["tests"] = {tid: r.to_dict() for tid, r in tests.items()}
+    if variables is not None:
+        report["variables"] = dict(variables)
+    if groups is not None:
+        report["groups"] = dict(groups)
+    report.update(extra or {})
+    if notes:
+        report["notes"] = list(notes)
+    if gates is not None:
+        report["gates"] = gates
+    return jsonable(report)  # type: ignore[no-any-return]

@@ -1,0 +1,161 @@
+"""The :class:`Report`: what ``calcheck.score()`` and ``calcheck.run_tests()`` return, and what
+the command line prints.
+
+A report is frozen.  :meth:`Report.to_dict` is the versioned JSON document (schema 1) exactly
+as ``--json`` prints it; :meth:`Report.render` gives any output format as text;
+:meth:`Report.save` writes a file (atomically); in a notebook the report shows itself as an
+HTML table (``_repr_html_``).  The gate results (``--fail-if``) and the test verdicts are
+properties, so a script can decide what to do without parsing anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calcheck.errors import ExitCode, UsageError
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """A calibration report.
+
+    Attributes
+    ----------
+    data : dict
+        The JSON document (use :meth:`to_dict` for a copy).
+    bins_for : tuple of str
+        The metrics whose bin tables the renderings show.
+    messages : tuple of str
+        Diagnostics for stderr that are not part of the document (rows dropped, …).
+    text_plot : str or None
+        The metric whose terminal reliability diagram ``render("table")`` adds.
+    """
+
+    data: Mapping[str, Any]
+    bins_for: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()
+    text_plot: str | None = None
+    fail_on_reject: bool = False
+    figures: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+
+    # -- the document ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (a deep copy): ``schema_version``, ``input``, ``settings``,
+        ``metrics`` / ``tests`` / ``variables`` / ``groups``, ``notes``, ``gates``."""
+        return copy.deepcopy(dict(self.data))
+
+    def to_json(self) -> str:
+        from calcheck.report.render import to_json
+
+        return to_json(self.data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    @property
+    def command(self) -> str:
+        return str(self.data["command"])
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """Metric id → its JSON entry (``value``, ``unit``, ``settings``, …)."""
+        return dict(self.data.get("metrics", {}))
+
+    @property
+    def tests(self) -> dict[str, Any]:
+        """Test id → its JSON entry (``statistic``, ``pvalue``, ``reject``, …)."""
+        return dict(self.data.get("tests", {}))
+
+    @property
+    def notes(self) -> list[str]:
+        return list(self.data.get("notes", []))
+
+    def value(self, metric: str) -> float | None:
+        """The value of one metric."""
+        try:
+            return self.data["metrics"][metric]["value"]  # type: ignore[no-any-return]
+        except KeyError:
+            raise KeyError(f"no metric {metric!r} in this report; it has "
+                           f"{', '.join(self.data.get('metrics', {})) or 'none'}") from None
+
+    # -- verdicts ----------------------------------------------------------------------------
+
+    @property
+    def gates(self) -> list[dict[str, Any]]:
+        """The ``--fail-if`` conditions with their outcome."""
+        return list(self.data.get("gates", []))
+
+    @property
+    def failed_gates(self) -> list[dict[str, Any]]:
+        return [g for g in self.gates if g["failed"]]
+
+    @property
+    def rejected(self) -> list[str]:
+        """The ids of the tests that rejected calibration."""
+        return [tid for tid, t in self.data.get("tests", {}).items() if t.get("reject")]
+
+    @property
+    def exit_code(self) -> int:
+        """What the command line exits with: 1 when a gate failed (or a test rejected under
+        ``fail_on_reject``), else 0."""
+        if self.failed_gates or (self.fail_on_reject and self.rejected):
+            return int(ExitCode.GATE_FAILED)
+        return int(ExitCode.OK)
+
+    # -- renderings --------------------------------------------------------------------------
+
+    def render(self, fmt: str = "table", *, width: int | None = None,
+               color: bool | None = None) -> str:
+        """The report as text in ``fmt``: table, json, csv or markdown (html too)."""
+        from calcheck.report import render as r  # the module
+
+        if fmt == "html":
+            return self.html()
+        if fmt not in r.OUTPUT_FORMATS:
+            raise UsageError(f"unknown format {fmt!r}; use one of "
+                             f"{', '.join((*r.OUTPUT_FORMATS, 'html'))}")
+        text = r.render(self.data, fmt, bins_for=self.bins_for, color=color, width=width)
+        if fmt == "table" and self.text_plot:
+            text += r.render_text_reliability(self.data, self.text_plot, color=color)
+        return text
+
+    def html(self) -> str:
+        """The self-contained HTML report (with the figures, when the report has them)."""
+        from calcheck.report.html import render_html
+
+        return render_html(self.data, [(cap, png) for cap, png in self.figures])
+
+    def save(self, path: str, fmt: str | None = None) -> None:
+        """Write the report to ``path`` atomically; the format is ``fmt``, else taken from
+        the extension (.json, .csv, .md, .html, .txt)."""
+        from calcheck.io.output import atomic_write
+        from calcheck.report.render import format_for_path
+
+        atomic_write(path, self.render(fmt or format_for_path(path), color=False),
+                     label="path")
+
+    def __str__(self) -> str:
+        return self.render("table", color=False)
+
+    def __repr__(self) -> str:
+        inp = self.data.get("input", {})
+        parts = [f"command={self.command!r}", f"input={inp.get('path')!r}",
+                 f"rows={inp.get('rows_used')}"]
+        if "metrics" in self.data:
+            parts.append("metrics=[" + ", ".join(self.data["metrics"]) + "]")
+        if "tests" in self.data:
+            parts.append("tests=[" + ", ".join(self.data["tests"]) + "]")
+        return f"Report({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        from calcheck.report.html import render_fragment
+
+        return render_fragment(self.data)
+
+    def _repr_json_(self) -> dict[str, Any]:
+        return json.loads(self.to_json())  # type: ignore[no-any-return]
