@@ -240,7 +240,8 @@ def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bin
     assert count.shape[0] == n_bins and int(count.sum()) == scores.shape[0], \
         "every row lands in exactly one bin"
     return BinStats(kind=kind, lower=lower, upper=upper, count=count,
-                    sum_score=np.bincount(assign, weights=scores, minlength=n_bins),
+                    sum_score=np.asarray(np.bincount(assign, weights=scores, minlength=n_bins),
+                                         dtype=np.float64),
                     sum_label=np.bincount(assign, weights=labels, minlength=n_bins)
                     .round().astype(np.int64),
                     params=dict(params or {}))

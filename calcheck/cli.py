@@ -141,7 +141,9 @@ class _Progress:
     def __init__(self, label: str) -> None:
         import time
 
-        self.label, self.start, self.bar, self.task = label, time.monotonic(), None, None
+        self.label, self.start = label, time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         import time

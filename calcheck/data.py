@@ -129,6 +129,7 @@ class Predictions:
                 self.scores: FloatArray | None = s
                 self.probs: FloatArray | None = None
             else:
+                assert probs is not None
                 P = check_probabilities(probs, where="probs")
                 y = check_class_labels(labels, P.shape[1], where="labels")
                 check_same_length(P, y, names=("probs", "labels"))

@@ -69,7 +69,7 @@ class Spread:
     def of(cls, values: FloatArray) -> Spread:
         def hist(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
             shown = values if clip is None else np.clip(values, *clip)
-            return np.histogram(shown, bins=edges)[0]  # type: ignore[no-any-return]
+            return np.histogram(shown, bins=edges)[0]
 
         return cls(lo=float(values.min()), hi=float(values.max()),
                    extreme=float(np.mean((values < EXTREME) | (values > 1 - EXTREME))),

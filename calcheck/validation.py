@@ -125,7 +125,7 @@ def check_probabilities(probs: ArrayLike, *, where: str = "probs", tol: float = 
                                                              and flat.max() <= 1.0))):
         for reason, mask in invalid_score_masks(flat).items():
             if mask.any():
-                rows = mask.reshape(arr.shape).any(axis=1)
+                rows = np.asarray(mask.reshape(arr.shape).any(axis=1), dtype=bool)
                 raise _fail(where, f"rows with a probability {_SCORE_WHAT[reason]}", rows,
                             None, 0)
     sums = arr.sum(axis=1)

@@ -1,8 +1,10 @@
-"""Shared fixtures: paths, the ../shared/data skip rule, hypothesis profiles, a CLI runner."""
+"""Shared fixtures: paths, the ../shared/data skip rule, hypothesis profiles, a CLI runner and
+its JSON helper, and the writer of hive-partitioned Parquet datasets the engine tests read."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -54,3 +56,22 @@ def cli(capsys, monkeypatch):
         return CliResult(code, out.out, out.err)
 
     return invoke
+
+
+def run_json(cli, *args, cmd: str | None = "score"):
+    """``calcheck CMD ARGS --json`` in-process, asserted to exit 0; the parsed report.  With
+    ``cmd=None`` the command is the first of ``args``."""
+    argv = [*([cmd] if cmd else []), *map(str, args), "--json"]
+    r = cli(argv)
+    assert r.code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def write_dataset(root: Path, df, partition_cols: list[str], name: str = "ds") -> Path:
+    """``df`` as a hive-partitioned Parquet dataset ``root/name``; returns its path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / name,
+                        partition_cols=partition_cols)
+    return root / name

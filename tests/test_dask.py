@@ -11,6 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import write_dataset
+
+pytestmark = pytest.mark.slow   # long engine-parity runs: pytest -m "not slow" skips them
+
 dask = pytest.importorskip("dask", reason="the Dask extra is not installed "
                                           "(pip install 'calcheck[dask]')")
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed "
@@ -31,8 +35,7 @@ def hive(tmp_path_factory):
     df = pd.DataFrame({"score": s, "label": rng.binomial(1, np.clip(s * 1.1, 0, 1)),
                        "region": rng.choice(["eu", "us", "apac"], n),
                        "day": rng.integers(1, 6, n)})
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["region", "day"])
+    write_dataset(root, df, ["region", "day"])
     df.to_parquet(root / "all.parquet", index=False)
     return root, df
 

@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import run_json, write_dataset
+
 STREAM_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss"]
 
 
@@ -22,16 +24,13 @@ def hive(tmp_path_factory):
     s = rng.uniform(size=n)
     df = pd.DataFrame({"score": s, "label": rng.binomial(1, s ** 1.3),
                        "split": rng.choice(["train", "test"], n), "day": rng.integers(1, 4, n)})
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["split", "day"])
+    write_dataset(root, df, ["split", "day"])
     df.to_parquet(root / "all.parquet", index=False)
     return root, df
 
 
 def metrics_of(cli, args):
-    r = cli(["score", *map(str, args), "--json"])
-    assert r.code == 0, r.stderr
-    return json.loads(r.stdout)
+    return run_json(cli, *args)
 
 
 @pytest.mark.parametrize("batch_rows", ["997", "1000000"])
@@ -110,6 +109,7 @@ def probe(cap, *args):
                           capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
     rng = np.random.default_rng(1)
     big = tmp_path / "big"

@@ -8,12 +8,12 @@ import random
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from calcheck.io.stream import group_codes
 from calcheck.streaming.engine import StateSpec
 from calcheck.streaming.groups import MAX_GROUPS, GroupedSpec
+from tests.conftest import run_json, write_dataset
 
 GRID = ["ece", "ece_l2", "mce", "brier", "log_loss"]
 POSITIONAL = ["ace", "mce_q", "pde", "tce", "tce_q", "tce_v", "tce_u"]
@@ -32,15 +32,7 @@ def hive(tmp_path_factory):
                        "seg": rng.choice([1.5, 2.0, np.nan], n),
                        "rare": np.where(np.arange(n) % 2000 == 7, "few", "many"),
                        "many": rng.integers(0, MAX_GROUPS + 5, n)})
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["region", "day"])
-    return root / "ds"
-
-
-def run_json(cli, *args):
-    r = cli(["score", *map(str, args), "--json"])
-    assert r.code == 0, r.stderr
-    return json.loads(r.stdout)
+    return write_dataset(root, df, ["region", "day"])
 
 
 @pytest.mark.parametrize("by", ["region", "day", "seg", "rare"])

@@ -2,7 +2,6 @@
 top-label view, SCE from a mergeable (class, bin) state, ACE/TACE/TCE classwise from a rank
 search per class; all equal the in-memory engine."""
 
-import json
 
 import numpy as np
 import pandas as pd
@@ -17,6 +16,7 @@ from calcheck.io.stream import plan_stream
 from calcheck.metrics.multiclass import MulticlassPrepared, sce_per_class
 from calcheck.streaming.classwise import ClasswiseSpec
 from calcheck.streaming.views import ALL
+from tests.conftest import run_json, write_dataset
 
 K = 4
 IDS = ["ece_top", "mce_top", "ace_top", "sce", "brier", "tce", "ece_l2", "ace_cw", "tace",
@@ -46,9 +46,7 @@ def hive(tmp_path_factory):
     root = tmp_path_factory.mktemp("mc")
     df = frame(5, 24_000)
     df["day"] = np.random.default_rng(1).integers(1, 5, len(df))
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["day"])
-    return root / "ds"
+    return write_dataset(root, df, ["day"])
 
 
 def same_rows(got, want):
@@ -58,12 +56,6 @@ def same_rows(got, want):
         assert a.keys() == b.keys()
         for key in a:
             assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-15), (a, b)
-
-
-def run_json(cli, *args, cmd="score"):
-    r = cli([cmd, *map(str, args), "--json"])
-    assert r.code == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 def test_stream_equals_memory(cli, hive):

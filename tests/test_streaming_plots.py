@@ -6,14 +6,15 @@ import re
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
 from calcheck.plots import Spread
 from calcheck.streaming.figures import SpreadSpec
+from tests.conftest import write_dataset
+
+pytestmark = pytest.mark.slow   # long engine-parity runs: pytest -m "not slow" skips them
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +30,7 @@ def ds(tmp_path_factory):
         age[::37] = np.nan
         df = pd.DataFrame({"score": s, "label": rng.binomial(1, np.clip(s * 1.2, 0, 1)),
                            "age": age, "x": rng.normal(size=n), "part": rng.integers(0, 4, n)})
-        pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / name,
-                            partition_cols=["part"])
+        write_dataset(root, df, ["part"], name)
     return root
 
 

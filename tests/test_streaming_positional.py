@@ -4,8 +4,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from calcheck.binning import positional_stats, quantile_bounds, stable_argsort
@@ -15,6 +13,7 @@ from calcheck.metrics._data import Prepared
 from calcheck.streaming.engine import StateSpec
 from calcheck.streaming.positional import POSITIONAL, positional_results
 from calcheck.streaming.select import Search, bound_ranks, positional_from_grid
+from tests.conftest import run_json, write_dataset
 
 
 class ArraySource:
@@ -172,21 +171,14 @@ def tied(tmp_path_factory):
     s[rng.random(n) < 0.1] = 1.0
     df = pd.DataFrame({"score": s, "label": rng.binomial(1, s),
                        "part": rng.integers(0, 6, n)})
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["part"])
+    write_dataset(root, df, ["part"])
     return root
 
 
-def run_json(cli, args):
-    r = cli([*map(str, args), "--json"])
-    assert r.code == 0, r.stderr
-    return json.loads(r.stdout)
-
-
 def test_cli_stream_defaults_match_memory(cli, tied):
-    st = run_json(cli, ["score", tied / "ds", "--engine", "stream", "--batch-rows", "7000",
-                        "--bins-table", "all"])
-    mem = run_json(cli, ["score", tied / "ds", "--bins-table", "all"])
+    st = run_json(cli, "score", tied / "ds", "--engine", "stream", "--batch-rows", "7000",
+                        "--bins-table", "all", cmd=None)
+    mem = run_json(cli, "score", tied / "ds", "--bins-table", "all", cmd=None)
     assert list(st["metrics"]) == [m for m in mem["metrics"] if m != "pc"]
     for mid, res in st["metrics"].items():
         assert res["value"] == pytest.approx(mem["metrics"][mid]["value"], rel=1e-12,
@@ -197,8 +189,8 @@ def test_cli_stream_defaults_match_memory(cli, tied):
 
 
 def test_cli_stream_hosmer_lemeshow(cli, tied):
-    st = run_json(cli, ["test", tied / "ds", "--engine", "stream", "--method", "hl"])
-    mem = run_json(cli, ["test", tied / "ds", "--method", "hl"])
+    st = run_json(cli, "test", tied / "ds", "--engine", "stream", "--method", "hl", cmd=None)
+    mem = run_json(cli, "test", tied / "ds", "--method", "hl", cmd=None)
     a, b = st["tests"]["hosmer_lemeshow"], mem["tests"]["hosmer_lemeshow"]
     assert a["statistic"] == pytest.approx(b["statistic"], rel=1e-10)
     assert a["pvalue"] == pytest.approx(b["pvalue"], rel=1e-8)

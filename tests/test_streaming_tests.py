@@ -60,6 +60,7 @@ def test_spiegelhalter_from_sums_equals_in_memory():
     assert got.details["direction"] == ref.details["direction"]
 
 
+@pytest.mark.slow
 def test_consistency_null_close_to_per_row_and_of_the_right_size():
     s, y = data(3, 20_000)
     got = tcal_fixed_stream(StreamState(tcal_m=15).update(s, y), trials=2000, seed=1,

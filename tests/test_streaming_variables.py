@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from calcheck.streaming import ranks
 from calcheck.streaming.variables import BinSpec
-from tests.conftest import shared_path
+from tests.conftest import shared_path, write_dataset
 
 
 def _search(x, wanted, parts):
@@ -85,8 +85,7 @@ def varset(tmp_path_factory):
     df = pd.DataFrame({"score": s, "label": rng.binomial(1, s ** 1.3),
                        "age": rng.integers(17, 90, n), "x": x,
                        "pred": rng.integers(0, 2, n), "day": rng.integers(1, 5, n)})
-    pq.write_to_dataset(pa.Table.from_pandas(df, preserve_index=False), root / "ds",
-                        partition_cols=["day"])
+    write_dataset(root, df, ["day"])
     # the same rows in the stream's order, for the in-memory engine
     pq.write_table(pads.dataset(root / "ds", partitioning="hive").to_table(),
                    root / "all.parquet")

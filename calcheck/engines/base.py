@@ -28,7 +28,7 @@ class Outcome:
     """Values computed by an engine, with the notes for the user (``notes`` go into the report;
     ``messages`` only to stderr) and the settings the engine adds to the report."""
 
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[Any, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)

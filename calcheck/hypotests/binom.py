@@ -95,7 +95,7 @@ def _pvalue_from_ends(t_lo: FloatArray, t_hi: FloatArray, n: FloatArray, p: Floa
     """cdf(t_lo; p_lo) + sf(t_hi − 1; p_hi), clipped at 1 (p_lo = p_hi = p for an exact value)."""
     a = binom.cdf(t_lo, n, p if p_lo is None else p_lo)
     b = binom.sf(t_hi - 1, n, p if p_hi is None else p_hi)
-    return np.minimum(1.0, a + b)
+    return np.asarray(np.minimum(1.0, a + b), dtype=np.float64)
 
 
 def binomtest_pvalue(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> FloatArray:

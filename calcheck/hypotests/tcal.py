@@ -186,7 +186,7 @@ def _level_sims(ss: FloatArray, levels: list[_Level], base: int) -> list[_LevelS
     for i, lv in enumerate(levels):
         if i > base:                                    # non-singleton bins, summed over rows
             assert lv.rows is not None and lv.local is not None
-            lens = np.diff(np.concatenate((lv.local, [lv.rows.shape[0]])))
+            lens = np.diff(np.concatenate((lv.local, [lv.rows.shape[0]]))).astype(np.int64)
             matrix = _indicator(np.repeat(np.arange(lens.shape[0]), lens), lv.rows,
                                 lens.shape[0], n)
         elif i == base:                                 # every bin, summed over rows

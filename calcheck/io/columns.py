@@ -297,7 +297,8 @@ def batch_incorrect(src: Source, table: Any, column: str, keep: np.ndarray | Non
         pred = pred[keep]
     if wrong.any():
         raise rows_error(src.name, column, wrong, raw, what, "", row_offset)
-    return (pred != np.asarray(labels, dtype=np.int64)).astype(np.int8)
+    out: np.ndarray = (pred != np.asarray(labels, dtype=np.int64)).astype(np.int8)
+    return out
 
 
 def incorrect_from(values: np.ndarray, labels: IntArray, *, class_names: list[str] | None,

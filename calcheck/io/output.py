@@ -113,9 +113,9 @@ def _signals_clean(tmp: str) -> Iterator[None]:
     finally:
         _pending.discard(tmp)
         if main and not _pending:
-            for sig, prev in list(_previous.items()):
-                signal.signal(sig, prev)
-                del _previous[sig]
+            for signum, prev in list(_previous.items()):
+                signal.signal(signum, prev)
+                del _previous[signum]
 
 
 def write_output(path: str, write: Callable[[str], None], *,

@@ -100,7 +100,7 @@ class MulticlassPrepared:
                 ck = np.diff(bk)
                 gk = _gaps(segment_sums(ps[first:], bk), segment_sums(ys[first:], bk), ck)
                 tace_err[k] = float(np.sum(ck * gk) / m)
-            if tce_vals is not None:
+            if tce_vals is not None and tce_opts is not None:
                 data = Prepared(p, y, validate=False)
                 data.__dict__["order"] = order                   # reuse the sort
                 tce_vals[k] = tce(data, **tce_opts).value
@@ -127,9 +127,10 @@ def classwise_uniform_sums(probs: FloatArray, labels: IntArray, first: int,
     cls = np.asarray(labels) - first
     rows = np.flatnonzero((cls >= 0) & (cls < width))      # rows whose class is among these
     own = key[rows, cls[rows]]                             # the key of each row's own class
-    return (np.bincount(key.ravel(), minlength=size),
-            np.bincount(key.ravel(), weights=probs.ravel(), minlength=size),
-            np.bincount(own, minlength=size).astype(np.int64))
+    count = np.bincount(key.ravel(), minlength=size).astype(np.int64)
+    sum_p = np.asarray(np.bincount(key.ravel(), weights=probs.ravel(), minlength=size),
+                       dtype=np.float64)
+    return count, sum_p, np.bincount(own, minlength=size).astype(np.int64)
 
 
 def sce_from_sums(count: IntArray, sum_p: FloatArray, sum_y: IntArray, n: int,

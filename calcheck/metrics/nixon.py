@@ -40,7 +40,7 @@ def adaptive_upper_edges(p: FloatArray, bins: int) -> FloatArray:
         return np.linspace(0.0, 1.0, bins + 1)[:-1]
     idx = np.round(np.linspace(0, p.shape[0], bins, endpoint=False)).astype(np.int64)
     idx = np.minimum(idx, p.shape[0] - 1)
-    return np.sort(p)[idx][1:]
+    return np.asarray(np.sort(p)[idx][1:], dtype=np.float64)
 
 
 def weighted_error(p: FloatArray, y: np.ndarray, upper: FloatArray, norm: str,

@@ -83,7 +83,7 @@ def t_test_reject(scores: FloatArray, phat: FloatArray, n: FloatArray, alpha: fl
         from scipy.stats import t as student_t  # scipy loads only when TCE runs
 
         out[mixed] = 2.0 * student_t.sf(tstat, nn - 1) <= alpha
-    return out
+    return np.asarray(out, dtype=bool)
 
 
 def _segment_quantiles(sorted_scores: FloatArray, bounds: IntArray,

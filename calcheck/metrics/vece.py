@@ -138,7 +138,8 @@ class RankedRows:
 
     def searchsorted(self, v: FloatArray) -> IntArray:
         """Rows with x < v (``numpy.searchsorted`` on the expanded rows, side left)."""
-        return np.r_[0, self.cum][np.searchsorted(self.x, v, side="left")]
+        return np.asarray(np.r_[0, self.cum][np.searchsorted(self.x, v, side="left")],
+                          dtype=np.int64)
 
 
 @dataclass
@@ -210,8 +211,8 @@ def _local_fits(agg: _Aggregated, x0: FloatArray, span: float, *,
         w = np.clip(1.0 - ad * ad * ad, 0.0, None) ** 3        # tricube
         wc = w * agg.c[None, :]
         d2 = d * d
-        powers = [None, d, d2, d2 * d, d2 * d2]
-        m = [wc.sum(axis=1)] + [(wc * powers[k]).sum(axis=1) for k in range(1, 5)]  # Σ w c d^k
+        powers = [d, d2, d2 * d, d2 * d2]                     # d^1 .. d^4
+        m = [wc.sum(axis=1)] + [(wc * dk).sum(axis=1) for dk in powers]  # Σ w c d^k
         A = np.stack([np.stack([m[i + j] for j in range(3)], axis=-1) for i in range(3)], axis=-2)
         # fewer than three distinct values in the window: the quadratic is not identified, so
         # the fit there is the weighted mean (degree 0)
@@ -231,7 +232,7 @@ def _local_fits(agg: _Aggregated, x0: FloatArray, span: float, *,
             out[s0:s0 + step][empty] = agg.sy[near] / agg.c[near, None]
         if want_se:
             wwc = w * wc
-            m2 = [wwc.sum(axis=1)] + [(wwc * powers[k]).sum(axis=1) for k in range(1, 5)]
+            m2 = [wwc.sum(axis=1)] + [(wwc * dk).sum(axis=1) for dk in powers]
             B = np.stack([np.stack([m2[i + j] for j in range(3)], -1) for i in range(3)], -2)
             e = Ainv[:, 0, :]
             assert sl2 is not None

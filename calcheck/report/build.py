@@ -94,8 +94,7 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
     if groups is not None:
         report["groups"] = dict(groups)
     report.update(extra or {})
-    if notes:
-        report["notes"] = list(notes)
+    report["notes"] = list(notes or [])            # present on every engine, maybe empty
     if gates is not None:
         report["gates"] = gates
     return jsonable(report)  # type: ignore[no-any-return]

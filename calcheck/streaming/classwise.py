@@ -177,9 +177,9 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     for g, n in sizes.items():
         results, errors = out[g]
         failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}
-        for kind, exc in failed.items():
+        for kind, err in failed.items():
             for m in (["tace"] if kind == "tace" else [m for m in wanted if m != "tace"]):
-                errors.setdefault(m, str(exc))
+                errors.setdefault(m, str(err))
         results.update(_classwise_results(
             {key[1:]: r for key, r in done.items() if key[0] == g},
             [m for m in wanted if m not in errors], classes, n, bins, threshold, tce_opts))

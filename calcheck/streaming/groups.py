@@ -98,7 +98,7 @@ class GroupedState:
 
     def overall(self) -> StreamState:
         """The grid state of all rows: the group states merged (in key order)."""
-        total = self.spec.new()
+        total: StreamState = self.spec.new()
         for key in sorted(self.groups, key=lambda k: (k is None, k or "")):
             total.merge(self.groups[key])                   # reads the group state only
         return total

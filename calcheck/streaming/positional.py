@@ -479,7 +479,8 @@ def positional_passes(state: StreamState, ids: list[str], *, id_bound: int, bins
             e = uniform_edges(bins)
             edges = (e[:-1].copy(), e[1:].copy())
         stats[binning] = yield from pos.binstats(b, kind, params, edges)
-    rows, partials = [], []
+    rows: list[RowBinning] = []
+    partials: list[dict[str, Any]] = []
     row_of: dict[str, int] = {}
     for binning in wanted:
         use_tce = binning in tce_of

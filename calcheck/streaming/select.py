@@ -53,8 +53,8 @@ def row_ids(start: int | IntArray, sel: IntArray) -> IntArray:
     (ids are consecutive) or, for a sub-stream (:mod:`calcheck.streaming.views`), the id of
     every row of the batch."""
     if isinstance(start, np.ndarray):
-        return start[sel]  # type: ignore[no-any-return]
-    return sel.astype(np.int64) + start  # type: ignore[no-any-return]
+        return start[sel]
+    return sel.astype(np.int64) + start
 
 
 def bits_to_score(u: int) -> float:
@@ -434,9 +434,9 @@ def positional_from_grid(bounds: IntArray, resolved: dict[int, Resolved], cell_n
     inner = bounds[1:-1].tolist()
     mids = [0.0 if b <= 0 else 1.0 if b >= n else
             (resolved[b - 1].value + resolved[b].value) / 2.0 for b in inner]
-    edges = np.array([0.0, *mids, 1.0])
-    return count.astype(np.int64), positives.astype(np.int64), ssum, edges[:-1].copy(), \
-        edges[1:].copy()
+    cuts = np.array([0.0, *mids, 1.0])
+    return count.astype(np.int64), positives.astype(np.int64), ssum, cuts[:-1].copy(), \
+        cuts[1:].copy()
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class CompensatedSum:
     def zeros(cls, size: int) -> CompensatedSum:
         return cls(np.zeros(size), np.zeros(size))
 
-    def add(self, values: FloatArray) -> None:
+    def add(self, values: np.ndarray) -> None:
         s = self.hi + values
         bb = s - self.hi
         err = (self.hi - (s - bb)) + (values - bb)        # TwoSum (Knuth)

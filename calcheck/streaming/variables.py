@@ -198,7 +198,7 @@ class SortedLookup:
         miss = ~((self.padded[c] < v) & (v <= self.padded[c + 1]))
         if miss.any():
             c[miss] = np.searchsorted(self.edges, v[miss], side="left")
-        return c
+        return np.asarray(c, dtype=np.int64)
 
 
 @dataclass(frozen=True)

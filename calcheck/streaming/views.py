@@ -118,7 +118,7 @@ class ViewsState:
         return self
 
 
-def _group_rows(groups: tuple[list[str | None], IntArray]) -> dict[str | None, IntArray]:
+def _group_rows(groups: tuple[list[str | None], IntArray]) -> dict[Any, IntArray]:
     """Row positions (ascending) of each group key of a batch."""
     keys, codes = groups
     if len(keys) == 1:
@@ -141,9 +141,9 @@ def _guarded(passes: Passes[Any]) -> Passes[Any]:
         return exc
 
 
-def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]], *,
-                   view: str = "top", by: str | None = None, rows: dict[Hashable, int] | None = None,
-                   max_rows: int = 0, chunk: int = CHUNK) -> tuple[dict[Hashable, Any], int]:
+def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]], *,
+                   view: str = "top", by: str | None = None, rows: dict[Any, int] | None = None,
+                   max_rows: int = 0, chunk: int = CHUNK) -> tuple[dict[Any, Any], int]:
     """Run the computations ``chunk`` at a time, each chunk together (one pass per round for
     all that need one): (result by key, passes taken).  A computation that raises a
     :class:`CalcheckError` (say, a group too small for a metric) gets it as its result.
@@ -151,7 +151,7 @@ def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Pa
     A pass whose spec ``holds_rows`` (the exact PAVA pass keeps every row of its sub-stream)
     counts ``rows[key]`` rows; a round takes such passes only while they hold at most
     ``max_rows`` rows in all (always at least one), the others wait for a later round."""
-    results: dict[Hashable, Any] = {}
+    results: dict[Any, Any] = {}
     passes = 0
     items = list(computations.items())
     for i in range(0, len(items), chunk):
@@ -160,13 +160,13 @@ def drive_lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Pa
     return results, passes
 
 
-def _lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[Any]]],
-              view: str, by: str | None, rows: dict[Hashable, int], max_rows: int,
-              results: dict[Hashable, Any]) -> int:
+def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]],
+              view: str, by: str | None, rows: dict[Any, int], max_rows: int,
+              results: dict[Any, Any]) -> int:
     """One chunk of :func:`drive_lockstep` (results into ``results``): the passes taken."""
-    pending: dict[Hashable, tuple[SubStream, Any, Passes[Any]]] = {}
+    pending: dict[Any, tuple[SubStream, Any, Passes[Any]]] = {}
 
-    def step(key: Hashable, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
+    def step(key: Any, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
         try:
             spec = next(gen) if sent is None else gen.send(sent)
         except StopIteration as stop:
@@ -175,7 +175,7 @@ def _lockstep(source: Any, computations: dict[Hashable, tuple[SubStream, Passes[
             return
         pending[key] = (sub, spec, gen)
 
-    def held(key: Hashable) -> int:
+    def held(key: Any) -> int:
         return rows.get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
 
     for key, (sub, gen) in computations.items():
