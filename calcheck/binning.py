@@ -1,19 +1,30 @@
-"""Binnings of scores (SPEC §2) and their per-bin sufficient statistics.
+"""Binnings of scores and their per-bin sufficient statistics.
 
 Two representations are used:
 
 * **positional** bins: cut positions ``bounds`` (length B+1, ``bounds[0] = 0``,
-  ``bounds[-1] = n``) into the scores sorted ascending with a *stable* sort.  Bin b holds the
-  sorted rows ``bounds[b]:bounds[b+1]``.  Quantile, PAVA and PAVA-BC bins are positional by
-  definition; uniform bins are positional too once the scores are sorted.
+  ``bounds[-1] = n``) into the scores sorted ascending.  Bin b holds the sorted positions
+  ``bounds[b]:bounds[b+1]``.  Quantile, PAVA and PAVA-BC bins are positional by definition;
+  uniform bins are positional too once the scores are sorted.
 * **row assignment**: an int64 bin id per row (uniform bins without sorting).
 
-Every binned metric is computed from :class:`BinStats` — integer counts and float64 sums per
-bin — so that a streaming or distributed engine can merge partial results.
+**Ties.**  When a cut falls inside a group of equal scores (a *tie group*), which of the tied
+rows lie on either side cannot depend on the order of the rows in a file.  By default
+(``ties="share"``) a tie group that straddles a cut is shared between the bins in proportion:
+each bin takes its exact number of positions and the matching fraction of the group's
+positives (fractional label sums), so every bin keeps its mass and the result is the same for
+any row order.  PAVA and PAVA-BC see each tied row with its group's mean label, so equal
+scores are pooled (they can never get different calibrated values) unless a size bound forces
+a cut inside the group, which is then shared the same way.  ``ties="order"`` keeps the
+reference codes' split: a *stable* sort, ties in input order, labels as they come.
+
+Every binned metric is computed from :class:`BinStats` — counts and sums per bin — so that a
+streaming or distributed engine can merge partial results.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +47,8 @@ class BinStats:
     count : ndarray of shape (B,), int64
         Rows per bin.
     sum_score, sum_label : ndarray of shape (B,)
-        Σ score and Σ label (positives) per bin.
+        Σ score and Σ label (positives) per bin; with shared ties the label sums may be
+        fractional.
     """
 
     kind: str
@@ -44,7 +56,7 @@ class BinStats:
     upper: FloatArray
     count: IntArray
     sum_score: FloatArray
-    sum_label: IntArray
+    sum_label: np.ndarray
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -99,7 +111,7 @@ class BinStats:
                 "lower": float(self.lower[b]),
                 "upper": float(self.upper[b]),
                 "n": int(self.count[b]),
-                "positives": int(self.sum_label[b]),
+                "positives": count_value(self.sum_label[b]),
                 "mean_score": None if np.isnan(ms[b]) else float(ms[b]),
                 "mean_label": None if np.isnan(ml[b]) else float(ml[b]),
                 "gap": float(gap[b]),
@@ -135,6 +147,59 @@ def stable_argsort(scores: FloatArray) -> IntArray:
     sub = order[idx]
     order[idx] = sub[np.lexsort((sub, run_id[idx]))]
     return order
+
+
+TIES = ("share", "order")
+
+
+def check_ties(ties: str) -> str:
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    return ties
+
+
+def sort_order(scores: FloatArray, ties: str = "share") -> IntArray:
+    """The ascending order of the scores: any order for shared ties (tie groups are pooled),
+    the stable one for ``ties="order"``."""
+    if ties == "order":
+        return stable_argsort(scores)
+    return np.argsort(scores).astype(np.int64)
+
+
+def count_value(x: Any) -> int | float:
+    """A count or label sum for the report: an int when whole, else the float share."""
+    f = float(x)
+    return int(f) if f.is_integer() else f
+
+
+def tie_bounds(sorted_scores: FloatArray) -> IntArray:
+    """Start of every tie group of the sorted scores, and n at the end."""
+    n = sorted_scores.shape[0]
+    if n == 0:
+        return np.zeros(1, dtype=np.int64)
+    change = np.flatnonzero(sorted_scores[1:] != sorted_scores[:-1]) + 1
+    return np.concatenate(([0], change, [n])).astype(np.int64)
+
+
+def shared_cumsum(values: np.ndarray, ties: IntArray, positions: IntArray) -> FloatArray:
+    """Σ ``values`` over the first p sorted positions for each p of ``positions``, a tie group
+    cut at p counted pro rata: C[a] + (p − a)/(b − a)·(C[b] − C[a]) for the group [a, b)."""
+    cum = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
+    p = np.asarray(positions, dtype=np.int64)
+    g = np.searchsorted(ties, p, side="right") - 1
+    g = np.minimum(g, ties.shape[0] - 2) if ties.shape[0] > 1 else np.zeros_like(g)
+    a, b = ties[g], ties[np.minimum(g + 1, ties.shape[0] - 1)]
+    width = np.maximum(b - a, 1)
+    frac = np.where(b > a, (p - a) / width, 0.0)
+    return np.asarray(cum[a] + frac * (cum[b] - cum[a]), dtype=np.float64)
+
+
+def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> FloatArray:
+    """Every sorted row's label replaced by its tie group's mean label."""
+    t = tie_bounds(sorted_scores)
+    w = np.diff(t)
+    means = segment_sums(np.asarray(sorted_labels, dtype=np.float64), t) / np.maximum(w, 1)
+    return np.asarray(np.repeat(means, w), dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,17 +284,30 @@ def segment_sums(values: np.ndarray, bounds: IntArray) -> np.ndarray:
     return out
 
 
-def positional_stats(sorted_scores: FloatArray, sorted_labels: IntArray, bounds: IntArray, *,
+def positional_stats(sorted_scores: FloatArray, sorted_labels: np.ndarray, bounds: IntArray, *,
                      kind: str, params: dict[str, Any] | None = None,
-                     edges: tuple[FloatArray, FloatArray] | None = None) -> BinStats:
-    """:class:`BinStats` of positional bins over the sorted scores and labels."""
+                     edges: tuple[FloatArray, FloatArray] | None = None,
+                     ties: str = "share") -> BinStats:
+    """:class:`BinStats` of positional bins over the sorted scores and labels; with shared
+    ties a tie group cut by a bound is split pro rata (module docstring)."""
     count = np.diff(bounds).astype(np.int64)
     assert int(count.sum()) == sorted_scores.shape[0], "every row lands in exactly one bin"
     lower, upper = edges if edges is not None else positional_edges(sorted_scores, bounds)
     return BinStats(kind=kind, lower=lower, upper=upper, count=count,
                     sum_score=segment_sums(sorted_scores, bounds).astype(np.float64),
-                    sum_label=segment_sums(sorted_labels, bounds).astype(np.int64),
+                    sum_label=label_sums(sorted_scores, sorted_labels, bounds, ties),
                     params=dict(params or {}))
+
+
+def label_sums(sorted_scores: FloatArray, sorted_labels: np.ndarray, bounds: IntArray,
+               ties: str = "share") -> FloatArray:
+    """Σ label of positional bins; a tie group cut by a bound is shared pro rata unless
+    ``ties="order"`` (then the rows on each side count as they lie)."""
+    if ties == "order":
+        return segment_sums(sorted_labels, bounds).astype(np.float64)
+    sums = np.diff(shared_cumsum(sorted_labels, tie_bounds(sorted_scores), bounds))
+    whole = np.round(sums)
+    return np.asarray(np.where(np.abs(sums - whole) < 1e-9, whole, sums), dtype=np.float64)
 
 
 def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bins: int, *,
@@ -242,8 +320,7 @@ def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bin
     return BinStats(kind=kind, lower=lower, upper=upper, count=count,
                     sum_score=np.asarray(np.bincount(assign, weights=scores, minlength=n_bins),
                                          dtype=np.float64),
-                    sum_label=np.bincount(assign, weights=labels, minlength=n_bins)
-                    .round().astype(np.int64),
+                    sum_label=np.bincount(assign, weights=labels, minlength=n_bins).round(),
                     params=dict(params or {}))
 
 
@@ -255,11 +332,12 @@ def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int) -> BinStats
                           params={"bins": n_bins})
 
 
-def quantile_stats(sorted_scores: FloatArray, sorted_labels: IntArray, n_bins: int) -> BinStats:
-    """Equal-mass (split by index) bin statistics from sorted scores."""
+def quantile_stats(sorted_scores: FloatArray, sorted_labels: np.ndarray, n_bins: int, *,
+                   ties: str = "share") -> BinStats:
+    """Equal-mass bin statistics from sorted scores: cuts at ⌊j·n/B⌋, ties as ``ties`` says."""
     bounds = quantile_bounds(sorted_scores.shape[0], n_bins)
     return positional_stats(sorted_scores, sorted_labels, bounds, kind="quantile",
-                            params={"bins": n_bins})
+                            params={"bins": n_bins}, ties=ties)
 
 
 def row_bin_ids(bounds: IntArray) -> IntArray:
@@ -271,94 +349,79 @@ def row_bin_ids(bounds: IntArray) -> IntArray:
 # PAVA and PAVA-BC (TCE paper, Definition 3, Algorithms 2 and 3, Appendix A/B)
 
 
-def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int]:
-    """Block sizes of PAVA-BC over labels sorted by score, exactly as the authors' code runs it.
+Number = int | float
 
-    Algorithm 2 of Matsubara et al. (2023) in the form of their public code (SPEC §2): for
-    i = 1 .. n − n_min push the block {y_i, weight 1}; while there is a previous block and
+
+def label_runs(values: np.ndarray) -> tuple[list[Number], list[int]]:
+    """Runs of equal per-row values (labels, or tie-group mean labels): (values, lengths).
+    Whole values are kept as Python ints, so 0/1 labels are compared exactly."""
+    n = values.shape[0]
+    if n == 0:
+        return [], []
+    change = np.flatnonzero(values[1:] != values[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    lengths = np.diff(np.concatenate((starts, [n]))).tolist()
+    vals = [int(v) if float(v).is_integer() else float(v) for v in values[starts].tolist()]
+    return vals, lengths
+
+
+def pava_bc_runs(values: list[Number], lengths: list[int], n_min: int,
+                 n_max: int) -> list[int]:
+    """Block sizes of PAVA-BC over sorted rows given as runs of equal per-row values.
+
+    Algorithm 2 of Matsubara et al. (2023) in the form of their public code: for
+    i = 1 .. n − n_min push the row {y_i, weight 1}; while there is a previous block and
     (w_prev + w_last ≤ n_min) or (w_prev + w_last ≤ n_max and mean_prev ≥ mean_last), merge the
     last block into the previous one.  Then the last n_min rows form a tail block, merged into
-    the preceding block when 2·n_min ≤ n_max.  ``n_min = 0, n_max = n + 1`` is plain PAVA
-    (the pool-adjacent-violators algorithm, equal means pooled).
+    the preceding block when 2·n_min ≤ n_max.  (The paper's printed algorithm tests the
+    preceding block's weight + n_min ≤ n_max in the tail step; the code tests 2·n_min ≤ n_max,
+    so with the default sizes the tail is always merged and the last bin may exceed n_max.)
+    ``n_min = 0, n_max = n + 1`` is plain PAVA (pool adjacent violators, equal means pooled).
 
-    The scan works on *runs* of equal labels with closed forms instead of row by row, so the
-    Python loop runs once per run (plus once per merge), not once per row:
+    The scan takes a run of r equal rows (value v) in closed-form steps instead of row by row,
+    so the Python loop runs once per run plus once per merge.  With top block T and the block B
+    below it (a settled pair: w_B + w_T > n_min and not mean_B ≥ mean_T):
 
-    * a one never triggers a merge below the block that absorbs it (it raises that block's
-      mean), so a run of ones is absorbed in one step, up to n_min, or up to n_max while the
-      block holds only ones;
-    * a run of zeros is absorbed up to n_max, and the top block T falls into the block B below
-      after exactly ``max(1, ceil(S_T·W_B / S_B) − W_T)`` zeros, if the weight cap allows.
+    * the next row joins T when w_T + 1 ≤ n_min, or w_T + 1 ≤ n_max and mean_T ≥ v; while
+      mean_T ≥ v every row of the run joins T up to n_max (while mean_T < v, up to n_min),
+      otherwise the row opens a new block, which later rows of the run fill up to n_max;
+    * joining rows lowers mean_T towards v; T falls into B after exactly
+      j* = ⌈(w_B·S_T − S_B·w_T)/(S_B − w_B·v)⌉ rows when mean_B > v and w_B + w_T + j* ≤ n_max,
+      and the merge cascade then runs as usual.
 
-    Means are compared exactly in integers (S_prev·W_last ≥ S_last·W_prev).
+    Whole values keep the arithmetic in integers, so 0/1 labels are compared exactly.
     """
-    y = np.asarray(sorted_labels)
-    n = int(y.shape[0])
+    n = int(sum(lengths))
     if n_min < 0 or n_max < n_min:
         raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, n_max={n_max}")
-    m = max(n - n_min, 0)
-    head = y[:m]
-    if m:
-        change = np.flatnonzero(head[1:] != head[:-1]) + 1
-        starts = np.concatenate(([0], change))
-        lengths = np.diff(np.concatenate((starts, [m]))).tolist()
-        values = head[starts].tolist()
-    else:
-        lengths, values = [], []
-
-    W: list[int] = []   # weights of the blocks below the top
-    S: list[int] = []   # label sums of the blocks below the top
-    wt = st = 0         # top block (wt == 0: no block yet)
-
-    def settle(wt: int, st: int) -> tuple[int, int]:
-        return pava_settle(W, S, wt, st, n_min, n_max)
-
+    head = max(n - n_min, 0)
+    W: list[int] = []         # weights of the blocks below the top
+    S: list[Number] = []      # label sums of the blocks below the top
+    wt: int = 0               # top block (wt == 0: no block yet)
+    st: Number = 0
+    left = head
     for v, r in zip(values, lengths):
-        if v:
-            while r:
-                if wt == 0:
-                    wt, st, r = 1, 1, r - 1
-                    continue
-                if wt < n_min:
-                    k = n_min - wt
-                elif wt < n_max and st == wt:
-                    k = n_max - wt
-                else:
-                    W.append(wt)
-                    S.append(st)
-                    wt, st, r = 1, 1, r - 1
-                    continue
-                if k > r:
-                    k = r
-                wt, st, r = wt + k, st + k, r - k
-        else:
-            while r:
-                if wt == 0:
-                    wt, st, r = 1, 0, r - 1
-                    continue
-                if wt >= n_max:           # full: a zero starts a new block, which cannot merge
-                    W.append(wt)
-                    S.append(st)
-                    wt, st, r = 1, 0, r - 1
-                    continue
-                room = n_max - wt
-                if r < room:
-                    room = r
-                if W:
-                    wb, sb = W[-1], S[-1]
-                    if sb > 0:
-                        t_mean = -((-st * wb) // sb) - wt
-                        if t_mean < 1:
-                            t_mean = 1
-                    else:
-                        t_mean = 1 if st == 0 else room + 1
-                    if t_mean <= room and t_mean <= n_max - wb - wt:
-                        wt, r = wt + t_mean, r - t_mean
-                        W.pop()
-                        S.pop()
-                        wt, st = settle(wb + wt, sb + st)
-                        continue
-                wt, r = wt + room, r - room
+        if left <= 0:
+            break
+        r = min(r, left)
+        left -= r
+        while r:
+            if wt == 0:
+                wt, st, r = 1, v, r - 1
+                continue
+            if not (wt + 1 <= n_min or (wt + 1 <= n_max and st >= v * wt)):
+                W.append(wt)                       # the row opens a new block
+                S.append(st)
+                wt, st, r = 1, v, r - 1
+                continue
+            k = min(r, (n_max if st >= v * wt else n_min) - wt)   # rows that join T
+            j = _falls_at(W, S, wt, st, v, n_max) if W else None
+            if j is not None and j <= k:
+                wb, sb = W.pop(), S.pop()
+                wt, st = pava_settle(W, S, wb + wt + j, sb + st + j * v, n_min, n_max)
+                r -= j
+                continue
+            wt, st, r = wt + k, st + k * v, r - k
     if wt:
         W.append(wt)
         S.append(st)
@@ -367,11 +430,36 @@ def pava_bc_weights(sorted_labels: IntArray, n_min: int, n_max: int) -> list[int
     return W
 
 
-def pava_settle(W: list[int], S: list[int], wt: int, st: int, n_min: int,
-                n_max: int) -> tuple[int, int]:
+def _falls_at(W: list[int], S: list[Number], wt: int, st: Number, v: Number,
+              n_max: int) -> int | None:
+    """After how many rows of value v joining the top block T it falls into the block below
+    (mean_B ≥ mean_T and the weight allows), or None."""
+    wb, sb = W[-1], S[-1]
+    den = sb - wb * v
+    if den <= 0:                            # mean_B ≤ v: T's mean never drops to mean_B
+        return None
+    num = wb * st - sb * wt
+    if isinstance(num, int) and isinstance(den, int):
+        j = max(1, -(-num // den))
+    else:
+        j = max(1, math.ceil(num / den))
+        while j > 1 and sb * (wt + j - 1) >= wb * (st + (j - 1) * v):  # exact smallest j
+            j -= 1
+        while sb * (wt + j) < wb * (st + j * v):
+            j += 1
+    return j if wb + wt + j <= n_max else None
+
+
+def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[int]:
+    """Block sizes of PAVA-BC over labels sorted by score (:func:`pava_bc_runs`)."""
+    return pava_bc_runs(*label_runs(np.asarray(sorted_labels)), n_min, n_max)
+
+
+def pava_settle(W: list[int], S: list[Number], wt: int, st: Number, n_min: int,
+                n_max: int) -> tuple[int, Number]:
     """PAVA-BC's merge cascade: pop the blocks below (weights ``W``, label sums ``S``) into the
     top block (``wt``, ``st``) while w_prev + w_top ≤ n_min, or ≤ n_max with
-    mean_prev ≥ mean_top (compared exactly in integers).  Returns the new top block."""
+    mean_prev ≥ mean_top (compared by cross-multiplication, exactly for whole sums)."""
     while W:
         wb, sb = W[-1], S[-1]
         w = wb + wt
@@ -392,15 +480,46 @@ def pava_tail(W: list[int], tail: int, n_min: int, n_max: int) -> None:
         W.append(tail)
 
 
-def pava_bc_bounds(sorted_labels: IntArray, n_min: int, n_max: int) -> IntArray:
-    """Cut positions of the PAVA-BC blocks (see :func:`pava_bc_weights`)."""
-    w = pava_bc_weights(sorted_labels, n_min, n_max)
+def pava_bc_blocks(block_n: IntArray, block_pos: np.ndarray, n_min: int,
+                   n_max: int) -> IntArray:
+    """Bounds of PAVA-BC run on pre-pooled blocks of sorted rows (the streaming engines' form
+    beyond the rows they can hold): each non-empty block enters whole (weight N_c, sum K_c)
+    instead of as N_c single rows; the merge rule and the tail step are the row algorithm's,
+    so bins end at block boundaries.  ``n_min = 0, n_max = n + 1`` is plain PAVA."""
+    occ = np.flatnonzero(block_n)
+    w_all = block_n[occ].tolist()
+    s_all = [int(v) if float(v).is_integer() else float(v) for v in block_pos[occ].tolist()]
+    n = int(sum(w_all))
+    W: list[int] = []
+    S: list[Number] = []
+    used = 0
+    i = 0
+    while i < len(w_all) and (n_min == 0 or used + w_all[i] <= n - n_min):
+        used += w_all[i]
+        wt, st = pava_settle(W, S, w_all[i], s_all[i], n_min, n_max)
+        i += 1
+        W.append(wt)
+        S.append(st)
+    if n - used:
+        pava_tail(W, n - used, n_min, n_max)
+    return np.concatenate(([0], np.cumsum(W, dtype=np.int64))).astype(np.int64)
+
+
+def pava_bc_bounds(sorted_labels: np.ndarray, n_min: int, n_max: int, *,
+                   sorted_scores: FloatArray | None = None) -> IntArray:
+    """Cut positions of the PAVA-BC blocks; with ``sorted_scores`` (shared ties) every tied row
+    takes its tie group's mean label, so equal scores are pooled."""
+    labels = sorted_labels if sorted_scores is None else \
+        shared_labels(sorted_scores, sorted_labels)
+    w = pava_bc_weights(labels, n_min, n_max)
     return np.concatenate(([0], np.cumsum(w, dtype=np.int64))).astype(np.int64)
 
 
-def pava_bounds(sorted_labels: IntArray) -> IntArray:
+def pava_bounds(sorted_labels: np.ndarray, *,
+                sorted_scores: FloatArray | None = None) -> IntArray:
     """Cut positions of plain PAVA blocks: PAVA-BC with n_min = 0 and n_max = n + 1."""
-    return pava_bc_bounds(sorted_labels, 0, int(sorted_labels.shape[0]) + 1)
+    return pava_bc_bounds(sorted_labels, 0, int(sorted_labels.shape[0]) + 1,
+                          sorted_scores=sorted_scores)
 
 
 def default_pava_bc_sizes(n: int) -> tuple[int, int]:

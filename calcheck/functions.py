@@ -53,24 +53,29 @@ def mce(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult
     return binned.mce(Prepared(scores, labels), bins=check_bins(bins))
 
 
-def ace(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
-    """Adaptive calibration error on ``bins`` equal-mass bins (split by index)."""
-    return binned.ace(Prepared(scores, labels), bins=check_bins(bins))
+def ace(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
+        ties: str = "share") -> MetricResult:
+    """Adaptive calibration error on ``bins`` equal-mass bins (cuts at ⌊j·n/B⌋ of the sorted
+    scores; ``ties="share"`` splits a tie group cut by one pro rata, ``"order"`` by row
+    position as the reference codes do)."""
+    return binned.ace(Prepared(scores, labels, ties=_ties(ties)), bins=check_bins(bins))
 
 
-def mce_q(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
+def mce_q(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
+          ties: str = "share") -> MetricResult:
     """MCE(Q): maximum calibration error on ``bins`` equal-mass bins."""
-    return binned.mce_q(Prepared(scores, labels), bins=check_bins(bins))
+    return binned.mce_q(Prepared(scores, labels, ties=_ties(ties)), bins=check_bins(bins))
 
 
-def pde(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10) -> MetricResult:
+def pde(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
+        ties: str = "share") -> MetricResult:
     """Probability deviation error on ``bins`` equal-mass bins."""
-    return binned.pde(Prepared(scores, labels), bins=check_bins(bins))
+    return binned.pde(Prepared(scores, labels, ties=_ties(ties)), bins=check_bins(bins))
 
 
 def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins: int = 10,
         alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
-        n_max: int | None = None) -> MetricResult:
+        n_max: int | None = None, ties: str = "share") -> MetricResult:
     """Test-based calibration error in percent (Matsubara et al., UAI 2023).
 
     Parameters
@@ -88,6 +93,9 @@ def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins:
     n_min, n_max : int, optional
         PAVA-BC bin sizes; default ⌊n/20⌋ and ⌊n/5⌋.  PAVA-BC refuses fewer than 20 rows
         unless they are given.
+    ties : {"share", "order"}
+        Tie groups cut by a bound: shared pro rata (default; no value depends on row order)
+        or split by row position (the authors' code, which reproduces the published tables).
 
     Returns
     -------
@@ -96,7 +104,8 @@ def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins:
         table (per bin: edges, n, empirical probability, min/quartiles/max of the predictions,
         number and percent rejected).
     """
-    return _tce.tce(Prepared(scores, labels), binning=binning, bins=check_bins(bins),
+    return _tce.tce(Prepared(scores, labels, ties=_ties(ties)), binning=binning,
+                    bins=check_bins(bins),
                     alpha=check_alpha(alpha, name="alpha"), test=test, n_min=n_min, n_max=n_max)
 
 
@@ -142,13 +151,13 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
 
 
 def hosmer_lemeshow(scores: ArrayLike, labels: ArrayLike, *, groups: int = 10,
-                    alpha: float = 0.05) -> TestResult:
+                    alpha: float = 0.05, ties: str = "share") -> TestResult:
     """Hosmer–Lemeshow test on equal-mass groups, χ²(G − 2)."""
     from calcheck.hypotests import classical
 
     data = Prepared(scores, labels)
     return classical.hosmer_lemeshow(data.scores, data.labels, groups=check_bins(groups, name="groups"),
-                                     alpha=check_alpha(alpha, name="alpha"))
+                                     alpha=check_alpha(alpha, name="alpha"), ties=_ties(ties))
 
 
 def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
@@ -198,5 +207,12 @@ def evaluate(scores: ArrayLike, labels: ArrayLike, ids: list[str] | None = None,
     ``tce_nmax``).  For multiclass input, files and tables use :func:`calcheck.score`."""
     from calcheck.metrics import resolve_metric_ids
 
-    return compute_metrics(Prepared(scores, labels), resolve_metric_ids(ids),
-                           MetricOptions(**options))
+    opts = MetricOptions(**options)
+    return compute_metrics(Prepared(scores, labels, ties=_ties(opts.ties)),
+                           resolve_metric_ids(ids), opts)
+
+
+def _ties(ties: str) -> str:
+    if ties not in ("share", "order"):
+        raise UsageError(f"ties must be 'share' or 'order', got {ties!r}")
+    return ties

@@ -233,6 +233,10 @@ TACE_THRESHOLD = Opt("tace_threshold", ("--tace-threshold",), 0.01, "TACE keeps 
 COMPAT_OPT = Opt("compat", ("--compat",), None, "nixon: compute top-label ECE/ACE, SCE, "
                  "classwise ACE and TACE exactly as Nixon et al.'s reference code does.",
                  METRICS, choice(*COMPAT), "LIBRARY")
+TIES = Opt("ties", ("--ties",), "share", "Tie groups cut by an equal-mass or PAVA bound: "
+            "share (default: split pro rata, so no number depends on row order) or order (the "
+            "reference codes' split by row position, which reproduces their published tables).",
+            METRICS, choice("share", "order"), "MODE")
 BINS_TABLE = Opt("bins_table", ("--bins-table",), None, "Show the per-bin table of this metric "
                  "(repeatable; 'all' for every binned one).", OUTPUT, check_list(check_text),
                  "ID", "list")
@@ -320,7 +324,7 @@ REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; 
 TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
                   "or skip it.", TESTS, check_bool, type="toggle")
 
-_INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, WHERE)
+_INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
@@ -367,6 +371,7 @@ class Options:
     tce_nmax: int | None = None
     tace_threshold: float = 0.01
     compat: str | None = None
+    ties: str = "share"
     bins_table: list[str] | None = None
     # variables and groups
     variables: list[str] | None = None

@@ -3,9 +3,10 @@
 In memory, a replicate resamples the n rows with replacement (row i taken c_i times,
 (c_1 … c_n) ~ Multinomial(n; 1/n, …, 1/n)) and recomputes every selected metric on it, bins
 included — equal-mass, PAVA-BC and per-class bins are re-estimated on each replicate.  The
-replicate table lists row i c_i times, in input order; for binary scores it is listed in the
-stable order of the scores, which is the same table after the metrics' own stable sort, so the
-sort is not redone.  Draws depend only on ``seed`` and n.
+draws index the rows in a canonical order (by score, then label; multiclass: by label, then
+the probabilities), so an interval does not depend on the order of the rows in a file; the
+binary replicate is listed in that order, which is sorted by score, so the metrics' sort is
+not redone.  Draws depend only on ``seed`` and n.
 
 The interval is the percentile interval of the replicate values: the (1 − level)/2 and
 (1 + level)/2 quantiles (numpy's default linear interpolation).  Replicates on which a metric
@@ -90,26 +91,34 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     :class:`~calcheck.data.Predictions`) computed by ``compute(data, ids, options)``, ``reps``
     replicates seeded by ``seed``; ids without an interval (``pc``) get none."""
     from calcheck import registry
-    from calcheck.binning import stable_argsort
 
     check_ci_options(reps, level)
     ids = [m for m in ids if registry.METRICS[m].ci]
     n = data.n
-    order = None if data.multiclass else stable_argsort(data.scores)
+    canon = canonical_order(data)
     rng = np.random.default_rng(seed)
     values = np.full((len(ids), reps), np.nan)
     for r in range(reps):
+        # draws index the rows in their canonical order, so a replicate does not depend on
+        # the order of the rows in the file; listed in that order it is sorted by score
         counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
-        rows = np.repeat(np.arange(n), counts) if order is None else np.repeat(order,
-                                                                              counts[order])
-        sample = data.subset(rows)
-        if order is not None:                  # listed in stable score order already
+        sample = data.subset(np.repeat(canon, counts))
+        if not data.multiclass:
             sample.sorted_order = np.arange(n)
         values[:, r] = _values(compute, sample, ids, options)
         if progress is not None:
             progress(r + 1, reps)
     return {mid: percentile_interval(values[j], level=level, seed=seed)
             for j, mid in enumerate(ids)}
+
+
+def canonical_order(data: Any) -> np.ndarray:
+    """The rows sorted by score then label (binary), or by label then the probabilities
+    (multiclass): an order that does not depend on the order of the input."""
+    if data.multiclass:
+        keys = [data.probs[:, j] for j in range(data.probs.shape[1] - 1, -1, -1)]
+        return np.lexsort([*keys, data.labels])
+    return np.lexsort((data.labels, data.scores))
 
 
 def _values(compute: Callable[..., Mapping[str, Any]], sample: Any, ids: list[str],

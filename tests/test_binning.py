@@ -56,9 +56,17 @@ def test_quantile_bounds_split_by_index():
 def test_quantile_ties_straddle_cut_and_edges_are_midpoints():
     s = np.array([0.1, 0.2, 0.2, 0.2, 0.9, 1.0])
     y = np.array([0, 0, 1, 0, 1, 1])
-    st_ = quantile_stats(s, y, 2)
+    # the reference split: the tie group 0.2 (labels 0 1 0 in row order) is cut after its
+    # second row
+    st_ = quantile_stats(s, y, 2, ties="order")
     assert st_.count.tolist() == [3, 3]
     assert st_.sum_label.tolist() == [1, 2]
+    # shared: the group's one positive is split 2/3 : 1/3 between the bins, whatever the
+    # order of its rows
+    for yy in (y, np.array([0, 1, 0, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])):
+        sh = quantile_stats(s, yy, 2)
+        assert sh.count.tolist() == [3, 3]
+        np.testing.assert_allclose(sh.sum_label, [2 / 3, 2 + 1 / 3])
     np.testing.assert_allclose(st_.lower, [0.0, 0.2])
     np.testing.assert_allclose(st_.upper, [0.2, 1.0])
 

@@ -20,12 +20,20 @@ def test_hand_computed_two_bins():
     assert calcheck.ece(S, Y, bins=2).value == pytest.approx(0.2)
     assert calcheck.ece(S, Y, bins=2, p=2).value == pytest.approx(0.2)
     assert calcheck.mce(S, Y, bins=2).value == pytest.approx(0.2)
-    # quantile cuts [0, 2, 5]; the stable sort keeps the tie in input order (y=1 then y=0):
+    # quantile cuts [0, 2, 5]; the tie at .2 (labels 1, 0) straddles the cut.
+    # --ties order keeps it in input order (y=1 then y=0):
     # bin0 {0 (0), .2 (1)} gap .4; bin1 {.2 (0), .6 (1), 1 (1)} gap 1/15
-    assert calcheck.ace(S, Y, bins=2).value == pytest.approx(0.4 * 0.4 + 0.6 / 15)
-    assert calcheck.mce_q(S, Y, bins=2).value == pytest.approx(0.4)
+    assert calcheck.ace(S, Y, bins=2, ties="order").value == pytest.approx(0.4 * 0.4 + 0.6 / 15)
+    assert calcheck.mce_q(S, Y, bins=2, ties="order").value == pytest.approx(0.4)
     # PDE: (|0-.5| + |.2-.5| + |.2-2/3| + |.6-2/3| + |1-2/3|) / 5
-    assert calcheck.pde(S, Y, bins=2).value == pytest.approx((0.8 + 13 / 15) / 5)
+    assert calcheck.pde(S, Y, bins=2, ties="order").value == pytest.approx((0.8 + 13 / 15) / 5)
+    # shared (default): each bin takes one tied row and half its positive:
+    # bin0 {0, .2} mean y .25 mean s .1 gap .15; bin1 {.2, .6, 1} mean y 2.5/3, mean s .6
+    assert calcheck.ace(S, Y, bins=2).value == pytest.approx(0.4 * 0.15 + 0.6 * (2.5 / 3 - 0.6))
+    assert calcheck.mce_q(S, Y, bins=2).value == pytest.approx(2.5 / 3 - 0.6)
+    assert calcheck.ace(S[::-1], Y[::-1], bins=2).value == calcheck.ace(S, Y, bins=2).value
+    assert calcheck.pde(S, Y, bins=2).value == pytest.approx(
+        (0.25 + 0.05 + abs(0.2 - 2.5 / 3) + abs(0.6 - 2.5 / 3) + abs(1 - 2.5 / 3)) / 5)
     assert calcheck.brier(S, Y).value == pytest.approx(0.168)
     ll = -(np.log(0.2) + np.log(0.8) + np.log(0.6)) / 5
     assert calcheck.log_loss(S, Y).value == pytest.approx(ll, abs=1e-12)
@@ -122,13 +130,9 @@ def test_row_order_does_not_matter(data, bins, rnd):
     rnd.shuffle(perm)
     a = calcheck.evaluate(s, y, BASE, bins=bins)
     b = calcheck.evaluate(s[perm], y[perm], BASE, bins=bins)
-    # positional (quantile) bins split ties by input order (SPEC §2), so they are order-free
-    # only when no tie straddles a cut with different labels; uniform bins always are.
-    distinct = len(np.unique(s)) == len(s)
+    # shared ties: no value depends on the order of the rows, ties or not
     for mid in BASE:
-        if registry.METRICS[mid].stream == "positional" and not distinct:
-            continue
-        np.testing.assert_allclose(a[mid].value, b[mid].value, rtol=1e-9, atol=1e-12,
+        np.testing.assert_allclose(a[mid].value, b[mid].value, rtol=1e-12, atol=1e-12,
                                    err_msg=mid)
 
 

@@ -246,7 +246,7 @@ def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
     """A pass of per-class (and thresholded) sub-streams: any split, merged in any order, gives
     the single pass's grid counts and collected sorted labels."""
     from calcheck.streaming.engine import StateSpec
-    from calcheck.streaming.select import SortedLabelsSpec
+    from calcheck.streaming.positional import SortedRowsSpec
     from calcheck.streaming.views import SubStream, ViewsSpec
 
     df = frame(seed, n, 3)
@@ -254,7 +254,7 @@ def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
     parts_spec = []
     for c in range(3):
         parts_spec += [(SubStream(cls=c), StateSpec(bins=15, log_loss=False)),
-                       (SubStream(cls=c, min_score=0.2), SortedLabelsSpec())]
+                       (SubStream(cls=c, min_score=0.2), SortedRowsSpec())]
     spec = ViewsSpec(tuple(parts_spec), "classes")
     ref = spec.new().update(P, y, 0)
     cuts = sorted(rnd.sample(range(1, n), min(k - 1, n - 1)))
@@ -273,5 +273,5 @@ def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
             p = P[:, sub.cls]
             keep = p >= 0.2
             want = (y[keep] == sub.cls)[np.argsort(p[keep], kind="stable")]
-            np.testing.assert_array_equal(got.states[j].sorted_labels(), want)
-            np.testing.assert_array_equal(ref.states[j].sorted_labels(), want)
+            np.testing.assert_array_equal(got.states[j].sorted_rows()[1], want)
+            np.testing.assert_array_equal(ref.states[j].sorted_rows()[1], want)

@@ -67,7 +67,7 @@ def test_tce_hand_computed():
     assert expected == 4  # 0.01, 0.05, 0.8 and 0.95 (0.6 gives p = 0.10)
     r = calcheck.tce(s, y, binning="quantile", bins=1)
     assert r.value == pytest.approx(100 * expected / 10)
-    assert r.unit == "percent" and r.bin_extra["rejected"].tolist() == [expected]
+    assert r.unit == "percent" and list(r.bin_extra["rejected"]) == [expected]
 
 
 def test_tce_brute_force_all_binnings():

@@ -38,17 +38,17 @@ def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
     return MetricOptions(bins=opts.bins if opts.bins is not None else (15 if multiclass else 10),
                          alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
                          tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
-                         compat=opts.compat)
+                         compat=opts.compat, ties=opts.ties)
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
     """The metrics ``ids`` of binary or multiclass predictions."""
     if data.probs is not None:
-        return compute_multiclass_metrics(MulticlassPrepared(data.probs, data.labels), ids,
-                                          options)
+        return compute_multiclass_metrics(
+            MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options)
     assert data.scores is not None
     return compute_metrics(Prepared(data.scores, data.labels, validate=False,
-                                    order=data.sorted_order), ids, options)
+                                    order=data.sorted_order, ties=options.ties), ids, options)
 
 
 def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:
@@ -200,7 +200,7 @@ class MemoryEngine:
         progress = self.progress("simulating the null") if self.progress else None
         topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
                             trials=opts.trials, resample=opts.resample, seed=opts.seed,
-                            discrete_max=opts.discrete_max)
+                            discrete_max=opts.discrete_max, ties=opts.ties)
         results, notes = run_tests(scores, labels, methods, topts, progress=progress)
         if self.multiclass:
             notes.insert(0, top_label_note(self.data.classes))
@@ -212,7 +212,7 @@ class MemoryEngine:
         from calcheck import figures, plots
 
         s, y = self.data.top
-        top = Prepared(s, y, validate=False)
+        top = Prepared(s, y, validate=False, ties=opts.ties)
         view = " (top-label view)" if self.multiclass else ""
         bins = opts.bins or 10
         if kind == "reliability":

@@ -185,7 +185,7 @@ class StreamEngine:
         if positional:
             more, details = pos_mod.positional_results(
                 self.source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
-                test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax)
+                test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties)
             self.passes += details["extra_passes"]
             results.update(more)
         if opts.ci:
@@ -214,7 +214,7 @@ class StreamEngine:
             by_group, cw_passes = classwise_positional(
                 self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
                 threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
-                n_min=mopts.tce_nmin, n_max=mopts.tce_nmax)
+                n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties)
             self.passes += cw_passes
             more, errors = by_group.pop(ALL)
             if errors:
@@ -248,7 +248,7 @@ class StreamEngine:
         positional, passes = group_positional(
             self.source, grids, grouped.by, [m for m in binary_ids if m not in GRID_METRICS],
             bins=mopts.bins, alpha=mopts.alpha, test=mopts.test, n_min=mopts.tce_nmin,
-            n_max=mopts.tce_nmax)
+            n_max=mopts.tce_nmax, ties=mopts.ties)
         self.passes += passes
         out = Outcome(settings={"group_metrics": ids})
         for key in sorted(grids, key=lambda k: (k is None, k or "")):
@@ -334,7 +334,7 @@ class StreamEngine:
                 out.notes.append(discrete_note(distinct, opts.discrete_max))
         if "hl" in methods:
             more, details = positional_results(self.source, state, [], alpha=opts.alpha,
-                                               hl_groups=10)
+                                               hl_groups=10, ties=opts.ties)
             self.passes += details["extra_passes"]
             results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
         if "spiegelhalter" in methods:
@@ -376,11 +376,12 @@ class StreamEngine:
             if opts.binning == "uniform":
                 res = metric_results(state, ["ece"])["ece"]
             else:
-                res = positional_results(self.source, state, ["ace"], bins=bins)[0]["ace"]
+                res = positional_results(self.source, state, ["ace"], bins=bins,
+                                         ties=opts.ties)[0]["ace"]
             out.values["figure"] = plots.reliability_figure(res.bin_rows(), spread,
                                                             title=f"Reliability diagram{view}")
             return out
-        res = positional_results(self.source, state, ["tce"])[0]["tce"]
+        res = positional_results(self.source, state, ["tce"], ties=opts.ties)[0]["tce"]
         assert res.bins is not None
         points = sfig.violins(self.source, state, res.bins.count)
         out.values["figure"] = plots.tce_figure_from(

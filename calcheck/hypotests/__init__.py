@@ -36,6 +36,7 @@ class TestOptions:
     seed: int = 0
     discrete_max: int = 50
     hl_groups: int = 10
+    ties: str = "share"
 
 
 def resolve_methods(methods: Iterable[str] | None) -> list[str]:
@@ -86,7 +87,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
                 notes.append(discrete_note(distinct, options.discrete_max))
         elif m == "hl":
             results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
-                scores, labels, groups=options.hl_groups, alpha=options.alpha)
+                scores, labels, groups=options.hl_groups, alpha=options.alpha,
+                ties=options.ties)
         elif m == "spiegelhalter":
             results["spiegelhalter"] = classical.spiegelhalter(scores, labels, alpha=options.alpha)
         elif m == "cox":

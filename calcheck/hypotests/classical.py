@@ -18,26 +18,30 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import quantile_bounds, segment_sums, stable_argsort
+from calcheck.binning import label_sums, quantile_bounds, segment_sums, sort_order
 from calcheck.hypotests._result import TestResult
 
 LOGIT_EPS = 1e-15
 
 
 def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
-                    alpha: float = 0.05) -> TestResult:
-    r"""Hosmer–Lemeshow test on ``groups`` equal-mass groups (split by index after a stable sort).
+                    alpha: float = 0.05, ties: str = "share") -> TestResult:
+    r"""Hosmer–Lemeshow test on ``groups`` equal-mass groups (cuts at ⌊g·n/G⌋ of the sorted
+    scores; a tie group cut by one is shared pro rata, or split in row order with
+    ``ties="order"``).
 
     .. math:: C = \sum_g \frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}, \quad C \sim \chi^2(G - 2)
 
     Empty groups are skipped (G counts the non-empty ones).  A group whose expected variance is
     0 (all scores 0 or all 1) adds 0 when O_g = E_g and makes C infinite otherwise.
     """
-    order = stable_argsort(scores)
+    order = sort_order(scores, ties)
     s, y = scores[order], labels[order]
     b = quantile_bounds(s.shape[0], groups)
-    return hosmer_lemeshow_from_groups(np.diff(b), segment_sums(y, b), segment_sums(s, b),
-                                       groups=groups, alpha=alpha)
+    result = hosmer_lemeshow_from_groups(np.diff(b), label_sums(s, y, b, ties),
+                                         segment_sums(s, b), groups=groups, alpha=alpha)
+    result.settings["ties"] = ties
+    return result
 
 
 def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
@@ -171,12 +175,14 @@ def cox_logit(scores: FloatArray) -> FloatArray:
 def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
     """Cox calibration intercept and slope, with the likelihood-ratio test of (0, 1).
 
-    Logistic regression of y on logit(s) (s clipped to [1e-15, 1 − 1e-15]).  LR = 2·(ℓ(â, b̂) −
+    Logistic regression of y on logit(s) (s clipped to [1e-15, 1 − 1e-15]), the rows summed in
+    the order (score, label) so that no digit depends on the order of the input.  LR = 2·(ℓ(â, b̂) −
     ℓ(0, 1)) ~ χ²(2).  A slope below 1 means predictions too extreme (over-confident), above 1
     too moderate; the intercept shifts them all.
     """
-    x = cox_logit(scores)
-    y = labels.astype(np.float64)
+    order = np.lexsort((labels, scores))       # a canonical row order: identical sums (and
+    x = cox_logit(scores[order])               # fit) for any order of the rows in a file
+    y = labels[order].astype(np.float64)
     a, b, ll_fit = newton_logistic(lambda beta: logistic_sums(x, y, beta))
     ll_null = float(logistic_sums(x, y, np.array([0.0, 1.0]))[0])
     return cox_result(a, b, ll_fit, ll_null, alpha=alpha)

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import stable_argsort
+from calcheck.binning import check_ties, sort_order
 from calcheck.validation import (
     check_binary_labels,
     check_nonempty,
@@ -31,12 +31,16 @@ class Prepared:
     validate : bool, default True
         Skip the checks when the caller (the file reader) has already made them.
     order : array of int, optional
-        The stable ascending order of ``scores``, when the caller already knows it (the
-        bootstrap lists its replicates sorted); not checked.
+        An ascending order of ``scores`` (stable, for ``ties="order"``), when the caller
+        already knows it (the bootstrap lists its replicates sorted); not checked.
+    ties : {"share", "order"}
+        How positional bins treat tie groups cut by a bound (see :mod:`calcheck.binning`):
+        shared pro rata (default, independent of row order) or split in row order (the
+        reference codes).
     """
 
     def __init__(self, scores: ArrayLike, labels: ArrayLike, *, validate: bool = True,
-                 order: IntArray | None = None) -> None:
+                 order: IntArray | None = None, ties: str = "share") -> None:
         if validate:
             s = check_scores(scores, where="scores")
             y = check_binary_labels(labels, where="labels")
@@ -47,6 +51,7 @@ class Prepared:
             y = np.asarray(labels, dtype=np.int64)
         self.scores: FloatArray = s
         self.labels: IntArray = y
+        self.ties = check_ties(ties)
         if order is not None:
             self.__dict__["order"] = order        # fills the cached property below
 
@@ -62,8 +67,8 @@ class Prepared:
 
     @cached_property
     def order(self) -> IntArray:
-        """Stable ascending order of the scores (ties keep input order)."""
-        return stable_argsort(self.scores)
+        """Ascending order of the scores (stable — ties in input order — for ties="order")."""
+        return sort_order(self.scores, self.ties)
 
     @cached_property
     def sorted_scores(self) -> FloatArray:
@@ -82,7 +87,8 @@ class MetricOptions:
 
     ``bins`` is the bin count of the fixed-count binnings; ``alpha``, ``test``, ``tce_nmin``
     and ``tce_nmax`` configure TCE; ``tace_threshold`` TACE; ``compat`` names a peer
-    library's conventions (``"nixon"``) or None for calcheck's own.
+    library's conventions (``"nixon"``) or None for calcheck's own; ``ties`` how tie groups
+    cut by equal-mass or PAVA bounds are treated ("share" or "order").
     """
 
     bins: int = 10
@@ -92,3 +98,4 @@ class MetricOptions:
     tce_nmax: int | None = None
     tace_threshold: float = 0.01
     compat: str | None = None
+    ties: str = "share"

@@ -34,8 +34,9 @@ def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
 
 
 def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
-    """Equal-mass bins split by index over the stably sorted scores."""
-    return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins)
+    """Equal-mass bins: cuts at ⌊j·n/B⌋ of the sorted scores, a tie group cut by one shared
+    pro rata (or, with ``ties="order"``, split in row order)."""
+    return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins, ties=data.ties)
 
 
 def ece_from_stats(stats: BinStats, p: int = 1) -> float:
@@ -79,7 +80,7 @@ def ace(data: Prepared, *, bins: int = 10) -> MetricResult:
     """Adaptive calibration error: ECE on ``bins`` equal-mass bins split by index."""
     stats = quantile_bins(data, bins)
     return MetricResult(id="ace", value=ece_from_stats(stats, 1),
-                        settings=_settings("quantile", bins, norm="l1"),
+                        settings=_settings("quantile", bins, norm="l1", ties=data.ties),
                         n_samples=data.n, bins=stats)
 
 
@@ -87,7 +88,7 @@ def mce_q(data: Prepared, *, bins: int = 10) -> MetricResult:
     """MCE(Q): maximum calibration error on equal-mass bins."""
     stats = quantile_bins(data, bins)
     return MetricResult(id="mce_q", value=mce_from_stats(stats),
-                        settings=_settings("quantile", bins, norm="max"),
+                        settings=_settings("quantile", bins, norm="max", ties=data.ties),
                         n_samples=data.n, bins=stats)
 
 
@@ -108,7 +109,7 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1), np.nan)
     return MetricResult(id="pde", value=float(per_bin.sum() / data.n),
-                        settings=_settings("quantile", bins),
+                        settings=_settings("quantile", bins, ties=data.ties),
                         n_samples=data.n, bins=stats,
                         bin_extra={"mean_abs_deviation": mean_dev})
 

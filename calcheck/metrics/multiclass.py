@@ -29,9 +29,10 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
+    label_sums,
     quantile_bounds,
     segment_sums,
-    stable_argsort,
+    sort_order,
     uniform_assign,
 )
 from calcheck.data import top_label_view
@@ -44,9 +45,10 @@ CLASS_BLOCK = 8_000_000      # matrix entries per block of classes in the vector
 class MulticlassPrepared:
     """Validated class probabilities (n, K) and class labels, with cached per-class passes."""
 
-    def __init__(self, probs: FloatArray, labels: IntArray) -> None:
+    def __init__(self, probs: FloatArray, labels: IntArray, *, ties: str = "share") -> None:
         self.probs = np.asarray(probs, dtype=np.float64)
         self.labels = np.asarray(labels, dtype=np.int64)
+        self.ties = ties
         self._classwise: dict[tuple[Any, ...], Any] = {}
 
     @property
@@ -63,7 +65,7 @@ class MulticlassPrepared:
     def top(self) -> Prepared:
         """The top-label view as binary data (confidence, correct)."""
         conf, correct = top_label_view(self.probs, self.labels)
-        return Prepared(conf, correct, validate=False)
+        return Prepared(conf, correct, validate=False, ties=self.ties)
 
     def column(self, k: int) -> tuple[FloatArray, IntArray]:
         """Probabilities of class k and the one-vs-rest labels 1[c = k]."""
@@ -86,11 +88,11 @@ class MulticlassPrepared:
         tce_vals = np.zeros(K) if tce_opts is not None else None
         for k in range(K):
             p, y = self.column(k)
-            order = stable_argsort(p)
+            order = sort_order(p, self.ties)
             ps, ys = p[order], y[order]
             b = quantile_bounds(n, bins)
             cnt = np.diff(b)
-            gap = _gaps(segment_sums(ps, b), segment_sums(ys, b), cnt)
+            gap = _gaps(segment_sums(ps, b), label_sums(ps, ys, b, self.ties), cnt)
             ace_err[k] = float(np.sum(cnt * gap) / n)
             first = int(np.searchsorted(ps, eps, side="left"))   # kept values: a sorted suffix
             m = n - first
@@ -98,10 +100,11 @@ class MulticlassPrepared:
             if m:
                 bk = quantile_bounds(m, bins)
                 ck = np.diff(bk)
-                gk = _gaps(segment_sums(ps[first:], bk), segment_sums(ys[first:], bk), ck)
+                gk = _gaps(segment_sums(ps[first:], bk),
+                           label_sums(ps[first:], ys[first:], bk, self.ties), ck)
                 tace_err[k] = float(np.sum(ck * gk) / m)
             if tce_vals is not None and tce_opts is not None:
-                data = Prepared(p, y, validate=False)
+                data = Prepared(p, y, validate=False, ties=self.ties)
                 data.__dict__["order"] = order                   # reuse the sort
                 tce_vals[k] = tce(data, **tce_opts).value
         out = {"ace": ace_err, "tace": tace_err, "kept": kept, "tce": tce_vals}
@@ -175,7 +178,8 @@ def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
     cw = data.classwise(bins, 0.01, None)
     return classwise_result("ace_cw", cw["ace"], data.n,
-                             {"binning": "quantile", "bins": bins, "classes": data.k})
+                             {"binning": "quantile", "bins": bins, "classes": data.k,
+                              "ties": data.ties})
 
 
 def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
@@ -183,7 +187,8 @@ def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -
     cw = data.classwise(bins, threshold, None)
     return classwise_result("tace", cw["tace"], data.n,
                              {"binning": "quantile", "bins": bins, "threshold": threshold,
-                              "classes": data.k}, extra={"kept": cw["kept"].tolist()})
+                              "classes": data.k, "ties": data.ties},
+                             extra={"kept": cw["kept"].tolist()})
 
 
 def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomial",
@@ -194,7 +199,7 @@ def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomi
     return classwise_result("tce_cw", cw["tce"], data.n,
                              {"binning": "pava-bc", "alpha": alpha, "test": test,
                               "n_min": n_min, "n_max": n_max, "classes": data.k,
-                              "unit": "percent"})
+                              "ties": data.ties, "unit": "percent"})
 
 
 # registry kernels: f(data, options) -> MetricResult

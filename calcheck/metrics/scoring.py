@@ -41,7 +41,9 @@ def pc(data: Prepared) -> MetricResult:
     starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
     counts = np.diff(np.concatenate((starts, [s.shape[0]]))).astype(np.float64)
     q = counts / s.shape[0]
-    return MetricResult(id="pc", value=float(1.0 / np.dot(q, q)), unit="count",
+    # 1/Σq² ≤ n exactly; rounding in Σq² must not push it above (20,000.00000000016)
+    value = min(float(1.0 / np.dot(q, q)), float(s.shape[0]))
+    return MetricResult(id="pc", value=value, unit="count",
                         settings={"distinct_values": int(starts.shape[0])}, n_samples=data.n)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
+    count_value,
     default_pava_bc_sizes,
     pava_bc_bounds,
     positional_stats,
@@ -51,6 +52,7 @@ def tce_bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
                n_max: int | None) -> tuple[IntArray, dict[str, Any]]:
     """Cut positions of TCE's bins over the sorted rows, and the settings that made them."""
     n = data.n
+    pooled = data.sorted_scores if data.ties == "share" else None    # tie groups pooled
     if binning == "pava-bc":
         check_pava_bc_rows(n, n_min, n_max)
         d_min, d_max = default_pava_bc_sizes(n)
@@ -58,9 +60,10 @@ def tce_bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
         hi = d_max if n_max is None else n_max
         if lo < 0 or hi < lo:
             raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, n_max={hi}")
-        return pava_bc_bounds(data.sorted_labels, lo, hi), {"n_min": lo, "n_max": hi}
+        return pava_bc_bounds(data.sorted_labels, lo, hi, sorted_scores=pooled), \
+            {"n_min": lo, "n_max": hi}
     if binning == "pava":
-        return pava_bc_bounds(data.sorted_labels, 0, n + 1), {}
+        return pava_bc_bounds(data.sorted_labels, 0, n + 1, sorted_scores=pooled), {}
     if binning == "quantile":
         return quantile_bounds(n, bins), {"bins": bins}
     if binning == "uniform":
@@ -84,6 +87,25 @@ def t_test_reject(scores: FloatArray, phat: FloatArray, n: FloatArray, alpha: fl
 
         out[mixed] = 2.0 * student_t.sf(tstat, nn - 1) <= alpha
     return np.asarray(out, dtype=bool)
+
+
+def binomial_rejections(sorted_scores: FloatArray, bounds: IntArray, positives: np.ndarray,
+                        alpha: float) -> FloatArray:
+    """Per bin, the predictions rejected by the exact binomial test against the bin's
+    (k_b, N_b).  A bin that shares a tie group has a fractional k_b = ⌊k⌋ + f (the expected
+    positives of its share); its predictions count (1 − f)·1[p(⌊k⌋) ≤ α] + f·1[p(⌈k⌉) ≤ α] —
+    the rejection expected when the share's positives are drawn at random."""
+    from calcheck.hypotests.binom import rejections_sorted  # scipy, on first use
+
+    k = np.asarray(positives, dtype=np.float64)
+    lo = np.floor(k + 1e-9)
+    frac = np.clip(k - lo, 0.0, 1.0)
+    frac[frac < 1e-9] = 0.0
+    r_lo, _ = rejections_sorted(sorted_scores, bounds, lo.astype(np.int64), alpha)
+    if not frac.any():
+        return r_lo.astype(np.float64)
+    r_hi, _ = rejections_sorted(sorted_scores, bounds, (lo + (frac > 0)).astype(np.int64), alpha)
+    return np.asarray((1.0 - frac) * r_lo + frac * r_hi, dtype=np.float64)
 
 
 def _segment_quantiles(sorted_scores: FloatArray, bounds: IntArray,
@@ -130,19 +152,17 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
     if binning == "uniform":
         e = uniform_edges(bins)
         edges = (e[:-1].copy(), e[1:].copy())
-    stats = positional_stats(s, y, bounds, kind=binning, params=extra_settings, edges=edges)
+    stats = positional_stats(s, y, bounds, kind=binning, params=extra_settings, edges=edges,
+                             ties=data.ties)
     if test == "binomial":
-        from calcheck.hypotests.binom import rejections_sorted  # scipy, on first use
-
-        per_bin, _ = rejections_sorted(s, bounds, stats.sum_label, alpha)
+        per_bin = binomial_rejections(s, bounds, stats.sum_label, alpha)
     else:
         rows_bin = row_bin_ids(bounds)
         phat = np.nan_to_num(stats.mean_label)
         rejected = t_test_reject(s, phat[rows_bin], stats.count[rows_bin].astype(np.float64),
                                  alpha)
         per_bin = np.bincount(rows_bin, weights=rejected, minlength=stats.n_bins).round()
-        per_bin = per_bin.astype(np.int64)
-    n_rej = int(per_bin.sum())
+    n_rej = float(per_bin.sum())
     q1, med, q3 = _segment_quantiles(s, bounds, (0.25, 0.5, 0.75))
     counts = stats.count
     nonempty = counts > 0
@@ -152,7 +172,7 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
         pct = np.where(nonempty, 100.0 * per_bin / np.maximum(counts, 1), np.nan)
     mid = BINNINGS.get(binning, "tce")
     settings: dict[str, Any] = {"binning": binning, **extra_settings, "alpha": alpha,
-                                "test": test, "n_bins": stats.n_bins}
+                                "test": test, "n_bins": stats.n_bins, "ties": data.ties}
     return MetricResult(
         id=mid, value=100.0 * n_rej / data.n, unit="percent", settings=settings,
         n_samples=data.n, bins=stats,
@@ -160,7 +180,7 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
             "min_score": np.where(nonempty, s[first], np.nan),
             "q1_score": q1, "median_score": med, "q3_score": q3,
             "max_score": np.where(nonempty, s[last], np.nan),
-            "rejected": per_bin, "rejected_pct": pct,
+            "rejected": [count_value(x) for x in per_bin], "rejected_pct": pct,
         },
     )
 

@@ -32,7 +32,7 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                (15 if multiclass else 10), "alpha": opts.alpha, "test": opts.test,
                "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": opts.pos_label,
                "drop_invalid": opts.drop_invalid, "input": kind, "engine": opts.engine,
-               "where": opts.where}
+               "where": opts.where, "ties": opts.ties}
         if multiclass:
             out.update({"tace_threshold": opts.tace_threshold,
                         "convention": opts.compat or "calcheck"})
@@ -46,12 +46,13 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
                "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
                "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
-               "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where}
+               "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where,
+               "ties": opts.ties}
     else:                                                   # report
         out = {"alpha": opts.alpha, "trials": opts.trials, "seed": opts.seed,
                "tcal": opts.adaptive, "variables": opts.variable_list,
                "loess_span": opts.loess_span, "correct_from": opts.correct_from,
-               "engine": opts.engine, "where": opts.where, "input": kind}
+               "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties}
     out.update(engine or {})
     out.update(extra or {})
     return out

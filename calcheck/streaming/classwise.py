@@ -131,7 +131,7 @@ def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> A
 def classwise_positional(source: Any, classes: int, ids: list[str], *,
                          sizes: dict[Any, int], by: str | None = None, bins: int = 15,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
-                         n_min: int | None = None, n_max: int | None = None,
+                         n_min: int | None = None, n_max: int | None = None, ties: str = "share",
                          ) -> tuple[dict[Any, tuple[dict[str, MetricResult],
                                                            dict[str, str]]], int]:
     """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
@@ -168,7 +168,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
     id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
-    comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts,
+    comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
                                       collect_rows=COLLECT_ROWS // CHUNK))
              for key, (sub, ids_) in subs.items()}
     done, passes = drive_lockstep(source, comps, view="classes", by=by,
@@ -182,7 +182,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                 errors.setdefault(m, str(err))
         results.update(_classwise_results(
             {key[1:]: r for key, r in done.items() if key[0] == g},
-            [m for m in wanted if m not in errors], classes, n, bins, threshold, tce_opts))
+            [m for m in wanted if m not in errors], classes, n, bins, threshold,
+            {**tce_opts, "ties": ties}))
     return out, passes
 
 
@@ -194,14 +195,16 @@ def _classwise_results(done: dict[Any, Any], wanted: list[str], classes: int, n:
     if "ace_cw" in wanted:
         err = np.array([done[("class", k)][1]["ace"].value for k in range(classes)])
         out["ace_cw"] = classwise_result("ace_cw", err, n, {"binning": "quantile", "bins": bins,
-                                                            "classes": classes})
+                                                            "classes": classes,
+                                                            "ties": tce_opts["ties"]})
     if "tace" in wanted:
         kept = [done[("tace", k)][0] for k in range(classes)]
         err = np.array([done[("tace", k)][1]["ace"].value if m else 0.0
                         for k, m in enumerate(kept)])
         out["tace"] = classwise_result("tace", err, n,
                                        {"binning": "quantile", "bins": bins,
-                                        "threshold": threshold, "classes": classes},
+                                        "threshold": threshold, "classes": classes,
+                                        "ties": tce_opts["ties"]},
                                        extra={"kept": kept})
     if "tce_cw" in wanted:
         tces = [done[("class", k)][1]["tce"] for k in range(classes)]

@@ -95,19 +95,10 @@ def stream_spread(source: Any, *, var: str | None = None,
                   histogram=histogram)
 
 
-def order_statistics(source: Any, state: Any, ranks: IntArray) -> FloatArray:
-    """The scores at ``ranks`` of the stable sort (exact rank search; ``state`` is the grid
-    pass)."""
-    from calcheck.streaming.positional import Positional, drive
-
-    pos = Positional(state, id_bound=source.id_bound(state.n))
-    drive(source, pos.resolve(ranks.tolist()))
-    return np.array([pos.resolved[int(r)].value for r in ranks], dtype=np.float64)
-
-
 def violins(source: Any, state: Any, counts: IntArray) -> list[FloatArray]:
     """Each bin's violin points (bins of ``counts`` rows, in score order), as in memory."""
     from calcheck.plots import violin_ranks
+    from calcheck.streaming.positional import order_statistics
 
     bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     per_bin = violin_ranks(bounds)

@@ -107,7 +107,7 @@ class GroupedState:
 def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: list[str], *,
                      bins: int = 10,
                      alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
-                     n_max: int | None = None,
+                     n_max: int | None = None, ties: str = "share",
                      ) -> tuple[dict[str, tuple[dict[str, Any], dict[str, str]]], int]:
     """The positional metrics ``ids`` of every group: group → (results, errors by id), as the
     in-memory engine's ``--by`` gives them (a metric that cannot be computed on a group is
@@ -135,7 +135,7 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
         todo[key] = [m for m in ids if m not in errors]
     comps = {key: (SubStream(group=key), positional_passes(
         states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha, test=test,
-        n_min=n_min, n_max=n_max, collect_rows=COLLECT_ROWS // CHUNK))
+        n_min=n_min, n_max=n_max, ties=ties, collect_rows=COLLECT_ROWS // CHUNK))
         for key in todo if todo[key]}
     res, passes = drive_lockstep(source, comps, by=by,
                                  rows={key: states[key].n for key in comps},

@@ -1,22 +1,29 @@
-"""Positional binnings on a stream: equal-mass bins, TCE's per-prediction tests, PDE, HL.
+"""Positional binnings on a stream: equal-mass and PAVA bins, TCE's per-prediction tests, PDE and
+Hosmer–Lemeshow, after the grid pass (:class:`~calcheck.streaming.states.StreamState`).
 
-After the grid pass (:class:`~calcheck.streaming.states.StreamState`):
+One object, :class:`PositionalPass`, owns the whole computation, and :meth:`PositionalPass.run`
+reads top to bottom:
 
-1. **Bins.** Equal-mass bins (ACE, MCE(Q), TCE(Q), PDE, Hosmer–Lemeshow) and TCE(U)'s uniform
-   bins are cut at exact ranks of the stable sort; :mod:`calcheck.streaming.select` finds the
-   rows at those ranks exactly, in one or a few extra passes.  PAVA / PAVA-BC (TCE, TCE(V)) run
-   on the grid aggregate — one block per grid cell — so their bins end at cell boundaries: the
-   one approximation here, recorded in the metric's settings.
-2. **Tests.** TCE tests every prediction against its bin.  A grid cell inside one bin whose whole
-   score interval is decided by exact monotone p-value bounds is counted from the grid; the
-   other cells (the bins' boundary cells and the cells near a rejection threshold) are
-   evaluated row by row in one more pass.  PDE's Σ|s − P̂_b| likewise.  Given the bins, the
-   rejection counts are exact.
+1. **plan** — the cut ranks of every binning the ids need: equal-mass cuts at ⌊j·n/B⌋,
+   TCE(U)'s uniform bins from the grid's ECE counts, PAVA and PAVA-BC from one pass that keeps
+   every row's (score, label) up to ``EXACT_PAVA_ROWS`` rows — beyond, PAVA-BC runs on
+   ``PAVA_BLOCKS`` equal-mass blocks (the one approximation, recorded in the settings);
+2. **scan** — the exact rank search (:class:`~calcheck.streaming.select.Search`) finds, in one
+   or a few passes, the row (with shared ties: the score and its whole tie group) at every cut
+   rank and at the quartile ranks of TCE's table;
+3. **resolve** — every bin's count, positives and Σ score from the grid's per-cell sums and the
+   resolved ranks; then one row pass for what needs the rows: TCE tests every prediction
+   against its bin — a grid cell inside one bin whose whole score interval is decided by exact
+   monotone p-value bounds is counted from the grid, the others row by row — and PDE sums
+   |s − P̂_b|.  With shared ties the rows of a tie group cut by a bound are not read again: they
+   share one score, so their tests and deviations follow from the group's counts.  Given the
+   bins, the rejection counts are exact.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -26,24 +33,20 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
     BinStats,
+    count_value,
     default_pava_bc_sizes,
-    pava_settle,
-    pava_tail,
+    pava_bc_blocks,
+    pava_bc_bounds,
     quantile_bounds,
     uniform_edges,
 )
 from calcheck.errors import UsageError
-from calcheck.streaming.select import (
-    COLLECT_ROWS,
-    Resolved,
-    Search,
-    bound_ranks,
-    positional_from_grid,
-    row_ids,
-)
+from calcheck.streaming.select import COLLECT_ROWS, Resolved, Search, row_ids
 from calcheck.streaming.states import CompensatedSum, StreamState
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
+POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
+QUARTILES = (0.25, 0.5, 0.75)
 SAFETY = 1e-9
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
@@ -66,41 +69,74 @@ def drive(source: Any, passes: Passes[T]) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-def pava_bc_blocks(cell_n: IntArray, cell_pos: IntArray, n_min: int, n_max: int) -> IntArray:
-    """Bounds of PAVA-BC (SPEC §2, the authors' rule) run on pre-pooled blocks of sorted rows.
+def bound_ranks(bounds: IntArray, n: int) -> list[int]:
+    """The ranks a binning's statistics and edges need: b and b − 1 of its inner bounds."""
+    out: set[int] = set()
+    for b in bounds.tolist():
+        if 0 < b < n:
+            out.update((b - 1, b))
+    return sorted(out)
 
-    Each non-empty block enters whole (weight N_c, sum K_c) instead of as N_c single rows; the
-    merge rule and the tail step are the row algorithm's, so bins end at block boundaries.
-    ``n_min = 0, n_max = n + 1`` is plain PAVA.
-    """
-    occ = np.flatnonzero(cell_n)
-    w_all, s_all = cell_n[occ].tolist(), cell_pos[occ].tolist()
-    n = int(sum(w_all))
-    W: list[int] = []
-    S: list[int] = []
-    used = 0
-    i = 0
-    while i < len(w_all) and (n_min == 0 or used + w_all[i] <= n - n_min):
-        used += w_all[i]
-        wt, st = pava_settle(W, S, w_all[i], s_all[i], n_min, n_max)
-        i += 1
-        W.append(wt)
-        S.append(st)
-    if n - used:
-        pava_tail(W, n - used, n_min, n_max)
-    return np.concatenate(([0], np.cumsum(W, dtype=np.int64))).astype(np.int64)
+
+# ---------------------------------------------------------------------------------------------
+# the passes besides the rank search: every row (exact PAVA), and the row pass
+
+
+@dataclass(frozen=True)
+class SortedRowsSpec:
+    """A pass that keeps every row's (score bits, label): the exact sort of a dataset small
+    enough to hold (9 bytes a row)."""
+
+    holds_rows = True               # drive_lockstep counts its rows against a budget
+
+    def new(self) -> SortedRowsState:
+        return SortedRowsState()
+
+
+@dataclass
+class SortedRowsState:
+    """Each batch's (first row id, score bits, labels).  A batch's rows have ascending ids and
+    batches do not interleave, so the parts ordered by first id list the rows in id order, and
+    a stable sort by score alone is the (score, row id) order."""
+
+    parts: list[tuple[int, Any, Any]] = field(default_factory=list)
+
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> SortedRowsState:
+        s = np.asarray(scores, dtype=np.float64) + 0.0
+        if s.shape[0]:
+            first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
+            self.parts.append((first, s.view(np.uint64), np.asarray(labels).astype(np.int8)))
+        return self
+
+    def merge(self, other: SortedRowsState) -> SortedRowsState:
+        self.parts.extend(other.parts)
+        return self
+
+    def sorted_rows(self) -> tuple[FloatArray, np.ndarray]:
+        """(scores, labels) in the (score, row id) order."""
+        if not self.parts:
+            return np.zeros(0), np.zeros(0, dtype=np.int8)
+        self.parts.sort(key=lambda p: p[0])
+        u = np.concatenate([p[1] for p in self.parts])
+        order = np.argsort(u, kind="stable")
+        return u[order].view(np.float64), np.concatenate([p[2] for p in self.parts])[order]
 
 
 @dataclass(frozen=True)
 class RowBinning:
-    """One binning's row-by-row work in the final pass: the cells to evaluate, the cut keys
-    between bins, and per bin N, k, P̂."""
+    """One binning's row-by-row work in the final pass: the cells to evaluate, the cuts between
+    bins (score bits, and row ids in row order; with shared ties the rows scoring exactly a
+    cut value are skipped — their tie group is accounted for from its counts), and per bin N,
+    k (maybe fractional), P̂."""
 
     cells: tuple[int, ...]
     cut_u: tuple[int, ...]
     cut_id: tuple[int, ...]
+    share: bool
+    below: int                  # shared ties: cuts at rank <= 0 (empty first bins)
     n: tuple[int, ...]
-    k: tuple[int, ...]
+    k: tuple[float, ...]
     alpha: float
     test: str
     tce: bool
@@ -118,11 +154,12 @@ class RowPassSpec:
 
 @dataclass
 class RowPassState:
-    """Per binning and bin: rows evaluated, rejections, and Σ|s − P̂_b| (compensated)."""
+    """Per binning and bin: rows evaluated, rejections (fractional when a bin's positives are),
+    and Σ|s − P̂_b| (compensated)."""
 
     spec: RowPassSpec
     rows: list[IntArray] = field(default_factory=list)
-    rejected: list[IntArray] = field(default_factory=list)
+    rejected: list[CompensatedSum] = field(default_factory=list)
     absdev: list[CompensatedSum] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -130,7 +167,7 @@ class RowPassState:
             for b in self.spec.binnings:
                 size = len(b.n)
                 self.rows.append(np.zeros(size, dtype=np.int64))
-                self.rejected.append(np.zeros(size, dtype=np.int64))
+                self.rejected.append(CompensatedSum.zeros(size))
                 self.absdev.append(CompensatedSum.zeros(size))
 
     def update(self, scores: FloatArray, labels: IntArray,
@@ -145,11 +182,16 @@ class RowPassState:
                 continue
             ss = s[sel] + 0.0
             u = ss.view(np.uint64)
-            ids = row_ids(start, sel)
             cut_u = np.array(b.cut_u, dtype=np.uint64)
             bins = np.searchsorted(cut_u, u, side="left").astype(np.int64)
-            for cu, ci in zip(b.cut_u, b.cut_id):
-                bins += (u == np.uint64(cu)) & (ids >= ci)
+            if b.share:                  # cut_u: the scores at the cuts inside (0, n)
+                bins += b.below
+                keep = ~np.isin(u, cut_u)              # a cut value's tie group: from counts
+                ss, u, bins = ss[keep], u[keep], bins[keep]
+            else:
+                ids = row_ids(start, sel)
+                for cu, ci in zip(b.cut_u, b.cut_id):
+                    bins += (u == np.uint64(cu)) & (ids >= ci)
             size = len(b.n)
             self.rows[j] += np.bincount(bins, minlength=size)
             nn = np.asarray(b.n, dtype=np.float64)
@@ -158,9 +200,8 @@ class RowPassState:
                 uniq, mult = np.unique(np.stack([bins.astype(np.uint64), u]), axis=1,
                                        return_counts=True)
                 ub = uniq[0].astype(np.int64)
-                rej = _reject(kk[ub], nn[ub], uniq[1].view(np.float64), b.alpha, b.test)
-                self.rejected[j] += np.bincount(ub[rej], weights=mult[rej],
-                                                minlength=size).round().astype(np.int64)
+                w = rejection_weight(kk[ub], nn[ub], uniq[1].view(np.float64), b.alpha, b.test)
+                self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=size))
             if b.pde:
                 phat = np.where(nn > 0, kk / np.maximum(nn, 1), 0.0)
                 self.absdev[j].add(np.bincount(bins, weights=np.abs(ss - phat[bins]),
@@ -172,7 +213,7 @@ class RowPassState:
             raise ValueError("cannot merge row passes with different specs")
         for j in range(len(self.rows)):
             self.rows[j] += other.rows[j]
-            self.rejected[j] += other.rejected[j]
+            self.rejected[j].merge(other.rejected[j])
             self.absdev[j].merge(other.absdev[j])
         return self
 
@@ -184,14 +225,32 @@ def _cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
     return flags
 
 
-def _reject(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float, test: str) -> np.ndarray:
+def _split_k(k: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """A (maybe fractional) count of positives as ⌊k⌋, ⌈k⌉ and the fraction f."""
+    lo = np.floor(k + 1e-9)
+    frac = np.clip(k - lo, 0.0, 1.0)
+    frac = np.where(frac < 1e-9, 0.0, frac)
+    return lo, lo + (frac > 0), frac
+
+
+def rejection_weight(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
+                     test: str) -> FloatArray:
+    """Whether each prediction p is rejected against its bin's (k, N): 0 or 1, or — for the
+    binomial test with fractional k = ⌊k⌋ + f — (1 − f)·rej(⌊k⌋) + f·rej(⌈k⌉) (as in memory,
+    :func:`calcheck.metrics.tce.binomial_rejections`)."""
     if test == "binomial":
         from calcheck.hypotests.binom import binomtest_pvalue
 
-        return binomtest_pvalue(k, n, p) <= alpha
+        lo, hi, frac = _split_k(k)
+        rej = (binomtest_pvalue(lo, n, p) <= alpha).astype(np.float64)
+        if frac.any():
+            part = np.flatnonzero(frac > 0)
+            up = binomtest_pvalue(hi[part], n[part], p[part]) <= alpha
+            rej[part] = (1.0 - frac[part]) * rej[part] + frac[part] * up
+        return rej
     from calcheck.metrics.tce import t_test_reject
 
-    return t_test_reject(p, k / n, n, alpha)
+    return t_test_reject(p, k / n, n, alpha).astype(np.float64)
 
 
 def _cell_interval(cells: IntArray, bits: int) -> tuple[FloatArray, FloatArray]:
@@ -203,137 +262,250 @@ def _cell_interval(cells: IntArray, bits: int) -> tuple[FloatArray, FloatArray]:
 
 
 def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, alpha: float,
-                  test: str) -> tuple[np.ndarray, np.ndarray]:
-    """(every row rejected, no row rejected) for cells with score interval [lo, hi]."""
-    if test == "binomial":
-        from calcheck.hypotests.binom import interval_bounds
+                  test: str) -> tuple[np.ndarray, FloatArray]:
+    """For cells with score interval [lo, hi]: (decided, rejection weight of each row).  A cell
+    is decided when every prediction in it gets the same weight."""
+    if test != "binomial":
+        phat = k / n
+        same = (hi <= phat) | (lo >= phat)
+        r_lo = rejection_weight(k, n, lo, alpha, test)
+        r_hi = rejection_weight(k, n, hi, alpha, test)
+        return same & (r_lo == r_hi), r_lo
+    from calcheck.hypotests.binom import interval_bounds
 
-        below = hi * n < k                 # scipy's own predicates, monotone in p
-        above = lo * n > k
-        side = below | above
+    k_lo, k_hi, frac = _split_k(k)
+    decided = np.ones(k.shape[0], dtype=bool)
+    weight = np.zeros(k.shape[0])
+    for kk, share in ((k_lo, 1.0 - frac), (k_hi, frac)):
+        below = hi * n < kk                # scipy's own predicates, monotone in p
+        above = lo * n > kk
         yes = np.zeros(k.shape[0], dtype=bool)
         no = np.zeros(k.shape[0], dtype=bool)
-        i = np.flatnonzero(side)
+        i = np.flatnonzero(below | above)
         if i.size:
-            lower, upper = interval_bounds(k[i], n[i], lo[i], hi[i])
+            lower, upper = interval_bounds(kk[i], n[i], lo[i], hi[i])
             yes[i] = upper <= alpha * (1 - SAFETY)
             no[i] = lower > alpha * (1 + SAFETY)
-        return yes, no
-    phat = k / n
-    same = (hi <= phat) | (lo >= phat)
-    r_lo, r_hi = _reject(k, n, lo, alpha, test), _reject(k, n, hi, alpha, test)
-    return same & r_lo & r_hi, same & ~r_lo & ~r_hi
+        used = share > 0
+        decided &= ~used | yes | no
+        weight += np.where(yes, share, 0.0)
+    return decided, weight
 
 
-class Positional:
-    """Positional bins of a streamed dataset whose grid pass gave ``state``; ``id_bound``
-    bounds the row ids of its passes.  The methods that need passes over the data are
-    :data:`Passes` generators."""
+# ---------------------------------------------------------------------------------------------
+# the owner: plan → scan → resolve
 
-    def __init__(self, state: StreamState, *, id_bound: int,
-                 exact_rows: int = EXACT_PAVA_ROWS, blocks: int = PAVA_BLOCKS,
+
+class PositionalPass:
+    """The positional metrics ``ids`` (and, with ``hl_groups``, the Hosmer–Lemeshow test) of a
+    streamed dataset whose grid pass gave ``state``; ``id_bound`` bounds the row ids of its
+    passes.  :meth:`run` is the whole computation as :data:`Passes`."""
+
+    def __init__(self, state: StreamState, ids: list[str], *, id_bound: int, bins: int = 10,
+                 alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
+                 n_max: int | None = None, hl_groups: int | None = None, ties: str = "share",
+                 exact_rows: int | None = None, blocks: int | None = None,
                  collect_rows: int = COLLECT_ROWS) -> None:
-        self.state = state
-        self.id_bound = id_bound
-        self.collect_rows = collect_rows
+        self.state, self.ids = state, ids
+        self.id_bound, self.collect_rows = id_bound, collect_rows
+        self.bins, self.alpha, self.test = bins, alpha, test
+        self.n_min, self.n_max, self.hl_groups = n_min, n_max, hl_groups
+        self.share = ties == "share"
+        self.ties = ties
+        self.exact_rows = EXACT_PAVA_ROWS if exact_rows is None else exact_rows
+        self.blocks = PAVA_BLOCKS if blocks is None else blocks
         cnt = state.cell_count.reshape(-1, 2)
         self.cell_n = cnt.sum(axis=1)
         self.cell_pos = cnt[:, 1].copy()
         assert state.cell_score is not None
         self.cell_score = state.cell_score.value.reshape(-1, 2).sum(axis=1)
+        self.cum_n = np.concatenate(([0], np.cumsum(self.cell_n)))
+        self.cum_pos = np.concatenate(([0], np.cumsum(self.cell_pos)))
         self.n = int(state.n)
         self.bits = state.grid_bits
         self.resolved: dict[int, Resolved] = {}
         self.passes = 0
-        self.exact_rows = exact_rows
-        self.blocks = blocks
-        self._sorted_labels: IntArray | None = None
+        self._rows: tuple[FloatArray, np.ndarray] | None = None
 
-    # -- ranks and bins -----------------------------------------------------------------------
+    def run(self) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
+        """plan → scan → resolve (see the module docstring)."""
+        bounds = yield from self.plan()
+        yield from self.scan(self.ranks(bounds))
+        stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
+        rows = yield from self.row_pass(bounds, stats)
+        details = {"extra_passes": self.passes, "ranks_resolved": len(self.resolved)}
+        return self.results(bounds, stats, rows), details
 
-    def resolve(self, ranks: list[int]) -> Passes[None]:
-        """Find the rows at ``ranks`` (extra passes over the source)."""
-        need = sorted(set(ranks) - set(self.resolved))
-        if not need:
-            return
-        search = Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
-                        self.collect_rows)
-        while (spec := search.next_spec()) is not None:
-            search.absorb((yield spec))
-        self.passes += search.passes
-        self.resolved.update(search.result())
+    # -- 1. plan ------------------------------------------------------------------------------
 
-    def bounds(self, binning: str, bins: int, n_min: int | None = None,
-               n_max: int | None = None) -> Passes[tuple[IntArray, dict[str, Any]]]:
-        """Cut ranks of a binning and its settings (as the in-memory engine reports them)."""
-        n = self.n
-        if binning == "quantile":
-            return quantile_bounds(n, bins), {"bins": bins}
-        if binning == "uniform":
-            if bins != self.state.bins:
+    def plan(self) -> Passes[dict[str, tuple[IntArray, dict[str, Any]]]]:
+        """Every binning the ids need: name → (cut ranks, settings)."""
+        from calcheck.metrics.tce import check_pava_bc_rows
+
+        n, ids = self.n, self.ids
+        out: dict[str, tuple[IntArray, dict[str, Any]]] = {}
+        if any(m in ids for m in ("ace", "mce_q", "pde", "tce_q")):
+            out["quantile"] = quantile_bounds(n, self.bins), {"bins": self.bins}
+        if "tce_u" in ids:
+            if self.bins != self.state.bins:
                 raise UsageError("uniform bins must equal the grid state's --bins")
             counts = self.state.binned("ece")["count"]
-            return np.concatenate(([0], np.cumsum(counts))).astype(np.int64), {"bins": bins}
-        if binning == "pava":
-            b, how = yield from self._pava(0, n + 1)
-            return b, how
-        d_min, d_max = default_pava_bc_sizes(n)
-        lo = d_min if n_min is None else n_min
-        hi = d_max if n_max is None else n_max
-        if lo < 0 or hi < lo:
-            raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, n_max={hi}")
-        b, how = yield from self._pava(lo, hi)
-        return b, {"n_min": lo, "n_max": hi, **how}
+            out["uniform"] = (np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+                              {"bins": self.bins})
+        if "tce_v" in ids:
+            out["pava"] = yield from self._pava(0, n + 1)
+        if "tce" in ids:
+            check_pava_bc_rows(n, self.n_min, self.n_max)
+            d_min, d_max = default_pava_bc_sizes(n)
+            lo = d_min if self.n_min is None else self.n_min
+            hi = d_max if self.n_max is None else self.n_max
+            if lo < 0 or hi < lo:
+                raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, "
+                                 f"n_max={hi}")
+            b, how = yield from self._pava(lo, hi)
+            out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
+        if self.hl_groups:
+            out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
+        return out
 
     def _pava(self, n_min: int, n_max: int) -> Passes[tuple[IntArray, dict[str, Any]]]:
-        """PAVA-BC bounds: exact over the stably sorted labels when at most ``exact_rows`` rows
-        (one pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks."""
-        from calcheck.binning import pava_bc_bounds
-        from calcheck.streaming.select import SortedLabelsSpec
-
+        """PAVA-BC bounds: exact over the sorted rows when at most ``exact_rows`` rows (one
+        pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks."""
         n = self.n
         if n <= self.exact_rows:
-            if self._sorted_labels is None:
+            if self._rows is None:
                 self.passes += 1
-                self._sorted_labels = (yield SortedLabelsSpec()).sorted_labels()
-            return pava_bc_bounds(self._sorted_labels, n_min, n_max), {"pava_input": "exact"}
+                self._rows = (yield SortedRowsSpec()).sorted_rows()
+            scores, labels = self._rows
+            b = pava_bc_bounds(labels, n_min, n_max,
+                               sorted_scores=scores if self.share else None)
+            return b, {"pava_input": "exact"}
         blocks = quantile_bounds(n, min(self.blocks, n))
-        yield from self.resolve([b for b in blocks.tolist() if 0 < b < n])
-        count, pos, _, _, _ = positional_from_grid(blocks, self.resolved, self.cell_n,
-                                                   self.cell_pos, self.cell_score, edges=False)
+        yield from self.scan([b for b in blocks.tolist() if 0 < b < n])
+        cum = [self._at(int(b)) for b in blocks.tolist()]
+        count = np.diff(blocks)
+        pos = np.array([self.cum_pos[c1] - self.cum_pos[c0] + p1 - p0
+                        for (c0, _, p0, _), (c1, _, p1, _) in itertools.pairwise(cum)])
         keep = count > 0
         inner = pava_bc_blocks(count[keep], pos[keep], n_min, n_max)
         return inner, {"pava_input": "approximate: equal-mass blocks",
                        "pava_blocks": len(count), "pava_block_rows": n // len(count)}
 
-    def binstats(self, bounds: IntArray, kind: str, params: dict[str, Any],
-                 edges: tuple[FloatArray, FloatArray] | None = None) -> Passes[BinStats]:
-        yield from self.resolve(bound_ranks(bounds, self.n))
-        count, pos, ssum, lower, upper = positional_from_grid(
-            bounds, self.resolved, self.cell_n, self.cell_pos, self.cell_score)
-        if edges is not None:
-            lower, upper = edges
+    def ranks(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]) -> list[int]:
+        """The ranks to resolve: every cut (b − 1 and b, for the edges) and, for TCE's table,
+        the quartiles of each bin, the first and the last row."""
+        n = self.n
+        tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
+        out: list[int] = []
+        for name, (b, _) in bounds.items():
+            out += bound_ranks(b, n)
+            if name in tce_bins:
+                out += [r for lo, hi, _ in _quartile_ranks(b) if lo >= 0 for r in (lo, hi)]
+                out += [0, n - 1]
+        return out
+
+    # -- 2. scan ------------------------------------------------------------------------------
+
+    def scan(self, ranks: list[int]) -> Passes[None]:
+        """The exact rank search: passes until the row (or, with shared ties, the score and
+        its tie group) at every rank is known."""
+        need = sorted(set(ranks) - set(self.resolved))
+        if not need:
+            return
+        search = Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
+                        self.collect_rows, by_value=self.share, cell_positives=self.cell_pos)
+        while (spec := search.next_spec()) is not None:
+            search.absorb((yield spec))
+        self.passes += search.passes
+        self.resolved.update(search.result())
+
+    # -- 3. resolve ---------------------------------------------------------------------------
+
+    def _at(self, b: int) -> tuple[int, int, float, float]:
+        """Where rank ``b`` cuts the sorted rows: (grid cell, rows of that cell before the cut,
+        their positives, their Σ score); a tie group cut at b is shared pro rata."""
+        if b <= 0:
+            return 0, 0, 0.0, 0.0
+        if b >= self.n:
+            return self.cell_n.shape[0], 0, 0.0, 0.0
+        r = self.resolved[b]
+        within = b - int(self.cum_n[r.cell])
+        if not self.share:
+            return r.cell, within, float(r.before_pos), r.before_score
+        k = within - r.before_n                       # rows of the tie group before the cut
+        return (r.cell, within, r.before_pos + k * r.eq_pos / r.eq_n,
+                r.before_score + k * r.value)
+
+    def bin_stats(self, bounds: IntArray, name: str, params: dict[str, Any]) -> BinStats:
+        """A binning's counts, positives and Σ score: the whole cells between two cuts, plus
+        and minus the parts of the cut cells."""
+        at = [self._at(int(b)) for b in bounds.tolist()]
+        count = np.diff(bounds).astype(np.int64)
+        pos = np.array([self.cum_pos[c1] - self.cum_pos[c0] + p1 - p0
+                        for (c0, _, p0, _), (c1, _, p1, _) in itertools.pairwise(at)])
+        whole = np.round(pos)
+        pos = np.where(np.abs(pos - whole) < 1e-9, whole, pos)
+        ssum = np.array([float(np.sum(self.cell_score[c0:c1])) - s0 + s1
+                         for (c0, _, _, s0), (c1, _, _, s1) in itertools.pairwise(at)])
+        if name == "uniform":
+            e = uniform_edges(self.bins)
+            lower, upper = e[:-1].copy(), e[1:].copy()
+        else:
+            mids = [0.0 if b <= 0 else 1.0 if b >= self.n else
+                    (self.resolved[b - 1].value + self.resolved[b].value) / 2.0
+                    for b in bounds[1:-1].tolist()]
+            cuts = np.array([0.0, *mids, 1.0])
+            lower, upper = cuts[:-1].copy(), cuts[1:].copy()
+        kind = "quantile" if name == "hl" else name
         return BinStats(kind=kind, lower=lower, upper=upper, count=count, sum_score=ssum,
-                        sum_label=pos, params=dict(params))
+                        sum_label=pos.astype(np.float64), params=dict(params))
 
-    # -- row-level work -----------------------------------------------------------------------
-
-    def _cell_of_bounds(self, bounds: IntArray) -> IntArray:
-        """Grid cell of the first row of each bin boundary (−1 for rank 0, past the end for n)."""
+    def _cut_cells(self, bounds: IntArray) -> IntArray:
+        """Grid cell of the row at each inner cut (−1 for rank 0, past the end for n)."""
         out = []
         for b in bounds[1:-1].tolist():
             out.append(-1 if b <= 0 else self.resolved[b].cell if b < self.n
                        else self.cell_n.shape[0])
         return np.asarray(out, dtype=np.int64)
 
-    def row_binning(self, bounds: IntArray, stats: BinStats, *, alpha: float, test: str,
-                    tce: bool, pde: bool) -> tuple[RowBinning, dict[str, Any]]:
-        """Split the work of one binning: cells decided from the grid (returned as partial
-        per-bin results) and the cells left for the row pass (the returned spec)."""
+    def _groups_at_cuts(self, bounds: IntArray, stats: BinStats, *, tce: bool,
+                        pde: bool) -> dict[str, FloatArray]:
+        """Shared ties: the rejections, rows and deviations of the tie groups at the cuts,
+        from their counts (each group's rows share one score)."""
         nb = stats.n_bins
-        cuts = self._cell_of_bounds(bounds)
+        out = {"rows": np.zeros(nb), "rejected": np.zeros(nb), "absdev": np.zeros(nb)}
+        N = stats.count.astype(np.float64)
+        K = stats.sum_label.astype(np.float64)
+        seen = set()
+        for b in bounds[1:-1].tolist():
+            if not 0 < b < self.n:
+                continue
+            r = self.resolved[b]
+            if r.value in seen:
+                continue
+            seen.add(r.value)
+            lo = int(self.cum_n[r.cell]) + r.before_n
+            hi = lo + r.eq_n
+            overlap = np.maximum(0, np.minimum(bounds[1:], hi) - np.maximum(bounds[:-1], lo))
+            j = np.flatnonzero(overlap)
+            out["rows"][j] += overlap[j]
+            if tce:
+                w = rejection_weight(K[j], N[j], np.full(j.shape[0], r.value), self.alpha,
+                                     self.test)
+                out["rejected"][j] += overlap[j] * w
+            if pde:
+                out["absdev"][j] += overlap[j] * np.abs(r.value - K[j] / N[j])
+        return out
+
+    def row_binning(self, bounds: IntArray, stats: BinStats, *, tce: bool,
+                    pde: bool) -> tuple[RowBinning, dict[str, FloatArray]]:
+        """Split the work of one binning: the cells decided from the grid (and, with shared
+        ties, the tie groups at the cuts) as partial per-bin results, and the cells left for
+        the row pass (the returned spec)."""
+        nb = stats.n_bins
+        cuts = self._cut_cells(bounds)
         occ = np.flatnonzero(self.cell_n)
-        cell_bin = np.searchsorted(cuts, occ, side="left")      # bins between boundary cells
+        cell_bin = np.searchsorted(cuts, occ, side="left")      # bins between cut cells
         boundary = np.isin(occ, cuts)
         N = stats.count.astype(np.float64)
         K = stats.sum_label.astype(np.float64)
@@ -344,26 +516,30 @@ class Positional:
         cn, cs = self.cell_n[c_in], self.cell_score[c_in]
         exact = boundary.copy()
         if tce:
-            yes, no = _decide_cells(K[b_in], N[b_in], lo[inner], hi[inner], alpha, test)
-            exact[inner[~yes & ~no]] = True
+            decided, weight = _decide_cells(K[b_in], N[b_in], lo[inner], hi[inner], self.alpha,
+                                            self.test)
+            exact[inner[~decided]] = True
         if pde:
             p = phat[b_in]
             up, down = lo[inner] >= p, hi[inner] <= p
             dev = np.where(up, cs - cn * p, np.where(down, cn * p - cs, 0.0))
             exact[inner[~up & ~down]] = True
         grid = ~exact[inner]                     # cells counted from the grid aggregate
-        partial: dict[str, Any] = {
-            "rows": np.bincount(b_in[grid], weights=cn[grid], minlength=nb).astype(np.int64),
-            "rejected": np.zeros(nb, dtype=np.int64), "absdev": np.zeros(nb)}
+        partial = {"rows": np.bincount(b_in[grid], weights=cn[grid], minlength=nb),
+                   "rejected": np.zeros(nb), "absdev": np.zeros(nb)}
         if tce:
-            take = grid & yes
-            partial["rejected"] = np.bincount(b_in[take], weights=cn[take],
-                                              minlength=nb).astype(np.int64)
+            partial["rejected"] = np.bincount(b_in[grid], weights=cn[grid] * weight[grid],
+                                              minlength=nb)
         if pde:
             partial["absdev"] = np.bincount(b_in[grid], weights=dev[grid], minlength=nb)
-        ex = occ[exact]
+        if self.share:
+            groups = self._groups_at_cuts(bounds, stats, tce=tce, pde=pde)
+            partial = {key: partial[key] + groups[key] for key in partial}
         cut_u, cut_id = [], []
-        for b in bounds[1:-1].tolist():
+        inner_b = bounds[1:-1].tolist()
+        for b in inner_b:
+            if self.share and not 0 < b < self.n:
+                continue
             if b <= 0:
                 cut_u.append(0)
                 cut_id.append(-1)
@@ -374,23 +550,104 @@ class Positional:
                 r = self.resolved[b]
                 cut_u.append(int(np.float64(r.value).view(np.uint64)))
                 cut_id.append(r.row_id)
-        spec = RowBinning(cells=tuple(ex.tolist()), cut_u=tuple(cut_u), cut_id=tuple(cut_id),
-                          n=tuple(stats.count.tolist()), k=tuple(stats.sum_label.tolist()),
-                          alpha=alpha, test=test, tce=tce, pde=pde)
+        spec = RowBinning(cells=tuple(occ[exact].tolist()), cut_u=tuple(cut_u),
+                          cut_id=tuple(cut_id), share=self.share,
+                          below=sum(1 for b in inner_b if b <= 0),
+                          n=tuple(stats.count.tolist()), k=tuple(K.tolist()),
+                          alpha=self.alpha, test=self.test, tce=tce, pde=pde)
         return spec, partial
 
-    def row_pass(self, binnings: list[RowBinning]) -> Passes[RowPassState]:
-        self.passes += 1
-        state: RowPassState = yield RowPassSpec(self.bits, tuple(binnings))
-        return state
+    def row_pass(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]],
+                 stats: dict[str, BinStats]) -> Passes[dict[str, dict[str, FloatArray]]]:
+        """TCE's rejections and PDE's deviations per bin of the binnings that need them: one
+        pass over the rows the grid cannot decide."""
+        tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
+        specs: list[RowBinning] = []
+        partials: dict[str, dict[str, FloatArray]] = {}
+        for name in bounds:
+            tce, pde = name in tce_bins, name == "quantile" and "pde" in self.ids
+            if tce or pde:
+                spec, partials[name] = self.row_binning(bounds[name][0], stats[name], tce=tce,
+                                                        pde=pde)
+                specs.append(spec)
+        if specs:
+            self.passes += 1
+            done: RowPassState = yield RowPassSpec(self.bits, tuple(specs))
+            for j, name in enumerate(partials):
+                part = partials[name]
+                rows = np.round(part["rows"]).astype(np.int64) + done.rows[j]
+                if not np.array_equal(rows, stats[name].count):
+                    raise RuntimeError("the row pass saw other rows than the grid pass: the "
+                                       "data changed between passes")
+                part["rejected"] = part["rejected"] + done.rejected[j].value
+                part["absdev"] = part["absdev"] + done.absdev[j].value
+        return partials
 
+    def results(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]],
+                stats: dict[str, BinStats],
+                rows: dict[str, dict[str, FloatArray]]) -> dict[str, Any]:
+        from calcheck.metrics._result import MetricResult
+        from calcheck.metrics.binned import ece_from_stats, mce_from_stats
 
-# ---------------------------------------------------------------------------------------------
-# the metrics and the Hosmer–Lemeshow test
+        n, out = self.n, {}
+        for mid in self.ids:
+            if mid in ("ace", "mce_q"):
+                st = stats["quantile"]
+                value = ece_from_stats(st, 1) if mid == "ace" else mce_from_stats(st)
+                out[mid] = MetricResult(id=mid, value=value, settings={
+                    "binning": "quantile", "bins": self.bins,
+                    "norm": "l1" if mid == "ace" else "max", "ties": self.ties},
+                    n_samples=n, bins=st)
+            elif mid == "pde":
+                st = stats["quantile"]
+                dev = rows["quantile"]["absdev"]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mean_dev = np.where(st.nonempty, dev / np.maximum(st.count, 1), np.nan)
+                out[mid] = MetricResult(id="pde", value=float(dev.sum() / n),
+                                        settings={"binning": "quantile", "bins": self.bins,
+                                                  "ties": self.ties},
+                                        n_samples=n, bins=st,
+                                        bin_extra={"mean_abs_deviation": mean_dev})
+            elif mid in TCE_BINNINGS:
+                name = TCE_BINNINGS[mid]
+                st = stats[name]
+                b, extra = bounds[name]
+                rej = rows[name]["rejected"]
+                rej = np.where(np.abs(rej - np.round(rej)) < 1e-9, np.round(rej), rej)
+                settings = {"binning": name, **extra, "alpha": self.alpha, "test": self.test,
+                            "n_bins": st.n_bins, "ties": self.ties}
+                out[mid] = MetricResult(id=mid, value=100.0 * float(rej.sum()) / n,
+                                        unit="percent", settings=settings, n_samples=n,
+                                        bins=st, bin_extra=self._tce_extra(b, st, rej))
+        if self.hl_groups:
+            from calcheck.hypotests.classical import hosmer_lemeshow_from_groups
 
+            st = stats["hl"]
+            res = hosmer_lemeshow_from_groups(st.count, st.sum_label, st.sum_score,
+                                              groups=self.hl_groups, alpha=self.alpha)
+            res.settings["ties"] = self.ties
+            out["hosmer_lemeshow"] = res
+        return out
 
-POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
-QUARTILES = (0.25, 0.5, 0.75)
+    def _tce_extra(self, bounds: IntArray, stats: BinStats, rejected: FloatArray
+                   ) -> dict[str, Any]:
+        """The test-based reliability table's columns: score quartiles and rejections."""
+        nb = stats.n_bins
+        ne = stats.count > 0
+        val = self.resolved
+        quart = np.full((nb, 3), np.nan)
+        for i, (lo, hi, frac) in enumerate(_quartile_ranks(bounds)):
+            if lo >= 0:
+                a, b = val[lo].value, val[hi].value
+                quart[i // 3, i % 3] = a + frac * (b - a)
+        first = [val[a].value if c else np.nan for a, c in zip(bounds[:-1].tolist(), ne)]
+        last = [val[b - 1].value if c else np.nan for b, c in zip(bounds[1:].tolist(), ne)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pct = np.where(ne, 100.0 * rejected / np.maximum(stats.count, 1), np.nan)
+        return {"min_score": np.asarray(first), "q1_score": quart[:, 0],
+                "median_score": quart[:, 1], "q3_score": quart[:, 2],
+                "max_score": np.asarray(last), "rejected": [count_value(x) for x in rejected],
+                "rejected_pct": pct}
 
 
 def _quartile_ranks(bounds: IntArray) -> list[tuple[int, int, float]]:
@@ -407,131 +664,23 @@ def _quartile_ranks(bounds: IntArray) -> list[tuple[int, int, float]]:
     return out
 
 
-def _tce_extra(pos: Positional, bounds: IntArray, stats: BinStats,
-               rejected: IntArray) -> dict[str, Any]:
-    nb = stats.n_bins
-    qs = _quartile_ranks(bounds)
-    ne = stats.count > 0
-    val = pos.resolved
-    quart = np.full((nb, 3), np.nan)
-    for i, (lo, hi, frac) in enumerate(qs):
-        if lo >= 0:
-            a, b = val[lo].value, val[hi].value
-            quart[i // 3, i % 3] = a + frac * (b - a)
-    first = [val[a].value if c else np.nan for a, c in zip(bounds[:-1].tolist(), ne)]
-    last = [val[b - 1].value if c else np.nan for b, c in zip(bounds[1:].tolist(), ne)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pct = np.where(ne, 100.0 * rejected / np.maximum(stats.count, 1), np.nan)
-    return {"min_score": np.asarray(first), "q1_score": quart[:, 0],
-            "median_score": quart[:, 1], "q3_score": quart[:, 2],
-            "max_score": np.asarray(last), "rejected": rejected, "rejected_pct": pct}
+def positional_passes(state: StreamState, ids: list[str], *, id_bound: int,
+                      **options: Any) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
+    """:class:`PositionalPass` ``(state, ids, ...)`` as :data:`Passes` (for shared passes)."""
+    return PositionalPass(state, ids, id_bound=id_bound, **options).run()
 
 
 def positional_results(source: Any, state: StreamState, ids: list[str], **options: Any,
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The positional metrics ``ids`` (and, with ``hl_groups``, the Hosmer–Lemeshow test) of a
-    streamed dataset whose grid pass gave ``state``: (results by id, search details).  The
-    ``options`` are :func:`positional_passes`'s."""
+    """The positional metrics ``ids`` of a streamed source whose grid pass gave ``state``:
+    (results by id, search details); ``options`` are :class:`PositionalPass`'s."""
     return drive(source, positional_passes(state, ids, id_bound=source.id_bound(state.n),
                                            **options))
 
 
-def positional_passes(state: StreamState, ids: list[str], *, id_bound: int, bins: int = 10,
-                      alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
-                      n_max: int | None = None, hl_groups: int | None = None,
-                      exact_rows: int | None = None, blocks: int | None = None,
-                      collect_rows: int = COLLECT_ROWS,
-                      ) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
-    """:func:`positional_results` as :data:`Passes` (``id_bound`` bounds the row ids;
-    ``collect_rows`` caps the rows a search pass collects)."""
-    from calcheck.metrics._result import MetricResult
-    from calcheck.metrics.binned import ece_from_stats, mce_from_stats
-    from calcheck.metrics.tce import check_pava_bc_rows
-
-    pos = Positional(state, id_bound=id_bound,
-                     exact_rows=EXACT_PAVA_ROWS if exact_rows is None else exact_rows,
-                     blocks=PAVA_BLOCKS if blocks is None else blocks,
-                     collect_rows=collect_rows)
-    n = pos.n
-    wanted: dict[str, tuple[IntArray, dict[str, Any]]] = {}
-    if any(m in ids for m in ("ace", "mce_q", "pde", "tce_q")):
-        wanted["quantile"] = yield from pos.bounds("quantile", bins)
-    for mid, binning in TCE_BINNINGS.items():
-        if mid in ids and binning != "quantile":
-            if binning == "pava-bc":
-                check_pava_bc_rows(n, n_min, n_max)
-            wanted[binning] = yield from pos.bounds(binning, bins, n_min, n_max)
-    if hl_groups:
-        wanted["hl"] = (quantile_bounds(n, hl_groups), {"groups": hl_groups})
-    tce_of = {TCE_BINNINGS[m]: m for m in ids if m in TCE_BINNINGS}
-    ranks: list[int] = []
-    for binning, (b, _) in wanted.items():
-        ranks += bound_ranks(b, n)
-        if binning in tce_of:
-            ranks += [r for lo, hi, _ in _quartile_ranks(b) if lo >= 0 for r in (lo, hi)]
-            ranks += [0, n - 1]
-    yield from pos.resolve(ranks)
-    stats = {}
-    for binning, (b, params) in wanted.items():
-        kind = "quantile" if binning == "hl" else binning
-        edges = None
-        if binning == "uniform":
-            e = uniform_edges(bins)
-            edges = (e[:-1].copy(), e[1:].copy())
-        stats[binning] = yield from pos.binstats(b, kind, params, edges)
-    rows: list[RowBinning] = []
-    partials: list[dict[str, Any]] = []
-    row_of: dict[str, int] = {}
-    for binning in wanted:
-        use_tce = binning in tce_of
-        use_pde = binning == "quantile" and "pde" in ids
-        if use_tce or use_pde:
-            spec, part = pos.row_binning(wanted[binning][0], stats[binning], alpha=alpha,
-                                         test=test, tce=use_tce, pde=use_pde)
-            row_of[binning] = len(rows)
-            rows.append(spec)
-            partials.append(part)
-    if rows:
-        done = yield from pos.row_pass(rows)
-        for binning, j in row_of.items():
-            total = partials[j]["rows"] + done.rows[j]
-            if not np.array_equal(total, stats[binning].count):
-                raise RuntimeError("the row pass saw other rows than the grid pass: the data "
-                                   "changed between passes")
-            partials[j]["rejected"] = partials[j]["rejected"] + done.rejected[j]
-            partials[j]["absdev"] = partials[j]["absdev"] + done.absdev[j].value
-    out: dict[str, Any] = {}
-    for mid in ids:
-        if mid in ("ace", "mce_q"):
-            st = stats["quantile"]
-            value = ece_from_stats(st, 1) if mid == "ace" else mce_from_stats(st)
-            out[mid] = MetricResult(id=mid, value=value, settings={
-                "binning": "quantile", "bins": bins, "norm": "l1" if mid == "ace" else "max"},
-                n_samples=n, bins=st)
-        elif mid == "pde":
-            st = stats["quantile"]
-            dev = partials[row_of["quantile"]]["absdev"]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_dev = np.where(st.nonempty, dev / np.maximum(st.count, 1), np.nan)
-            out[mid] = MetricResult(id="pde", value=float(dev.sum() / n),
-                                    settings={"binning": "quantile", "bins": bins},
-                                    n_samples=n, bins=st,
-                                    bin_extra={"mean_abs_deviation": mean_dev})
-        elif mid in TCE_BINNINGS:
-            binning = TCE_BINNINGS[mid]
-            st = stats[binning]
-            b, extra = wanted[binning]
-            rej = partials[row_of[binning]]["rejected"]
-            settings = {"binning": binning, **extra, "alpha": alpha, "test": test,
-                        "n_bins": st.n_bins}
-            out[mid] = MetricResult(id=mid, value=100.0 * int(rej.sum()) / n, unit="percent",
-                                    settings=settings, n_samples=n, bins=st,
-                                    bin_extra=_tce_extra(pos, b, st, rej))
-    if hl_groups:
-        from calcheck.hypotests.classical import hosmer_lemeshow_from_groups
-
-        st = stats["hl"]
-        out["hosmer_lemeshow"] = hosmer_lemeshow_from_groups(
-            st.count, st.sum_label, st.sum_score, groups=hl_groups, alpha=alpha)
-    details = {"extra_passes": pos.passes, "ranks_resolved": len(pos.resolved)}
-    return out, details
+def order_statistics(source: Any, state: StreamState, ranks: IntArray) -> FloatArray:
+    """The scores at ``ranks`` of the sorted scores (exact rank search; ``state`` is the grid
+    pass)."""
+    pos = PositionalPass(state, [], id_bound=source.id_bound(state.n))
+    drive(source, pos.scan(ranks.tolist()))
+    return np.array([pos.resolved[int(r)].value for r in ranks], dtype=np.float64)

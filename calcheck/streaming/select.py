@@ -1,4 +1,4 @@
-"""Exact order statistics of a streamed dataset: the rows at given ranks of the stable sort.
+"""Exact order statistics of a streamed dataset: the rows (or values) at given ranks.
 
 Equal-mass bins (ACE, MCE(Q), TCE(Q), PDE, Hosmer–Lemeshow) cut the rows, stably sorted by
 score, at ranks ``(linspace(0, 1, B+1)·n).astype(int)`` (SPEC §2).  Streaming, the first pass is
@@ -19,6 +19,10 @@ runs on the streaming and the Dask engine, and the result does not depend on par
 A resolved rank gives the score of that row and the exact count, positives and Σ score of the
 rows of its grid cell that sort before it; with the grid's per-cell sums that is every
 equal-mass bin's count, positives and Σ score.
+
+With shared ties (``by_value=True``, the default of the engines) the row id does not matter:
+a rank is resolved as soon as its key range holds a single score v, with the count and
+positives of *all* the rows scoring v (its tie group), which is what a shared cut needs.
 """
 
 from __future__ import annotations
@@ -261,11 +265,13 @@ class Target:
     before_score: float = 0.0
     value: float | None = None
     done: bool = False
+    range_pos: int = 0                # positives in the current range (by value)
 
 
 @dataclass
 class Resolved:
-    """A rank's row: its score and the sums of the rows of its grid cell sorted before it."""
+    """A rank's row: its score and the sums of the rows of its grid cell sorted before it
+    (by value: the rows scoring less than it), and, by value, the rows of its tie group."""
 
     rank: int
     cell: int
@@ -274,6 +280,8 @@ class Resolved:
     before_n: int
     before_pos: int
     before_score: float
+    eq_n: int = 0                     # by value: rows scoring exactly ``value`` ...
+    eq_pos: int = 0                   # ... and their positives
 
 
 class Search:
@@ -285,10 +293,12 @@ class Search:
     """
 
     def __init__(self, ranks: IntArray, cell_counts: IntArray, grid_bits: int, id_bound: int,
-                 collect_rows: int = COLLECT_ROWS) -> None:
+                 collect_rows: int = COLLECT_ROWS, *, by_value: bool = False,
+                 cell_positives: IntArray | None = None) -> None:
         self.grid_bits = grid_bits
         self.id_bound = max(int(id_bound), 1)
         self.collect_rows = collect_rows
+        self.by_value = by_value
         self.passes = 0
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
@@ -298,9 +308,12 @@ class Search:
             c = int(np.searchsorted(cum, r, side="right"))
             lo, hi = cell_key_range(c, grid_bits)
             first = int(cum[c] - cell_counts[c])
-            self.targets[r] = Target(rank=r, cell=c, within=r - first,
-                                     range_rows=int(cell_counts[c]), u_lo=lo, u_hi=hi,
-                                     id_lo=0, id_hi=self.id_bound)
+            t = Target(rank=r, cell=c, within=r - first, range_rows=int(cell_counts[c]),
+                       u_lo=lo, u_hi=hi, id_lo=0, id_hi=self.id_bound,
+                       range_pos=0 if cell_positives is None else int(cell_positives[c]))
+            if by_value and hi - lo == 1:              # a one-score cell (s = 1.0)
+                t.value, t.done = bits_to_score(lo), True
+            self.targets[r] = t
         self._tasks: tuple[Task, ...] = ()
 
     def _key(self, t: Target) -> tuple[int, int, int, int]:
@@ -353,6 +366,10 @@ class Search:
                     raise RuntimeError(f"search pass found {u.shape[0]} rows in a range of "
                                        f"{t.range_rows}: the data changed between passes")
                 k = t.within
+                if self.by_value:                  # the tie group of the rank's score
+                    k = int(np.searchsorted(u, u[k], side="left"))
+                    end = int(np.searchsorted(u, u[k], side="right"))
+                    t.range_rows, t.range_pos = end - k, int(y[k:end].sum())
                 t.before_n += k
                 t.before_pos += int(y[:k].sum())
                 t.before_score += float(np.sum(u[:k].view(np.float64)))
@@ -374,6 +391,7 @@ class Search:
             t.before_score += float(np.sum(sc[:b]))
             t.within -= first
             t.range_rows = int(cnt[b])
+            t.range_pos = int(pos[b])
             if task.by_id:
                 t.id_lo = task.id_lo + (b << task.shift)
                 t.id_hi = min(task.id_hi, t.id_lo + (1 << task.shift))
@@ -382,7 +400,7 @@ class Search:
                 t.u_hi = min(task.u_hi, t.u_lo + (1 << task.shift))
                 if t.u_hi - t.u_lo == 1:
                     t.value = bits_to_score(t.u_lo)
-            if t.range_rows == 1 and t.value is not None:
+            if t.value is not None and (t.range_rows == 1 or self.by_value):
                 t.done = True
 
     def result(self) -> dict[int, Resolved]:
@@ -391,97 +409,8 @@ class Search:
             if not t.done or t.value is None:
                 raise RuntimeError(f"rank {r} is not resolved yet")
             out[r] = Resolved(rank=r, cell=t.cell, value=t.value, row_id=t.id_lo,
-                              before_n=t.before_n,
-                              before_pos=t.before_pos, before_score=t.before_score)
+                              before_n=t.before_n, before_pos=t.before_pos,
+                              before_score=t.before_score,
+                              eq_n=t.range_rows if self.by_value else 0,
+                              eq_pos=t.range_pos if self.by_value else 0)
         return out
-
-
-def positional_from_grid(bounds: IntArray, resolved: dict[int, Resolved], cell_n: IntArray,
-                         cell_pos: IntArray, cell_score: FloatArray, *, edges: bool = True
-                         ) -> tuple[IntArray, IntArray, FloatArray, FloatArray, FloatArray]:
-    """Per-bin count, positives, Σ score and reported edges of positional ``bounds``.
-
-    ``cell_*`` are the grid's per-cell sums over all cells; ``resolved`` holds every inner bound
-    b (0 < b < n) and b − 1.  A bin's sums are the whole cells from the cell of its first row up
-    to the cell of the next bin's first row, minus / plus the rows of those two cells sorted
-    before each bound.
-    """
-    n = int(cell_n.sum())
-    nb = bounds.shape[0] - 1
-    n_cells = cell_n.shape[0]
-    # per bound: the cell of the row at that rank and the sums of that cell's rows before it
-    c = np.empty(nb + 1, dtype=np.int64)
-    bn = np.zeros(nb + 1, dtype=np.int64)
-    bp = np.zeros(nb + 1, dtype=np.int64)
-    bs = np.zeros(nb + 1)
-    for j, b in enumerate(bounds.tolist()):
-        if b <= 0:
-            c[j] = 0
-        elif b >= n:
-            c[j] = n_cells
-        else:
-            r = resolved[b]
-            c[j], bn[j], bp[j], bs[j] = r.cell, r.before_n, r.before_pos, r.before_score
-    cum_n = np.concatenate(([0], np.cumsum(cell_n)))
-    cum_p = np.concatenate(([0], np.cumsum(cell_pos)))
-    count = np.diff(cum_n[c] + bn)
-    positives = np.diff(cum_p[c] + bp)
-    ssum = np.zeros(nb)
-    for j in range(nb):
-        ssum[j] = float(np.sum(cell_score[c[j]:c[j + 1]])) - bs[j] + bs[j + 1]
-    if not edges:
-        return count.astype(np.int64), positives.astype(np.int64), ssum, ssum[:0], ssum[:0]
-    inner = bounds[1:-1].tolist()
-    mids = [0.0 if b <= 0 else 1.0 if b >= n else
-            (resolved[b - 1].value + resolved[b].value) / 2.0 for b in inner]
-    cuts = np.array([0.0, *mids, 1.0])
-    return count.astype(np.int64), positives.astype(np.int64), ssum, cuts[:-1].copy(), \
-        cuts[1:].copy()
-
-
-@dataclass(frozen=True)
-class SortedLabelsSpec:
-    """A pass that keeps every row's (score bits, label): the exact stable sort of a dataset
-    small enough to hold (9 bytes a row)."""
-
-    holds_rows = True               # drive_lockstep counts its rows against a budget
-
-    def new(self) -> SortedLabelsState:
-        return SortedLabelsState()
-
-
-@dataclass
-class SortedLabelsState:
-    """Each batch's (first row id, score bits, labels).  A batch's rows have ascending ids and
-    batches do not interleave, so the parts ordered by first id list the rows in id order, and
-    a stable sort by score alone is the (score, row id) order."""
-
-    parts: list[tuple[int, Any, Any]] = field(default_factory=list)
-
-    def update(self, scores: FloatArray, labels: IntArray,
-               start: int | IntArray = 0) -> SortedLabelsState:
-        s = np.asarray(scores, dtype=np.float64) + 0.0
-        if s.shape[0]:
-            first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
-            self.parts.append((first, s.view(np.uint64), np.asarray(labels).astype(np.int8)))
-        return self
-
-    def merge(self, other: SortedLabelsState) -> SortedLabelsState:
-        self.parts.extend(other.parts)
-        return self
-
-    def sorted_labels(self) -> IntArray:
-        if not self.parts:
-            return np.zeros(0, dtype=np.int8)
-        self.parts.sort(key=lambda p: p[0])
-        order = np.argsort(np.concatenate([p[1] for p in self.parts]), kind="stable")
-        return np.concatenate([p[2] for p in self.parts])[order]
-
-
-def bound_ranks(bounds: IntArray, n: int) -> list[int]:
-    """The ranks :func:`positional_from_grid` needs resolved: b and b − 1 of inner bounds."""
-    out: set[int] = set()
-    for b in bounds.tolist():
-        if 0 < b < n:
-            out.update((b - 1, b))
-    return sorted(out)
