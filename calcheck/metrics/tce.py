@@ -161,7 +161,8 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
         phat = np.nan_to_num(stats.mean_label)
         rejected = t_test_reject(s, phat[rows_bin], stats.count[rows_bin].astype(np.float64),
                                  alpha)
-        per_bin = np.bincount(rows_bin, weights=rejected, minlength=stats.n_bins).round()
+        per_bin = np.asarray(np.bincount(rows_bin, weights=rejected, minlength=stats.n_bins),
+                             dtype=np.float64).round()
     n_rej = float(per_bin.sum())
     q1, med, q3 = _segment_quantiles(s, bounds, (0.25, 0.5, 0.75))
     counts = stats.count

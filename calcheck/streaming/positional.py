@@ -525,13 +525,13 @@ class PositionalPass:
             dev = np.where(up, cs - cn * p, np.where(down, cn * p - cs, 0.0))
             exact[inner[~up & ~down]] = True
         grid = ~exact[inner]                     # cells counted from the grid aggregate
-        partial = {"rows": np.bincount(b_in[grid], weights=cn[grid], minlength=nb),
-                   "rejected": np.zeros(nb), "absdev": np.zeros(nb)}
-        if tce:
-            partial["rejected"] = np.bincount(b_in[grid], weights=cn[grid] * weight[grid],
-                                              minlength=nb)
-        if pde:
-            partial["absdev"] = np.bincount(b_in[grid], weights=dev[grid], minlength=nb)
+        def per_bin(weights: FloatArray) -> FloatArray:
+            return np.asarray(np.bincount(b_in[grid], weights=weights, minlength=nb),
+                              dtype=np.float64)
+
+        partial = {"rows": per_bin(cn[grid].astype(np.float64)),
+                   "rejected": per_bin(cn[grid] * weight[grid]) if tce else np.zeros(nb),
+                   "absdev": per_bin(dev[grid]) if pde else np.zeros(nb)}
         if self.share:
             groups = self._groups_at_cuts(bounds, stats, tce=tce, pde=pde)
             partial = {key: partial[key] + groups[key] for key in partial}
@@ -589,7 +589,8 @@ class PositionalPass:
         from calcheck.metrics._result import MetricResult
         from calcheck.metrics.binned import ece_from_stats, mce_from_stats
 
-        n, out = self.n, {}
+        n = self.n
+        out: dict[str, Any] = {}
         for mid in self.ids:
             if mid in ("ace", "mce_q"):
                 st = stats["quantile"]
