@@ -78,10 +78,10 @@ def run_tests(source: Any, **options: Any) -> Report:
     source : str, path, DataFrame, pyarrow.Table or Predictions
         As for :func:`score`; multiclass input is tested on its top-label view.
     **options
-        ``calcheck test``'s options: ``methods`` (``--method``: tcal, hl, spiegelhalter, cox
-        or all), ``bins`` (fixed m), ``adaptive``, ``trials``, ``resample``, ``seed``,
-        ``alpha``, ``discrete_max``, ``fail_on_reject``, and the input and engine options of
-        :func:`score`.
+        ``calcheck test``'s options: ``methods`` (``--method``: tcal, hl, spiegelhalter, cox,
+        ks, kuiper or all), ``bins`` (fixed m), ``adaptive``, ``trials``, ``resample``,
+        ``seed``, ``alpha``, ``discrete_max``, ``compat`` (a peer library's tests),
+        ``fail_on_reject``, and the input and engine options of :func:`score`.
 
     Returns
     -------
@@ -199,7 +199,9 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
     streamed = engine != "memory"
     can = registry.streamable(multiclass) if streamed else registry.selectable(multiclass)
     messages: list[str] = []
-    if opts.metrics is None:
+    if opts.compat:
+        ids, can = compat_ids(opts, multiclass)
+    elif opts.metrics is None:
         ids = registry.default_ids(multiclass)
         left = [m for m in ids if m not in can]
         ids = [m for m in ids if m in can]
@@ -239,10 +241,37 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
         if plot_id not in bins_for:
             bins_for.append(plot_id)
     bad = [m for m in ids if m not in can]
+    if bad and opts.compat:
+        from calcheck import compat
+
+        compat.check_ids(opts.compat, bad, multiclass, opts.name_of("compat"))
     if bad:
         raise UsageError(f"--engine {engine} computes {', '.join(can)}; {', '.join(bad)} "
                          "need(s) --engine memory")
     return ids, bins_for, messages
+
+
+def compat_ids(opts: Options, multiclass: bool) -> tuple[list[str], list[str]]:
+    """Under ``compat``: the ids to compute (default and ``all``: every id the library has)
+    and the ids it can compute; an id it has not, or a library without a metric for this kind
+    of input, is a usage error naming what it has."""
+    from calcheck import compat
+
+    assert opts.compat is not None
+    m = compat.mode(opts.compat)
+    can = m.ids(multiclass)
+    label = opts.name_of("compat")
+    if not can:
+        raise UsageError(f"{label} {opts.compat}: {m.what_it_has(multiclass)}")
+    if opts.metrics is None:
+        return list(can), can
+    ids: list[str] = []
+    for mid in registry.split_ids(opts.metrics):
+        for x in (can if mid == "all" else [mid]):
+            if x not in ids:
+                ids.append(x)
+    compat.check_ids(opts.compat, ids, multiclass, label)
+    return ids, can
 
 
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
@@ -252,9 +281,6 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
-        if opts.compat and not mc:
-            messages.append(f"--compat {opts.compat} changes multiclass metrics only; binary "
-                            "metrics are unchanged")
         m = eng.metrics(ids, opts)
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
         g = eng.groups(ids, opts) if opts.by else None
@@ -285,11 +311,22 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
 # tests
 
 
-def resolve_methods(methods: list[str] | None, label: str = "methods") -> list[str]:
-    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal``."""
+def resolve_methods(methods: list[str] | None, label: str = "methods",
+                    compat: str | None = None, engine: str = "memory") -> list[str]:
+    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal`` — under
+    ``compat``, every test the library has (an unknown one is an error naming them).  On a
+    streaming engine ``all`` is every test it runs; naming one it cannot run is an error."""
+    if compat:
+        from calcheck import compat as peers
+
+        known = list(peers.mode(compat).tests)
+        if not known:
+            raise UsageError(f"--compat {compat}: {peers.mode(compat).library} has no "
+                             "calibration test")
+    else:
+        known = registry.methods()
     if not methods:
-        return ["tcal"]
-    known = registry.methods()
+        return list(known) if compat else ["tcal"]
     out: list[str] = []
     for m in registry.split_ids(methods):
         if m == "all":
@@ -297,16 +334,35 @@ def resolve_methods(methods: list[str] | None, label: str = "methods") -> list[s
         elif m in known:
             if m not in out:
                 out.append(m)
+        elif compat:
+            from calcheck import compat as peers
+
+            peers.check_methods(compat, [m])
         else:
             raise UsageError(f"unknown {label} {m!r}; use one of {', '.join(known)}, all")
     if not out:
         raise UsageError(f"{label}: no test method selected")
+    if engine != "memory" and not compat:
+        runs = registry.methods(streamed=True)
+        if "all" in registry.split_ids(methods):
+            out = [m for m in out if m in runs]
+        bad = [m for m in out if m not in runs]
+        if bad:
+            raise UsageError(f"--engine {engine} runs {', '.join(runs)}; {', '.join(bad)} "
+                             "need(s) --engine memory")
     return out
 
 
 def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck test`` on ``source`` with validated options."""
-    methods = resolve_methods(opts.methods, opts.name_of("methods"))
+    methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
+    messages = []
+    if opts.engine != "memory" and not opts.compat and \
+            "all" in registry.split_ids(opts.methods or []):
+        left = [m for m in registry.methods() if m not in methods]
+        if left:
+            messages.append(f"{opts.name_of('methods')} all on --engine {opts.engine}: every "
+                            f"test it runs; {', '.join(left)} need(s) --engine memory")
     with _engine(source, opts, progress) as eng:
         t = eng.tests(methods, opts)
         reading = eng.reading()
@@ -315,7 +371,7 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         data = build_report(command="test", input_info=eng.input_info(top=True),
                             settings=settings,
                             tests=t.values, notes=t.notes)
-    return Report(data, messages=tuple(reading.messages + t.messages),
+    return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject)
 
 

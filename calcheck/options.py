@@ -31,7 +31,7 @@ INPUT_FORMATS = ("csv", "parquet")
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 REPORT_FORMATS = ("html", "pdf")
 PLOT_KINDS = ("reliability", "tce", "variable")
-COMPAT = ("nixon",)
+COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "nixon")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,9 +230,12 @@ TCE_NMAX = Opt("tce_nmax", ("--tce-nmax",), None, "PAVA-BC maximum bin size for 
                "⌊n/5⌋).", METRICS, check_count(0), "N", "int")
 TACE_THRESHOLD = Opt("tace_threshold", ("--tace-threshold",), 0.01, "TACE keeps the "
                      "probabilities >= this value.", METRICS, check_threshold, "P", "float")
-COMPAT_OPT = Opt("compat", ("--compat",), None, "nixon: compute top-label ECE/ACE, SCE, "
-                 "classwise ACE and TACE exactly as Nixon et al.'s reference code does.",
-                 METRICS, choice(*COMPAT), "LIBRARY")
+COMPAT_OPT = Opt("compat", ("--compat",), None, "Compute the metrics exactly as this library "
+                 "does (" + ", ".join(COMPAT) + "): its bins, edges, clipping and defaults; "
+                 "docs/compat.md lists each convention.", METRICS, choice(*COMPAT), "LIBRARY")
+COMPAT_TEST = Opt("compat", ("--compat",), None, "Run the tests exactly as this library does "
+                  "(mapie, calzone or pycaleva): its statistics, p-values and defaults.",
+                  TESTS, choice(*COMPAT), "LIBRARY")
 TIES = Opt("ties", ("--ties",), "share", "Tie groups cut by an equal-mass or PAVA bound: "
             "share (default: split pro rata, so no number depends on row order) or order (the "
             "reference codes' split by row position, which reproduces their published tables).",
@@ -267,7 +270,8 @@ METHODS = Opt("methods", ("--method",), None, "Tests: " + ", ".join(registry.met
               ", or all; comma-separated or repeated (default tcal).", TESTS,
               check_list(check_text), "METHODS", "list")
 TCAL_BINS = Opt("bins", ("--bins",), None, "T-Cal with this fixed number of bins m (bin id "
-                "⌊m·s⌋) instead of adaptive T-Cal.", TESTS, check_bins, "M", "int")
+                "⌊m·s⌋) instead of adaptive T-Cal; under --compat, the library's bin or group "
+                "count.", TESTS, check_bins, "M", "int")
 ADAPTIVE = Opt("adaptive", ("--adaptive",), False, "Adaptive T-Cal over the dyadic levels "
                "2^1..2^B (the default without --bins).", TESTS, check_bool, type="bool")
 TRIALS = Opt("trials", ("--trials",), 1000, "Monte Carlo draws of T-Cal's null distribution.",
@@ -333,7 +337,7 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, BINS_TABLE, TEXT_PLOT, QUIET,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
-             FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, QUIET, *_ENGINE),
+             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, QUIET, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
@@ -482,7 +486,7 @@ def _cross_checks(o: Options) -> None:
         raise UsageError(f"{lab('engine')} {o.engine} reads Parquet only; {lab('input_format')} "
                          f"{o.input_format} needs {lab('engine')} memory")
     if o.engine != "memory" and o.compat:
-        raise UsageError(f"{lab('compat')} {o.compat} (the reference code's conventions) needs "
+        raise UsageError(f"{lab('compat')} {o.compat} (that library's conventions) needs "
                          f"{lab('engine')} memory")
     if o.command == "plot":
         if o.kind == "variable" and not o.variables:

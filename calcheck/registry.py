@@ -123,6 +123,7 @@ def kernel(path: str) -> Callable[..., Any]:
 
 _B, _T, _MC = "calcheck.metrics.binned", "calcheck.metrics.tce", "calcheck.metrics.multiclass"
 _S = "calcheck.metrics.scoring"
+_CU = "calcheck.metrics.cumulative"
 
 METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("tce", "TCE", "percent", BINARY,
@@ -155,6 +156,13 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("pc", "Probabilistic count", "count", BINARY,
                "number of effectively distinct scores (a count, not an error)", False, True,
                f"{_S}:pc_metric", None, ci=False, error=False),
+    MetricSpec("ecce_mad", "ECCE-MAD", "fraction", BINARY,
+               "estimated cumulative calibration error: largest |walk of cumulative "
+               "differences| (Arrieta-Ibarra et al.); no bins", False, False,
+               f"{_CU}:ecce_mad", None),
+    MetricSpec("ecce_r", "ECCE-R", "fraction", BINARY,
+               "range of the walk of cumulative differences (Arrieta-Ibarra et al.); no bins",
+               False, False, f"{_CU}:ecce_r", None),
     MetricSpec("ece_top", "top-label ECE", "fraction", MULTICLASS,
                "ECE of the top-label view (confidence vs correctness)", True, True,
                "", "grid", stream_ci=True, top_of="ece"),
@@ -196,12 +204,19 @@ TESTS: dict[str, TestSpec] = {t.method: t for t in (
              "Spiegelhalter's Z, two-sided, with the direction"),
     TestSpec("cox", ("cox",), "Cox intercept/slope",
              "Cox calibration intercept and slope, likelihood-ratio test of (0, 1)"),
+    TestSpec("ks", ("ks",), "Kolmogorov–Smirnov",
+             "ECCE-MAD / sigma against max |Brownian motion|; tail-series p-value",
+             stream=False),
+    TestSpec("kuiper", ("kuiper",), "Kuiper",
+             "ECCE-R / sigma against the range of Brownian motion; tail-series p-value",
+             stream=False),
 )}
 
 TEST_TITLES: dict[str, str] = {
     "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
     "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
     "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
+    "ks": "Kolmogorov–Smirnov (ECCE-MAD)", "kuiper": "Kuiper (ECCE-R)",
 }
 
 
@@ -259,9 +274,9 @@ def binned_ids(ids: Iterable[str]) -> list[str]:
     return [m for m in ids if METRICS[m].binned]
 
 
-def methods() -> list[str]:
-    """The ``--method`` values."""
-    return list(TESTS)
+def methods(streamed: bool = False) -> list[str]:
+    """The ``--method`` values (those the streaming engines run, with ``streamed``)."""
+    return [t.method for t in TESTS.values() if t.stream or not streamed]
 
 
 def split_ids(values: Iterable[str]) -> list[str]:

@@ -1,8 +1,8 @@
 """``--compat nixon`` against a transcription of Nixon et al.'s reference code.
 
 The reference below follows ``GeneralCalibrationError.update_state`` and
-``get_calibration_error`` of google/uncertainty-metrics (commit c046458), as SPEC §4 describes
-them, statement by statement; calcheck's implementation (calcheck/metrics/nixon.py) is
+``get_calibration_error`` of google/uncertainty-metrics (commit c046458) statement by statement; calcheck's
+implementation (calcheck/compat/nixon.py) is
 vectorized differently and must agree to 1e-9.
 """
 
@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calcheck.compat import nixon
+from calcheck.compat.nixon import NIXON
 from calcheck.metrics import MetricOptions, MulticlassPrepared, compute_multiclass_metrics
-from calcheck.metrics.nixon import NIXON
 
 
 class ReferenceGCE:
@@ -127,14 +128,13 @@ CASES = cases()
 @pytest.mark.parametrize("bins", [15, 10, 7])
 def test_compat_nixon_equals_reference(case, mid, bins):
     p, y = CASES[case]
-    got = compute_multiclass_metrics(MulticlassPrepared(p, y), [mid],
-                                     MetricOptions(bins=bins, compat="nixon"))[mid]
+    got = getattr(nixon, mid)(p, y, bins)
     assert got.value == pytest.approx(reference(mid, p, y, bins), abs=1e-9, rel=0)
-    assert got.settings["convention"] == "nixon"
+    assert got.settings["convention"] == "nixon" and got.settings["compat"] == "nixon"
 
 
 def test_l2_norm_and_max_prob_class_conditional_transcribed():
-    from calcheck.metrics.nixon import gce
+    from calcheck.compat.nixon import gce
 
     p, y = CASES["zeros_and_ones"]
     for scheme in ("even", "adaptive"):
@@ -151,8 +151,7 @@ def test_defaults_differ_from_nixon_on_an_example():
     y = np.array([0, 0, 1, 1])
     d = compute_multiclass_metrics(MulticlassPrepared(p, y), ["sce", "ace_cw"],
                                    MetricOptions(bins=2))
-    nx = compute_multiclass_metrics(MulticlassPrepared(p, y), ["sce", "ace_cw"],
-                                    MetricOptions(bins=2, compat="nixon"))
+    nx = {m: getattr(nixon, m)(p, y, 2) for m in ("sce", "ace_cw")}
     # calcheck: class 0 err .15 (bins {.3}, {1, .7, .6}), class 1 err .15 → SCE .15
     assert d["sce"].value == pytest.approx(0.15)
     # nixon: class 1's exact 0 is dropped (p > 0) and weights are counts/3 → err .2;
@@ -167,11 +166,15 @@ def test_cli_compat(cli, tmp_path):
     df["label"] = y
     path = tmp_path / "t.parquet"
     df.to_parquet(path)
-    r = cli(["score", path, "--compat", "nixon", "--json", "-m", "sce,tace,ece_top,tce_cw"])
+    r = cli(["score", path, "--compat", "nixon", "--json", "-m", "sce,tace,ece_top"])
     assert r.code == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert rep["settings"]["convention"] == "nixon"
+    assert rep["settings"]["convention"] == "nixon" and rep["settings"]["compat"] == "nixon"
     assert rep["metrics"]["sce"]["value"] == pytest.approx(reference("sce", p, y), abs=1e-12)
-    assert rep["metrics"]["tce_cw"]["settings"].get("convention") is None   # not a gce metric
+    default = json.loads(cli(["score", path, "--compat", "nixon", "--json"]).stdout)
+    assert list(default["metrics"]) == ["ece_top", "ace_top", "sce", "ace_cw", "tace"]
+    # a metric the reference code does not compute is an error naming what it has
+    r = cli(["score", path, "--compat", "nixon", "-m", "tce_cw"])
+    assert r.code == 2 and "tce_cw not available" in r.stderr and "ace_cw" in r.stderr
     bad = cli(["score", path, "--compat", "guo"])
     assert bad.code == 2 and "--compat" in bad.stderr

@@ -253,7 +253,7 @@ def test_cli_methods_fixed_m_and_fail_on_reject(cli):
     path = SAMPLE / "miscalibrated_50.csv"
     r = cli(["test", path, "--method", "all", "--bins", "15", "--trials", "200", "--json"])
     rep = json.loads(r.stdout)
-    assert set(rep["tests"]) == {"tcal", "hosmer_lemeshow", "spiegelhalter", "cox"}
+    assert set(rep["tests"]) == {"tcal", "hosmer_lemeshow", "spiegelhalter", "cox", "ks", "kuiper"}
     t = rep["tests"]["tcal"]
     assert t["m"] == 15 and t["debiased_l2_ece"] == pytest.approx(math.sqrt(max(t["statistic"], 0)))
     assert r.code == 0                                     # verdicts do not change the exit code

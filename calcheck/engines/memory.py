@@ -33,16 +33,33 @@ from calcheck.options import Options
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
 
+def default_bins(opts: Options, multiclass: bool) -> int:
+    """``--bins``, else the compat library's default, else 10 (binary) or 15 (multiclass)."""
+    if opts.bins is not None:
+        return opts.bins
+    if opts.compat:
+        from calcheck import compat
+
+        return compat.mode(opts.compat).default_bins
+    return 15 if multiclass else 10
+
+
 def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
-    """The kernels' options of a run (bins default: 10 binary, 15 multiclass)."""
-    return MetricOptions(bins=opts.bins if opts.bins is not None else (15 if multiclass else 10),
+    """The kernels' options of a run."""
+    return MetricOptions(bins=default_bins(opts, multiclass),
                          alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
                          tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
                          compat=opts.compat, ties=opts.ties)
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
-    """The metrics ``ids`` of binary or multiclass predictions."""
+    """The metrics ``ids`` of binary or multiclass predictions (as a peer library computes
+    them under ``compat``)."""
+    if options.compat:
+        from calcheck import compat
+
+        return compat.compute(options.compat, data, ids, options.bins,
+                              tace_threshold=options.tace_threshold)
     if data.probs is not None:
         return compute_multiclass_metrics(
             MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options)
@@ -117,8 +134,13 @@ class MemoryEngine:
         mopts = metric_options(opts, self.multiclass)
         results = compute(self.data, ids, mopts)
         out = Outcome(values=dict(results))
+        if opts.compat:
+            from calcheck import compat
+
+            out.notes = compat.notes(results)
         if opts.ci:
-            out.values, out.notes = self._intervals(self.data, results, mopts, opts)
+            out.values, ci_notes = self._intervals(self.data, results, mopts, opts)
+            out.notes += ci_notes
             out.settings["ci"] = {"reps": opts.ci_reps, "level": opts.ci_level,
                                   "seed": opts.seed, "method": "percentile bootstrap",
                                   "resampling": "rows with replacement, bins re-estimated"}
@@ -197,6 +219,13 @@ class MemoryEngine:
         from calcheck.hypotests import TestOptions, run_tests
 
         scores, labels = self.data.top
+        if opts.compat:
+            from calcheck import compat
+
+            results = compat.run_tests(opts.compat, scores, labels, methods, opts.alpha,
+                                       default_bins(opts, self.multiclass))
+            notes = [top_label_note(self.data.classes)] if self.multiclass else []
+            return Outcome(values=results, notes=notes)
         progress = self.progress("simulating the null") if self.progress else None
         topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
                             trials=opts.trials, resample=opts.resample, seed=opts.seed,

@@ -1,5 +1,6 @@
-"""The hypothesis-test engine: T-Cal, adaptive T-Cal, the binomial test of discrete scores and
-the classical calibration tests (Hosmer–Lemeshow, Spiegelhalter, Cox).
+"""The hypothesis-test engine: T-Cal, adaptive T-Cal, the binomial test of discrete scores,
+the classical calibration tests (Hosmer–Lemeshow, Spiegelhalter, Cox) and the
+Kolmogorov–Smirnov and Kuiper tests on the walk of cumulative differences.
 
 :func:`run_tests` is what the CLI calls; each test is also a pure function on arrays
 returning a :class:`~calcheck.hypotests._result.TestResult`.
@@ -7,20 +8,14 @@ returning a :class:`~calcheck.hypotests._result.TestResult`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from calcheck.errors import UsageError
 from calcheck.hypotests._result import TestResult
-from calcheck.registry import split_ids
 
-METHODS = ("tcal", "hl", "spiegelhalter", "cox")
-METHOD_IDS = {"hl": "hosmer_lemeshow", "spiegelhalter": "spiegelhalter", "cox": "cox"}
-
-__all__ = ["METHODS", "TestOptions", "TestResult", "resolve_methods", "run_tests"]
+__all__ = ["TestOptions", "TestResult", "run_tests"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,24 +32,6 @@ class TestOptions:
     discrete_max: int = 50
     hl_groups: int = 10
     ties: str = "share"
-
-
-def resolve_methods(methods: Iterable[str] | None) -> list[str]:
-    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal``."""
-    if not methods:
-        return ["tcal"]
-    out: list[str] = []
-    for m in split_ids(list(methods)):
-        if m == "all":
-            out.extend(x for x in METHODS if x not in out)
-        elif m in METHODS:
-            if m not in out:
-                out.append(m)
-        else:
-            raise UsageError(f"unknown --method {m!r}; use one of {', '.join(METHODS)}, all")
-    if not out:
-        raise UsageError("no test method selected")
-    return out
 
 
 def discrete_note(distinct: int, discrete_max: int) -> str:
@@ -93,4 +70,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             results["spiegelhalter"] = classical.spiegelhalter(scores, labels, alpha=options.alpha)
         elif m == "cox":
             results["cox"] = classical.cox(scores, labels, alpha=options.alpha)
+        elif m in ("ks", "kuiper"):
+            from calcheck.hypotests.cumulative import walk_test
+
+            results[m] = walk_test(m, scores, labels, alpha=options.alpha, ties=options.ties)
     return results, notes

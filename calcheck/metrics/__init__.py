@@ -65,16 +65,10 @@ def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
                                options: MetricOptions | None = None) -> dict[str, MetricResult]:
     """Compute multiclass metrics; binary ids (and the ``*_top`` ids) run on the top-label
     view, reported with ``view: top-label``."""
-    from calcheck.metrics import nixon
-
     opts = options or MetricOptions(bins=15)
     out: dict[str, MetricResult] = {}
     for mid in resolve_metric_ids(ids, multiclass=True):
         spec = registry.METRICS[mid]
-        if opts.compat == "nixon" and mid in nixon.NIXON:
-            out[mid] = nixon.nixon_metric(mid, data, bins=opts.bins,
-                                          tace_threshold=opts.tace_threshold)
-            continue
         binary = registry.binary_of(mid)
         if binary is None:
             out[mid] = spec.compute(data, opts)

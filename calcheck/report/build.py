@@ -32,7 +32,9 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                (15 if multiclass else 10), "alpha": opts.alpha, "test": opts.test,
                "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": opts.pos_label,
                "drop_invalid": opts.drop_invalid, "input": kind, "engine": opts.engine,
-               "where": opts.where, "ties": opts.ties}
+               "where": opts.where, "ties": _ties(opts), "compat": opts.compat}
+        if opts.compat:
+            out["bins"] = _bins(opts, multiclass)
         if multiclass:
             out.update({"tace_threshold": opts.tace_threshold,
                         "convention": opts.compat or "calcheck"})
@@ -47,7 +49,9 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
                "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
                "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where,
-               "ties": opts.ties}
+               "ties": _ties(opts), "compat": opts.compat}
+        if opts.compat:
+            out.update({"tcal": None, "bins": _bins(opts, multiclass)})
     else:                                                   # report
         out = {"alpha": opts.alpha, "trials": opts.trials, "seed": opts.seed,
                "tcal": opts.adaptive, "variables": opts.variable_list,
@@ -56,6 +60,17 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
     out.update(engine or {})
     out.update(extra or {})
     return out
+
+
+def _ties(opts: Options) -> str:
+    """The tie convention in force: a compat mode keeps its library's own."""
+    return f"{opts.compat}'s own" if opts.compat else opts.ties
+
+
+def _bins(opts: Options, multiclass: bool) -> int:
+    from calcheck.engines.memory import default_bins
+
+    return default_bins(opts, multiclass)
 
 
 def group_names(keys: Iterable[str | None]) -> dict[str | None, str]:

@@ -1,4 +1,4 @@
-"""``--compat nixon``: the conventions of Nixon et al.'s reference code (SPEC §4).
+"""``--compat nixon``: the conventions of Nixon et al.'s reference code.
 
 Reproduces ``gce()`` of google/uncertainty-metrics (commit c046458), quirks included:
 
@@ -28,7 +28,6 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.metrics._result import MetricResult
-from calcheck.metrics.multiclass import MulticlassPrepared
 
 EPS = float(np.finfo(np.float64).eps)      # 2.220446049250313e-16, as the reference
 SCHEMES = ("even", "adaptive")
@@ -104,17 +103,45 @@ NIXON = {
 }
 
 
-def nixon_metric(mid: str, data: MulticlassPrepared, *, bins: int = 15,
+def nixon_metric(mid: str, probs: FloatArray, labels: IntArray, *, bins: int = 15,
                  tace_threshold: float = 0.01) -> MetricResult:
     """Metric ``mid`` (one of :data:`NIXON`) with the reference code's conventions."""
     cfg = NIXON[mid]
     threshold = tace_threshold if mid == "tace" else 0.0
-    value, terms = gce(data.probs, data.labels, bins=bins, threshold=threshold, norm="l1",
+    value, terms = gce(probs, labels, bins=bins, threshold=threshold, norm="l1",
                        scheme=str(cfg["scheme"]), max_prob=bool(cfg["max_prob"]),
                        class_conditional=bool(cfg["class_conditional"]))
-    settings: dict[str, Any] = {"convention": "nixon", "binning": cfg["scheme"], "bins": bins,
+    k = probs.shape[1]
+    settings: dict[str, Any] = {"compat": "nixon", "convention": "nixon",
+                                "binning": cfg["scheme"], "bins": bins,
                                 "threshold": threshold, "threshold_rule": "p > threshold",
                                 "reference": "google/uncertainty-metrics gce() @ c046458"}
-    extra = {"per_class": [{"class": j, "error": t * data.k} for j, t in enumerate(terms)]} \
+    extra = {"per_class": [{"class": j, "error": t * k} for j, t in enumerate(terms)]} \
         if terms else {}
-    return MetricResult(id=mid, value=value, settings=settings, n_samples=data.n, extra=extra)
+    return MetricResult(id=mid, value=value, settings=settings, n_samples=int(probs.shape[0]),
+                        extra=extra)
+
+
+def ece_top(probs: FloatArray, labels: IntArray, bins: int, *,
+            tace_threshold: float = 0.01) -> MetricResult:
+    return nixon_metric("ece_top", probs, labels, bins=bins)
+
+
+def ace_top(probs: FloatArray, labels: IntArray, bins: int, *,
+            tace_threshold: float = 0.01) -> MetricResult:
+    return nixon_metric("ace_top", probs, labels, bins=bins)
+
+
+def sce(probs: FloatArray, labels: IntArray, bins: int, *,
+        tace_threshold: float = 0.01) -> MetricResult:
+    return nixon_metric("sce", probs, labels, bins=bins)
+
+
+def ace_cw(probs: FloatArray, labels: IntArray, bins: int, *,
+           tace_threshold: float = 0.01) -> MetricResult:
+    return nixon_metric("ace_cw", probs, labels, bins=bins)
+
+
+def tace(probs: FloatArray, labels: IntArray, bins: int, *,
+         tace_threshold: float = 0.01) -> MetricResult:
+    return nixon_metric("tace", probs, labels, bins=bins, tace_threshold=tace_threshold)
