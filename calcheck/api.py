@@ -414,6 +414,13 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         for kind, binning, caption in FIGURES:
             fopts = opts.replace(bins=10, binning=binning, yscale="auto")
             figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+        if eng.name == "memory":
+            figs.append((f"CORP reliability diagram: PAV recalibration with its "
+                         f"{opts.band_level:.0%} consistency band and the score decomposition",
+                         eng.figure("corp", opts).values["figure"]))
+        else:
+            notes.append(f"the CORP diagram needs --engine memory (PAV over every distinct "
+                         f"score); not drawn on --engine {eng.name}")
         for name in opts.variable_list:
             fopts = opts.replace(variables=[name])
             figs.append((f"Variable-based calibration along {name}",

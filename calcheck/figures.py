@@ -1,7 +1,7 @@
 """Figures from data: compute the tables with the engine, then draw them (``calcheck.plots``).
 
 The Python API for pictures: ``calcheck.plot_reliability``, ``calcheck.plot_tce``,
-``calcheck.plot_variable`` return matplotlib figures.
+``calcheck.plot_corp``, ``calcheck.plot_variable`` return matplotlib figures.
 """
 
 from __future__ import annotations
@@ -35,6 +35,27 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
                         tce_options.get("n_min"), tce_options.get("n_max"))
     return plots.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
                             title=title or "Test-based reliability diagram", yscale=yscale)
+
+
+def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
+         title: str | None = None, top_label: bool = False) -> Any:
+    """The CORP reliability diagram: PAV curve, consistency band, Brier and log decompositions."""
+    from calcheck.metrics import corp as c
+
+    rec = c.recalibration(data)
+    band = c.consistency_band(rec, reps=reps, level=level, seed=seed)
+    parts = {name: vars(c.decompose(rec, kind)) for name, kind in (("Brier", "brier"),
+                                                                  ("log", "log"))}
+    labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
+              if top_label else {})
+    return plots.corp_figure(rec.x, rec.fit, band, parts, data.scores,
+                             title=title or "CORP reliability diagram", **labels)
+
+
+def plot_corp(scores: ArrayLike, labels: ArrayLike, *, reps: int = 200, level: float = 0.9,
+              seed: int = 0) -> Any:
+    """CORP reliability diagram of binary predictions (matplotlib Figure)."""
+    return corp(Prepared(scores, labels), reps=reps, level=level, seed=seed)
 
 
 def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,

@@ -200,6 +200,63 @@ def pc(scores: ArrayLike, labels: ArrayLike) -> MetricResult:
     return scoring.pc(Prepared(scores, labels))
 
 
+def smece(scores: ArrayLike, labels: ArrayLike, *, sigma: float | None = None) -> MetricResult:
+    """Smooth ECE (Błasiok & Nakkiran) at its fixed-point bandwidth, or at ``sigma``;
+    ``.extra["sigma"]`` is the bandwidth used (docs/smooth-ece.md)."""
+    from calcheck.metrics import smooth
+
+    if sigma is not None and not 0 < sigma <= 1:
+        raise UsageError(f"sigma must be in (0, 1], got {sigma!r}")
+    return smooth.smece(Prepared(scores, labels), MetricOptions(smece_sigma=sigma))
+
+
+def ici(scores: ArrayLike, labels: ArrayLike) -> dict[str, MetricResult]:
+    """ICI, E50, E90 and Emax of the LOESS calibration curve (docs/ici.md), by id."""
+    from calcheck.metrics import ici as _ici
+
+    data, o = Prepared(scores, labels), MetricOptions()
+    return {m: getattr(_ici, m)(data, o) for m in ("ici", "e50", "e90", "emax")}
+
+
+def corp(scores: ArrayLike, labels: ArrayLike, *, score: str = "brier") -> dict[str, float]:
+    """The CORP decomposition (docs/corp.md) of the Brier (``"brier"``) or log (``"log"``)
+    score: ``{"score", "mcb", "dsc", "unc"}`` with score = mcb − dsc + unc."""
+    from calcheck.metrics import corp as _corp
+
+    if score not in ("brier", "log"):
+        raise UsageError(f"score must be 'brier' or 'log', got {score!r}")
+    return vars(_corp.decompose(_corp.recalibration(Prepared(scores, labels)), score))
+
+
+def ece_sweep(scores: ArrayLike, labels: ArrayLike, *, ties: str = "share") -> MetricResult:
+    """ECE-sweep (Roelofs et al.): ECE on the most equal-mass bins with monotone label means."""
+    return binned.ece_sweep(Prepared(scores, labels, ties=_ties(ties)))
+
+
+def ecce(scores: ArrayLike, labels: ArrayLike) -> dict[str, MetricResult]:
+    """ECCE-MAD and ECCE-R (docs/ecce.md), by id."""
+    from calcheck.metrics import cumulative
+
+    data, o = Prepared(scores, labels), MetricOptions()
+    return {"ecce_mad": cumulative.ecce_mad(data, o), "ecce_r": cumulative.ecce_r(data, o)}
+
+
+def ks(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
+    """Kolmogorov–Smirnov test of calibration on the walk of cumulative differences."""
+    from calcheck.hypotests.cumulative import walk_test
+
+    data = Prepared(scores, labels)
+    return walk_test("ks", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+
+
+def kuiper(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
+    """Kuiper test of calibration on the walk of cumulative differences."""
+    from calcheck.hypotests.cumulative import walk_test
+
+    data = Prepared(scores, labels)
+    return walk_test("kuiper", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+
+
 def evaluate(scores: ArrayLike, labels: ArrayLike, ids: list[str] | None = None,
              **options: Any) -> dict[str, MetricResult]:
     """Several binary metrics at once, sharing one sort; ``options`` as

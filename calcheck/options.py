@@ -30,7 +30,7 @@ ENGINES = ("memory", "stream", "dask")
 INPUT_FORMATS = ("csv", "parquet")
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 REPORT_FORMATS = ("html", "pdf")
-PLOT_KINDS = ("reliability", "tce", "variable")
+PLOT_KINDS = ("reliability", "tce", "corp", "variable")
 COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "nixon")
 
 
@@ -230,6 +230,9 @@ TCE_NMAX = Opt("tce_nmax", ("--tce-nmax",), None, "PAVA-BC maximum bin size for 
                "⌊n/5⌋).", METRICS, check_count(0), "N", "int")
 TACE_THRESHOLD = Opt("tace_threshold", ("--tace-threshold",), 0.01, "TACE keeps the "
                      "probabilities >= this value.", METRICS, check_threshold, "P", "float")
+SMECE_SIGMA = Opt("smece_sigma", ("--smece-sigma",), None, "Smooth ECE at this kernel "
+                  "bandwidth instead of its fixed point smECE = sigma.", METRICS, check_span,
+                  "SIGMA", "float")
 COMPAT_OPT = Opt("compat", ("--compat",), None, "Compute the metrics exactly as this library "
                  "does (" + ", ".join(COMPAT) + "): its bins, edges, clipping and defaults; "
                  "docs/compat.md lists each convention.", METRICS, choice(*COMPAT), "LIBRARY")
@@ -308,8 +311,13 @@ SCHEDULER = Opt("scheduler", ("--scheduler",), None, "Dask scheduler address for
 BATCH_ROWS = Opt("batch_rows", ("--batch-rows",), 1_000_000, "Rows per batch of --engine "
                  "stream/dask.", ENGINE, check_count(1, MAX_BATCH_ROWS), "N", "int")
 
-KIND = Opt("kind", ("--kind",), "tce", "reliability, tce (test-based reliability diagram) or "
+KIND = Opt("kind", ("--kind",), "tce", "reliability, tce (test-based reliability diagram), "
+           "corp (PAV reliability diagram with its consistency band and decomposition) or "
            "variable.", OUTPUT, choice(*PLOT_KINDS), "KIND")
+BAND_LEVEL = Opt("band_level", ("--band-level",), 0.9, "Level of the CORP diagram's consistency "
+                 "band.", METRICS, check_open_unit, "LEVEL", "float")
+BAND_REPS = Opt("band_reps", ("--band-reps",), 200, "Draws of the CORP consistency band.",
+                METRICS, check_count(10, 100_000), "N", "int")
 PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Image file: .png, .svg or .pdf.", OUTPUT,
                   check_path, "FILE", required=True)
 PLOT_VAR = Opt("variables", ("--var",), None, "The variable of --kind variable.", VARIABLES,
@@ -333,15 +341,15 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
-              COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
+              SMECE_SIGMA, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, BINS_TABLE, TEXT_PLOT, QUIET,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
-             CORRECT_FROM, QUIET, *_ENGINE),
+             CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, QUIET, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
-               LOESS_SPAN, CORRECT_FROM, QUIET, *_ENGINE),
+               LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
 }
 
 
@@ -374,6 +382,7 @@ class Options:
     tce_nmin: int | None = None
     tce_nmax: int | None = None
     tace_threshold: float = 0.01
+    smece_sigma: float | None = None
     compat: str | None = None
     ties: str = "share"
     bins_table: list[str] | None = None
@@ -409,6 +418,8 @@ class Options:
     # plot
     kind: str = "tce"
     binning: str = "uniform"
+    band_level: float = 0.9
+    band_reps: int = 200
     yscale: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -489,6 +500,9 @@ def _cross_checks(o: Options) -> None:
         raise UsageError(f"{lab('compat')} {o.compat} (that library's conventions) needs "
                          f"{lab('engine')} memory")
     if o.command == "plot":
+        if o.kind == "corp" and o.engine != "memory":
+            raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
+                             "its consistency band use every distinct score)")
         if o.kind == "variable" and not o.variables:
             raise UsageError(f"{lab('kind')} variable needs {lab('variables')} COLUMN")
         if o.variables and len(o.variables) > 1:

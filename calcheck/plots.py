@@ -169,6 +169,43 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     return fig
 
 
+def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any],
+                scores: FloatArray | Spread, *, title: str = "CORP reliability diagram",
+                xlabel: str = "predicted probability",
+                ylabel: str = "conditional event probability (PAV)") -> Any:
+    """The CORP reliability diagram: the PAV-recalibrated step function, the consistency band
+    of a calibrated model, the histogram of the predictions, and the decomposition."""
+    plt = _mpl()
+    scores = scores if isinstance(scores, Spread) else Spread.of(scores)
+    fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
+    gs = fig.add_gridspec(2, 1, height_ratios=(4, 1.1))
+    ax = fig.add_subplot(gs[0, 0])
+    ax.plot([0, 1], [0, 1], ls="--", color="0.5", lw=1, label="perfect calibration")
+    ax.fill_between(band.x, band.low, band.high, step="post", color="C1", alpha=0.25,
+                    label=f"{band.level:.0%} consistency band ({band.reps} draws)")
+    ax.step(x, fit, where="post", color="C0", lw=1.8, label="PAV-recalibrated (CORP)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small")
+    lines = [f"{name:>5}  MCB {v['mcb']:.4f}  DSC {v['dsc']:.4f}  UNC {v['unc']:.4f}  "
+             f"score {v['score']:.4f}" for name, v in parts.items()]
+    ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, ha="right", va="bottom",
+            family="monospace", fontsize="small",
+            bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
+    axh = fig.add_subplot(gs[1, 0], sharex=ax)
+    edges = np.linspace(0.0, 1.0, 51)
+    counts = scores.histogram(edges, None)
+    axh.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="0.6",
+            edgecolor="white")
+    axh.set_yscale(_hist_scale(counts))
+    axh.set_ylabel("rows")
+    axh.set_xlabel(xlabel)
+    return fig
+
+
 def violin_ranks(bounds: IntArray) -> list[IntArray]:
     """The sorted positions each bin's violin draws: all of a bin's, or evenly spaced order
     statistics of a bin with more than ``MAX_VIOLIN_POINTS`` rows (they keep the shape)."""

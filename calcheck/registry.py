@@ -124,6 +124,7 @@ def kernel(path: str) -> Callable[..., Any]:
 _B, _T, _MC = "calcheck.metrics.binned", "calcheck.metrics.tce", "calcheck.metrics.multiclass"
 _S = "calcheck.metrics.scoring"
 _CU = "calcheck.metrics.cumulative"
+_CO = "calcheck.metrics.corp"
 
 METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("tce", "TCE", "percent", BINARY,
@@ -156,6 +157,39 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("pc", "Probabilistic count", "count", BINARY,
                "number of effectively distinct scores (a count, not an error)", False, True,
                f"{_S}:pc_metric", None, ci=False, error=False),
+    MetricSpec("smece", "smooth ECE", "fraction", BINARY,
+               "smooth ECE: kernel-smoothed residuals at the bandwidth sigma = smECE "
+               "(Blasiok & Nakkiran); no bins", False, False, "calcheck.metrics.smooth:smece",
+               "grid"),
+    MetricSpec("ici", "ICI", "fraction", BINARY,
+               "integrated calibration index: mean |LOESS(s) - s| (Austin & Steyerberg)", False,
+               False, "calcheck.metrics.ici:ici", None),
+    MetricSpec("e50", "E50", "fraction", BINARY, "median |LOESS(s) - s|", False, False,
+               "calcheck.metrics.ici:e50", None),
+    MetricSpec("e90", "E90", "fraction", BINARY, "90th percentile of |LOESS(s) - s|", False,
+               False, "calcheck.metrics.ici:e90", None),
+    MetricSpec("emax", "Emax", "fraction", BINARY, "largest |LOESS(s) - s|", False, False,
+               "calcheck.metrics.ici:emax", None),
+    MetricSpec("corp_mcb", "CORP MCB (Brier)", "fraction", BINARY,
+               "miscalibration of the Brier score: Brier(s) - Brier(PAV-recalibrated s) "
+               "(Dimitriadis, Gneiting & Jordan)", False, False, f"{_CO}:corp_mcb", None),
+    MetricSpec("corp_dsc", "CORP DSC (Brier)", "fraction", BINARY,
+               "discrimination: Brier(base rate) - Brier(PAV-recalibrated s); higher is "
+               "better", False, False, f"{_CO}:corp_dsc", None, error=False),
+    MetricSpec("corp_unc", "CORP UNC (Brier)", "fraction", BINARY,
+               "uncertainty: Brier score of the base rate", False, False, f"{_CO}:corp_unc",
+               None, error=False),
+    MetricSpec("corp_mcb_log", "CORP MCB (log)", "nats", BINARY,
+               "miscalibration of the log score", False, False, f"{_CO}:corp_mcb_log", None),
+    MetricSpec("corp_dsc_log", "CORP DSC (log)", "nats", BINARY,
+               "discrimination of the log score; higher is better", False, False,
+               f"{_CO}:corp_dsc_log", None, error=False),
+    MetricSpec("corp_unc_log", "CORP UNC (log)", "nats", BINARY,
+               "log score of the base rate", False, False, f"{_CO}:corp_unc_log", None,
+               error=False),
+    MetricSpec("ece_sweep", "ECE-sweep", "fraction", BINARY,
+               "ECE on the most equal-mass bins whose label means stay monotone (Roelofs et "
+               "al.)", True, False, f"{_B}:ece_sweep_metric", None),
     MetricSpec("ecce_mad", "ECCE-MAD", "fraction", BINARY,
                "estimated cumulative calibration error: largest |walk of cumulative "
                "differences| (Arrieta-Ibarra et al.); no bins", False, False,

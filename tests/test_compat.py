@@ -150,6 +150,14 @@ def test_calzone_binary(case, bins):
         close(rep.value(mid), ref[CALZONE[mid]])
 
 
+@pytest.mark.parametrize("case,bins", runs("binary", "calzone"))
+def test_calzone_lowess_ici(case, bins):
+    # statsmodels' lowess, its window walk and delta interpolation reproduced
+    ref = reference("binary", case, "calzone", bins)
+    rep = calcheck.score(binary(case), compat="calzone", metrics=["ici"])
+    close(rep.value("ici"), ref["Loess ICI"])
+
+
 @pytest.mark.parametrize("case,bins", runs("multiclass", "calzone"))
 def test_calzone_multiclass(case, bins):
     ref = reference("multiclass", case, "calzone", bins)

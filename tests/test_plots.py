@@ -126,7 +126,7 @@ def test_html_report_is_self_contained(cli, tmp_path):
     assert not re.search(r"<(script|link|iframe|object)\b", text, re.I)
     for s in srcs:
         assert base64.b64decode(s.split(",", 1)[1]).startswith(b"\x89PNG")
-    assert len(srcs) == 4                               # TCE, ECE, ACE, variable x
+    assert len(srcs) == 5                               # TCE, ECE, ACE, CORP, variable x
     assert "adaptive T-Cal" in text and "Hosmer" in text and "TCE" in text
 
 

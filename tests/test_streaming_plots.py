@@ -113,7 +113,9 @@ def test_stream_report_has_the_memory_figures_and_metrics(cli, ds, tmp_path, eng
         pytest.importorskip("dask", reason="the Dask extra is not installed")
     m_img, m_cells, _ = _report(cli, ds / "even", tmp_path / "m.html")
     s_img, s_cells, html = _report(cli, ds / "even", tmp_path / "s.html", "--engine", engine)
-    assert len(s_img) == 4 and s_img == m_img
+    # the same figures, but the CORP diagram (memory only: PAV over every distinct score)
+    assert len(m_img) == 5 and len(s_img) == 4 and s_img == m_img[:3] + m_img[4:]
+    assert "CORP diagram needs --engine memory" in html
     for metric in ("ece", "ace", "tce", "brier", "Hosmer–Lemeshow", "Spiegelhalter Z",
                    "Cox intercept/slope (LR)", "age"):
         assert metric in s_cells

@@ -10,6 +10,9 @@
 * Binary input is calzone's two-column ``y_proba`` = [1 − s, s] with ``class_to_calculate=1``;
   multiclass input gives its "topclass" numbers (max probability against 1[argmax = label]):
   ``ece_top``, ``mce_top``, ``ace_top``, ``mce_q``.
+* ``ici`` is the "Loess ICI": statsmodels' ``lowess`` (local *linear*, frac 0.5,
+  delta 0.001, no robustness iterations) of y on the unclipped scores, and the mean
+  |fit − s| over the rows (calcheck's own ``ici`` is a local quadratic LOESS with span 0.75).
 * **Tests**: ``spiegelhalter`` is ``spiegelhalter_z_test`` (two-sided, p = 2·(1 − Φ(|Z|)));
   ``cox`` is ``cox_regression_analysis``: logistic regression of y on logit(s) with s
   clipped to [1e-7, 1 − 1e-7], the slope and intercept with their 95 % Wald intervals and the
@@ -72,6 +75,19 @@ def ace(s: FloatArray, y: IntArray, bins: int) -> MetricResult:
 
 def mce_q(s: FloatArray, y: IntArray, bins: int) -> MetricResult:
     return _metric("mce_q", s, np.asarray(y), bins, True, "max", "MCE-C")
+
+
+def ici(s: FloatArray, y: IntArray, bins: int) -> MetricResult:
+    """calzone's "Loess ICI": statsmodels' lowess (local linear, frac 0.5, delta 0.001, no
+    robustness iterations) of y on the unclipped scores; the mean |fit − s| over the rows."""
+    from calcheck.compat.lowess import lowess
+
+    xs, fit = lowess(np.asarray(y, dtype=np.float64), np.asarray(s, dtype=np.float64),
+                     frac=0.5, delta=0.001)
+    return result("ici", float(np.mean(np.abs(xs - fit))), MODE,
+                  {"smoother": "statsmodels lowess, degree 1", "frac": 0.5, "delta": 0.001,
+                   "iterations": 0, "reference": "calzone.metrics.lowess_regression_analysis"},
+                  int(xs.shape[0]))
 
 
 def ece_top(probs: FloatArray, labels: IntArray, bins: int, **_: object) -> MetricResult:

@@ -49,7 +49,7 @@ def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
     return MetricOptions(bins=default_bins(opts, multiclass),
                          alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
                          tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
-                         compat=opts.compat, ties=opts.ties)
+                         compat=opts.compat, ties=opts.ties, smece_sigma=opts.smece_sigma)
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
@@ -250,6 +250,10 @@ class MemoryEngine:
         elif kind == "tce":
             fig = figures.test_based(top, yscale=opts.yscale,
                                      title=f"Test-based reliability diagram{view}")
+        elif kind == "corp":
+            fig = figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,
+                               title=f"CORP reliability diagram{view}",
+                               top_label=self.multiclass)
         else:
             name = (opts.variables or [""])[0]
             res = variables or self.variables([name], opts).values["result"]

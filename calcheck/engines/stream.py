@@ -180,7 +180,8 @@ class StreamEngine:
         if state.n == 0:
             raise InputError("no rows to compute on (after the --where filter and dropped rows)")
         out = Outcome()
-        results = metric_results(state, [m for m in binary_ids if m in GRID_METRICS])
+        results = metric_results(state, [m for m in binary_ids if m in GRID_METRICS],
+                                 mopts.smece_sigma)
         positional = [m for m in binary_ids if m not in GRID_METRICS]
         if positional:
             more, details = pos_mod.positional_results(
@@ -253,7 +254,7 @@ class StreamEngine:
         out = Outcome(settings={"group_metrics": ids})
         for key in sorted(grids, key=lambda k: (k is None, k or "")):
             g = grids[key]
-            res = metric_results(g, grid_ids) if grid_ids else {}
+            res = metric_results(g, grid_ids, mopts.smece_sigma) if grid_ids else {}
             more, errors = positional[key]
             res.update(more)
             ci_ids = [m for m in res if registry.METRICS[m].stream_ci]

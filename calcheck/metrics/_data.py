@@ -88,7 +88,8 @@ class MetricOptions:
     ``bins`` is the bin count of the fixed-count binnings; ``alpha``, ``test``, ``tce_nmin``
     and ``tce_nmax`` configure TCE; ``tace_threshold`` TACE; ``compat`` names a peer
     library's conventions (``"nixon"``) or None for calcheck's own; ``ties`` how tie groups
-    cut by equal-mass or PAVA bounds are treated ("share" or "order").
+    cut by equal-mass or PAVA bounds are treated ("share" or "order"); ``smece_sigma`` a fixed
+    bandwidth for the smooth ECE (None: its fixed point).
     """
 
     bins: int = 10
@@ -99,3 +100,4 @@ class MetricOptions:
     tace_threshold: float = 0.01
     compat: str | None = None
     ties: str = "share"
+    smece_sigma: float | None = None

@@ -8,6 +8,8 @@ References
        UAI 2023, §2–3 and Table 5 (the binary conventions used here: ACE and MCE(Q) on 10
        equal-mass bins split by index).
 .. [3] Torabian, Urner. Calibration through the lens of interpretability (PDE).
+.. [4] Roelofs, Cain, Shlens, Mozer. Mitigating bias in calibration error estimation.
+       AISTATS 2022 (ECE-sweep).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import numpy as np
 
 from calcheck.binning import (
     BinStats,
+    positional_stats,
     quantile_bounds,
     quantile_stats,
     row_bin_ids,
+    shared_cumsum,
+    tie_bounds,
     uniform_stats,
 )
 from calcheck.metrics._data import MetricOptions, Prepared
@@ -114,8 +119,48 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
                         bin_extra={"mean_abs_deviation": mean_dev})
 
 
+SWEEP_MAX_BINS = 10_000
+
+
+def sweep_bins(data: Prepared, max_bins: int = SWEEP_MAX_BINS) -> tuple[int, bool]:
+    """The largest b for which the label means of b equal-mass bins are non-decreasing, the
+    sweep b = 1, 2, … stopping before the first b where they are not; and whether the sweep
+    reached ``max_bins`` (or n) first.  Bins are the ACE bins (ties shared or in row order)."""
+    n = data.n
+    s, y = data.sorted_scores, data.sorted_labels
+    cum_y = np.concatenate(([0.0], np.cumsum(y, dtype=np.float64)))
+    ties = tie_bounds(s) if data.ties == "share" else None
+    last = min(n, max_bins)
+    for b in range(2, last + 1):
+        bounds = quantile_bounds(n, b)
+        lab = shared_cumsum(y, ties, bounds) if ties is not None else cum_y[bounds]
+        mean = np.diff(lab) / np.diff(bounds)
+        if np.any(np.diff(mean) < -1e-12):
+            return b - 1, False
+    return last, True
+
+
+def ece_sweep(data: Prepared) -> MetricResult:
+    """ECE-sweep: the l1 ECE on the largest number of equal-mass bins whose label means are
+    monotone in the score (Roelofs et al.)."""
+    b, capped = sweep_bins(data)
+    stats = positional_stats(data.sorted_scores, data.sorted_labels, quantile_bounds(data.n, b),
+                             kind="quantile", params={"bins": b}, ties=data.ties)
+    settings = _settings("quantile", b, norm="l1", ties=data.ties, sweep="monotone label means")
+    if capped:
+        settings["sweep_stopped"] = (f"at {b} bins ({'n' if b == data.n else 'the cap'}): "
+                                     "still monotone")
+    return MetricResult(id="ece_sweep", value=ece_from_stats(stats, 1), settings=settings,
+                        n_samples=data.n, bins=stats, extra={"sweep_bins": b})
+
+
 # ---------------------------------------------------------------------------------------------
 # registry kernels: f(data, options) -> MetricResult
+
+
+def ece_sweep_metric(data: Prepared, o: MetricOptions) -> MetricResult:
+    return ece_sweep(data)
+
 
 
 def ece_l1(data: Prepared, o: MetricOptions) -> MetricResult:

@@ -98,8 +98,10 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
     return states[0]
 
 
-def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult]:
-    """The grid metrics among ``ids`` of a finished state, in the in-memory engine's form."""
+def metric_results(state: StreamState, ids: list[str],
+                   smece_sigma: float | None = None) -> dict[str, MetricResult]:
+    """The grid metrics among ``ids`` of a finished state, in the in-memory engine's form (the
+    smooth ECE from the grid's cells, which are the cells its kernel sums)."""
     ids = [m for m in ids if m in GRID_METRICS]
     if state.n == 0:
         raise InputError("no rows to compute on (after the --where filter and dropped rows)")
@@ -111,6 +113,13 @@ def metric_results(state: StreamState, ids: list[str]) -> dict[str, MetricResult
                      sum_label=out["bins"]["positives"], params={"bins": bins})
     results = {}
     for mid in ids:
+        if mid == "smece":
+            from calcheck.metrics.smooth import cells, smece_of
+
+            c = state.cells()
+            results[mid] = smece_of(cells(c["n"] * 1.0, c["sum_score"],
+                                          c["sum_score"] - c["positives"]), smece_sigma)
+            continue
         if mid in _SETTINGS:
             settings: dict[str, Any] = {"binning": "uniform", "bins": bins, "norm": _SETTINGS[mid]}
         else:
