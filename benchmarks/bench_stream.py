@@ -95,6 +95,8 @@ def main() -> None:
          "replicates over grid units)",
          ["score", str(root), "--engine", "stream", "-m", "ece,ece_l2,mce,brier,log_loss",
           "--ci", "--json"]),
+        ("score --engine stream -m smece (smooth ECE from the grid's cells)",
+         ["score", str(root), "--engine", "stream", "-m", "smece", "--json"]),
         ("score --engine stream -m ace,mce_q,pde,tce_q (equal-mass bins: rank search + row "
          "pass)",
          ["score", str(root), "--engine", "stream", "-m", "ace,mce_q,pde,tce_q", "--json"]),

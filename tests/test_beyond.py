@@ -42,7 +42,7 @@ def test_smece_agrees_with_relplot(name):
     # the fixed point itself: smECE_sigma = sigma (relplot bisects to 2^-10 only), to the
     # resolution of the grid, whose size steps with sigma
     if r.extra["sigma"] > smooth.SIGMA_MIN:
-        assert r.value == pytest.approx(r.extra["sigma"], abs=1e-5)
+        assert r.value == pytest.approx(r.extra["sigma"], abs=1e-4)
     for sigma in (0.05, 0.2):
         at = smooth.smece(Prepared(s, y), MetricOptions(smece_sigma=sigma))
         assert at.value == pytest.approx(ref[f"at_{sigma}"], abs=1e-6)
