@@ -251,6 +251,24 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
     return ids, bins_for, messages
 
 
+def _summary_bins(eng: Engine, opts: Options,
+                  results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:
+    """The bin table behind the summary: the first of ECE, ACE, … the run computed, else the
+    engine's equal-width bins when they come without another pass."""
+    from calcheck.report.summary import BIN_SOURCES
+
+    for mid in BIN_SOURCES:
+        r = results.get(mid)
+        if r is not None and getattr(r, "bins", None) is not None:
+            return mid, r.bin_rows()
+    rows = eng.summary_bins(opts)
+    if not rows:
+        return None
+    quantile = eng.name == "memory"
+    return ("ace_top" if eng.multiclass else "ace") if quantile else \
+        ("ece_top" if eng.multiclass else "ece"), rows
+
+
 def compat_ids(opts: Options, multiclass: bool) -> tuple[list[str], list[str]]:
     """Under ``compat``: the ids to compute (default and ``all``: every id the library has)
     and the ids it can compute; an id it has not, or a library without a metric for this kind
@@ -287,8 +305,25 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         reading = eng.reading()
         gates = None
         if opts.fail_if:
+            conditions = [parse_gate(x) for x in opts.fail_if]
             values = {k: r.value for k, r in m.values.items()}
-            gates = evaluate_gates([parse_gate(x) for x in opts.fail_if], values)
+            gates = evaluate_gates(conditions, values)
+            if opts.gate_groups and g is not None:
+                names = group_names(g.values)
+                skipped = []
+                for key, gr in g.values.items():
+                    if gr.flagged:
+                        skipped.append(names[key])
+                        continue
+                    for entry in evaluate_gates(conditions, {k: r.value for k, r in
+                                                            gr.metrics.items()}):
+                        gates.append({**entry, "group": names[key]})
+                if skipped:
+                    messages.append(f"{opts.name_of('gate_groups')}: {len(skipped)} group(s) "
+                                    f"under {opts.name_of('min_group_size')} "
+                                    f"{opts.min_group_size} not gated: "
+                                    + ", ".join(skipped[:10]) + (" …" if len(skipped) > 10
+                                                                 else ""))
         settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
                                extra={**m.settings, **v.settings,
                                       **(g.settings if g else {})})
@@ -300,7 +335,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         data = build_report(command="score", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, bins_for=bins_for, gates=gates,
                             notes=m.notes + v.notes,
-                            variables=var.to_dict() if var is not None else None, groups=groups)
+                            variables=var.to_dict() if var is not None else None, groups=groups,
+                            summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
@@ -367,10 +403,10 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         t = eng.tests(methods, opts)
         reading = eng.reading()
         settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
-                               engine=_settings(eng))
+                               engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
-                            settings=settings,
-                            tests=t.values, notes=t.notes)
+                            settings=settings, tests=t.values, notes=t.notes,
+                            summary_bins=_summary_bins(eng, opts, {}), seed=opts.seed)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject)
 
@@ -426,10 +462,11 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             figs.append((f"Variable-based calibration along {name}",
                          eng.figure("variable", fopts, variables=var).values["figure"]))
         reading = eng.reading()
-        settings = settings_of(opts, multiclass=mc, engine=_settings(eng))
+        settings = settings_of(opts, multiclass=mc, engine=_settings(eng), extra=t.settings)
         data = build_report(command="report", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, tests=t.values, notes=notes,
-                            variables=var.to_dict() if var is not None else None)
+                            variables=var.to_dict() if var is not None else None,
+                            summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
     pngs = tuple((cap, plots.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),

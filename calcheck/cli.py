@@ -205,10 +205,22 @@ def _emit(rep: Any, opts: O.Options) -> None:
 
     if opts.output:
         rep.save(opts.output, opts.format or format_for_path(opts.output))
+    import shutil
+
     fmt = opts.out_format
-    text = rep.render(fmt, color=sys.stdout.isatty() and fmt == "table" and
-                      not os.environ.get("NO_COLOR"))
-    sys.stdout.write(text)
+    tty = sys.stdout.isatty()
+    text = rep.render(fmt, color=tty and fmt == "table" and not os.environ.get("NO_COLOR"),
+                      plain=not tty, width=shutil.get_terminal_size((80, 24)).columns,
+                      details=opts.details)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        from calcheck.errors import OutputError
+
+        raise OutputError(f"cannot write to stdout: {exc.strerror or exc}") from None
     if opts.plot and fmt != "table":
         note("--plot draws in the terminal only with --format table", quiet=opts.quiet)
     _notes([*rep.messages, *rep.notes], opts.quiet)
@@ -225,7 +237,8 @@ def _score(file: str, values: dict[str, Any]) -> int:
         bars.close()
     _emit(rep, opts)
     for g in rep.failed_gates:
-        note(f"gate failed: {g['condition']} (value {g['value']})")
+        where = f" in group {g['group']}" if g.get("group") is not None else ""
+        note(f"gate failed{where}: {g['condition']} (value {g['value']})")
     return rep.exit_code
 
 

@@ -6,7 +6,8 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit status (SPEC §10)."""
+    """Process exit status: 0 ok, 1 a requested gate failed, 2 usage, input or output error,
+    3 internal error, 130 interrupted."""
 
     OK = 0
     GATE_FAILED = 1
@@ -41,3 +42,7 @@ class InputError(CalcheckError, ValueError):
 
 class UsageError(CalcheckError, ValueError):
     """An option or argument has an invalid value (bad ``--bins``, unknown metric id, ...)."""
+
+
+class OutputError(CalcheckError, OSError):
+    """An output cannot be written (full disk, closed stdout, …): exit 2, nothing half-written."""

@@ -301,6 +301,12 @@ TEXT_PLOT = Opt("plot", ("--plot",), False, "Also draw a compact reliability dia
                 "terminal (table output only).", OUTPUT, check_bool, type="bool")
 QUIET = Opt("quiet", ("--quiet", "-q"), False, "No notes on stderr.", OUTPUT, check_bool,
             type="bool")
+DETAILS = Opt("details", ("--details",), False, "Show every setting of every metric and every "
+              "level of adaptive T-Cal in the table and markdown output.", OUTPUT, check_bool,
+              type="bool")
+GATE_GROUPS = Opt("gate_groups", ("--gate-groups",), False, "Apply every --fail-if to each "
+                  "--by group too (groups under --min-group-size are skipped, and said so).",
+                  OUTPUT, check_bool, type="bool")
 
 ENGINE_OPT = Opt("engine", ("--engine",), "memory", "memory (default: every metric, exact), "
                  "stream (Parquet files or directories in bounded memory) or dask (the same on "
@@ -342,10 +348,11 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
-              CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, BINS_TABLE, TEXT_PLOT, QUIET,
+              CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
+              TEXT_PLOT, DETAILS, QUIET,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
-             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, QUIET, *_ENGINE),
+             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, QUIET, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
@@ -411,6 +418,8 @@ class Options:
     fail_if: list[str] | None = None
     plot: bool = False
     quiet: bool = False
+    details: bool = False
+    gate_groups: bool = False
     # engine
     engine: str = "memory"
     scheduler: str | None = None
@@ -488,6 +497,9 @@ def _cross_checks(o: Options) -> None:
     if o.command == "test" and o.bins is not None and o.adaptive:
         raise UsageError(f"{lab('bins')} (T-Cal with fixed m) and {lab('adaptive')} exclude "
                          "each other")
+    if o.gate_groups and not (o.by and o.fail_if):
+        raise UsageError(f"{lab('gate_groups')} applies the {lab('fail_if')} gates to each "
+                         f"{lab('by')} group; give both")
     if o.command == "score" and o.correct_from and not o.variables:
         raise UsageError(f"{lab('correct_from')} sets the correctness behind {lab('variables')}; "
                          f"give {lab('variables')} COLUMN too")

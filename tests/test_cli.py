@@ -58,7 +58,8 @@ def test_bins_option_and_metric_selection(cli):
 
 def test_formats(cli):
     out = cli(["score", CSV, "--format", "csv", "-m", "ece,ace"]).stdout.splitlines()
-    assert out[0] == "metric,value,unit,n,settings" and out[1].startswith("ece,")
+    assert out[0].startswith("metric,value,unit,n,settings.binning,settings.bins")
+    assert out[1].startswith("ece,") and "{" not in "".join(out)
     bins = cli(["score", CSV, "--format", "csv", "--bins-table", "ace"]).stdout.splitlines()
     assert bins[0].startswith("metric,bin,lower,upper,n") and len(bins) == 11
     md = cli(["score", CSV, "--format", "markdown", "-m", "ece"]).stdout

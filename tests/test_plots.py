@@ -104,7 +104,13 @@ def test_plot_usage_errors(cli, tmp_path):
 
 def test_score_text_plot(cli):
     r = cli(["score", SAMPLE / "miscalibrated_50.csv", "-m", "ece", "--plot"])
-    assert r.code == 0 and "reliability diagram" in r.stdout and "▇" in r.stdout
+    # stdout is not a terminal here: plain ASCII bars
+    assert r.code == 0 and "reliability diagram" in r.stdout and "####" in r.stdout
+    assert r.stdout.isascii()
+    import calcheck
+
+    rich = calcheck.score(SAMPLE / "miscalibrated_50.csv", metrics=["ece"], plot=True)
+    assert "▇" in rich.render("table")
 
 
 # ------------------------------------------------------------------ the HTML report

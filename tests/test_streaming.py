@@ -154,7 +154,7 @@ def test_stream_text_plot_equals_memory(cli, hive, tmp_path, extra):
     st = cli(["score", path, *extra, "--plot", "--engine", "stream", "--batch-rows", "999"])
     assert mem.code == 0 and st.code == 0, st.stderr
     plot = mem.stdout[mem.stdout.index("reliability diagram"):]
-    assert "▇" in plot and st.stdout.endswith(plot)
+    assert "####" in plot and st.stdout.endswith(plot)
 
 
 def test_stream_names_what_it_cannot_read(cli, tmp_path):

@@ -268,7 +268,10 @@ def test_cli_formats(cli):
     table = cli(["test", path, "--trials", "200"]).stdout
     assert "adaptive T-Cal" in table and "per level" in table
     csv = cli(["test", path, "--method", "hl,cox", "--format", "csv"]).stdout.splitlines()
-    assert csv[0] == "test,statistic,pvalue,reject,alpha,details" and len(csv) == 3
+    head = csv[0].split(",")
+    assert head[:6] == ["test", "statistic", "pvalue", "pvalue_text", "reject", "alpha"]
+    assert len(csv) == 3 and "slope" in head and "df" in head       # one column per detail
+    assert "{" not in "".join(csv)                                   # no JSON in cells
     md = cli(["test", path, "--method", "spiegelhalter", "--format", "markdown"]).stdout
     assert "| spiegelhalter |" in md
 

@@ -61,6 +61,12 @@ class Engine(Protocol):
     def tests(self, methods: list[str], opts: Options) -> Outcome:
         """Calibration tests on the binary (or top-label) view (values: id → TestResult)."""
 
+    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
+        """Bin rows of the (top-label) view for the report's summary — equal-mass in memory,
+        the first pass's equal-width ones on a stream — when they come without another pass
+        over the data (None otherwise)."""
+        ...
+
     def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
         """A figure (values: {"figure": matplotlib Figure}); ``variables``: the run's
         VariablesResult, when the caller has it (``kind="variable"``)."""

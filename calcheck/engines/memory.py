@@ -229,11 +229,25 @@ class MemoryEngine:
         progress = self.progress("simulating the null") if self.progress else None
         topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
                             trials=opts.trials, resample=opts.resample, seed=opts.seed,
-                            discrete_max=opts.discrete_max, ties=opts.ties)
+                            discrete_max=opts.discrete_max, ties=opts.ties,
+                            auto_trials="trials" not in opts.given,
+                            trials_label=opts.name_of("trials"))
         results, notes = run_tests(scores, labels, methods, topts, progress=progress)
         if self.multiclass:
             notes.insert(0, top_label_note(self.data.classes))
-        return Outcome(values=dict(results), notes=notes)
+        out = Outcome(values=dict(results), notes=notes)
+        tc = results.get("tcal_adaptive") or results.get("tcal")
+        if tc is not None:
+            out.settings["trials"] = tc.settings["trials"]
+        return out
+
+    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
+        """Equal-mass bins (ACE's) of the (top-label) view."""
+        from calcheck.metrics.binned import ace
+
+        s, y = self.data.top
+        return ace(Prepared(s, y, validate=False, ties=opts.ties),
+                   bins=15 if self.multiclass else 10).bin_rows()
 
     # -- figures -----------------------------------------------------------------------------
 

@@ -120,6 +120,12 @@ class StreamEngine:
                 self._state = st.top if self.multiclass else st
         return self._state
 
+    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
+        """The uniform bins of a first pass already made (no extra pass)."""
+        if not self._first and self._state is None:
+            return None
+        return metric_results(self._top_state(), ["ece"])["ece"].bin_rows()
+
     def input_info(self, top: bool = False) -> dict[str, Any]:
         state = self._top_state()
         stats, plan = self._stats, self.plan
@@ -308,12 +314,22 @@ class StreamEngine:
         if self.multiclass:
             out.notes.append(top_label_note(self.classes))
         if "tcal" in methods:
+            from calcheck.hypotests import tcal_trials
+            from calcheck.hypotests.tcal import n_levels
+
+            levels = 1 if fixed is not None else min(n_levels(state.n), state.grid_bits)
+            trials, note = tcal_trials(opts.trials, opts.alpha, levels,
+                                       auto="trials" not in opts.given,
+                                       label=opts.name_of("trials"))
+            if note:
+                out.notes.append(note)
+            out.settings["trials"] = trials
             if fixed is not None:
                 results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
-                                                           trials=opts.trials, seed=opts.seed,
+                                                           trials=trials, seed=opts.seed,
                                                            resample=opts.resample)
             else:
-                r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=opts.trials,
+                r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=trials,
                                                 seed=opts.seed, resample=opts.resample)
                 results["tcal_adaptive"] = r
                 if r.details["levels_omitted"]:

@@ -8,7 +8,8 @@ returning a :class:`~calcheck.hypotests._result.TestResult`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,32 @@ class TestOptions:
     discrete_max: int = 50
     hl_groups: int = 10
     ties: str = "share"
+    auto_trials: bool = False        # trials not set by the user: raise them to reach α
+    trials_label: str = "--trials"
+
+
+def tcal_trials(trials: int, alpha: float, levels: int, *, auto: bool,
+                label: str = "--trials") -> tuple[int, str | None]:
+    """The Monte Carlo trials of a T-Cal test over ``levels`` Bonferroni levels, and a note.
+
+    The smallest p-value the test can reach is levels/(trials + 1): when it is not below α the
+    test can never reject, whatever the data.  Without an explicit trial count the trials are
+    raised until levels/(trials + 1) ≤ α/2; an explicit count is kept, with a note when it
+    cannot reach α.
+    """
+    need = math.ceil(2 * levels / alpha) - 1
+    floor = levels / (trials + 1)
+    what = "adaptive T-Cal" if levels > 1 else "T-Cal"
+    del label                       # the note is part of the report: the same from CLI and API
+    if auto and trials < need:
+        return need, (f"{what}: Monte Carlo trials raised from {trials} to {need} so that its "
+                      f"smallest attainable p-value, {levels}/(trials + 1) = "
+                      f"{levels / (need + 1):.3g}, is at most α/2 (set the trials to choose)")
+    if floor > alpha:
+        return trials, (f"{what} with {trials} Monte Carlo trials cannot reach a p-value below "
+                        f"{floor:.3g} > α = {alpha:g}: it cannot reject at this α; use {need} "
+                        "trials or more")
+    return trials, None
 
 
 def discrete_note(distinct: int, discrete_max: int) -> str:
@@ -49,6 +76,14 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     notes: list[str] = []
     for m in methods:
         if m == "tcal":
+            from calcheck.hypotests.tcal import n_levels
+
+            levels = 1 if options.bins is not None else n_levels(scores.shape[0])
+            trials, note = tcal_trials(options.trials, options.alpha, levels,
+                                       auto=options.auto_trials, label=options.trials_label)
+            if note:
+                notes.append(note)
+            options = replace(options, trials=trials)
             if options.bins is not None:
                 results["tcal"] = tcal.tcal_fixed(
                     scores, labels, m=options.bins, alpha=options.alpha, trials=options.trials,

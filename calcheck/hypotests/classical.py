@@ -185,18 +185,27 @@ def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestRes
     y = labels[order].astype(np.float64)
     a, b, ll_fit = newton_logistic(lambda beta: logistic_sums(x, y, beta))
     ll_null = float(logistic_sums(x, y, np.array([0.0, 1.0]))[0])
-    return cox_result(a, b, ll_fit, ll_null, alpha=alpha)
+    return cox_result(a, b, ll_fit, ll_null, alpha=alpha,
+                      hessian=logistic_sums(x, y, np.array([a, b]))[3:6])
 
 
 def cox_result(a: float, b: float, ll_fit: float, ll_null: float, *, alpha: float,
-               settings: dict[str, Any] | None = None) -> TestResult:
-    """Cox's result from the fitted (a, b), the maximum log-likelihood and ℓ(0, 1)."""
+               settings: dict[str, Any] | None = None,
+               hessian: ArrayLike | None = None) -> TestResult:
+    """Cox's result from the fitted (a, b), the maximum log-likelihood and ℓ(0, 1);
+    ``hessian`` = (Σw, Σw·x, Σw·x²) at the fit gives the Wald standard errors."""
     lr = max(0.0, 2.0 * (ll_fit - ll_null))
     p = _chi2_sf(lr, 2)
+    details: dict[str, Any] = {"intercept": a, "slope": b, "df": 2,
+                               "statistic_name": "likelihood ratio vs (intercept, slope) = (0, 1)"}
+    if hessian is not None:
+        w, wx, wxx = (float(v) for v in np.asarray(hessian, dtype=np.float64))
+        det = w * wxx - wx * wx
+        if det > 0:
+            details["intercept_se"] = math.sqrt(wxx / det)
+            details["slope_se"] = math.sqrt(w / det)
     return TestResult(id="cox", statistic=lr, pvalue=p, reject=p <= alpha, alpha=alpha,
-                      details={"intercept": a, "slope": b, "df": 2,
-                               "statistic_name": "likelihood ratio vs (intercept, slope) = (0, 1)"},
-                      settings={"clip": LOGIT_EPS, **(settings or {})})
+                      details=details, settings={"clip": LOGIT_EPS, **(settings or {})})
 
 
 def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:

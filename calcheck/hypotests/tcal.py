@@ -334,7 +334,8 @@ def fixed_result(st: PluginStats, null: FloatArray, *, m: int, alpha: float,
         id="tcal", statistic=st.dpe, pvalue=p, reject=p <= alpha, alpha=alpha,
         details={"m": m, "debiased_l2_ece": math.sqrt(max(st.dpe, 0.0)),
                  "plugin_l1": st.plugin_l1, "plugin_l2_biased": st.plugin_l2_biased,
-                 "critical_value": float(np.quantile(null, 1 - alpha))},
+                 "critical_value": float(np.quantile(null, 1 - alpha)),
+                 "min_attainable_pvalue": 1 / (null.shape[0] + 1)},
         settings=settings)
 
 
@@ -357,7 +358,8 @@ def adaptive_result(observed: list[PluginStats], null: FloatArray, ms: list[int]
     return TestResult(
         id="tcal_adaptive", statistic=pmin, pvalue=min(1.0, B * pmin), reject=reject, alpha=alpha,
         details={"statistic_name": "smallest level p-value", "B": B, "level_alpha": level_alpha,
-                 **details, "rejecting_levels": [lv["m"] for lv in levels if lv["reject"]],
+                 **details, "min_attainable_pvalue": min(1.0, B / (null.shape[1] + 1)),
+                 "rejecting_levels": [lv["m"] for lv in levels if lv["reject"]],
                  "levels": levels},
         settings=settings)
 

@@ -90,9 +90,14 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  bins_for: Iterable[str] = (), gates: list[dict[str, Any]] | None = None,
                  notes: list[str] | None = None, variables: Mapping[str, Any] | None = None,
                  groups: Mapping[str, Any] | None = None,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 extra: Mapping[str, Any] | None = None,
+                 summary_bins: tuple[str, list[dict[str, Any]]] | None = None,
+                 seed: int = 0) -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
-    adds top-level sections (after ``groups``)."""
+    adds top-level sections (after ``groups``).  ``summary_bins`` — (metric id, its bin rows)
+    — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`)."""
+    from calcheck.report.summary import summarize
+
     with_bins = set(bins_for)
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -100,6 +105,7 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
         "command": command,
         "input": dict(input_info),
         "settings": dict(settings),
+        "summary": {},
     }
     if metrics is not None:
         report["metrics"] = {mid: r.to_dict(bins=mid in with_bins) for mid, r in metrics.items()}
@@ -113,4 +119,7 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
     report["notes"] = list(notes or [])            # present on every engine, maybe empty
     if gates is not None:
         report["gates"] = gates
-    return jsonable(report)  # type: ignore[no-any-return]
+    report = jsonable(report)
+    of, rows = summary_bins if summary_bins is not None else (None, None)
+    report["summary"] = summarize(report, bins=rows, bins_of=of, seed=seed)
+    return report  # type: ignore[no-any-return]

@@ -110,8 +110,10 @@ class Report:
     # -- renderings --------------------------------------------------------------------------
 
     def render(self, fmt: str = "table", *, width: int | None = None,
-               color: bool | None = None) -> str:
-        """The report as text in ``fmt``: table, json, csv or markdown (html too)."""
+               color: bool | None = None, plain: bool = False, details: bool = False) -> str:
+        """The report as text in ``fmt``: table, json, csv or markdown (html too).  ``width``
+        (default: the terminal's), ``color`` and ``plain`` (ASCII, for files and pipes) shape
+        the table; ``details`` adds every setting and every T-Cal level."""
         from calcheck.report import render as r  # the module
 
         if fmt == "html":
@@ -119,10 +121,22 @@ class Report:
         if fmt not in r.OUTPUT_FORMATS:
             raise UsageError(f"unknown format {fmt!r}; use one of "
                              f"{', '.join((*r.OUTPUT_FORMATS, 'html'))}")
-        text = r.render(self.data, fmt, bins_for=self.bins_for, color=color, width=width)
+        if width is None:
+            import shutil
+
+            width = shutil.get_terminal_size((100, 24)).columns
+        text = r.render(self.data, fmt, bins_for=self.bins_for, color=color, width=width,
+                        plain=plain, details=details)
         if fmt == "table" and self.text_plot:
-            text += r.render_text_reliability(self.data, self.text_plot, color=color)
+            text += r.render_text_reliability(self.data, self.text_plot, color=color,
+                                              width=width, plain=plain)
         return text
+
+    @property
+    def summary(self) -> str:
+        """The one-line summary: verdict, direction, where (``to_dict()["summary"]`` has its
+        parts)."""
+        return str(self.data.get("summary", {}).get("text", ""))
 
     def html(self) -> str:
         """The self-contained HTML report (with the figures, when the report has them)."""
@@ -136,11 +150,11 @@ class Report:
         from calcheck.io.output import atomic_write
         from calcheck.report.render import format_for_path
 
-        atomic_write(path, self.render(fmt or format_for_path(path), color=False),
-                     label="path")
+        atomic_write(path, self.render(fmt or format_for_path(path), color=False, plain=True,
+                                       width=120), label="path")
 
     def __str__(self) -> str:
-        return self.render("table", color=False)
+        return self.render("table", color=False, plain=True)
 
     def __repr__(self) -> str:
         inp = self.data.get("input", {})

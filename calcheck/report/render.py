@@ -1,5 +1,13 @@
 """Renderings of a report: ``table`` (rich), ``json``, ``csv``, ``markdown`` and the terminal
-reliability diagram.  Nothing here computes a metric, reads a file or exits."""
+reliability diagram.  Nothing here computes a metric, reads a file or exits.
+
+Every rendering leads with the report's one-line summary.  The table fits the width it is
+given (the terminal's, or ``COLUMNS``): one row per metric with its value and a short note on
+its bins; ``details=True`` adds the full settings and every level of adaptive T-Cal.  Off a
+terminal (``plain=True``) the table is plain ASCII.  Notes are not part of any rendering —
+they go to stderr.  Text from the data is cleaned of control characters and never read as
+markup (:mod:`calcheck.report.text`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +17,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from calcheck.registry import title
+from calcheck.registry import METRICS, title
+from calcheck.report.summary import format_p
+from calcheck.report.text import ascii, clean, markdown, number, setting
 
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
+LEVELS_SHOWN = 6
+
 
 def to_json(report: Mapping[str, Any]) -> str:
     """The report as JSON text; NaN/inf are refused (they were turned into null before)."""
@@ -19,7 +31,7 @@ def to_json(report: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# value formatting
+# cells
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -30,86 +42,42 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.2f} %"
     if unit == "count":
         return f"{value:,.1f}"
+    if unit == "nats":
+        return f"{value:.4f} nats"
     return f"{value:.4f}"
 
 
 def describe_settings(settings: Mapping[str, Any]) -> str:
-    """Short human summary of a metric's settings: ``uniform, 10 bins, l1``."""
+    """Every setting of a metric, readably: ``binning uniform, bins 10, norm l1``."""
+    return ", ".join(f"{k} {setting(v)}" for k, v in settings.items())
+
+
+def short_settings(mid: str, m: Mapping[str, Any]) -> str:
+    """What a reader needs next to a value: the bins (or bandwidth, smoother, …)."""
+    s = m.get("settings", {})
+    b = s.get("binning")
     parts = []
-    if "binning" in settings:
-        b = settings["binning"]
-        if "bins" in settings and b in ("uniform", "quantile"):
-            parts.append(f"{b}, {settings['bins']} bins")
-        else:
-            parts.append(str(b))
-    for key, val in settings.items():
-        if key in ("binning", "bins"):
-            continue
-        parts.append(f"{key}={val}")
+    if mid == "smece":
+        parts.append(f"σ = {m.get('sigma', 0.0):.4f}")
+    elif s.get("smoother"):
+        parts.append(f"LOESS span {setting(s.get('span'))}" +
+                     (" (grouped)" if s.get("approximation") else ""))
+    elif s.get("recalibration"):
+        parts.append("PAV")
+    elif mid == "ece_sweep":
+        parts.append(f"{s.get('bins')} equal-mass (sweep)")
+    elif b in ("uniform", "quantile"):
+        count = s.get("bins", s.get("groups"))
+        parts.append(f"{count} {'equal-width' if b == 'uniform' else 'equal-mass'}")
+    elif b in ("pava-bc", "pava"):
+        parts.append(f"{'PAVA-BC' if b == 'pava-bc' else 'PAVA'}, {s.get('n_bins')} bins")
+    elif b:
+        parts.append(setting(b))
+    if s.get("view") == "top-label":
+        parts.append("top-label")
+    if s.get("compat"):
+        parts.append(setting(s["compat"]))
     return ", ".join(parts)
-
-
-_BIN_COLUMNS = ("bin", "lower", "upper", "n", "positives", "mean_score", "mean_label", "gap")
-# the test-based reliability table (TCE paper, Fig. 1) as the terminal shows it
-_TCE_TABLE_COLUMNS = ("bin", "lower", "upper", "n", "mean_label", "min_score", "q1_score",
-                      "median_score", "q3_score", "max_score", "rejected", "rejected_pct")
-
-
-def _bin_columns(rows: list[dict[str, Any]]) -> list[str]:
-    extra = [k for k in (rows[0] if rows else {}) if k not in _BIN_COLUMNS]
-    return [*_BIN_COLUMNS, *extra]
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if v != 0.0 and abs(v) < 1e-3:
-            return f"{v:.3g}"
-        return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.4g}"
-    return str(v)
-
-
-def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        if v != 0.0 and (abs(v) < 10 ** -digits or abs(v) >= 1e6):
-            return f"{v:.3e}"
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def _test_summary(tid: str, t: Mapping[str, Any]) -> str:
-    if tid == "tcal":
-        return (f"m={t['m']}, debiased l2-ECE={_fmt(t['debiased_l2_ece'])}, "
-                f"l1 plug-in={_fmt(t['plugin_l1'])}, critical T={_fmt(t['critical_value'])}")
-    if tid == "tcal_adaptive":
-        rej = t["rejecting_levels"]
-        return (f"B={t['B']} levels, level α/B={_fmt(t['level_alpha'])}, rejecting m: "
-                + (", ".join(map(str, rej[:6])) + (" …" if len(rej) > 6 else "") if rej else "none"))
-    if tid == "hosmer_lemeshow":
-        return f"χ²({t['df']}), {t['groups']} groups"
-    if tid == "spiegelhalter":
-        return (f"{t['direction']}: mean score {_fmt(t['mean_score'])} vs observed rate "
-                f"{_fmt(t['mean_label'])}")
-    if tid == "cox":
-        return f"intercept={_fmt(t['intercept'])}, slope={_fmt(t['slope'])}, χ²(2)"
-    if tid == "binomial_discrete":
-        return f"V={t['distinct_values']} values, level α/V={_fmt(t['level_alpha'])}"
-    return ""
-
-
-def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
-    rows = []
-    for tid, t in report.get("tests", {}).items():
-        stat = "∞" if t.get("infinite") else _fmt(t["statistic"], 6)
-        rows.append((tid, title(tid), stat, _fmt(t["pvalue"]),
-                     "REJECT" if t["reject"] else "not rejected", _test_summary(tid, t)))
-    return rows
-
-
-_LEVEL_COLUMNS = ("m", "dpe", "debiased_l2_ece", "critical_value", "pvalue", "reject")
 
 
 def _ci_level(report: Mapping[str, Any]) -> float | None:
@@ -127,15 +95,108 @@ def _ci_text(m: Mapping[str, Any]) -> str:
     return f"[{format_value(ci['low'], m['unit'])}, {format_value(ci['high'], m['unit'])}]"
 
 
-def _metric_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """id, title, value, (CI when the report has intervals), settings."""
+def _is_context(mid: str) -> bool:
+    spec = METRICS.get(mid)
+    return spec is not None and spec.unit == "count"
+
+
+def _metric_rows(report: Mapping[str, Any], details: bool) -> list[tuple[str, ...]]:
+    """id, title, value, (CI), bins, (settings): the error metrics (counts apart)."""
     with_ci = _ci_level(report) is not None
     rows = []
     for mid, m in report.get("metrics", {}).items():
+        if _is_context(mid):
+            continue
         ci = (_ci_text(m),) if with_ci else ()
-        rows.append((mid, title(mid), format_value(m["value"], m["unit"]), *ci,
-                     describe_settings(m.get("settings", {}))))
+        full = (describe_settings(m.get("settings", {})),) if details else ()
+        rows.append((clean(mid), title(mid), format_value(m["value"], m["unit"]), *ci,
+                     short_settings(mid, m), *full))
     return rows
+
+
+def _context_lines(report: Mapping[str, Any]) -> list[str]:
+    out = []
+    for mid, m in report.get("metrics", {}).items():
+        if _is_context(mid) and m.get("value") is not None:
+            n = report["input"].get("rows_used")
+            out.append(f"{title(mid)}: {m['value']:,.1f} effectively distinct scores"
+                       + (f" of {n:,} rows" if n else "") + " (a count, not an error)")
+    return out
+
+
+def _common_settings(report: Mapping[str, Any]) -> str:
+    """The run's settings that hold for every metric, in one line."""
+    s = report.get("settings", {})
+    parts = []
+    ids = list(report.get("metrics", {}))
+    if any(i.startswith("tce") for i in ids):
+        parts.append(f"TCE: α = {setting(s.get('alpha'))}, {setting(s.get('test'))} test")
+    if s.get("ties"):
+        parts.append(f"ties {setting(s.get('ties'))}")
+    if s.get("compat"):
+        parts.append(f"compat {setting(s['compat'])}")
+    if s.get("where"):
+        parts.append(f"where {clean(s['where'])}")
+    if s.get("engine") and s.get("engine") != "memory":
+        parts.append(f"engine {setting(s['engine'])}")
+    return "; ".join(parts)
+
+
+def _test_note(tid: str, t: Mapping[str, Any]) -> str:
+    if tid == "tcal":
+        return (f"m = {t['m']}, debiased l2-ECE {number(t['debiased_l2_ece'])}, "
+                f"critical T {number(t['critical_value'])}")
+    if tid == "tcal_adaptive":
+        rej = t["rejecting_levels"]
+        return (f"B = {t['B']} levels at α/B = {number(t['level_alpha'])}; rejecting m: "
+                + (", ".join(map(str, rej[:6])) + (" …" if len(rej) > 6 else "") if rej
+                   else "none"))
+    if tid == "hosmer_lemeshow":
+        return f"χ²({t['df']}), {t['groups']} groups"
+    if tid == "spiegelhalter":
+        return (f"{t['direction']}: mean score {number(t['mean_score'])} vs observed "
+                f"{number(t['mean_label'])}")
+    if tid == "cox":
+        return f"intercept {number(t['intercept'])}, slope {number(t['slope'])}"
+    if tid in ("ks", "kuiper"):
+        return f"ECCE {number(t['ecce'])}, σ̂ {number(t['sigma'])}"
+    if tid == "binomial_discrete":
+        return f"V = {t['distinct_values']} values at α/V = {number(t['level_alpha'])}"
+    return ""
+
+
+def _statistic(t: Mapping[str, Any]) -> str:
+    if t.get("infinite"):
+        return "∞"
+    return number(t.get("statistic"), 6)
+
+
+def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    return [(clean(tid), title(tid), _statistic(t), format_p(t.get("pvalue")),
+             "REJECT" if t["reject"] else "not rejected", _test_note(tid, t))
+            for tid, t in report.get("tests", {}).items()]
+
+
+_LEVEL_COLUMNS = ("m", "dpe", "debiased_l2_ece", "critical_value", "pvalue", "reject")
+
+
+def shown_levels(levels: list[Mapping[str, Any]], details: bool) -> tuple[list[Any], int]:
+    """The per-level rows a reader needs: up to the most significant level (at least the
+    first six), all with ``details``; and how many are left out."""
+    if details or len(levels) <= LEVELS_SHOWN:
+        return list(levels), 0
+    best = min(range(len(levels)), key=lambda i: levels[i]["pvalue"])
+    last = max(best + 1, LEVELS_SHOWN)
+    rejecting = [i for i, lv in enumerate(levels) if lv["reject"]]
+    if rejecting:
+        last = max(last, rejecting[-1] + 1)
+    return list(levels[:last]), len(levels) - last
+
+
+def _level_cells(lv: Mapping[str, Any]) -> tuple[str, ...]:
+    return (str(lv["m"]), number(lv["dpe"], 6), number(lv["debiased_l2_ece"], 6),
+            number(lv["critical_value"], 6), format_p(lv["pvalue"]),
+            "yes" if lv["reject"] else "")
 
 
 def _group_cell(m: Mapping[str, Any]) -> str:
@@ -147,119 +208,197 @@ def _group_cell(m: Mapping[str, Any]) -> str:
 
 def _header_line(report: Mapping[str, Any]) -> str:
     inp = report["input"]
+    path = clean(inp.get("path"))
     if inp.get("kind") == "multiclass":
         acc = inp.get("accuracy")
-        text = (f"{inp['path']}  n={inp['rows_used']:,}  classes={len(inp['classes'])}"
+        text = (f"{path}  n={inp['rows_used']:,}  classes={len(inp['classes'])}"
                 + (f"  accuracy={acc:.4f}" if acc is not None else ""))
-        return text + (f"  dropped={inp['rows_dropped']:,}" if inp.get("rows_dropped") else "")
-    prev = inp.get("prevalence")
-    text = (f"{inp['path']}  n={inp['rows_used']:,}  positives={inp['positives']:,}  "
-            f"prevalence={prev:.4f}" if prev is not None else f"{inp['path']}")
+    else:
+        prev = inp.get("prevalence")
+        text = (f"{path}  n={inp['rows_used']:,}  positives={inp['positives']:,}  "
+                f"prevalence={prev:.4f}" if prev is not None else path)
     if inp.get("rows_dropped"):
         text += f"  dropped={inp['rows_dropped']:,}"
     return text
 
 
+_BIN_COLUMNS = ("bin", "lower", "upper", "n", "positives", "mean_score", "mean_label", "gap")
+_TCE_TABLE_COLUMNS = ("bin", "lower", "upper", "n", "mean_label", "min_score", "q1_score",
+                      "median_score", "q3_score", "max_score", "rejected", "rejected_pct")
+
+
+def _bin_columns(rows: list[dict[str, Any]]) -> list[str]:
+    extra = [k for k in (rows[0] if rows else {}) if k not in _BIN_COLUMNS]
+    return [*_BIN_COLUMNS, *extra]
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float) and v != 0.0 and abs(v) < 1e-3:
+        return f"{v:.3g}"
+    return number(v) if isinstance(v, float) and abs(v) < 1e4 else \
+        (f"{v:.4g}" if isinstance(v, float) else number(v))
+
+
+def _gate_line(gate: Mapping[str, Any]) -> tuple[str, bool]:
+    where = f" in group {clean(gate['group'])}" if gate.get("group") is not None else ""
+    state = "FAILED" if gate["failed"] else "passed"
+    return f"gate {clean(gate['condition'])}{where}: {state} (value {_cell(gate['value'])})", \
+        bool(gate["failed"])
+
+
 # ---------------------------------------------------------------------------------------------
-# renderings
+# table
 
 
 def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
-                 width: int | None = None, color: bool | None = None) -> str:
-    """Rich tables as text: header, one row per metric, then the requested bin tables."""
+                 width: int | None = None, color: bool | None = None, plain: bool = False,
+                 details: bool = False) -> str:
+    """Rich tables as text: header, summary, metrics, tests, variables, groups, bins, gates."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 140, color_system=None if color is False else "auto",
-                      force_terminal=bool(color), legacy_windows=False, highlight=False)
-    console.print(_header_line(report))
-    if "metrics" in report:
-        table = Table(show_header=True, header_style="bold")
-        table.add_column("id")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        level = _ci_level(report)
-        if level is not None:
-            table.add_column(f"{100 * level:g}% CI", justify="right")
-        table.add_column("settings")
-        for row in _metric_rows(report):
-            table.add_row(*row)
-        console.print(table)
-    if "tests" in report:
-        tt = Table(show_header=True, header_style="bold",
-                   title=f"calibration tests at α = {report['settings'].get('alpha')}")
-        for c, j in (("id", "left"), ("test", "left"), ("statistic", "right"),
-                     ("p-value", "right"), ("verdict", "left"), ("details", "left")):
-            tt.add_column(c, justify=j)  # type: ignore[arg-type]
+    console = Console(file=buf, width=width or 100, color_system="standard" if color else None,
+                      force_terminal=bool(color), no_color=not color, legacy_windows=False,
+                      highlight=False, markup=False, emoji=False)
+    frame = box.ASCII if plain else box.HEAVY_HEAD
+
+    def tx(text: str, style: str = "") -> Any:
+        return Text(ascii(text) if plain else text, style=style if color else "")
+
+    def table(title_: str | None = None) -> Any:
+        return Table(show_header=True, header_style="bold" if color else "", box=frame,
+                     title=tx(title_) if title_ else None)
+
+    def column(t: Any, name: str, justify: str = "left", wrap: bool = False) -> None:
+        t.add_column(tx(name), justify=justify, no_wrap=not wrap,
+                     overflow="fold" if wrap else "ellipsis")
+
+    def out(text: str, style: str = "") -> None:
+        console.print(tx(text, style))
+
+    out(_header_line(report))
+    summary = report.get("summary") or {}
+    if summary.get("text"):
+        verdict = summary.get("verdict", "")
+        style = ("bold red" if verdict == "miscalibrated" else "bold yellow"
+                 if verdict == "inconclusive" else "bold green" if verdict else "")
+        out(summary["text"], style)
+    if report.get("metrics"):
+        rows = _metric_rows(report, details)
+        if rows:
+            t = table()
+            column(t, "id")
+            column(t, "metric")
+            column(t, "value", "right")
+            level = _ci_level(report)
+            if level is not None:
+                column(t, f"{100 * level:g}% CI", "right")
+            column(t, "bins", wrap=True)
+            if details:
+                column(t, "settings", wrap=True)
+            failed = {g["metric"] for g in report.get("gates", []) if g["failed"]
+                      and g.get("group") is None}
+            for row in rows:
+                cells = [tx(c) for c in row]
+                if row[0] in failed and color:
+                    cells[2].stylize("bold red")
+                t.add_row(*cells)
+            console.print(t)
+        for line in _context_lines(report):
+            out(line)
+        common = _common_settings(report)
+        if common:
+            out(f"settings: {common}" + ("" if details else " (--details for all)"), "dim")
+    if report.get("tests"):
+        tt = table(f"calibration tests at α = {report['settings'].get('alpha')}")
+        if details:
+            column(tt, "id")
+        column(tt, "test", wrap=True)
+        column(tt, "statistic", "right")
+        column(tt, "p-value", "right")
+        column(tt, "verdict")
+        column(tt, "details", wrap=True)
         for row in _test_rows(report):
-            tt.add_row(*row)
+            cells = [tx(c) for c in (row if details else row[1:])]
+            if row[4] == "REJECT" and color:
+                cells[-2].stylize("bold red")
+            tt.add_row(*cells)
         console.print(tt)
         levels = report["tests"].get("tcal_adaptive", {}).get("levels")
         if levels:
-            lt = Table(title="adaptive T-Cal, per level", show_header=True, header_style="bold")
+            shown, left = shown_levels(levels, details)
+            lt = table("adaptive T-Cal, per level")
             for c in _LEVEL_COLUMNS:
-                lt.add_column(c, justify="right")
-            for lv in levels:
-                lt.add_row(*(("yes" if lv[c] else "") if c == "reject" else _fmt(lv[c], 6)
-                             for c in _LEVEL_COLUMNS))
+                column(lt, c, "right")
+            for lv in shown:
+                lt.add_row(*(tx(c) for c in _level_cells(lv)))
             console.print(lt)
-    if "variables" in report:
-        vt = Table(title="variable-based calibration (ranked by VECE)", show_header=True,
-                   header_style="bold")
+            if left:
+                out(f"{left} finer levels not shown (--details shows all)", "dim")
+    if report.get("variables"):
+        vt = table("variable-based calibration (ranked by VECE)")
         for c in ("rank", "variable", "VECE", "VCE(v*)", "v*", "n", "bins", "excluded"):
-            vt.add_column(c, justify="left" if c == "variable" else "right")
+            column(vt, c, "left" if c == "variable" else "right", wrap=c == "variable")
         for name, v in report["variables"].items():
-            vt.add_row(str(v["rank"]), name, _fmt(v["vece"]), _fmt(v["vce_max"]),
-                       _fmt(v["v_star"]), f"{v['n']:,}", str(len(v["bins"])),
-                       str(v["excluded_missing"]))
+            vt.add_row(*(tx(c) for c in (str(v["rank"]), clean(name), number(v["vece"]),
+                                         number(v["vce_max"]), number(v["v_star"]),
+                                         f"{v['n']:,}", str(len(v["bins"])),
+                                         str(v["excluded_missing"]))))
         console.print(vt)
         first = next(iter(report["variables"].values()), None)
         if first is not None:
-            console.print(f"ECE over qcut bins of the predicted error (the VECE paper's ECE): "
-                          f"{_fmt(first['ece_qcut'])}")
-    if "groups" in report:
-        ids = list(report.get("metrics", {}))
-        gt = Table(title=f"by {report['settings'].get('by')}", show_header=True,
-                   header_style="bold")
-        gt.add_column("group")
-        gt.add_column("n", justify="right")
+            out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
+                f"{number(first['ece_qcut'])}")
+    if report.get("groups"):
+        ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
+        gt = table(f"by {clean(report['settings'].get('by'))}")
+        column(gt, "group", wrap=True)
+        column(gt, "n", "right")
         for mid in ids:
-            gt.add_column(mid, justify="right")
+            column(gt, clean(mid), "right", wrap=True)
         overall = report.get("metrics", {})
-        gt.add_row("(all)", f"{report['input']['rows_used']:,}",
-                   *(_group_cell(overall[m]) for m in ids))
+        gt.add_row(*(tx(c) for c in ("(all)", f"{report['input']['rows_used']:,}",
+                                     *(_group_cell(overall[m]) for m in ids))))
+        failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
         for gname, g in report["groups"].items():
-            cells = [_group_cell(g["metrics"].get(mid, {})) for mid in ids]
-            gt.add_row(gname + (" *" if g["flagged"] else ""), f"{g['n']:,}", *cells)
+            cells = [tx(clean(gname) + (" *" if g["flagged"] else "")), tx(f"{g['n']:,}")]
+            for mid in ids:
+                cell = tx(_group_cell(g["metrics"].get(mid, {})))
+                if (gname, mid) in failed and color:
+                    cell.stylize("bold red")
+                cells.append(cell)
+            gt.add_row(*cells)
         console.print(gt)
         if any(g["flagged"] for g in report["groups"].values()):
-            console.print(f"* fewer than {report['settings'].get('min_group_size')} rows")
-    for note in report.get("notes", []):
-        console.print(f"note: {note}")
+            out(f"* fewer than {report['settings'].get('min_group_size')} rows")
     for mid in bins_for:
         m = report.get("metrics", {}).get(mid)
         if not m or "bins" not in m:
             continue
-        rows = m["bins"]
-        cols = list(_TCE_TABLE_COLUMNS) if rows and "rejected" in rows[0] else _bin_columns(rows)
-        bt = Table(title=f"bins of {title(mid)} ({describe_settings(m['settings'])})",
-                   show_header=True, header_style="bold")
+        brows = m["bins"]
+        cols = list(_TCE_TABLE_COLUMNS) if brows and "rejected" in brows[0] \
+            else _bin_columns(brows)
+        bt = table(f"bins of {title(mid)} ({short_settings(mid, m)})")
         for c in cols:
-            bt.add_column(c, justify="right")
-        for r in rows:
-            bt.add_row(*(_cell(r.get(c)) for c in cols))
+            column(bt, c, "right")
+        for r in brows:
+            bt.add_row(*(tx(_cell(r.get(c))) for c in cols))
         console.print(bt)
     for gate in report.get("gates", []):
-        state = "FAILED" if gate["failed"] else "passed"
-        console.print(f"gate {gate['condition']}: {state} (value {_cell(gate['value'])})")
+        line, bad = _gate_line(gate)
+        out(line, "bold red" if bad else "green")
     return buf.getvalue()
 
 
 def render_text_reliability(report: Mapping[str, Any], metric: str, *,
-                            width: int | None = None, color: bool | None = None) -> str:
+                            width: int | None = None, color: bool | None = None,
+                            plain: bool = False) -> str:
     """A compact reliability diagram in the terminal: per bin, the mean score and the empirical
     probability as bars on the same 0–1 scale (rich, no plotting library needed)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -268,10 +407,12 @@ def render_text_reliability(report: Mapping[str, Any], metric: str, *,
     if not m or "bins" not in m:
         return ""
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 100, color_system=None if color is False else "auto",
-                      force_terminal=bool(color), legacy_windows=False, highlight=False)
-    t = Table(title=f"reliability diagram ({title(metric)} bins): "
-                    "predicted ▇ vs observed █", show_header=True, header_style="bold")
+    console = Console(file=buf, width=width or 100, color_system="standard" if color else None,
+                      force_terminal=bool(color), no_color=not color, legacy_windows=False,
+                      highlight=False, markup=False)
+    t = Table(title=f"reliability diagram ({title(metric)} bins): predicted ▇ vs observed █",
+              show_header=True, header_style="bold" if color else "",
+              box=box.ASCII if plain else box.HEAVY_HEAD)
     for c, j in (("bin", "left"), ("n", "right"), ("predicted / observed", "left"),
                  ("gap", "right")):
         t.add_column(c, justify=j)  # type: ignore[arg-type]
@@ -281,100 +422,176 @@ def render_text_reliability(report: Mapping[str, Any], metric: str, *,
             continue
         ps, ob = r["mean_score"], r["mean_label"]
         cell = Text()
-        cell.append("▇" * max(1, round(bar * ps)), style="cyan")
+        cell.append("▇" * max(1, round(bar * ps)), style="cyan" if color else "")
         cell.append(f" {ps:.3f}\n")
-        cell.append("█" * max(1, round(bar * ob)), style="magenta" if ob < ps else "green")
+        cell.append("█" * max(1, round(bar * ob)),
+                    style=("magenta" if ob < ps else "green") if color else "")
         cell.append(f" {ob:.3f}")
-        t.add_row(f"[{r['lower']:.2f}, {r['upper']:.2f}]", f"{r['n']:,}", cell,
-                  f"{ob - ps:+.3f}")
+        t.add_row(Text(f"[{r['lower']:.2f}, {r['upper']:.2f}]"), Text(f"{r['n']:,}"), cell,
+                  Text(f"{ob - ps:+.3f}"))
     console.print(t)
+    text = buf.getvalue()
+    return ascii(text) if plain else text     # bars and numbers only: widths are unchanged
+
+
+# ---------------------------------------------------------------------------------------------
+# csv: flat, one column per detail
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """Scalars under ``prefix``; dicts as ``prefix.key``; lists of scalars joined by ``;``
+    (lists of tables are rows of their own, elsewhere)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, (list, tuple)):
+        if all(not isinstance(x, (dict, list, tuple)) for x in value):
+            out[prefix] = ";".join("" if x is None else str(x) for x in value)
+    else:
+        out[prefix] = value
+
+
+def _metric_record(mid: str, m: Mapping[str, Any], **keys: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {**keys, "metric": mid, "value": m.get("value"),
+                           "unit": m.get("unit"), "n": m.get("n")}
+    ci = m.get("ci")
+    if ci:
+        rec.update({"ci_low": ci.get("low"), "ci_high": ci.get("high"),
+                    "ci_level": ci.get("level")})
+    _flatten("settings", m.get("settings", {}), rec)
+    extra = {k: v for k, v in m.items() if k not in ("value", "unit", "n", "settings", "bins",
+                                                     "ci")}
+    _flatten("", extra, rec)
+    return rec
+
+
+def _write_rows(records: list[dict[str, Any]]) -> str:
+    columns: list[str] = []
+    for r in records:
+        for k in r:
+            if k not in columns:
+                columns.append(k)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in records:
+        w.writerow(["" if r.get(c) is None else _csv_value(r.get(c)) for c in columns])
     return buf.getvalue()
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return clean(v)
+    return v
 
 
 def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> str:
-    """CSV: one row per metric; with ``bins_for``, the bin rows of those metrics instead."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    if "tests" in report and "metrics" not in report:
-        w.writerow(["test", "statistic", "pvalue", "reject", "alpha", "details"])
-        for tid, tr in report["tests"].items():
-            extra = {k: v for k, v in tr.items()
-                     if k not in ("statistic", "pvalue", "reject", "alpha", "levels")}
-            w.writerow([tid, "" if tr["statistic"] is None else repr(tr["statistic"]),
-                        "" if tr["pvalue"] is None else repr(tr["pvalue"]), tr["reject"],
-                        tr["alpha"], json.dumps(extra, sort_keys=True)])
-        return buf.getvalue()
-    wanted = [m for m in bins_for if "bins" in report["metrics"].get(m, {})]
+    """Flat CSV, one column per detail.  ``score``: one row per metric, then per (group,
+    metric) and per (variable, result); with ``bins_for``, the bin rows of those metrics
+    instead.  ``test``: one row per test, then one per level of adaptive T-Cal."""
+    metrics = report.get("metrics") or {}
+    if report.get("tests") and not metrics:
+        records = []
+        for tid, t in report["tests"].items():
+            rec: dict[str, Any] = {"test": tid, "statistic": t.get("statistic"),
+                                   "pvalue": t.get("pvalue"),
+                                   "pvalue_text": format_p(t.get("pvalue")),
+                                   "reject": t.get("reject"), "alpha": t.get("alpha")}
+            _flatten("", {k: v for k, v in t.items() if k not in rec and k != "levels"}, rec)
+            records.append(rec)
+        for lv in report["tests"].get("tcal_adaptive", {}).get("levels", []):
+            records.append({"test": "tcal_adaptive.level", **lv,
+                            "pvalue_text": format_p(lv["pvalue"])})
+        return _write_rows(records)
+    wanted = [m for m in bins_for if "bins" in metrics.get(m, {})]
     if wanted:
-        cols = _bin_columns(report["metrics"][wanted[0]]["bins"])
-        w.writerow(["metric", *cols])
-        for mid in wanted:
-            for r in report["metrics"][mid]["bins"]:
-                w.writerow([mid, *("" if r.get(c) is None else r.get(c) for c in cols)])
-        return buf.getvalue()
-    with_ci = _ci_level(report) is not None
-    w.writerow(["metric", "value", "unit", "n", *(("ci_low", "ci_high", "ci_level") if with_ci
-                                                   else ()), "settings"])
-    for mid, m in report["metrics"].items():
-        ci = m.get("ci") or {}
-        bounds = ["" if ci.get(k) is None else repr(ci[k]) for k in ("low", "high", "level")]
-        w.writerow([mid, "" if m["value"] is None else repr(m["value"]), m["unit"], m["n"],
-                    *(bounds if with_ci else ()), json.dumps(m["settings"], sort_keys=True)])
-    return buf.getvalue()
+        records = [{"metric": mid, **r} for mid in wanted for r in metrics[mid]["bins"]]
+        return _write_rows(records)
+    records = [_metric_record(mid, m) for mid, m in metrics.items()]
+    for gname, g in (report.get("groups") or {}).items():
+        for mid, m in g.get("metrics", {}).items():
+            records.append(_metric_record(mid, m, group=gname, group_n=g["n"],
+                                          group_flagged=g["flagged"]))
+        for mid, err in (g.get("errors") or {}).items():
+            records.append({"group": gname, "metric": mid, "error": err})
+    for name, v in (report.get("variables") or {}).items():
+        for key in ("vece", "vce_max", "ece_qcut"):
+            rec = {"variable": name, "metric": key, "value": v.get(key), "n": v.get("n"),
+                   "rank": v.get("rank")}
+            if key == "vce_max":
+                rec["v_star"] = v.get("v_star")
+            records.append(rec)
+    for gate in report.get("gates") or []:
+        records.append({"gate": gate["condition"], "metric": gate["metric"],
+                        "group": gate.get("group"), "value": gate["value"],
+                        "failed": gate["failed"]})
+    return _write_rows(records)
 
 
-def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> str:
-    """GitHub-flavoured markdown tables."""
-    lines = [f"**{_header_line(report)}**", ""]
-    if "metrics" in report:
+# ---------------------------------------------------------------------------------------------
+# markdown
+
+
+def _md_row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(markdown(c) for c in cells) + " |"
+
+
+def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
+                    details: bool = False) -> str:
+    """GitHub-flavoured markdown: the summary, then tables (every cell escaped)."""
+    lines = [f"**{markdown(_header_line(report))}**", ""]
+    summary = report.get("summary") or {}
+    if summary.get("text"):
+        lines += [f"**Summary:** {markdown(summary['text'])}", ""]
+    if report.get("metrics"):
         level = _ci_level(report)
-        if level is None:
-            lines += ["| id | metric | value | settings |", "|---|---|---:|---|"]
-        else:
-            lines += [f"| id | metric | value | {100 * level:g}% CI | settings |",
-                      "|---|---|---:|---:|---|"]
-        for row in _metric_rows(report):
-            lines.append("| " + " | ".join(row) + " |")
-    if "tests" in report:
-        lines += ["| id | test | statistic | p-value | verdict | details |",
+        head = ["id", "metric", "value", *([f"{100 * level:g}% CI"] if level else []), "bins",
+                *(["settings"] if details else [])]
+        lines += [_md_row(head), "|" + "|".join("---:" if h in ("value",) or h.endswith("CI")
+                                                else "---" for h in head) + "|"]
+        lines += [_md_row(row) for row in _metric_rows(report, details)]
+        lines += [f"\n{markdown(line)}" for line in _context_lines(report)]
+    if report.get("tests"):
+        lines += ["", _md_row(["id", "test", "statistic", "p-value", "verdict", "details"]),
                   "|---|---|---:|---:|---|---|"]
-        for trow in _test_rows(report):
-            lines.append("| " + " | ".join(trow) + " |")
+        lines += [_md_row(row) for row in _test_rows(report)]
         levels = report["tests"].get("tcal_adaptive", {}).get("levels")
         if levels:
-            lines += ["", "| " + " | ".join(_LEVEL_COLUMNS) + " |", "|" + "---:|" * len(_LEVEL_COLUMNS)]
-            for lv in levels:
-                lines.append("| " + " | ".join(_fmt(lv[c], 6) for c in _LEVEL_COLUMNS) + " |")
-    if "variables" in report:
-        lines += ["", "| rank | variable | VECE | VCE(v*) | v* | n |", "|---:|---|---:|---:|---:|---:|"]
+            shown, left = shown_levels(levels, details)
+            lines += ["", _md_row(_LEVEL_COLUMNS), "|" + "---:|" * len(_LEVEL_COLUMNS)]
+            lines += [_md_row(_level_cells(lv)) for lv in shown]
+            if left:
+                lines += ["", f"{left} finer levels not shown (--details shows all)"]
+    if report.get("variables"):
+        lines += ["", _md_row(["rank", "variable", "VECE", "VCE(v*)", "v*", "n"]),
+                  "|---:|---|---:|---:|---:|---:|"]
         for name, v in report["variables"].items():
-            lines.append(f"| {v['rank']} | {name} | {_fmt(v['vece'])} | {_fmt(v['vce_max'])} | "
-                         f"{_fmt(v['v_star'])} | {v['n']} |")
-    if "groups" in report:
-        ids = list(report.get("metrics", {}))
-        lines += ["", "| group | n | " + " | ".join(ids) + " |", "|---|---:|" + "---:|" * len(ids)]
+            lines.append(_md_row([str(v["rank"]), name, number(v["vece"]), number(v["vce_max"]),
+                                  number(v["v_star"]), f"{v['n']:,}"]))
+    if report.get("groups"):
+        ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
+        lines += ["", _md_row(["group", "n", *ids]), "|---|---:|" + "---:|" * len(ids)]
         for gname, g in report["groups"].items():
-            vals = [_fmt(g["metrics"].get(m, {}).get("value")) for m in ids]
-            lines.append(f"| {gname}{' *' if g['flagged'] else ''} | {g['n']} | "
-                         + " | ".join(vals) + " |")
-    for note in report.get("notes", []):
-        lines += ["", f"- note: {note}"]
+            lines.append(_md_row([gname + (" *" if g["flagged"] else ""), f"{g['n']:,}",
+                                  *(_group_cell(g["metrics"].get(m, {})) for m in ids)]))
     for mid in bins_for:
         m = report.get("metrics", {}).get(mid)
         if not m or "bins" not in m:
             continue
         cols = _bin_columns(m["bins"])
-        lines += ["", f"Bins of {title(mid)} ({describe_settings(m['settings'])})", "",
-                  "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
-        for r in m["bins"]:
-            lines.append("| " + " | ".join(_cell(r.get(c)) for c in cols) + " |")
+        lines += ["", f"Bins of {markdown(title(mid))} ({markdown(short_settings(mid, m))})", "",
+                  _md_row(cols), "|" + "---:|" * len(cols)]
+        lines += [_md_row(_cell(r.get(c)) for c in cols) for r in m["bins"]]
     for gate in report.get("gates", []):
-        lines += ["", f"- gate `{gate['condition']}`: {'FAILED' if gate['failed'] else 'passed'}"]
+        lines += ["", f"- {markdown(_gate_line(gate)[0])}"]
     return "\n".join(lines) + "\n"
 
 
 def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
-           color: bool | None = None, width: int | None = None) -> str:
+           color: bool | None = None, width: int | None = None, plain: bool = False,
+           details: bool = False) -> str:
     """Render ``report`` in ``fmt`` (one of :data:`OUTPUT_FORMATS`)."""
     bins_for = list(bins_for)
     if fmt == "json":
@@ -382,8 +599,9 @@ def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
     if fmt == "csv":
         return render_csv(report, bins_for=bins_for)
     if fmt == "markdown":
-        return render_markdown(report, bins_for=bins_for)
-    return render_table(report, bins_for=bins_for, color=color, width=width)
+        return render_markdown(report, bins_for=bins_for, details=details)
+    return render_table(report, bins_for=bins_for, color=color, width=width, plain=plain,
+                        details=details)
 
 
 EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",

@@ -94,7 +94,7 @@ def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05) -> tuple
     passes = len(sums_of)
     res = cox_result(a, b, ll_fit, float(sums_of[0][6]), alpha=alpha,
                      settings={"engine_fit": "Newton passes from the grid-state fit",
-                               "passes": passes})
+                               "passes": passes}, hessian=sums_of[-1][3:6])
     return res, passes
 
 
