@@ -37,8 +37,8 @@ __all__ = ["figure", "run_tests", "score", "write_report"]
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
 FIGURES = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins)"),
-           ("reliability", "uniform", "Reliability diagram, 10 equal-width bins (ECE)"),
-           ("reliability", "quantile", "Reliability diagram, 10 equal-mass bins (ACE)"))
+           ("reliability", "uniform", "Reliability diagram, equal-width bins (ECE)"),
+           ("reliability", "quantile", "Reliability diagram, equal-mass bins (ACE)"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
-                  text_plot=plot_id)
+                  text_plot=plot_id, per_class=opts.per_class)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,8 +448,16 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             var, notes = v.values["result"], notes + v.notes
         figs: list[tuple[str, Any]] = []
         for kind, binning, caption in FIGURES:
-            fopts = opts.replace(bins=10, binning=binning, yscale="auto")
+            fopts = opts.replace(bins=None, binning=binning, yscale="auto")
             figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+        if eng.name == "memory" and mc:
+            figs.append(("Per-class reliability diagrams (one-vs-rest)",
+                         eng.figure("reliability", opts.replace(per_class=True, bins=None,
+                                                                binning="uniform")
+                                    ).values["figure"]))
+        elif mc:
+            notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
+                         f"{eng.name}")
         if eng.name == "memory":
             figs.append((f"CORP reliability diagram: PAV recalibration with its "
                          f"{opts.band_level:.0%} consistency band and the score decomposition",
@@ -490,9 +498,22 @@ def save_report_file(rep: Report, opts: Options) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_pdf import PdfPages
 
+    from calcheck import plots
+    from calcheck.report.text import ascii, setting
+
+    text = rep.render("table", color=False, plain=True, width=120, details=False)
+    if rep.notes:
+        text += "\nNotes:\n" + "".join(f"  - {ascii(n)}\n" for n in rep.notes)
+    text += "\nSettings:\n" + "".join(f"  {k}: {ascii(setting(v))}\n"
+                                       for k, v in rep.data.get("settings", {}).items())
+
     def write(tmp: str) -> None:
         with PdfPages(tmp) as pdf:
-            for _, fig in rep.figures:
+            for page in plots.text_pages(text):         # summary, input, tables, notes
+                pdf.savefig(page)
+                plt.close(page)
+            for caption, fig in rep.figures:
+                fig.text(0.01, 0.005, caption, fontsize=8, color="0.3")
                 pdf.savefig(fig)
                 plt.close(fig)
 

@@ -53,7 +53,12 @@ DOCS = {
               "PDF).",
 }
 
-app = typer.Typer(name="calcheck", help=HELP, add_completion=True, no_args_is_help=False,
+ROOT_EPILOG = ("Examples:\n\n  calcheck score preds.parquet\n\n  calcheck test preds.parquet "
+               "--method all\n\n  calcheck report preds.parquet -o report.html\n\n"
+               "  calcheck COMMAND -h  (every option of a command)\n\n" + EXIT_CODES)
+
+app = typer.Typer(name="calcheck", help=HELP, epilog=ROOT_EPILOG, add_completion=True,
+                  no_args_is_help=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]})
 
@@ -86,12 +91,13 @@ def _parameter(opt: O.Opt) -> inspect.Parameter:
     """The typer parameter of one option.  Values arrive as text and :func:`O.parse`
     converts and checks them, so the messages are calcheck's own."""
     shown = None if opt.default in (None, False) or opt.type == "toggle" else str(opt.default)
-    common: dict[str, Any] = {"help": opt.help, "rich_help_panel": opt.panel}
+    text = opt.help + (f"  [default: {shown}]" if shown else "")
+    common: dict[str, Any] = {"help": text, "rich_help_panel": opt.panel}
     if opt.type in ("bool", "toggle"):
-        default = typer.Option(opt.default, *opt.flags, **common)
+        default = typer.Option(opt.default, *opt.flags, show_default=False, **common)
         annotation: Any = bool
     else:
-        default = typer.Option(None, *opt.flags, metavar=opt.metavar, show_default=shown or False,
+        default = typer.Option(None, *opt.flags, metavar=opt.metavar, show_default=False,
                                **common)
         annotation = list[str] | None if opt.type == "list" else str | None
     return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=default,
@@ -316,6 +322,41 @@ def _pass_through(command: Any) -> None:
                                         parameter_info=desc.parameter_info)
 
 
+PANEL_ORDER = (O.INPUT, O.METRICS, O.TESTS, O.VARIABLES, O.CI, O.OUTPUT, O.ENGINE)
+
+
+def _help_panels(command: Any) -> None:
+    """Plain-text help grouped in panels (input, metrics, tests, …, output, engine), with
+    word metavars (FILE, not {FILE} <str>) — click's fast formatter, not rich's."""
+    import types
+
+    for name, sub in getattr(command, "commands", {}).items():
+        panels = {o.name: o.panel for o in O.COMMANDS.get(name, ())}
+        for p in sub.params:
+            if getattr(p, "param_type_name", "") == "argument":
+                p._usage_display_name = types.MethodType(lambda self: self.name.upper(), p)
+                p.display_type_rich = types.MethodType(lambda self, ctx: None, p)
+                p.display_type = types.MethodType(lambda self, ctx: None, p)
+
+        def format_options(self: Any, ctx: Any, formatter: Any, panels: Any = panels) -> None:
+            groups: dict[str, list[tuple[str, str]]] = {}
+            for p in self.get_params(ctx):
+                record = p.get_help_record(ctx)
+                if record is None:
+                    continue
+                if getattr(p, "param_type_name", "") == "argument":
+                    group = "Arguments"
+                else:
+                    group = panels.get(p.name, "Other")
+                groups.setdefault(group, []).append(record)
+            order = ["Arguments", *PANEL_ORDER, "Other"]
+            for group in sorted(groups, key=lambda g: order.index(g) if g in order else 99):
+                with formatter.section(group):
+                    formatter.write_dl(groups[group])
+
+        sub.format_options = types.MethodType(format_options, sub)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (the one place that maps exceptions to codes)."""
     from typer.main import get_command
@@ -323,11 +364,14 @@ def run(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     command = get_command(app)
     _pass_through(command)
+    _help_panels(command)
     try:
         rv = command.main(args=args, prog_name="calcheck", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else int(ExitCode.OK)
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except SystemExit as exc:                  # shell completion exits on its own
+        return exc.code if isinstance(exc.code, int) else int(bool(exc.code))
     except typer.Abort:
         sys.stderr.write("calcheck: interrupted\n")
         return int(ExitCode.INTERRUPTED)

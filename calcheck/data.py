@@ -273,11 +273,30 @@ def resolve_column(available: list[str], explicit: str | None, candidates: tuple
     if not found:
         padded = [c for c in available if c.strip().lower() in candidates]
         hint = (f" (column {padded[0]!r} has spaces around its name)" if padded else "")
+        if role == "score" and not padded:
+            prefix = shared_prefix(available)
+            if prefix:
+                hint = (f"; for multiclass input name the probability columns with --probs "
+                        f"'{prefix}*'")
         raise InputError(f"{source}: cannot find the {role} column (looked for "
                          f"{', '.join(candidates)}){hint}; name it with {flag}; available "
                          f"columns: {', '.join(available) or '(none)'}")
     raise InputError(f"{source}: several columns could be the {role} column "
                      f"({', '.join(found)}); choose one with {flag}")
+
+
+def shared_prefix(available: list[str]) -> str | None:
+    """A prefix such as ``prob_`` that at least two columns share (a likely set of class
+    probabilities), or None."""
+    counts: dict[str, int] = {}
+    for c in available:
+        for sep in ("_", ":", "-", "."):
+            if sep in c:
+                head = c[: c.index(sep) + 1]
+                counts[head] = counts.get(head, 0) + 1
+                break
+    best = [p for p, k in counts.items() if k >= 2]
+    return max(best, key=lambda p: counts[p]) if best else None
 
 
 def check_columns_exist(available: list[str], names: list[str], source: str,
@@ -333,6 +352,17 @@ def resolve_prob_columns(available: list[str], probs: list[str] | None, source: 
         raise InputError(f"{source}: {flag} names {len(cols)} column(s); multiclass input needs "
                          "at least 2")
     return cols
+
+
+def multiclass_label(available: list[str], cols: list[str], label: str | None,
+                     source: str) -> str:
+    """The label column of multiclass input, which cannot be one of the probability columns."""
+    clash = [c for c in cols if (c == label if label is not None else c.lower() in LABEL_NAMES)]
+    if clash:
+        raise InputError(f"{source}: --probs includes {clash[0]!r}, the label column; name only "
+                         "the probability columns")
+    return resolve_column([c for c in available if c not in cols], label, LABEL_NAMES, "label",
+                          "--label", source)
 
 
 def class_names_of(cols: list[str]) -> list[str]:

@@ -301,6 +301,12 @@ TEXT_PLOT = Opt("plot", ("--plot",), False, "Also draw a compact reliability dia
                 "terminal (table output only).", OUTPUT, check_bool, type="bool")
 QUIET = Opt("quiet", ("--quiet", "-q"), False, "No notes on stderr.", OUTPUT, check_bool,
             type="bool")
+PER_CLASS = Opt("per_class", ("--per-class",), False, "Multiclass input: also show a table of "
+                "each class's classwise errors (SCE, classwise ACE, TACE, classwise TCE).",
+                OUTPUT, check_bool, type="bool")
+PLOT_PER_CLASS = Opt("per_class", ("--per-class",), False, "Multiclass input, --kind "
+                     "reliability: one one-vs-rest diagram per class (small multiples).",
+                     OUTPUT, check_bool, type="bool")
 DETAILS = Opt("details", ("--details",), False, "Show every setting of every metric and every "
               "level of adaptive T-Cal in the table and markdown output.", OUTPUT, check_bool,
               type="bool")
@@ -328,8 +334,8 @@ PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Image file: .png, .svg or
                   check_path, "FILE", required=True)
 PLOT_VAR = Opt("variables", ("--var",), None, "The variable of --kind variable.", VARIABLES,
                check_list(check_column), "COLUMN", "list")
-PLOT_BINS = Opt("bins", ("--bins",), 10, "Bins of the reliability diagram.", METRICS,
-                check_bins, "N", "int")
+PLOT_BINS = Opt("bins", ("--bins",), None, "Bins of the reliability diagram (default 10, or "
+                "15 for multiclass input, as score).", METRICS, check_bins, "N", "int")
 BINNING = Opt("binning", ("--binning",), "uniform", "Reliability diagram bins: uniform or "
               "quantile.", METRICS, choice("uniform", "quantile"), "BINNING")
 YSCALE = Opt("yscale", ("--yscale",), "auto", "Probability axis of the TCE diagram: auto (logit "
@@ -349,12 +355,12 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
-              TEXT_PLOT, DETAILS, QUIET,
+              PER_CLASS, TEXT_PLOT, DETAILS, QUIET,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
-             CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, QUIET, *_ENGINE),
+             CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
                LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
 }
@@ -420,6 +426,7 @@ class Options:
     quiet: bool = False
     details: bool = False
     gate_groups: bool = False
+    per_class: bool = False
     # engine
     engine: str = "memory"
     scheduler: str | None = None
@@ -511,7 +518,16 @@ def _cross_checks(o: Options) -> None:
     if o.engine != "memory" and o.compat:
         raise UsageError(f"{lab('compat')} {o.compat} (that library's conventions) needs "
                          f"{lab('engine')} memory")
+    if o.command == "report" and o.output is not None:
+        ext = o.output.lower().rsplit(".", 1)[-1] if "." in o.output else ""
+        kind = o.format or ("pdf" if ext == "pdf" else "html")
+        if ext not in ("html", "htm", "pdf") or (kind == "pdf") != (ext == "pdf"):
+            raise UsageError(f"{lab('output')} {o.output}: a report is written as .html (or "
+                             ".htm) or .pdf; name the file with one of those extensions")
     if o.command == "plot":
+        if o.per_class and (o.kind != "reliability" or o.engine != "memory"):
+            raise UsageError(f"{lab('per_class')} draws the per-class reliability diagrams: "
+                             f"{lab('kind')} reliability on {lab('engine')} memory")
         if o.kind == "corp" and o.engine != "memory":
             raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
                              "its consistency band use every distinct score)")

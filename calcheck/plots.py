@@ -19,6 +19,7 @@ matplotlib is imported inside the functions: without it they raise :class:`Missi
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,8 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.errors import CalcheckError
 
-INSTALL_HINT = 'install the plotting extra: pip install "calcheck[plot]"'
+INSTALL_HINT = ('install it with: pip install "matplotlib>=3.7" (from a calcheck checkout: '
+                'pip install -e ".[plot]")')
 MAX_VIOLIN_POINTS = 4000
 
 
@@ -130,7 +132,7 @@ def _pred_hist(ax: Any, scores: Spread, ylim: tuple[float, float], color: str,
 
 
 def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Spread, *,
-                       title: str = "Reliability diagram") -> Any:
+                       title: str = "Reliability diagram", top_label: bool = False) -> Any:
     """Reliability diagram from a metric's bin table (``MetricResult.bin_rows()``) and the
     predictions (or their :class:`Spread`)."""
     plt = _mpl()
@@ -152,8 +154,9 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
                 label="empirical probability (95% CI)")
     ax.set_xlim(*lim)
     ax.set_ylim(*lim)
-    ax.set_xlabel("mean predicted probability in bin")
-    ax.set_ylabel("empirical probability")
+    ax.set_xlabel("mean confidence (max probability) in bin" if top_label
+                  else "mean predicted probability in bin")
+    ax.set_ylabel("accuracy (share correct)" if top_label else "empirical probability")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
     axh = fig.add_subplot(gs[0, 1], sharey=ax)
@@ -165,7 +168,7 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
             edgecolor="white", label="bin size")
     axc.set_yscale(_hist_scale(n))
     axc.set_ylabel("rows")
-    axc.set_xlabel("predicted probability")
+    axc.set_xlabel("confidence" if top_label else "predicted probability")
     return fig
 
 
@@ -206,6 +209,41 @@ def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any]
     return fig
 
 
+MAX_PANELS = 20
+
+
+def per_class_figure(panels: list[tuple[str, list[dict[str, Any]], float]], *, total: int,
+                     title: str = "Per-class reliability (one-vs-rest)") -> Any:
+    """Small multiples: one reliability diagram per class — (class name, bin table, the
+    class's ECE) — on shared 0–1 axes; at most :data:`MAX_PANELS` (the worst classes)."""
+    plt = _mpl()
+    k = len(panels)
+    cols = min(5, max(1, math.ceil(math.sqrt(k))))
+    rows = math.ceil(k / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols + 0.6, 3.0 * rows + 0.8),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
+    for ax, (name, table, ece) in zip(axes.flat, panels):
+        use = [r for r in table if r["n"]]
+        ms = np.array([r["mean_score"] for r in use])
+        ml = np.array([r["mean_label"] for r in use])
+        n = np.array([r["n"] for r in use], dtype=float)
+        ax.plot([0, 1], [0, 1], ls="--", color="0.6", lw=0.8)
+        ax.scatter(ms, ml, s=12 + 60 * n / max(float(n.max()), 1.0), color="C0", alpha=0.8)
+        ax.plot(ms, ml, color="C0", lw=0.8, alpha=0.6)
+        ax.set_title(f"{name}  (ECE {ece:.3f})", fontsize=10)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+    for ax in list(axes.flat)[k:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("predicted probability")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("observed frequency")
+    more = f" — the {k} worst of {total} classes" if total > k else ""
+    fig.suptitle(title + more)
+    return fig
+
+
 def violin_ranks(bounds: IntArray) -> list[IntArray]:
     """The sorted positions each bin's violin draws: all of a bin's, or evenly spaced order
     statistics of a bin with more than ``MAX_VIOLIN_POINTS`` rows (they keep the shape)."""
@@ -219,6 +257,7 @@ def violin_ranks(bounds: IntArray) -> list[IntArray]:
 
 
 def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, bounds: IntArray, *,
+               top_label: bool = False,
                title: str = "Test-based reliability diagram", value: float | None = None,
                yscale: str = "auto") -> Any:
     """Test-based reliability diagram from the TCE bin table and the sorted scores.
@@ -228,12 +267,13 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
     display only).
     """
     return tce_figure_from(bins_table, [sorted_scores[r] for r in violin_ranks(bounds)],
-                           Spread.of(sorted_scores), title=title, value=value, yscale=yscale)
+                           Spread.of(sorted_scores), title=title, value=value, yscale=yscale,
+                           top_label=top_label)
 
 
 def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray], scores: Spread,
                     *, title: str = "Test-based reliability diagram", value: float | None = None,
-                    yscale: str = "auto") -> Any:
+                    yscale: str = "auto", top_label: bool = False) -> Any:
     """:func:`tce_figure` from each bin's violin points (:func:`violin_ranks`) and the
     predictions' :class:`Spread` — what the streaming engines compute."""
     plt = _mpl()
@@ -250,7 +290,7 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
         lim = (float(min(lo, np.nanmin(emp))) / 2, 1 - (1 - float(max(hi, np.nanmax(emp)))) / 2)
     else:
         lim = _zoom(min(lo, float(np.nanmin(emp))), max(hi, float(np.nanmax(emp))))
-    fig = plt.figure(figsize=(max(7.5, 0.75 * nb + 3), 7.5), layout="constrained")
+    fig = plt.figure(figsize=(max(8.0, 0.95 * nb + 3), 7.5), layout="constrained")
     gs = fig.add_gridspec(2, 2, width_ratios=(5, 1), height_ratios=(4, 1.6))
     ax = fig.add_subplot(gs[0, 0])
     varying = [i for i in nonempty if np.ptp(data[i]) > 0]
@@ -266,7 +306,8 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
     ax.hlines(emp, x - 0.4, x + 0.4, colors="red", lw=3, label="empirical probability")
     lim = _apply_scale(ax, scale, lim)
     ax.set_xlim(0.4, nb + 0.6)
-    ax.set_ylabel(r"predicted probability $P_\theta(y=1\mid x)$")
+    ax.set_ylabel("confidence (max probability)" if top_label
+                  else r"predicted probability $P_\theta(y=1\mid x)$")
     ax.set_title(title + (f" — TCE {value:.2f}%" if value is not None else ""))
     ax.legend(loc="upper left", fontsize="small")
     ax.tick_params(labelbottom=False)
@@ -282,10 +323,10 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
             axb.text(xi, ni, f"{100 * ri / ni:.0f}%", ha="center", va="bottom", fontsize=8)
     axb.set_ylim(0, n.max() * 1.25 if n.size else 1)
     axb.set_ylabel("rows")
-    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\nn={r['n']}" for r in bins_table]
-    axb.set_xticks(x, labels, rotation=45 if nb > 8 else 0, ha="right" if nb > 8 else "center",
-                   fontsize=7)
-    axb.set_xlabel("bin (score range, rows)")
+    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\n{r['n']:,} rows" for r in bins_table]
+    axb.set_xticks(x, labels, rotation=30 if nb > 10 else 0, ha="right" if nb > 10 else "center",
+                   fontsize=9)
+    axb.set_xlabel(("confidence" if top_label else "score") + " range of each bin")
     axb.legend(loc="upper right", fontsize="x-small", ncols=2)
     return fig
 
@@ -333,6 +374,23 @@ def save(fig: Any, path: str, fmt: str | None = None) -> None:
     plt = _mpl()
     fig.savefig(path, dpi=150, format=fmt)
     plt.close(fig)
+
+
+def text_pages(text: str, *, title: str = "Calibration report",
+               lines_per_page: int = 88) -> list[Any]:
+    """The report's text (the plain table rendering) as A4 pages for a PDF."""
+    plt = _mpl()
+    lines = text.rstrip("\n").splitlines() or [""]
+    pages = []
+    for start in range(0, len(lines), lines_per_page):
+        fig = plt.figure(figsize=(8.27, 11.69))
+        if start == 0:
+            fig.text(0.06, 0.965, title, fontsize=14, weight="bold", va="top")
+        fig.text(0.06, 0.94 if start == 0 else 0.965,
+                 "\n".join(lines[start:start + lines_per_page]), family="monospace",
+                 fontsize=6.6, va="top")
+        pages.append(fig)
+    return pages
 
 
 def to_png_bytes(fig: Any) -> bytes:

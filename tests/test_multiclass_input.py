@@ -54,10 +54,44 @@ def test_load_multiclass_autodetect_and_names(tmp_path):
 def test_row_sums_checked_and_renormalized(tmp_path):
     df = pd.DataFrame({"prob_0": [0.5, 0.6, 0.2], "prob_1": [0.5, 0.6, 0.8], "label": [0, 1, 1]})
     p = _write(tmp_path, df)
-    with pytest.raises(InputError, match=r"do not sum to 1 within 1e-6.*row 2"):
+    with pytest.raises(InputError, match=r"1 row of probabilities does not sum to 1 \(within "
+                       r"0.0002 = 1e-4 × 2 classes\); first at row 2 \(sum 1.2\).*--renormalize"
+                       r".*--probs"):
         load_multiclass(str(p))
     d = load_multiclass(str(p), renormalize=True)
     assert d.provenance.rows_renormalized == 1 and np.allclose(d.probs.sum(axis=1), 1)
+
+
+def test_rounded_rows_are_renormalized_and_counted(tmp_path):
+    # probabilities written with 6 decimals: rows off by up to ~K·5e-7 are valid input
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(10), 3000)
+    df = pd.DataFrame({f"prob_{j}": np.round(P[:, j], 6) for j in range(10)})
+    df["label"] = rng.integers(0, 10, 3000)
+    d = load_multiclass(str(_write(tmp_path, df)))
+    assert 0 < d.provenance.rows_renormalized < 3000
+    assert np.abs(d.probs.sum(axis=1) - 1).max() <= 1e-6 + 1e-12     # kept as is within 1e-6
+    # a real violation is still an error, with the count of rows
+    df.loc[::2, "prob_0"] += 0.01
+    with pytest.raises(InputError, match=r"1,500 rows of probabilities do not sum to 1"):
+        load_multiclass(str(_write(tmp_path, df)))
+
+
+def test_renormalize_accepts_entries_above_one(tmp_path):
+    df = pd.DataFrame({"prob_0": [2.0, 1.0], "prob_1": [2.0, 3.0], "label": [0, 1]})
+    d = load_multiclass(str(_write(tmp_path, df)), renormalize=True)
+    assert np.allclose(d.probs, [[0.5, 0.5], [0.25, 0.75]])
+    with pytest.raises(InputError, match="outside"):
+        load_multiclass(str(_write(tmp_path, df)))
+    neg = pd.DataFrame({"prob_0": [-0.5, 1.0], "prob_1": [1.5, 3.0], "label": [0, 1]})
+    with pytest.raises(InputError, match="negative"):
+        load_multiclass(str(_write(tmp_path, neg)), renormalize=True)
+
+
+def test_probs_naming_the_label_column(tmp_path):
+    df = pd.DataFrame({"prob_0": [0.5, 0.4], "prob_1": [0.5, 0.6], "label": [0, 1]})
+    with pytest.raises(InputError, match="--probs includes 'label', the label column"):
+        load_multiclass(str(_write(tmp_path, df)), probs=["prob_0,label"])
 
 
 def test_unknown_class_and_drop(tmp_path):

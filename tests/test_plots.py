@@ -1,5 +1,6 @@
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -89,7 +90,7 @@ def test_missing_matplotlib_exits_2(cli, tmp_path, monkeypatch):
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
     out = tmp_path / "x.png"
     r = cli(["plot", SAMPLE / "miscalibrated_50.csv", "-o", out])
-    assert r.code == 2 and 'pip install "calcheck[plot]"' in r.stderr and not out.exists()
+    assert r.code == 2 and 'pip install -e ".[plot]"' in r.stderr and not out.exists()
     r = cli(["report", SAMPLE / "miscalibrated_50.csv", "-o", tmp_path / "r.html"])
     assert r.code == 2 and not (tmp_path / "r.html").exists()
 
@@ -134,20 +135,31 @@ def test_html_report_is_self_contained(cli, tmp_path):
         assert base64.b64decode(s.split(",", 1)[1]).startswith(b"\x89PNG")
     assert len(srcs) == 5                               # TCE, ECE, ACE, CORP, variable x
     assert "adaptive T-Cal" in text and "Hosmer" in text and "TCE" in text
+    # the reader's order: summary, input (file, columns, filter, rows), tests, metrics, figures
+    order = [text.index(k) for k in ("class='summary", "<h2>Input", "score column",
+                                      "filter (--where)", "rows used", "<h2>Calibration tests",
+                                      "<h2>Metrics", "<h2>Figures", "<h2>Settings")]
+    assert order == sorted(order)
+    assert "Direction:" in text and "under-predicting" in text
+    assert "None" not in re.sub(r"<[^>]+>", " ", text.split("<h2>Settings")[1])
 
 
-def test_pdf_report(cli, tmp_path):
+def test_pdf_report_has_the_whole_report(cli, tmp_path):
     out = tmp_path / "r.pdf"
     r = cli(["report", SAMPLE / "miscalibrated_50.csv", "-o", out, "--no-tcal"])
     assert r.code == 0 and out.read_bytes().startswith(b"%PDF")
+    data = out.read_bytes()
+    assert data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") >= 5   # text + 4 figures
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                    "(apt-get install chromium); the static self-containment test still runs")
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALCHECK_REQUIRE_CHROMIUM"),
+                    reason="Debian's chromium is not installed (apt-get install chromium; "
+                    ".ci/run installs it); the static self-containment test still runs")
 def test_html_report_renders_offline_in_headless_chromium(cli, tmp_path):
+    assert CHROMIUM is not None, "CALCHECK_REQUIRE_CHROMIUM is set but chromium is missing"
     out = make_report(cli, tmp_path)
     shot, netlog = tmp_path / "shot.png", tmp_path / "net.json"
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
@@ -164,3 +176,15 @@ def test_html_report_renders_offline_in_headless_chromium(cli, tmp_path):
                      and e.get("params", {}).get("initiator") != "not an origin"
                      and re.match(r"(https?|wss?)://", e["params"].get("url", ""))]
     assert page_requests == []       # the browser's own update pings have no page initiator
+    # what a reader sees: the rendered DOM in order, and the verdict box at the top
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom",
+                          out.as_uri()], capture_output=True, timeout=120, text=True).stdout
+    seen = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+    assert seen.index("Miscalibrated") < seen.index("Input") < seen.index("Calibration tests")
+    assert seen.index("Calibration tests") < seen.index("Metrics") < seen.index("Figures")
+    from matplotlib.image import imread
+
+    img = imread(shot)[:400, :, :3]                      # the first 400 px of the page
+    pink = (abs(img[..., 0] - 0xfd / 255) < 0.02) & (abs(img[..., 1] - 0xec / 255) < 0.02)
+    assert pink.sum() > 20_000                          # the red-bordered verdict box

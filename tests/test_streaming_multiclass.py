@@ -73,10 +73,12 @@ def test_stream_equals_memory(cli, hive):
         got = {k: v for k, v in st["metrics"][m]["settings"].items() if k != "pava_input"}
         assert got == mem["metrics"][m]["settings"], m       # view: top-label included
     for m in ("sce", "ace_cw", "tace", "tce_cw"):
-        errors = [[c["error"] for c in r["metrics"][m]["per_class"]] for r in (st, mem)]
+        errors = [[c["error"] for c in r["metrics"][m]["per_class"].values()] for r in (st, mem)]
         assert errors[0] == pytest.approx(errors[1], rel=1e-12, abs=1e-15), m
-    assert [c["kept"] for c in st["metrics"]["tace"]["per_class"]] == \
-           [c["kept"] for c in mem["metrics"]["tace"]["per_class"]]
+    assert [c["kept"] for c in st["metrics"]["tace"]["per_class"].values()] == \
+           [c["kept"] for c in mem["metrics"]["tace"]["per_class"].values()]
+    # keyed by the class names of input.classes
+    assert list(mem["metrics"]["sce"]["per_class"]) == mem["input"]["classes"]
     assert st["settings"]["tace_threshold"] == 0.01
     for key in ("n", "positives"):                       # exact bin counts
         assert [b[key] for b in st["metrics"]["ece_top"]["bins"]] == \
@@ -102,7 +104,8 @@ def test_classwise_options_stream_equal_memory(cli, hive, args):
     for m in ids:
         assert st["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"],
                                                           rel=1e-12, abs=1e-15), m
-        same_rows(st["metrics"][m]["per_class"], mem["metrics"][m]["per_class"])
+        same_rows(list(st["metrics"][m]["per_class"].values()),
+                  list(mem["metrics"][m]["per_class"].values()))
 
 
 def test_tiny_classes_and_sub_streams(tmp_path):

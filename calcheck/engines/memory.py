@@ -124,8 +124,9 @@ class MemoryEngine:
             read = p.rows_read if p.rows_read is not None else self.data.n + p.rows_dropped
             out.messages.append(f"dropped {p.rows_dropped} of {read} rows ({reasons})")
         if p.rows_renormalized:
-            out.messages.append(f"renormalized {p.rows_renormalized} rows whose probabilities "
-                                "did not sum to 1")
+            out.messages.append(f"renormalized {p.rows_renormalized:,} rows whose probabilities "
+                                "did not sum to exactly 1 (rounding within 1e-4 per class, or "
+                                "--renormalize)")
         return out
 
     # -- metrics -----------------------------------------------------------------------------
@@ -257,12 +258,19 @@ class MemoryEngine:
         s, y = self.data.top
         top = Prepared(s, y, validate=False, ties=opts.ties)
         view = " (top-label view)" if self.multiclass else ""
-        bins = opts.bins or 10
-        if kind == "reliability":
-            fig = figures.reliability(top, bins=bins, binning=opts.binning,
-                                      title=f"Reliability diagram{view}")
+        bins = opts.bins or (15 if self.multiclass else 10)
+        mc = self.multiclass
+        if kind == "reliability" and opts.per_class and mc:
+            assert self.data.probs is not None
+            names = list(self.data.class_names or map(str, range(self.data.classes)))
+            fig = figures.per_class(self.data.probs, self.data.labels, names,
+                                    bins=bins, binning=opts.binning, ties=opts.ties)
+        elif kind == "reliability":
+            label = "equal-width" if opts.binning == "uniform" else "equal-mass"
+            fig = figures.reliability(top, bins=bins, binning=opts.binning, top_label=mc,
+                                      title=f"Reliability diagram, {bins} {label} bins{view}")
         elif kind == "tce":
-            fig = figures.test_based(top, yscale=opts.yscale,
+            fig = figures.test_based(top, yscale=opts.yscale, top_label=mc,
                                      title=f"Test-based reliability diagram{view}")
         elif kind == "corp":
             fig = figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,

@@ -156,8 +156,9 @@ class StreamEngine:
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
                                 f"({reasons})")
         if stats.rows_renormalized:
-            out.messages.append(f"renormalized {stats.rows_renormalized} rows whose "
-                                "probabilities did not sum to 1")
+            out.messages.append(f"renormalized {stats.rows_renormalized:,} rows whose "
+                                "probabilities did not sum to exactly 1 (rounding within 1e-4 per class, "
+                                "or --renormalize)")
         return out
 
     def settings(self) -> dict[str, Any]:
@@ -383,7 +384,7 @@ class StreamEngine:
             out.values["figure"] = plots.variable_figure(
                 entry, sfig.stream_spread(self.source, var=name, window=window), name)
             return out
-        bins = opts.bins or 10
+        bins = opts.bins or (15 if self.multiclass else 10)
         state = self._cached_grid(bins) or self.grid(bins, log_loss=False)
         state = state.top if self.multiclass else state
         if state.n == 0:
@@ -395,15 +396,17 @@ class StreamEngine:
             else:
                 res = positional_results(self.source, state, ["ace"], bins=bins,
                                          ties=opts.ties)[0]["ace"]
-            out.values["figure"] = plots.reliability_figure(res.bin_rows(), spread,
-                                                            title=f"Reliability diagram{view}")
+            label = "equal-width" if opts.binning == "uniform" else "equal-mass"
+            out.values["figure"] = plots.reliability_figure(
+                res.bin_rows(), spread, top_label=self.multiclass,
+                title=f"Reliability diagram, {bins} {label} bins{view}")
             return out
         res = positional_results(self.source, state, ["tce"], ties=opts.ties)[0]["tce"]
         assert res.bins is not None
         points = sfig.violins(self.source, state, res.bins.count)
         out.values["figure"] = plots.tce_figure_from(
             res.bin_rows(), points, spread, value=res.value, yscale=opts.yscale,
-            title=f"Test-based reliability diagram{view}")
+            top_label=self.multiclass, title=f"Test-based reliability diagram{view}")
         return out
 
     def spread(self) -> Any:

@@ -146,8 +146,9 @@ _SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
 
 
 def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, text: Any,
-                          kind: str) -> list[Problem]:
-    """Non-numeric, missing, infinite and out-of-range entries of a probability column."""
+                          kind: str, *, above_one: bool = False) -> list[Problem]:
+    """Non-numeric, missing, infinite and out-of-range entries of a probability column
+    (``above_one``: entries above 1 are fine — rows are renormalised afterwards)."""
     out: list[Problem] = []
     if nonnum.any():
         out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
@@ -155,9 +156,34 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
         return out                          # NaN fails both comparisons: all finite in [0, 1]
     for reason, mask in invalid_score_masks(values).items():
         mask = mask & ~nonnum
+        if above_one and reason == "out_of_range":
+            with np.errstate(invalid="ignore"):
+                mask = mask & (values < 0.0)
+            what = "negative"
+        else:
+            what = _SCORE_WHAT[reason]
         if mask.any():
-            out.append((f"{reason}_{kind}", column, _SCORE_WHAT[reason], mask, values))
+            out.append((f"{reason}_{kind}", column, what, mask, values))
     return out
+
+
+def rounding_tolerance(k: int) -> float:
+    """How far a row of K probabilities written with rounding may sum from 1: 1e-4·K."""
+    return 1e-4 * k
+
+
+def row_sum_error(src: Source, cols: list[str], mask: np.ndarray, sums: np.ndarray,
+                  hint: str, row_offset: int) -> InputError:
+    """``"f.csv: 3,436 rows do not sum to 1 …"`` (a row problem, not a column's)."""
+    k = int(mask.sum())
+    first = np.flatnonzero(mask)[:3]
+    where = ", ".join(f"{int(i) + 1 + row_offset} (sum {sums[i]:.6g})" for i in first)
+    tol = rounding_tolerance(len(cols))
+    return InputError(f"{src.name}: {k:,} row{'s' if k != 1 else ''} of probabilities "
+                      f"{'do' if k != 1 else 'does'} not sum to 1 (within {tol:g} = 1e-4 × "
+                      f"{len(cols)} classes); first at row{'s' if len(first) > 1 else ''} "
+                      f"{where}; use --renormalize to divide each row by its sum{hint}",
+                      rows=[int(i) + 1 + row_offset for i in first])
 
 
 def settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid: bool,
@@ -167,7 +193,9 @@ def settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid: 
         return None, 0, {}
     if not drop_invalid:
         # the problem with the earliest bad row (ties: the order the checks were listed)
-        _, col, text, mask, values = min(problems, key=lambda p: int(np.argmax(p[3])))
+        reason, col, text, mask, values = min(problems, key=lambda p: int(np.argmax(p[3])))
+        if reason == "row_sum":
+            raise row_sum_error(src, col.split("+"), mask, values, text, row_offset)
         raise rows_error(src.name, col, mask, values, text,
                           " (use --drop-invalid to drop invalid rows)", row_offset)
     bad = np.zeros(n, dtype=bool)
@@ -233,18 +261,24 @@ def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
 
 def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
                        names: list[str], *, renormalize: bool, drop_invalid: bool,
-                       row_offset: int = 0) -> tuple[np.ndarray, IntArray, np.ndarray | None,
-                                                     int, dict[str, int], int]:
+                       row_offset: int = 0, detected: bool = False,
+                       ) -> tuple[np.ndarray, IntArray, np.ndarray | None, int, dict[str, int],
+                                  int]:
     """Validated class probabilities (n, K) and class indices of a table (or a streamed batch
     starting at ``row_offset``): (probs, labels, rows kept or None, rows dropped, dropped by
-    reason, rows renormalized)."""
+    reason, rows renormalized).
+
+    A row summing to 1 within 1e-6 is kept as it is; within 1e-4·K (probabilities written
+    with rounding, e.g. 6 decimals) it is divided by its sum and counted; further off it is an
+    error unless ``renormalize`` (then entries above 1 are accepted too).  ``detected``: the
+    columns were found by their names, so the error suggests ``--probs``."""
     n = table.num_rows
     P = np.empty((n, len(cols)))
     problems: list[Problem] = []
     for j, c in enumerate(cols):
         vals, nonnum, text = scores_array(src, c, table.column(c))
         P[:, j] = vals
-        problems += probability_problems(c, vals, nonnum, text, "prob")
+        problems += probability_problems(c, vals, nonnum, text, "prob", above_one=renormalize)
     y, missing, bad, raw = class_index(src, label_col, table.column(label_col), names)
     if missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
@@ -258,19 +292,25 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
     else:                                   # every column finite in [0, 1]
         finite_rows = np.ones(n, dtype=bool)
         sums = P.sum(axis=1)
-    off = finite_rows & (np.abs(sums - 1.0) > ROW_SUM_TOL)
+    dev = np.abs(sums - 1.0)
+    off = finite_rows & (dev > ROW_SUM_TOL)
     renormalized = 0
-    if off.any() and renormalize:
-        zero = off & (sums <= 0)
-        if zero.any():
-            problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities summing "
-                             "to 0 (cannot renormalize)", zero, None))
-        fix = off & ~zero
-        P[fix] /= sums[fix, None]
-        renormalized = int(fix.sum())
-    elif off.any():
-        problems.append(("row_sum", "+".join(cols[:3]) + ("+…" if len(cols) > 3 else ""),
-                         "rows that do not sum to 1 within 1e-6 (use --renormalize)", off, sums))
+    if off.any():
+        rounded = off & (dev <= rounding_tolerance(len(cols)))
+        far = off & ~rounded
+        if far.any() and renormalize:
+            zero = far & (sums <= 0)
+            if zero.any():
+                problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities "
+                                 "summing to 0 (cannot renormalize)", zero, None))
+            rounded |= far & ~zero
+        elif far.any():
+            hint = (f", or --probs to choose the probability columns (found by name: "
+                    f"{', '.join(cols[:4])}{', …' if len(cols) > 4 else ''})"
+                    if detected else "")
+            problems.append(("row_sum", "+".join(cols), hint, far, sums))
+        P[rounded] /= sums[rounded, None]
+        renormalized = int(rounded.sum())
     keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
     if keep is not None:
         P, y = P[keep], y[keep]

@@ -23,6 +23,7 @@ from calcheck.data import (
     check_columns_exist,
     class_names_of,
     is_multiclass,
+    multiclass_label,
     resolve_column,
     resolve_prob_columns,
     top_label_view,
@@ -157,6 +158,7 @@ class StreamPlan:
     class_names: list[str] | None = None
     renormalize: bool = False
     in_memory: bool = False                # fragments of an in-memory table (no Dask)
+    probs_detected: bool = False           # the probability columns were found by name
 
     @property
     def columns(self) -> list[str]:
@@ -201,8 +203,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     if is_multiclass(available, score, probs):
         cols = resolve_prob_columns(available, probs, src.name)
         score_col = ""
-        label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
-                                   "label", "--label", src.name)
+        label_col = multiclass_label(available, cols, label, src.name)
     else:
         score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
         label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
@@ -216,7 +217,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
         raise InputError(f"{src.name}: cannot scan the dataset ({one_line(exc)})") from None
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
-                      in_memory=src.fmt == "arrow")
+                      in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs)
 
 
 def _single_file_dataset(src: Source) -> Any:
@@ -313,7 +314,8 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         offset = st.rows_read
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
-            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset)
+            renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset,
+            detected=plan.probs_detected)
         st.tally(batch.num_rows, dropped_n, dropped, renormalized)
         if not y.shape[0]:
             continue

@@ -21,6 +21,7 @@ from calcheck.data import (
     check_columns_exist,
     class_names_of,
     is_multiclass,
+    multiclass_label,
     resolve_column,
     resolve_prob_columns,
 )
@@ -80,8 +81,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     multiclass = is_multiclass(available, score, probs)
     if multiclass:
         cols = resolve_prob_columns(available, probs, src.name)
-        label_col = resolve_column([c for c in available if c not in cols], label, LABEL_NAMES,
-                                   "label", "--label", src.name)
+        label_col = multiclass_label(available, cols, label, src.name)
         wanted = [*cols, label_col]
     else:
         score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
@@ -105,7 +105,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         names = class_names_of(cols)
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
             src, table, cols, label_col, names, renormalize=renormalize,
-            drop_invalid=drop_invalid)
+            drop_invalid=drop_invalid, detected=not probs)
         prov.prob_columns, prov.rows_renormalized = cols, renormalized
         scores = None
     else:

@@ -73,6 +73,23 @@ def _bins(opts: Options, multiclass: bool) -> int:
     return default_bins(opts, multiclass)
 
 
+def _metric_entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = list(report.get("metrics", {}).values())
+    for g in (report.get("groups") or {}).values():
+        out += list(g.get("metrics", {}).values())
+    return out
+
+
+def per_class_by_name(rows: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
+    """A classwise metric's per-class rows keyed by the class names of ``input.classes``."""
+    out = {}
+    for row in rows:
+        j = row.get("class")
+        name = classes[j] if isinstance(j, int) and 0 <= j < len(classes) else str(j)
+        out[name] = {"index": j, **{k: v for k, v in row.items() if k != "class"}}
+    return out
+
+
 def group_names(keys: Iterable[str | None]) -> dict[str | None, str]:
     """The report's name of every ``--by`` group: its value, and for the rows whose value is
     missing ``(missing)`` — or ``(missing)*``, ``(missing)**``, … when a real value is spelled
@@ -120,6 +137,11 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
     if gates is not None:
         report["gates"] = gates
     report = jsonable(report)
+    classes = report["input"].get("classes")
+    if classes:
+        for entry in _metric_entries(report):
+            if isinstance(entry.get("per_class"), list):
+                entry["per_class"] = per_class_by_name(entry["per_class"], classes)
     of, rows = summary_bins if summary_bins is not None else (None, None)
-    report["summary"] = summarize(report, bins=rows, bins_of=of, seed=seed)
-    return report  # type: ignore[no-any-return]
+    report["summary"] = summarize(report, bins=list(rows or []), bins_of=of, seed=seed)
+    return report

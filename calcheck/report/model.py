@@ -41,6 +41,7 @@ class Report:
     text_plot: str | None = None
     fail_on_reject: bool = False
     figures: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+    per_class: bool = False
 
     # -- the document ------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class Report:
 
             width = shutil.get_terminal_size((100, 24)).columns
         text = r.render(self.data, fmt, bins_for=self.bins_for, color=color, width=width,
-                        plain=plain, details=details)
+                        plain=plain, details=details, per_class=self.per_class)
         if fmt == "table" and self.text_plot:
             text += r.render_text_reliability(self.data, self.text_plot, color=color,
                                               width=width, plain=plain)

@@ -70,10 +70,12 @@ def short_settings(mid: str, m: Mapping[str, Any]) -> str:
         count = s.get("bins", s.get("groups"))
         parts.append(f"{count} {'equal-width' if b == 'uniform' else 'equal-mass'}")
     elif b in ("pava-bc", "pava"):
-        parts.append(f"{'PAVA-BC' if b == 'pava-bc' else 'PAVA'}, {s.get('n_bins')} bins")
+        name = "PAVA-BC" if b == "pava-bc" else "PAVA"
+        nb = s.get("n_bins")
+        parts.append(f"{name}, {nb} bins" if nb is not None else f"{name} per class")
     elif b:
         parts.append(setting(b))
-    if s.get("view") == "top-label":
+    if s.get("view") == "top-label" and not mid.endswith("_top"):
         parts.append("top-label")
     if s.get("compat"):
         parts.append(setting(s["compat"]))
@@ -250,9 +252,27 @@ def _gate_line(gate: Mapping[str, Any]) -> tuple[str, bool]:
 # table
 
 
+def per_class_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The per-class view: one row per class, one column per classwise metric."""
+    metrics = report.get("metrics", {})
+    ids = [m for m, e in metrics.items() if isinstance(e.get("per_class"), dict)
+           and METRICS.get(m) is not None and METRICS[m].kind == "multiclass"]
+    if not ids:
+        return [], []
+    names = list(metrics[ids[0]]["per_class"])
+    rows = []
+    for name in names:
+        row = [clean(name)]
+        for mid in ids:
+            c = metrics[mid]["per_class"].get(name, {})
+            row.append(format_value(c.get("error"), metrics[mid]["unit"]))
+        rows.append(row)
+    return ["class", *ids], rows
+
+
 def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                  width: int | None = None, color: bool | None = None, plain: bool = False,
-                 details: bool = False) -> str:
+                 details: bool = False, per_class: bool = False) -> str:
     """Rich tables as text: header, summary, metrics, tests, variables, groups, bins, gates."""
     from rich import box
     from rich.console import Console
@@ -312,6 +332,15 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         common = _common_settings(report)
         if common:
             out(f"settings: {common}" + ("" if details else " (--details for all)"), "dim")
+    if per_class:
+        head, prow = per_class_rows(report)
+        if prow:
+            pt = table("per class (one-vs-rest)")
+            for i, c in enumerate(head):
+                column(pt, c, "left" if i == 0 else "right", wrap=i == 0)
+            for r in prow:
+                pt.add_row(*(tx(c) for c in r))
+            console.print(pt)
     if report.get("tests"):
         tt = table(f"calibration tests at α = {report['settings'].get('alpha')}")
         if details:
@@ -539,7 +568,7 @@ def _md_row(cells: Iterable[str]) -> str:
 
 
 def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
-                    details: bool = False) -> str:
+                    details: bool = False, per_class: bool = False) -> str:
     """GitHub-flavoured markdown: the summary, then tables (every cell escaped)."""
     lines = [f"**{markdown(_header_line(report))}**", ""]
     summary = report.get("summary") or {}
@@ -553,6 +582,11 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                                                 else "---" for h in head) + "|"]
         lines += [_md_row(row) for row in _metric_rows(report, details)]
         lines += [f"\n{markdown(line)}" for line in _context_lines(report)]
+    if per_class:
+        head, prow = per_class_rows(report)
+        if prow:
+            lines += ["", _md_row(head), "|---|" + "---:|" * (len(head) - 1)]
+            lines += [_md_row(r) for r in prow]
     if report.get("tests"):
         lines += ["", _md_row(["id", "test", "statistic", "p-value", "verdict", "details"]),
                   "|---|---|---:|---:|---|---|"]
@@ -591,7 +625,7 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
 
 def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
            color: bool | None = None, width: int | None = None, plain: bool = False,
-           details: bool = False) -> str:
+           details: bool = False, per_class: bool = False) -> str:
     """Render ``report`` in ``fmt`` (one of :data:`OUTPUT_FORMATS`)."""
     bins_for = list(bins_for)
     if fmt == "json":
@@ -599,9 +633,9 @@ def render(report: Mapping[str, Any], fmt: str, *, bins_for: Iterable[str] = (),
     if fmt == "csv":
         return render_csv(report, bins_for=bins_for)
     if fmt == "markdown":
-        return render_markdown(report, bins_for=bins_for, details=details)
+        return render_markdown(report, bins_for=bins_for, details=details, per_class=per_class)
     return render_table(report, bins_for=bins_for, color=color, width=width, plain=plain,
-                        details=details)
+                        details=details, per_class=per_class)
 
 
 EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
