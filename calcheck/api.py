@@ -27,7 +27,7 @@ from typing import Any
 from calcheck import registry
 from calcheck.data import Predictions
 from calcheck.engines.base import Engine, Outcome
-from calcheck.errors import UsageError
+from calcheck.errors import TooFewRows, UsageError
 from calcheck.options import Options, parse
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.model import Report
@@ -299,7 +299,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
-        m = eng.metrics(ids, opts)
+        m = _metrics(eng, ids, opts, optional_tce=opts.metrics is None and not opts.compat)
+        ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
         g = eng.groups(ids, opts) if opts.by else None
         reading = eng.reading()
@@ -334,7 +335,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         var = v.values.get("result")
         data = build_report(command="score", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, bins_for=bins_for, gates=gates,
-                            notes=m.notes + v.notes,
+                            notes=reading.notes + m.notes + v.notes,
                             variables=var.to_dict() if var is not None else None, groups=groups,
                             summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
@@ -405,10 +406,30 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
                                engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
-                            settings=settings, tests=t.values, notes=t.notes,
+                            settings=settings, tests=t.values, notes=reading.notes + t.notes,
                             summary_bins=_summary_bins(eng, opts, {}), seed=opts.seed)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject)
+
+
+TCE_SKIPPED = "tce not computed: "
+
+
+def _metrics(eng: Engine, ids: list[str], opts: Options, *, optional_tce: bool) -> Outcome:
+    """``eng.metrics``; when TCE is only there by default (``optional_tce``) and the input is
+    too small for PAVA-BC bins, the other metrics with a note saying why TCE is missing."""
+    try:
+        return eng.metrics(ids, opts)
+    except TooFewRows as exc:
+        pava_bc = [m for m in ids if m in ("tce", "tce_cw")]
+        if not optional_tce or not pava_bc:
+            raise
+        reason = str(exc).split(";")[0]
+        out = eng.metrics([m for m in ids if m not in pava_bc], opts)
+        out.notes.insert(0, f"{TCE_SKIPPED}{reason}; the other metrics are computed "
+                            f"({', '.join(pava_bc)} omitted; set --tce-nmin/--tce-nmax to "
+                            "compute it anyway)")
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +455,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         mc = eng.multiclass
         can = registry.streamable(mc) if eng.name != "memory" else registry.selectable(mc)
         ids = [m for m in registry.default_ids(mc) if m in can]
-        m = eng.metrics(ids, opts.replace(bins=None, ci=False))
+        m = _metrics(eng, ids, opts.replace(bins=None, ci=False), optional_tce=True)
+        tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes)
         t = eng.tests(methods, opts.replace(bins=None))
         notes = m.notes + t.notes
         left = [x for x in registry.default_ids(mc) if x not in ids]
@@ -448,6 +470,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             var, notes = v.values["result"], notes + v.notes
         figs: list[tuple[str, Any]] = []
         for kind, binning, caption in FIGURES:
+            if kind == "tce" and tce_skipped:
+                continue
             fopts = opts.replace(bins=None, binning=binning, yscale="auto")
             figs.append((caption, eng.figure(kind, fopts).values["figure"]))
         if eng.name == "memory" and mc:
@@ -472,7 +496,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         reading = eng.reading()
         settings = settings_of(opts, multiclass=mc, engine=_settings(eng), extra=t.settings)
         data = build_report(command="report", input_info=eng.input_info(), settings=settings,
-                            metrics=m.values, tests=t.values, notes=notes,
+                            metrics=m.values, tests=t.values, notes=reading.notes + notes,
                             variables=var.to_dict() if var is not None else None,
                             summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
     pngs = tuple((cap, plots.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \

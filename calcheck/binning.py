@@ -212,7 +212,7 @@ def uniform_edges(n_bins: int) -> FloatArray:
 
 
 def uniform_assign(scores: FloatArray, n_bins: int) -> IntArray:
-    """Uniform bin id of every row (SPEC §2).
+    """Uniform bin id of every row (docs/metrics.md).
 
     ``searchsorted(edges[1:-1], s, side="right")``: left-closed bins, the last one closed so that
     a score of exactly 1.0 lands in it.  Float edges are kept as they are: with 10 bins, 0.3 is
@@ -245,7 +245,7 @@ def uniform_bounds(sorted_scores: FloatArray, n_bins: int) -> IntArray:
 
 
 def quantile_bounds(n: int, n_bins: int) -> IntArray:
-    """Cut positions of ``n_bins`` equal-mass bins split by index (SPEC §2).
+    """Cut positions of ``n_bins`` equal-mass bins split by index (docs/metrics.md).
 
     ``(numpy.linspace(0, 1, n_bins + 1) * n).astype(int)``, as the TCE reference computes them;
     ties may straddle a cut.

@@ -130,10 +130,17 @@ def _command(name: str, body: Callable[[str, dict[str, Any]], int]) -> None:
 # output
 
 
+def _safe(message: str) -> str:
+    """A message for the terminal: control characters from data shown as escapes."""
+    from calcheck.report.text import clean
+
+    return clean(message)
+
+
 def note(message: str, *, quiet: bool = False) -> None:
     """A message for the user, on stderr."""
     if not quiet:
-        sys.stderr.write(f"calcheck: {message}\n")
+        sys.stderr.write(f"calcheck: {_safe(message)}\n")
 
 
 def _notes(messages: list[str], quiet: bool) -> None:
@@ -376,10 +383,10 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write("calcheck: interrupted\n")
         return int(ExitCode.INTERRUPTED)
     except _UsageBase as exc:
-        sys.stderr.write(f"calcheck: error: {exc.format_message()} (see calcheck -h)\n")
+        sys.stderr.write(f"calcheck: error: {_safe(exc.format_message())} (see calcheck -h)\n")
         return int(ExitCode.USAGE_OR_INPUT)
     except CalcheckError as exc:
-        sys.stderr.write(f"calcheck: error: {exc}\n")
+        sys.stderr.write(f"calcheck: error: {_safe(str(exc))}\n")
         return int(ExitCode.USAGE_OR_INPUT)
     except KeyboardInterrupt:
         sys.stderr.write("calcheck: interrupted\n")
@@ -389,7 +396,7 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("CALCHECK_TRACEBACK"):
             raise
-        sys.stderr.write(f"calcheck: internal error: {type(exc).__name__}: {exc} "
+        sys.stderr.write(f"calcheck: internal error: {type(exc).__name__}: {_safe(str(exc))} "
                          "(please report it; set CALCHECK_TRACEBACK=1 for details)\n")
         return int(ExitCode.INTERNAL)
 

@@ -40,6 +40,11 @@ class InputError(CalcheckError, ValueError):
         self.rows = rows or []
 
 
+class TooFewRows(InputError):
+    """TCE with PAVA-BC bins has too few rows: a default run reports the other metrics and
+    says TCE was not computed; an explicit ``-m tce`` stays an error."""
+
+
 class UsageError(CalcheckError, ValueError):
     """An option or argument has an invalid value (bad ``--bins``, unknown metric id, ...)."""
 

@@ -102,9 +102,10 @@ def check_threshold(v: Any, label: str) -> float:
     return f
 
 
-def choice(*allowed: str) -> Callable[[Any, str], str]:
+def choice(*allowed: str, aliases: dict[str, str] | None = None) -> Callable[[Any, str], str]:
     def check(v: Any, label: str) -> str:
         text = str(v).strip().lower() if isinstance(v, str) else v
+        text = (aliases or {}).get(text, text)
         if text not in allowed:
             raise UsageError(f"unknown {label} {v!r}; use one of {', '.join(allowed)}")
         return str(text)
@@ -289,7 +290,8 @@ FAIL_ON_REJECT = Opt("fail_on_reject", ("--fail-on-reject",), False, "Exit 1 whe
                      "test rejects calibration.", OUTPUT, check_bool, type="bool")
 
 FORMAT = Opt("format", ("--format", "-f"), None, "Output: table (default), json, csv or "
-             "markdown.", OUTPUT, choice(*OUTPUT_FORMATS), "FORMAT")
+             "markdown (or md).", OUTPUT, choice(*OUTPUT_FORMATS, aliases={"md": "markdown"}),
+             "FORMAT")
 JSON = Opt("json", ("--json",), False, "Shorthand for --format json.", OUTPUT, check_bool,
            type="bool")
 OUTPUT_FILE = Opt("output", ("--output", "-o"), None, "Also write the report to this file "

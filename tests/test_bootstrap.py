@@ -1,4 +1,4 @@
-"""Bootstrap confidence intervals (SPEC §8): in memory (rows resampled with replacement) and on
+"""Bootstrap confidence intervals (docs/uncertainty.md): in memory (rows resampled with replacement) and on
 the streaming engines (Poisson bootstrap per score unit, reproducible for any partitioning)."""
 
 import json

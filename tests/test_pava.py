@@ -7,7 +7,7 @@ from calcheck.binning import pava_bc_bounds, pava_bc_weights, pava_bounds
 
 
 def pava_bc_reference(y, n_min, n_max):
-    """Row-by-row transcription of the authors' PAVA-BC (SPEC §2), the test oracle."""
+    """Row-by-row transcription of the authors' PAVA-BC (docs/metrics.md), the test oracle."""
     n = len(y)
     blocks = []  # [sum, weight]
     for i in range(n - n_min):

@@ -8,6 +8,8 @@ import csv
 import io
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -206,8 +208,10 @@ def test_bare_command_and_completion(cli):
     r = cli([])
     assert r.code == 0 and "Usage:" in r.stdout and "error" not in r.stderr.lower()
     assert "Exit codes" in r.stdout
-    r = cli(["--show-completion", "bash"])
-    assert r.code == 0 and "complete" in r.stdout.lower()
+    # in a fresh process: typer's completion reads process state earlier tests may have set
+    r2 = subprocess.run([sys.executable, "-m", "calcheck", "--show-completion", "bash"],
+                        capture_output=True, text=True, timeout=120)
+    assert r2.returncode == 0 and "complete" in r2.stdout.lower(), r2.stderr
 
 
 def test_colors_only_on_request_and_never_with_no_color(cli):

@@ -21,7 +21,7 @@ from tests.conftest import SAMPLE, shared_path
 
 
 def dpe_direct(s, y, m):
-    """Literal transcription of SPEC §6: bins ⌊m·s⌋, T_m = (1/n) Σ_b (S_b² − Q_b)/N_b."""
+    """Literal transcription of T-Cal (docs/tests.md): bins ⌊m·s⌋, T_m = (1/n) Σ_b (S_b² − Q_b)/N_b."""
     n = len(s)
     bins = {}
     for si, yi in zip(s, y):

@@ -126,7 +126,7 @@ def test_missing_variable_values_are_excluded_and_counted():
 
 
 def test_binary_score_column_error_view():
-    # a single score column: prediction 1 when s >= 0.5 (SPEC §5)
+    # a single score column: prediction 1 when s >= 0.5 (docs/multiclass.md)
     s = np.array([0.2, 0.5, 0.9, 0.4])
     y = np.array([0, 0, 1, 1])
     pe, inc = ScoreInput(labels=y, scores=s).error_view()

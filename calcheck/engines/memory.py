@@ -118,7 +118,7 @@ class MemoryEngine:
 
     def reading(self) -> Outcome:
         p = self.data.provenance
-        out = Outcome(messages=[f"warning: {w}" for w in p.warnings])
+        out = Outcome(messages=[f"warning: {w}" for w in p.warnings], notes=list(p.notes))
         if p.rows_dropped:
             reasons = ", ".join(f"{k}={v}" for k, v in p.dropped_by_reason.items())
             read = p.rows_read if p.rows_read is not None else self.data.n + p.rows_dropped
@@ -200,8 +200,11 @@ class MemoryEngine:
         pred_error, incorrect = self.data.error_view()
         if opts.correct_from:
             incorrect = self.incorrect(opts.correct_from, opts)
-        res = variables(pred_error, incorrect, {v: self._numeric(v) for v in names},
-                        span=opts.loess_span)
+        columns = {v: self._numeric(v) for v in names}
+        for name, values in columns.items():
+            if np.isnan(values).all():
+                raise InputError(f"--var {name}: every value is missing")
+        res = variables(pred_error, incorrect, columns, span=opts.loess_span)
         return Outcome(values={"result": res}, notes=res.notes())
 
     def _numeric(self, name: str) -> np.ndarray:

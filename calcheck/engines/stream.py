@@ -25,7 +25,7 @@ from calcheck.errors import InputError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
 from calcheck.options import Options
-from calcheck.streaming.engine import StateSpec, StreamSource, metric_results
+from calcheck.streaming.engine import StateSpec, StreamSource, metric_results, no_rows_error
 from calcheck.streaming.states import GRID_METRICS
 
 GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
@@ -150,7 +150,7 @@ class StreamEngine:
     def reading(self) -> Outcome:
         self._top_state()
         stats = self._stats
-        out = Outcome()
+        out = Outcome(notes=list(self.source.source.notes))
         if stats.rows_dropped:
             reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
@@ -185,7 +185,7 @@ class StreamEngine:
             first = grouped.overall()
         state = first.top if self.multiclass else first
         if state.n == 0:
-            raise InputError("no rows to compute on (after the --where filter and dropped rows)")
+            raise no_rows_error(self.source.path, self.source.where)
         out = Outcome()
         results = metric_results(state, [m for m in binary_ids if m in GRID_METRICS],
                                  mopts.smece_sigma)
@@ -309,7 +309,7 @@ class StreamEngine:
         if self._state is None:
             self._state = state
         if state.n == 0:
-            raise InputError("no rows to test (after the --where filter and dropped rows)")
+            raise no_rows_error(self.source.path, self.source.where)
         out = Outcome()
         results = out.values
         if self.multiclass:
@@ -388,7 +388,7 @@ class StreamEngine:
         state = self._cached_grid(bins) or self.grid(bins, log_loss=False)
         state = state.top if self.multiclass else state
         if state.n == 0:
-            raise InputError("no rows to plot (after the --where filter and dropped rows)")
+            raise no_rows_error(self.source.path, self.source.where)
         spread = self.spread()
         if kind == "reliability":
             if opts.binning == "uniform":

@@ -21,7 +21,7 @@ __all__ = ["TestOptions", "TestResult", "run_tests"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TestOptions:
-    """Options of one ``calcheck test`` run (SPEC §9 defaults)."""
+    """Options of one ``calcheck test`` run (docs/report.md defaults)."""
 
     __test__ = False
 

@@ -15,7 +15,7 @@ class TestResult:
     Attributes
     ----------
     id : str
-        Test id of SPEC §10 (``"tcal"``, ``"tcal_adaptive"``, ``"hosmer_lemeshow"``, ...).
+        Test id of docs/report.md (``"tcal"``, ``"tcal_adaptive"``, ``"hosmer_lemeshow"``, ...).
     statistic : float
         The test statistic (for ``tcal`` the DPE T_m itself: squared, possibly negative).
     pvalue : float

@@ -1,4 +1,4 @@
-"""Classical calibration tests beside T-Cal (SPEC §7), and the binomial test of discrete scores.
+"""Classical calibration tests beside T-Cal (docs/tests.md), and the binomial test of discrete scores.
 
 References
 ----------
@@ -53,7 +53,7 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
     exp = np.asarray(expected, dtype=np.float64)[keep]
     n_g = n_g[keep]
     var = exp * (1.0 - exp / n_g)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         terms = np.where(var > 0, (obs - exp) ** 2 / np.where(var > 0, var, 1.0),
                          np.where(np.isclose(obs, exp), 0.0, np.inf))
     stat = float(terms.sum())

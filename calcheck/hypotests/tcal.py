@@ -1,7 +1,7 @@
 """T-Cal: a test of calibration built on the debiased plug-in estimator of the squared ℓ2-ECE.
 
 Lee, Huang, Hassani, Dobriban, *T-Cal: An optimal test for the calibration of predictive
-models* (formulas restated in SPEC §6).  For m bins with id ⌊m·s⌋ (no clipping: s = 1 gets id
+models* (formulas restated in docs/tests.md).  For m bins with id ⌊m·s⌋ (no clipping: s = 1 gets id
 m), residuals r = s − y, S_b = Σ r, Q_b = Σ r², N_b rows:
 
 * DPE  T_m = (1/n) Σ_b (S_b² − Q_b) / N_b   (eq. 6; squared, may be negative; singletons add 0)
@@ -23,7 +23,7 @@ taken over the rows, coarser levels are merged from finer ones bin by bin, and f
 where most bins are singletons that contribute exactly 0, sum only the rows of their
 non-singleton bins.  The base level is chosen to minimise that work.  Trials run in chunks that
 bound the memory, and one set of draws serves every level (each level's marginal null is
-unchanged; SPEC §6 allows it).
+unchanged).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def plugin_from_bounds(r_sorted: FloatArray, bounds: IntArray) -> PluginStats:
 
 
 def dpe(scores: ArrayLike, labels: ArrayLike, m: int) -> PluginStats:
-    """DPE and the plug-in statistics with m bins of id ⌊m·s⌋ (SPEC §6)."""
+    """DPE and the plug-in statistics with m bins of id ⌊m·s⌋ (docs/tests.md)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     order = stable_argsort(s)

@@ -141,6 +141,21 @@ def rows_error(source: str, column: str, mask: np.ndarray, values: Any, what: st
                       f"{describe_rows(mask, values, row_base=1 + row_offset)}{hint}",
                       column=column, rows=[int(i) + 1 + row_offset for i in idx])
 
+def variable_values(src: Source, name: str, col: pa.ChunkedArray,
+                    row_offset: int = 0) -> FloatArray:
+    """A ``--var`` column as float64 (missing → NaN): text that is not a number and ±inf are
+    errors naming the first rows (both engines read variables through here)."""
+    vals, nonnum, text = scores_array(src, name, col)
+    if nonnum.any():
+        raise rows_error(src.name, name, nonnum, text, "not numeric",
+                         " (--var needs a numeric column)", row_offset)
+    inf = np.isinf(vals)
+    if inf.any():
+        raise rows_error(src.name, name, inf, vals, "infinite",
+                         " (--var needs finite numbers; missing values are skipped)", row_offset)
+    return vals
+
+
 _SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
                "out_of_range": "outside [0, 1]"}
 

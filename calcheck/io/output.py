@@ -50,7 +50,8 @@ def check_output(path: str, *, label: str = "--output",
     if target.exists() and not target.is_file():
         kind = "a directory" if target.is_dir() else "not a regular file"
         raise UsageError(f"{label} {path}: {kind}; calcheck writes regular files only")
-    if target.exists() and not os.access(target, os.W_OK):
+    if target.exists() and (not os.access(target, os.W_OK)
+                            or not stat.S_IMODE(target.stat().st_mode) & 0o222):
         raise UsageError(f"{label} {path}: the file is read-only; remove it or make it writable "
                          "first")
     for src in inputs:

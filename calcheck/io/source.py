@@ -41,6 +41,7 @@ class Source:
     compression: str | None = None
     table: Any = None             # the Arrow table of an in-memory source
     cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    notes: list[str] = field(default_factory=list, compare=False, repr=False)  # how it was read
 
     @property
     def directory(self) -> bool:
@@ -166,23 +167,81 @@ def parquet_file(src: Source) -> Any:
     return src.cache["pqfile"]
 
 
+PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+
+
+def _parquet_parts(root: str) -> tuple[list[str], list[str]]:
+    """The Parquet parts under ``root`` (by suffix, or by the ``PAR1`` magic for parts without
+    one) and the other files, which are ignored; names starting with ``.`` or ``_`` (``_SUCCESS``,
+    ``.crc``) are skipped as Spark and pyarrow do."""
+    parts: list[str] = []
+    others: list[str] = []
+    for path in sorted(Path(root).rglob("*")):
+        rel = path.relative_to(root)
+        if any(p.startswith((".", "_")) for p in rel.parts) or not path.is_file():
+            continue
+        if path.suffix.lower() in PARQUET_SUFFIXES:
+            parts.append(str(path))
+            continue
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(4)
+        except OSError:
+            magic = b""
+        (parts if magic == PARQUET_MAGIC else others).append(str(path))
+    return parts, others
+
+
 def parquet_dataset(src: Source) -> Any:
-    """The ``pyarrow.dataset`` of a directory of Parquet parts (hive partitions included)."""
+    """The ``pyarrow.dataset`` of a directory of Parquet parts (hive partitions included);
+    other files in it (a README, checksums) are ignored with a note."""
     import pyarrow.dataset as pads
 
     if "dataset" not in src.cache:
+        assert src.path is not None
+        parts, others = _parquet_parts(src.path)
+        if not parts:
+            found = f" (it has {len(others)} other file(s))" if others else ""
+            raise InputError(f"{src.name}: the directory holds no Parquet files{found}")
         try:
             fmt = pads.ParquetFileFormat(
                 default_fragment_scan_options=pads.ParquetFragmentScanOptions(
                     page_checksum_verification=True))
-            ds = pads.dataset(src.path, format=fmt, partitioning="hive")
+            ds = pads.dataset(parts, format=fmt, partitioning="hive",
+                              partition_base_dir=src.path)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise InputError(f"{src.name}: not a readable Parquet file or directory "
                              f"({one_line(exc)})") from None
-        if not ds.files:
-            raise InputError(f"{src.name}: the directory holds no Parquet files")
+        if others:
+            shown = ", ".join(str(Path(o).relative_to(src.path)) for o in others[:3])
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            src.notes.append(f"{src.name}: ignored {len(others)} file(s) that are "
+                                         f"not Parquet: {shown}{more}")
         src.cache["dataset"] = ds
     return src.cache["dataset"]
+
+
+def check_parts(src: Source, columns: list[str]) -> None:
+    """Every part of a Parquet directory has ``columns`` (or has them as hive partition keys):
+    a part without one would otherwise read as all-missing values in that column."""
+    import pyarrow.dataset as pads
+
+    ds = parquet_dataset(src)
+    if "parts_checked" in src.cache and set(columns) <= src.cache["parts_checked"]:
+        return
+    for frag in ds.get_fragments():
+        try:
+            have = set(frag.physical_schema.names)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{frag.path}: not a readable Parquet file ({one_line(exc)})") \
+                from None
+        have |= set(pads.get_partition_keys(frag.partition_expression))
+        lacking = [c for c in columns if c not in have]
+        if lacking:
+            raise InputError(f"{frag.path}: this part of {src.name} has no column "
+                             f"{lacking[0]!r} (its columns: {', '.join(sorted(have))})",
+                             column=lacking[0])
+    src.cache["parts_checked"] = set(columns) | src.cache.get("parts_checked", set())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,19 +261,38 @@ def _read_csv(src: Source) -> Any:
     return src.cache["csv"]
 
 
-def _delimiter_hint(names: list[str]) -> str:
+DELIMITERS = ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes"))
+
+
+def _other_delimiter(names: list[str]) -> tuple[str, str] | None:
+    """A one-column header that holds ``;``, a tab or ``|`` (and no comma): that delimiter."""
     if len(names) == 1:
-        for d, what in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+        for d, what in DELIMITERS:
             if d in names[0]:
-                return (f"; the header looks separated by {what} — calcheck reads "
-                        "comma-separated files: convert it, e.g. with pandas or csvformat")
-    return ""
+                return d, what
+    return None
 
 
-def _parse_csv(src: Source, *, locate: bool = False) -> Any:
+def _utf8_text(src: Source, size: int = 1 << 22) -> bool:
+    """The first ``size`` bytes of the (decompressed) CSV decode as UTF-8 with no NUL byte."""
+    import codecs
+
+    try:
+        head = _csv_stream(src).read(size)
+    except (pa.ArrowException, OSError, EOFError, zlib.error):
+        return True                                # the parse itself reports it
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(bytes(head), final=False)
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in bytes(head)
+
+
+def _parse_csv(src: Source, *, locate: bool = False, delimiter: str = ",") -> Any:
     """Parse the CSV with Arrow's threads; on an error, parse again on one thread with a row
     handler to name the first bad row.  (No Python callback ever runs on Arrow's threads: one
-    still running at interpreter exit aborted the process.)"""
+    still running at interpreter exit aborted the process.)  A file whose header holds no comma
+    but semicolons, tabs or pipes is parsed again with that delimiter (a note says so)."""
     import pyarrow.csv as pacsv
 
     bad_rows: list[Any] = []
@@ -223,7 +301,11 @@ def _parse_csv(src: Source, *, locate: bool = False) -> Any:
         bad_rows.append(row)
         return "error"
 
-    parse = pacsv.ParseOptions(invalid_row_handler=on_invalid) if locate else None
+    parse = pacsv.ParseOptions(delimiter=delimiter,
+                               invalid_row_handler=on_invalid if locate else None)
+    hook = sys.unraisablehook
+    if locate:       # a row the handler cannot decode is reported by the parse error itself
+        sys.unraisablehook = lambda _: None
     try:
         table = pacsv.read_csv(
             _csv_stream(src), read_options=pacsv.ReadOptions(use_threads=not locate),
@@ -231,7 +313,10 @@ def _parse_csv(src: Source, *, locate: bool = False) -> Any:
     except pa.ArrowInvalid as exc:
         msg = str(exc)
         if not locate and "CSV parse error" in msg:
-            return _parse_csv(src, locate=True)
+            if not _utf8_text(src):               # the row handler cannot decode such rows
+                raise InputError(f"{src.name}: not valid UTF-8 text; is it a binary file? (CSV "
+                                 "must be UTF-8; gzip is the only compression read)") from None
+            return _parse_csv(src, locate=True, delimiter=delimiter)
         if bad_rows:
             r = bad_rows[0]
             where = f"row {r.number - 1}" if r.number is not None else "a row"
@@ -248,9 +333,15 @@ def _parse_csv(src: Source, *, locate: bool = False) -> Any:
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InputError(f"{src.name}: cannot read (truncated or corrupt compressed data? "
                          f"{one_line(exc)})") from None
+    finally:
+        sys.unraisablehook = hook
     names = [str(c) for c in table.column_names]
+    other = _other_delimiter(names) if delimiter == "," else None
+    if other is not None:
+        src.notes.append(f"{src.name}: read as a CSV separated by {other[1]} (the header has "
+                         "no comma)")
+        return _parse_csv(src, locate=locate, delimiter=other[0])
     _check_unique(src.name, names)
-    src.cache["delimiter_hint"] = _delimiter_hint(names)
     return table
 
 
@@ -279,6 +370,7 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
     read = list(dict.fromkeys([*cols, *(filter_columns or [])])) if flt is not None else cols
     try:
         if src.fmt == "parquet" and src.directory:
+            check_parts(src, read)
             return parquet_dataset(src).to_table(columns=cols, filter=flt)
         if src.fmt == "parquet":
             table = parquet_file(src).read(columns=read)

@@ -33,10 +33,9 @@ from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
     multiclass_columns,
-    rows_error,
-    scores_array,
+    variable_values,
 )
-from calcheck.io.source import Source, one_line, parquet_dataset, to_expression
+from calcheck.io.source import Source, check_parts, one_line, parquet_dataset, to_expression
 from calcheck.where import check_columns, parse_where
 
 MULTICLASS_BATCH_VALUES = 2_000_000   # probabilities per streamed multiclass batch (16 MB)
@@ -79,11 +78,8 @@ def _batch_numeric(src: Source, table: Any, names: tuple[str, ...], keep: np.nda
     out = []
     for name in names:
         col = table.column(name)
-        vals, nonnum, text = scores_array(src, name, col if isinstance(col, pa.ChunkedArray)
-                                           else pa.chunked_array([col]))
-        if nonnum.any():
-            raise rows_error(src.name, name, nonnum, text, "not numeric",
-                              " (--var needs a numeric column)", row_offset)
+        vals = variable_values(src, name, col if isinstance(col, pa.ChunkedArray)
+                               else pa.chunked_array([col]), row_offset)
         out.append(vals if keep is None else vals[keep])
     return np.ascontiguousarray(np.column_stack(out)) if out else np.zeros((0, 0))
 
@@ -210,6 +206,10 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
         if score_col == label_col:
             raise InputError(f"{src.name}: the score and label columns are the same "
                              f"({score_col!r})")
+    if src.fmt == "parquet" and src.directory:
+        extra = [*(extra_columns or {}), *(cols or [score_col]), label_col,
+                 *(c.column for c in conditions)]
+        check_parts(src, [c for c in dict.fromkeys(extra) if c])
     flt = to_expression(conditions) if conditions else None
     try:
         fragments = list(ds.get_fragments(filter=flt))
@@ -228,9 +228,8 @@ def _single_file_dataset(src: Source) -> Any:
             page_checksum_verification=True))
         return pads.dataset(src.path, format=fmt)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)}); "
-                         "--engine stream/dask reads Parquet only, --engine memory reads CSV "
-                         "too") from None
+        raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)})") \
+            from None
 
 
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
@@ -242,7 +241,7 @@ def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
         yield from fragment.to_batches(schema=plan.schema, columns=columns,
                                        filter=plan.filter, batch_size=plan.batch_size(batch_rows),
                                        batch_readahead=0, fragment_readahead=0)
-    except pa.ArrowException as exc:
+    except (pa.ArrowException, OSError) as exc:
         where = getattr(fragment, "path", plan.name)
         raise InputError(f"{where}: cannot scan ({one_line(exc)})") from None
 

@@ -29,8 +29,7 @@ from calcheck.errors import InputError
 from calcheck.io.columns import (
     binary_columns,
     multiclass_columns,
-    rows_error,
-    scores_array,
+    variable_values,
 )
 from calcheck.io.source import Source, column_names, read_columns, to_expression
 from calcheck.where import check_columns, parse_where
@@ -49,11 +48,7 @@ def _extras(src: Source, table: Any, numeric: list[str], raw: list[str]) -> dict
     (nulls as None)."""
     out: dict[str, np.ndarray] = {}
     for name in numeric:
-        vals, nonnum, text = scores_array(src, name, table.column(name))
-        if nonnum.any():
-            raise rows_error(src.name, name, nonnum, text, "not numeric",
-                             " (--var needs a numeric column)")
-        out[name] = vals
+        out[name] = variable_values(src, name, table.column(name))
     for name in raw:
         if name not in out:
             out[name] = np.asarray(table.column(name).to_numpy(zero_copy_only=False))
@@ -96,11 +91,11 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     if n == 0:
         if where:
             raise InputError(f"{src.name}: no rows match --where {where!r}")
-        raise InputError(f"{src.name}: no data rows (header only?)"
-                         + src.cache.get("delimiter_hint", ""))
+        raise InputError(f"{src.name}: no data rows (header only?)")
     extras = _extras(src, table, numeric, raw)
     prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
                       label_column=label_col, rows_read=n)
+    prov.notes.extend(src.notes)
     if multiclass:
         names = class_names_of(cols)
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(

@@ -16,7 +16,7 @@ class MetricResult:
     Attributes
     ----------
     id : str
-        Metric id of SPEC §10 (``"ece"``, ``"tce"``, ...).
+        Metric id of docs/report.md (``"ece"``, ``"tce"``, ...).
     value : float
         The metric; a fraction, except TCE ids which are percentages (0–100).
     unit : str

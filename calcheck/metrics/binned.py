@@ -66,7 +66,7 @@ def _settings(binning: str, n_bins: int, **extra: object) -> dict[str, object]:
 
 
 def ece(data: Prepared, *, bins: int = 10, p: int = 1) -> MetricResult:
-    """Expected calibration error on ``bins`` equal-width bins (SPEC §3)."""
+    """Expected calibration error on ``bins`` equal-width bins (docs/metrics.md)."""
     stats = uniform_bins(data, bins)
     return MetricResult(id="ece" if p == 1 else "ece_l2", value=ece_from_stats(stats, p),
                         settings=_settings("uniform", bins, norm=f"l{p}"),

@@ -1,6 +1,6 @@
-"""Calibration metrics of multiclass classifiers (SPEC §4; Nixon et al. 2019; TCE paper Remark 2).
+"""Calibration metrics of multiclass classifiers (docs/multiclass.md; Nixon et al. 2019; TCE Remark 2).
 
-calcheck's own conventions reuse SPEC §2's binnings per class:
+calcheck's own conventions reuse docs/metrics.md's binnings per class:
 
 * **top-label** ECE / MCE / ACE: the binary metrics on the top-label view (confidence =
   max_k p_ik, correct = 1[argmax = c_i], ties → lowest index); default 15 bins.

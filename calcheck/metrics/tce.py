@@ -5,7 +5,7 @@ probability of their bin: in each bin b (k_b positives of N_b rows), every predi
 tested with the two-sided exact binomial test of H0: P(Y = 1) = s_i against (k_b, N_b), and
 rejected when the p-value is <= α.  TCE = 100 · #rejections / n  (Definition 2, eq. 7 of [1]).
 
-Variants by binning (SPEC §3): ``tce`` PAVA-BC with n_min = ⌊n/20⌋, n_max = ⌊n/5⌋ (default),
+Variants by binning (docs/metrics.md): ``tce`` PAVA-BC with n_min = ⌊n/20⌋, n_max = ⌊n/5⌋ (default),
 ``tce_q`` 10 equal-mass bins, ``tce_v`` PAVA, ``tce_u`` 10 equal-width bins.
 
 References
@@ -31,7 +31,7 @@ from calcheck.binning import (
     uniform_bounds,
     uniform_edges,
 )
-from calcheck.errors import InputError, UsageError
+from calcheck.errors import TooFewRows, UsageError
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 
@@ -41,9 +41,9 @@ TESTS = ("binomial", "t")
 
 
 def check_pava_bc_rows(n: int, n_min: int | None, n_max: int | None) -> None:
-    """PAVA-BC with its default bin sizes needs ``TCE_MIN_ROWS`` rows (SPEC §2)."""
+    """PAVA-BC with its default bin sizes needs ``TCE_MIN_ROWS`` rows (docs/metrics.md)."""
     if n_min is None and n_max is None and n < TCE_MIN_ROWS:
-        raise InputError(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows (got {n}); "
+        raise TooFewRows(f"TCE with PAVA-BC bins needs at least {TCE_MIN_ROWS} rows (got {n}); "
                          "set --tce-nmin/--tce-nmax to compute it anyway, or choose other "
                          "metrics with --metrics")
 
@@ -72,7 +72,7 @@ def tce_bounds(data: Prepared, binning: str, bins: int, n_min: int | None,
 
 
 def t_test_reject(scores: FloatArray, phat: FloatArray, n: FloatArray, alpha: float) -> np.ndarray:
-    """One-sample t-test of the bin's labels against each prediction (SPEC §3, ``--test t``).
+    """One-sample t-test of the bin's labels against each prediction (docs/metrics.md, ``--test t``).
 
     t = √N·|P̂ − s| / √(P̂(1 − P̂)), p = 2·t.sf(t, N − 1); a pure bin (P̂ ∈ {0, 1}) rejects
     exactly the predictions that differ from P̂.

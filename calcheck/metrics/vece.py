@@ -1,4 +1,4 @@
-"""Variable-based calibration (Kelly & Smyth, AAAI 2023; SPEC §5).
+"""Variable-based calibration (Kelly & Smyth, AAAI 2023; docs/multiclass.md).
 
 * **VECE** = Σ_b (n_b/n)·|mean_b(pred_error) − mean_b(incorrect)| over 10 equal-mass bins of a
   variable V, with ``pandas.qcut(v, 10, duplicates="drop")`` semantics: edges are the linearly
@@ -325,7 +325,7 @@ class VariableResult:
 
 def variable_calibration(name: str, v: FloatArray, pred_error: FloatArray, incorrect: FloatArray,
                          *, bins: int = 10, span: float = 0.75) -> VariableResult:
-    """VECE over ``bins`` qcut bins of v, and VCE(v*) from LOESS curves (SPEC §5).
+    """VECE over ``bins`` qcut bins of v, and VCE(v*) from LOESS curves (docs/multiclass.md).
 
     Rows where v is NaN are excluded from this variable only (the count is reported).
     """

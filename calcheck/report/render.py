@@ -305,7 +305,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         verdict = summary.get("verdict", "")
         style = ("bold red" if verdict == "miscalibrated" else "bold yellow"
                  if verdict == "inconclusive" else "bold green" if verdict else "")
-        out(summary["text"], style)
+        out(clean(summary["text"]), style)
     if report.get("metrics"):
         rows = _metric_rows(report, details)
         if rows:
@@ -383,24 +383,44 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                 f"{number(first['ece_qcut'])}")
     if report.get("groups"):
         ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
-        gt = table(f"by {clean(report['settings'].get('by'))}")
-        column(gt, "group", wrap=True)
-        column(gt, "n", "right")
-        for mid in ids:
-            column(gt, clean(mid), "right", wrap=True)
         overall = report.get("metrics", {})
-        gt.add_row(*(tx(c) for c in ("(all)", f"{report['input']['rows_used']:,}",
-                                     *(_group_cell(overall[m]) for m in ids))))
         failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
-        for gname, g in report["groups"].items():
-            cells = [tx(clean(gname) + (" *" if g["flagged"] else "")), tx(f"{g['n']:,}")]
-            for mid in ids:
-                cell = tx(_group_cell(g["metrics"].get(mid, {})))
-                if (gname, mid) in failed and color:
-                    cell.stylize("bold red")
-                cells.append(cell)
-            gt.add_row(*cells)
-        console.print(gt)
+        names = ["(all)", *(clean(k) + (" *" if g["flagged"] else "")
+                            for k, g in report["groups"].items())]
+        counts = [f"{report['input']['rows_used']:,}",
+                  *(f"{g['n']:,}" for g in report["groups"].values())]
+        cells_of = {mid: [_group_cell(overall[mid]),
+                          *(_group_cell(g["metrics"].get(mid, {}))
+                            for g in report["groups"].values())] for mid in ids}
+        # metric columns never wrap: when they do not all fit, the table is cut into several,
+        # each repeating the group and n columns
+        name_w = min(24, max(map(len, names)))
+        fixed = name_w + max(map(len, counts)) + 7
+        chunks: list[list[str]] = [[]]
+        used = fixed
+        for mid in ids:
+            w = max(len(clean(mid)), *map(len, cells_of[mid])) + 3
+            if chunks[-1] and used + w > console.width:
+                chunks.append([])
+                used = fixed
+            chunks[-1].append(mid)
+            used += w
+        for part, chunk in enumerate(chunks, 1):
+            what = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
+            gt = table(f"by {clean(report['settings'].get('by'))}{what}")
+            column(gt, "group", wrap=True)
+            column(gt, "n", "right")
+            for mid in chunk:
+                column(gt, clean(mid), "right")
+            for i, gname in enumerate(["(all)", *report["groups"]]):
+                cells = [tx(names[i]), tx(counts[i])]
+                for mid in chunk:
+                    cell = tx(cells_of[mid][i])
+                    if i and (gname, mid) in failed and color:
+                        cell.stylize("bold red")
+                    cells.append(cell)
+                gt.add_row(*cells)
+            console.print(gt)
         if any(g["flagged"] for g in report["groups"].values()):
             out(f"* fewer than {report['settings'].get('min_group_size')} rows")
     for mid in bins_for:

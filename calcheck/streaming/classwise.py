@@ -1,6 +1,6 @@
 """Classwise partial state of multiclass input: SCE's (class, uniform bin) sums.
 
-SCE (SPEC §4) bins each class's probabilities p_ik on the uniform edges and compares, per
+SCE (docs/multiclass.md) bins each class's probabilities p_ik on the uniform edges and compares, per
 (class, bin), the mean probability with the share of rows of that class.  Its sufficient
 statistics are a K × bins table of int64 row counts and class counts and a compensated sum of
 p_ik — exactly the in-memory sums (:func:`~calcheck.metrics.multiclass.classwise_uniform_sums`,

@@ -98,6 +98,13 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
     return states[0]
 
 
+def no_rows_error(name: str, where: str | None) -> InputError:
+    """Nothing left to compute on: name the ``--where`` filter when there is one."""
+    if where:
+        return InputError(f"{name}: no rows match --where {where!r}")
+    return InputError(f"{name}: no rows to compute on (every row was dropped)")
+
+
 def metric_results(state: StreamState, ids: list[str],
                    smece_sigma: float | None = None) -> dict[str, MetricResult]:
     """The grid metrics among ``ids`` of a finished state, in the in-memory engine's form (the

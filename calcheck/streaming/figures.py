@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.errors import InputError
 from calcheck.plots import EXTREME, Spread
 
 
@@ -85,7 +84,9 @@ def stream_spread(source: Any, *, var: str | None = None,
     runs one pass per call."""
     st, _ = source.run(SpreadSpec(var, window))
     if st.n == 0:
-        raise InputError("no rows to plot (after the --where filter and dropped rows)")
+        from calcheck.streaming.engine import no_rows_error
+
+        raise no_rows_error(source.path, source.where)
 
     def histogram(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
         done, _ = source.run(SpreadSpec(var, window, tuple(float(e) for e in edges), clip))

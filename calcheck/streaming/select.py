@@ -1,7 +1,7 @@
 """Exact order statistics of a streamed dataset: the rows (or values) at given ranks.
 
 Equal-mass bins (ACE, MCE(Q), TCE(Q), PDE, Hosmer–Lemeshow) cut the rows, stably sorted by
-score, at ranks ``(linspace(0, 1, B+1)·n).astype(int)`` (SPEC §2).  Streaming, the first pass is
+score, at ranks ``(linspace(0, 1, B+1)·n).astype(int)`` (docs/metrics.md).  Streaming, the first pass is
 the :class:`~calcheck.streaming.states.StreamState` grid: its per-cell counts place every rank
 in one grid cell.  Further passes narrow each rank down to a single row — exactly, with no
 sketch error — by a radix search over the stable-sort key::

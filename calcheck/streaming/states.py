@@ -72,7 +72,7 @@ class CompensatedSum:
 # fixed binnings on the grid
 
 def binning_ids(kind: str, size: int, scores: FloatArray) -> IntArray:
-    """Row bin ids of a fixed binning: ``uniform`` (SPEC §2, ``size`` bins) or ``dyadic``
+    """Row bin ids of a fixed binning: ``uniform`` (docs/metrics.md, ``size`` bins) or ``dyadic``
     (T-Cal's ⌊m·s⌋ with m = ``size``, ids 0..m)."""
     if kind == "uniform":
         return uniform_assign(scores, size)
@@ -428,7 +428,7 @@ def cell_blocks(bins: IntArray, cells: IntArray, shift: int) -> tuple[IntArray, 
 
 
 def plugin_stats(count: IntArray, S: FloatArray, Q: FloatArray, n: int) -> dict[str, float]:
-    """T-Cal's DPE and plug-ins from per-bin N, S = Σr, Q = Σr² (SPEC §6)."""
+    """T-Cal's DPE and plug-ins from per-bin N, S = Σr, Q = Σr² (docs/tests.md)."""
     occ = count > 0
     c = count[occ].astype(np.float64)
     return {"dpe": float(np.sum((S[occ] ** 2 - Q[occ]) / c) / n),

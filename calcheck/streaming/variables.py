@@ -181,7 +181,7 @@ class SortedLookup:
         m = edges.shape[0]
         self.slots = 8 * m
         lo, hi = (float(edges[0]), float(edges[-1])) if m else (0.0, 0.0)
-        width = (hi - lo) / self.slots
+        width = (hi - lo) / self.slots if self.slots else 0.0
         self.ok = m >= 8 and np.isfinite(width) and width > 0
         if self.ok:
             self.lo, self.scale = lo, 1.0 / width
@@ -338,7 +338,9 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
     passes = 1
     n = [int(r) for r in scan.rows]
     if n[k] == 0:
-        raise InputError("no rows to compute on (after the --where filter and dropped rows)")
+        from calcheck.streaming.engine import no_rows_error
+
+        raise no_rows_error(source.path, source.where)
     for j in range(k):
         if n[j] == 0:
             raise InputError(f"--var {numeric[j]}: every value is missing")

@@ -1,0 +1,128 @@
+"""The house of modules: no import cycle, the CLI on top, the API below it, engines below the
+API, kernels at the bottom (checked on the source, imports inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "calcheck"
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, *, top_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = _module(path)
+    package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    nodes = tree.body if top_only else list(ast.walk(tree))
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.If) and top_only:
+            continue                                   # `if TYPE_CHECKING:` blocks
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("calcheck")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            if name.startswith("calcheck"):
+                out.add(name)
+                out |= {f"{name}.{a.name}" for a in node.names}
+    return out
+
+
+def _graph(top_only: bool) -> dict[str, set[str]]:
+    files = {_module(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for mod, path in files.items():
+        deps = set()
+        for name in _imports(path, top_only=top_only):
+            while name and name not in files:            # `from pkg import name` → pkg
+                name = name.rsplit(".", 1)[0] if "." in name else ""
+            if name and name != mod:
+                deps.add(name)
+        graph[mod] = deps
+    return graph
+
+
+def test_no_import_cycle_at_module_level():
+    graph = _graph(top_only=True)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            # a package's __init__ importing its own submodules is not a cycle of layers
+            if state.get(d) == 1 and not m.startswith(d + "."):
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+LAYERS = [
+    ("calcheck.cli", 5),
+    ("calcheck.__main__", 5),
+    ("calcheck.api", 4),
+    ("calcheck.report", 3),
+    ("calcheck.engines", 3),
+    ("calcheck.streaming", 2),
+    ("calcheck.io", 2),
+    ("calcheck.metrics", 1),
+    ("calcheck.hypotests", 1),
+    ("calcheck.binning", 1),
+    ("calcheck.compat", 1),
+]
+
+
+def _layer(mod: str) -> int | None:
+    for prefix, level in LAYERS:
+        if mod == prefix or mod.startswith(prefix + "."):
+            return level
+    return None
+
+
+@pytest.mark.parametrize("top_only", [True, False])
+def test_imports_only_go_down(top_only):
+    bad = []
+    for mod, deps in _graph(top_only).items():
+        lm = _layer(mod)
+        if lm is None:
+            continue
+        for d in deps:
+            ld = _layer(d)
+            if ld is not None and ld > lm:
+                bad.append(f"{mod} -> {d}")
+    assert not bad, "imports that go up a layer:\n" + "\n".join(sorted(bad))
+
+
+def test_nothing_imports_the_cli():
+    users = [m for m, deps in _graph(False).items() if "calcheck.cli" in deps
+             and m != "calcheck.__main__"]
+    assert users == []
+
+
+def test_the_graph_sees_the_imports():
+    graph = _graph(False)
+    assert "calcheck.api" in graph["calcheck.cli"]
+    assert "calcheck.engines.base" in graph["calcheck.api"]
+    assert any(d.startswith("calcheck.metrics") for d in graph["calcheck.engines.memory"])
