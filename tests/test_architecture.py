@@ -68,7 +68,7 @@ def test_no_import_cycle_at_module_level():
         for d in sorted(graph[m]):
             # a package's __init__ importing its own submodules is not a cycle of layers
             if state.get(d) == 1 and not m.startswith(d + "."):
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [d]))
+                raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(d):], d]))
             if d not in state:
                 visit(d)
         stack.pop()

@@ -209,8 +209,9 @@ def test_bare_command_and_completion(cli):
     assert r.code == 0 and "Usage:" in r.stdout and "error" not in r.stderr.lower()
     assert "Exit codes" in r.stdout
     # in a fresh process: typer's completion reads process state earlier tests may have set
-    r2 = subprocess.run([sys.executable, "-m", "calcheck", "--show-completion", "bash"],
-                        capture_output=True, text=True, timeout=120)
+    # (from a bash, as a user runs it: typer detects the shell from the parent process)
+    cmd = f"'{sys.executable}' -m calcheck --show-completion; exit $?"
+    r2 = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert r2.returncode == 0 and "complete" in r2.stdout.lower(), r2.stderr
 
 

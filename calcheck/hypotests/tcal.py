@@ -24,6 +24,11 @@ where most bins are singletons that contribute exactly 0, sum only the rows of t
 non-singleton bins.  The base level is chosen to minimise that work.  Trials run in chunks that
 bound the memory, and one set of draws serves every level (each level's marginal null is
 unchanged).
+
+References
+----------
+.. [1] Lee, Huang, Hassani, Dobriban. T-Cal: An optimal test for the calibration of predictive
+       models. Journal of Machine Learning Research 24(335), 2023.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
     multiclass_columns,
+    numpy_of,
     variable_values,
 )
 from calcheck.io.source import Source, check_parts, one_line, parquet_dataset, to_expression
@@ -132,7 +133,7 @@ def _fast_binary(batch: pa.RecordBatch, score_col: str,
     s = sc.to_numpy(zero_copy_only=True)
     if not (s.min() >= 0.0 and s.max() <= 1.0):        # NaN fails both comparisons
         return None
-    y = lc.to_numpy(zero_copy_only=False)
+    y = numpy_of(lc)
     if y.dtype != np.bool_ and (y.min() < 0 or y.max() > 1):
         return None
     return s, y

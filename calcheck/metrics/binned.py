@@ -21,6 +21,7 @@ from calcheck.binning import (
     positional_stats,
     quantile_bounds,
     quantile_stats,
+    quantile_stats_select,
     row_bin_ids,
     shared_cumsum,
     tie_bounds,
@@ -35,13 +36,19 @@ def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
 
     Always the same summation path, so a value never depends on which other metrics ran.
     """
-    return uniform_stats(data.scores, data.labels, n_bins)
+    return uniform_stats(data.scores, data.labels, n_bins, binary=True)
 
 
 def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
     """Equal-mass bins: cuts at ⌊j·n/B⌋ of the sorted scores, a tie group cut by one shared
     pro rata (or, with ``ties="order"``, split in row order)."""
-    return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins, ties=data.ties)
+    if data.ties != "share":
+        return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins, ties=data.ties)
+    # by selection, whichever other metrics sorted the rows, so a value never depends on them
+    cache = data.__dict__.setdefault("_quantile_stats", {})
+    if n_bins not in cache:
+        cache[n_bins] = quantile_stats_select(data.scores, data.labels, n_bins)
+    return cache[n_bins]  # type: ignore[no-any-return]
 
 
 def ece_from_stats(stats: BinStats, p: int = 1) -> float:

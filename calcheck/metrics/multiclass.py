@@ -31,6 +31,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
     label_sums,
     quantile_bounds,
+    quantile_stats_select,
     segment_sums,
     sort_order,
     uniform_assign,
@@ -50,6 +51,7 @@ class MulticlassPrepared:
         self.labels = np.asarray(labels, dtype=np.int64)
         self.ties = ties
         self._classwise: dict[tuple[Any, ...], Any] = {}
+        self._kept: dict[float | None, IntArray] = {}
 
     @property
     def n(self) -> int:
@@ -71,6 +73,27 @@ class MulticlassPrepared:
         """Probabilities of class k and the one-vs-rest labels 1[c = k]."""
         return np.ascontiguousarray(self.probs[:, k]), (self.labels == k).astype(np.int64)
 
+    def selected(self, bins: int, eps: float | None) -> FloatArray:
+        """Per-class ACE (``eps`` None) or TACE (probabilities >= eps) with shared ties, by
+        selection instead of a sort per class (:func:`calcheck.binning.quantile_stats_select`);
+        cached, so ``ace_cw`` and ``tace`` each cost one selection per class."""
+        key = ("selected", bins, eps)
+        if key not in self._classwise:
+            err = np.zeros(self.k)
+            kept = np.zeros(self.k, dtype=np.int64)
+            for k in range(self.k):
+                p = np.ascontiguousarray(self.probs[:, k])
+                y = self.labels == k
+                if eps is not None:
+                    keep = p >= eps
+                    p, y = p[keep], y[keep]
+                kept[k] = p.shape[0]
+                if p.shape[0]:
+                    err[k] = _ace_of(quantile_stats_select(p, y, bins), p.shape[0])
+            self._classwise[key] = err
+            self._kept[eps] = kept
+        return self._classwise[key]  # type: ignore[no-any-return]
+
     def classwise(self, bins: int, eps: float, tce_opts: dict[str, Any] | None) -> dict[str, Any]:
         """One pass over the classes (one sort each): ACE and TACE per class, and TCE if asked.
 
@@ -86,6 +109,11 @@ class MulticlassPrepared:
         tace_err = np.zeros(K)
         kept = np.zeros(K, dtype=np.int64)
         tce_vals = np.zeros(K) if tce_opts is not None else None
+        if self.ties == "share" and tce_vals is None:
+            out = {"ace": self.selected(bins, None), "tace": self.selected(bins, eps),
+                   "kept": self._kept[eps], "tce": None}
+            self._classwise[key] = out
+            return out
         for k in range(K):
             p, y = self.column(k)
             order = sort_order(p, self.ties)
@@ -110,6 +138,11 @@ class MulticlassPrepared:
         out = {"ace": ace_err, "tace": tace_err, "kept": kept, "tce": tce_vals}
         self._classwise[key] = out
         return out
+
+
+def _ace_of(stats: Any, n: int) -> float:
+    """Σ_b (n_b/n)·|ȳ_b − p̄_b| of a bin table over n rows."""
+    return float(np.sum(np.abs(stats.sum_label - stats.sum_score)) / n) if n else 0.0
 
 
 def _gaps(sum_p: FloatArray, sum_y: np.ndarray, count: np.ndarray) -> FloatArray:
@@ -176,15 +209,18 @@ def sce(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
 
 def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
-    cw = data.classwise(bins, 0.01, None)
-    return classwise_result("ace_cw", cw["ace"], data.n,
+    errs = data.selected(bins, None) if data.ties == "share" else \
+        data.classwise(bins, 0.01, None)["ace"]
+    return classwise_result("ace_cw", errs, data.n,
                              {"binning": "quantile", "bins": bins, "classes": data.k,
                               "ties": data.ties})
 
 
 def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
     """Thresholded ACE: classwise ACE over the probabilities >= threshold of each class."""
-    cw = data.classwise(bins, threshold, None)
+    cw: dict[str, Any] = {"tace": data.selected(bins, threshold),
+                          "kept": data._kept[threshold]} if data.ties == "share" \
+        else data.classwise(bins, threshold, None)
     return classwise_result("tace", cw["tace"], data.n,
                              {"binning": "quantile", "bins": bins, "threshold": threshold,
                               "classes": data.k, "ties": data.ties},

@@ -18,6 +18,14 @@ values the values are grouped into 4,096 equal-count groups at their mean (an ap
 recorded in the result) — the reference's kd-tree interpolation is approximate as well.  The
 residual variance behind the ±1.96·SE bands uses fits at up to 1,024 distinct values,
 interpolated linearly between them.
+
+References
+----------
+.. [1] Kelly, Smyth. Variable-based calibration for machine learning classifiers. AAAI 2023.
+.. [2] Cleveland. Robust locally weighted regression and smoothing scatterplots. Journal of the
+       American Statistical Association 74(368), 1979 (LOESS).
+.. [3] Cleveland, Devlin. Locally weighted regression: an approach to regression analysis by
+       local fitting. Journal of the American Statistical Association 83(403), 1988.
 """
 
 from __future__ import annotations

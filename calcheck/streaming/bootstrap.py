@@ -20,6 +20,13 @@ ACE and MCE(Q) re-cut their equal-mass bins per replicate, at the replicate's ra
 taken as exchangeable, as above).  PAVA and PAVA-BC bins (TCE), PDE's per-row deviations and
 the classwise metrics need the rows per replicate: the streaming engines give no interval for
 those and say so.
+
+References
+----------
+.. [1] Oza, Russell. Online bagging and boosting. AISTATS 2001 (Poisson(1) resampling weights).
+.. [2] Hanley, MacGibbon. Creating non-parametric bootstrap samples using Poisson frequencies.
+       Computer Methods and Programs in Biomedicine 83(1), 2006.
+.. [3] Efron, Tibshirani. An Introduction to the Bootstrap. Chapman & Hall, 1993.
 """
 
 from __future__ import annotations
