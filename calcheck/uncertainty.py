@@ -173,7 +173,10 @@ class WeightedReplicates:
 
     def values(self, counts: np.ndarray) -> dict[str, float]:
         ids, n = self.ids, self.n
-        c = counts.astype(np.float64)
+        if not hasattr(self, "_c"):            # buffers reused by every replicate (page faults
+            self._c, self._cs, self._cy = (np.empty(n) for _ in range(3))   # cost more)
+        c = self._c
+        np.copyto(c, counts)
         out: dict[str, float] = {}
         if "brier" in ids:
             out["brier"] = float(np.dot(c, self.sq) / n)
@@ -190,18 +193,21 @@ class WeightedReplicates:
             # the tie group holding each cut position k of the replicate, from the running
             # count of copies at the groups' ends
             first = self.group_first
-            ends = np.cumsum(np.add.reduceat(c, first)) if first.shape[0] < n else np.cumsum(c)
-            k = self.cuts[1:-1].astype(np.float64)
+            whole = np.asarray(counts, dtype=np.int64)         # integer sums: exact and fast
+            ends = np.cumsum(np.add.reduceat(whole, first) if first.shape[0] < n else whole)
+            k = self.cuts[1:-1]
             g = np.searchsorted(ends, k, side="right")
-            before = np.where(g > 0, ends[np.maximum(g - 1, 0)], 0.0)
+            before = np.where(g > 0, ends[np.maximum(g - 1, 0)], 0).astype(np.float64)
             size = ends[g] - before
             lo, hi = first[g], self.group_next[g]
             marks += [lo, hi]
         # sums of c, c·s and c·y over the runs between marks, then prefix sums at each mark
         pos = np.unique(np.concatenate(marks))
         starts = pos[:-1]                                   # every run is non-empty
+        np.multiply(c, self.s, out=self._cs)
+        np.multiply(c, self.y, out=self._cy)
         seg = np.column_stack([np.add.reduceat(a, starts) if starts.size else np.zeros(0)
-                               for a in (c, c * self.s, c * self.y)])
+                               for a in (c, self._cs, self._cy)])
         pre = np.vstack((np.zeros(3), np.cumsum(seg, axis=0)))      # row m: sums before pos[m]
 
         def at(rows: np.ndarray) -> np.ndarray:
@@ -213,7 +219,7 @@ class WeightedReplicates:
             out.update(_binned(d[:, 0], d[:, 1], d[:, 2], n, ids, ("ece", "ece_l2", "mce")))
         if equal_mass:
             pl, ph = at(lo), at(hi)
-            part = k - before                          # copies of the group left of the cut
+            part = k.astype(np.float64) - before       # copies of the group left of the cut
             share = np.divide(part, size, out=np.zeros_like(part), where=size > 0)
             cum_s = np.concatenate(([0.0], pl[:, 1] + part * self.s[np.minimum(lo, n - 1)],
                                     [pre[-1, 1]]))

@@ -13,6 +13,7 @@ import calcheck
 from calcheck.hypotests.tcal import (
     bin_ids,
     dpe,
+    draw_labels,
     n_levels,
     plugin_from_bounds,
     simulate_null,
@@ -68,8 +69,9 @@ def test_fast_null_equals_naive(kind):
     ms = [2 ** b for b in range(1, n_levels(400) + 1)]
     fast = simulate_null(s, ms, trials=30, resample="labels", rng=np.random.default_rng(9))
     ss = np.sort(s, kind="stable")
-    U = np.random.default_rng(9).random((400, 30))   # the draws are row-major (n, trials)
-    naive = np.array([[plugin_from_bounds(ss - (U[:, t] < ss), _bounds(ss, m)).dpe
+    seed = int(np.random.default_rng(9).integers(0, 2 ** 63, size=1)[0])   # one chunk
+    Y = draw_labels(seed, ss, 30)                   # the draws are row-major (n, trials)
+    naive = np.array([[plugin_from_bounds(ss - Y[:, t], _bounds(ss, m)).dpe
                        for t in range(30)] for m in ms])
     np.testing.assert_allclose(fast, naive, rtol=0, atol=1e-14)
 
@@ -307,3 +309,28 @@ def test_hosmer_lemeshow_certain_predictions_that_fail_are_infinite():
     r = calcheck.hosmer_lemeshow(s, y)
     assert r.details["infinite"] and r.pvalue == 0.0 and r.reject
     assert r.to_dict()["statistic"] is None            # JSON never carries inf
+
+
+def test_label_draws_are_bernoulli_and_exact_at_the_extremes():
+    ss = np.array([0.0, 1e-300, 1e-9, 0.25, 0.5, 1 - 1e-9, 1.0])
+    y = draw_labels(3, ss, 400_000)
+    assert y[0].sum() == 0 and y[-1].sum() == 400_000 and y[1].sum() == 0
+    assert y[2].sum() <= 2 and y[5].sum() >= 400_000 - 2
+    for row, p in ((3, 0.25), (4, 0.5)):
+        se = np.sqrt(p * (1 - p) / 400_000)
+        assert abs(y[row].mean() - p) < 5 * se
+
+
+def test_null_does_not_depend_on_the_threads(monkeypatch):
+    import calcheck.hypotests.tcal as tc
+
+    rng = np.random.default_rng(6)
+    s = rng.uniform(size=2000)
+    ms = [2, 16, 256]
+    monkeypatch.setattr(tc, "CHUNK_BYTES", 20 * 2000 * 7)          # several chunks
+    monkeypatch.setattr(tc, "MAX_THREADS", 1)
+    one = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
+    monkeypatch.setattr(tc, "MAX_THREADS", 4)
+    monkeypatch.setattr(tc, "_threads", lambda: 4)
+    four = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(one, four)

@@ -34,6 +34,8 @@ References
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,7 @@ from calcheck.hypotests._result import TestResult
 
 RESAMPLING = ("labels", "consistency")
 TIE_TOL = 1e-12
+MAX_THREADS = 4                 # threads of the null simulation (bounded by the CPUs)
 CHUNK_BYTES = 96_000_000         # memory budget of one chunk of simulated trials (measured best)
 
 Progress = Callable[[int, int], None]
@@ -216,12 +219,56 @@ def _level_sims(ss: FloatArray, levels: list[_Level], base: int) -> list[_LevelS
     return sims
 
 
+EXTREME = 2.0 ** -20        # scores this close to 0 or 1 are drawn from float64 uniforms
+SCALE = 2.0 ** 32
+
+
+def label_thresholds(ss: FloatArray) -> tuple[np.ndarray, IntArray]:
+    """What :func:`draw_labels` compares with: round(s·2³²) per row (as an (n, 1) uint32
+    column) and the rows drawn from float64 uniforms instead."""
+    thr = np.minimum(np.floor(ss * SCALE + 0.5), SCALE - 1).astype(np.uint32)[:, None]
+    return thr, np.flatnonzero((ss < EXTREME) | (ss > 1.0 - EXTREME))
+
+
+def draw_labels(seed: int, ss: FloatArray, trials: int, out: FloatArray | None = None,
+                thresholds: tuple[np.ndarray, IntArray] | None = None) -> FloatArray:
+    """y* ~ Bernoulli(s) for every (sorted) score and trial, as an (n, trials) float64 array of
+    0/1, from its own generator ``numpy.random.default_rng(seed)``.
+
+    A row's label is 1[u < round(s·2³²)] for a 32-bit uniform integer u (the bit generator's
+    raw output, two per 64-bit word), so its probability is s to within 2⁻³³; rows with s below
+    2⁻²⁰ or above 1 − 2⁻²⁰ compare a float64 uniform with s instead, so that tiny probabilities
+    keep their relative accuracy (s = 0 and s = 1 are exact either way).
+    """
+    n = ss.shape[0]
+    g = np.random.default_rng(seed)
+    raw = g.bit_generator.random_raw((n * trials + 1) // 2)
+    u = np.asarray(raw).view(np.uint32)[:n * trials].reshape(n, trials)
+    thr, extreme = thresholds if thresholds is not None else label_thresholds(ss)
+    y = np.empty((n, trials)) if out is None else out
+    np.less(u, thr, out=y)
+    if extreme.size:
+        y[extreme] = g.random((extreme.size, trials)) < ss[extreme, None]
+    return y
+
+
+def _threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):                   # pragma: no cover (not Linux)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_THREADS))
+
+
 def simulate_null(scores: FloatArray, ms: list[int], *, trials: int, resample: str,
                   rng: np.random.Generator, progress: Progress | None = None) -> FloatArray:
     """Null draws of T_m for every m in ``ms``: an array of shape (len(ms), trials).
 
-    The uniforms are drawn row-major into an (n, chunk) buffer, so a seed gives the same
-    draws on any machine (the chunk size depends on n only).
+    Trials run in chunks whose size depends on n only; chunk j draws its labels from its own
+    generator, seeded by the j-th of ``rng.integers(0, 2**63, size=chunks)``
+    (:func:`draw_labels`), so a seed gives the same null on any machine and with any number
+    of threads.  Chunks run on up to ``MAX_THREADS`` threads (numpy and scipy's sparse
+    products release the GIL).
     """
     if resample not in RESAMPLING:
         raise UsageError(f"unknown --resample {resample!r}; use one of {', '.join(RESAMPLING)}")
@@ -233,28 +280,45 @@ def simulate_null(scores: FloatArray, ms: list[int], *, trials: int, resample: s
     levels, base = _plan(ss, ms)
     sims = _level_sims(ss, levels, base)
     out = np.empty((len(ms), trials))
-    chunk = max(1, min(trials, CHUNK_BYTES // (24 * max(n, 1))))
-    # buffers reused across chunks: first-touch page faults cost more than the arithmetic
-    U, Y, YS = np.empty((n, chunk)), np.empty((n, chunk)), np.empty((n, chunk))
+    chunk = max(1, min(trials, CHUNK_BYTES // (20 * max(n, 1))))
+    starts = list(range(0, trials, chunk))
+    seeds = rng.integers(0, 2 ** 63, size=len(starts))
     col = ss[:, None]
-    done = 0
-    while done < trials:
-        t = min(chunk, trials - done)
-        if t < U.shape[1]:
-            U, Y, YS = np.empty((n, t)), np.empty((n, t)), np.empty((n, t))
-        rng.random(out=U)
-        np.less(U, col, out=Y)                 # y* ~ Bernoulli(s), rows in sorted order
+    thresholds = label_thresholds(ss)
+    local = threading.local()
+
+    def run(j: int) -> int:
+        a = starts[j]
+        t: int = min(chunk, trials - a)
+        if getattr(local, "t", None) != t:             # buffers reused across a thread's chunks
+            local.t, local.Y, local.YS = t, np.empty((n, t)), np.empty((n, t))
+        Y, YS = local.Y, local.YS
+        draw_labels(int(seeds[j]), ss, t, out=Y, thresholds=thresholds)
         np.multiply(Y, col, out=YS)
         K, L = sims[base].matrix @ Y, sims[base].matrix @ YS
-        out[base, done:done + t] = sims[base].dpe(K, L, n)
+        out[base, a:a + t] = sims[base].dpe(K, L, n)
         for i in range(base - 1, -1, -1):      # coarser levels: merge the finer level's bins
             K, L = sims[i].matrix @ K, sims[i].matrix @ L
-            out[i, done:done + t] = sims[i].dpe(K, L, n)
+            out[i, a:a + t] = sims[i].dpe(K, L, n)
         for i in range(base + 1, len(levels)):  # finer levels: non-singleton bins only
-            out[i, done:done + t] = sims[i].dpe(sims[i].matrix @ Y, sims[i].matrix @ YS, n)
-        done += t
-        if progress is not None:
-            progress(done, trials)
+            out[i, a:a + t] = sims[i].dpe(sims[i].matrix @ Y, sims[i].matrix @ YS, n)
+        return t
+
+    workers = min(_threads(), len(starts))
+    done = 0
+    if workers == 1:
+        for j in range(len(starts)):
+            done += run(j)
+            if progress is not None:
+                progress(done, trials)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for t in pool.map(run, range(len(starts))):
+            done += t
+            if progress is not None:
+                progress(done, trials)
     return out
 
 
