@@ -262,6 +262,33 @@ def test_multiclass_top_label_view(cli, tmp_path):
         assert rep.data["metrics"][mid]["settings"]["view"] == "top-label"
 
 
+CLASSWISE = {"smece_cw": "smece", "ici_cw": "ici", "ecce_mad_cw": "ecce_mad",
+             "ecce_r_cw": "ecce_r", "ece_sweep_cw": "ece_sweep"}
+
+
+def test_classwise_forms_average_the_one_vs_rest_values(cli, tmp_path):
+    rng = np.random.default_rng(8)
+    p = rng.dirichlet([2, 1, 1, 0.5], 2500)
+    y = np.array([rng.choice(4, p=row) for row in p])
+    df = pd.DataFrame({f"prob_{j}": p[:, j] for j in range(4)})
+    df["label"] = y
+    rep = calcheck.score(df, metrics=list(CLASSWISE))
+    for mid, binary in CLASSWISE.items():
+        per = [calcheck.score(pd.DataFrame({"score": p[:, k], "label": (y == k).astype(int)}),
+                              metrics=[binary]).value(binary) for k in range(4)]
+        assert rep.value(mid) == pytest.approx(np.mean(per), rel=1e-12, abs=1e-15)
+        rows = rep.data["metrics"][mid]["per_class"]
+        assert [rows[str(k)]["error"] for k in range(4)] == pytest.approx(per, rel=1e-12)
+        assert rep.data["metrics"][mid]["settings"]["one_vs_rest"] == binary
+    # in the multiclass "all", memory only (named on the streaming engines)
+    path = tmp_path / "mc.parquet"
+    df.to_parquet(path)
+    everything = run_json(cli, path, "-m", "all")["metrics"]
+    assert set(CLASSWISE) <= set(everything)
+    r = cli(["score", str(path), "-m", "smece_cw", "--engine", "stream"])
+    assert r.code == 2 and "smece_cw" in r.stderr
+
+
 def test_corp_plot(cli, sample, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "corp.png"

@@ -22,6 +22,7 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -255,3 +256,42 @@ def tace_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
 
 def tce_cw_metric(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
     return tce_cw(data, alpha=o.alpha, test=o.test, n_min=o.tce_nmin, n_max=o.tce_nmax)
+
+
+# ---------------------------------------------------------------------------------------------
+# classwise forms of the binning-free metrics: each class one-vs-rest, averaged
+
+
+def _one_vs_rest(binary: str, mid: str) -> Callable[[MulticlassPrepared, MetricOptions],
+                                                    MetricResult]:
+    """The kernel of ``mid``: the binary metric ``binary`` on each class's (p_ik, 1[c_i = k]),
+    averaged over the classes as SCE and classwise ACE are (the per-class values in
+    ``per_class``)."""
+    def kernel(data: MulticlassPrepared, o: MetricOptions) -> MetricResult:
+        from calcheck import registry
+
+        spec = registry.METRICS[binary]
+        errs = np.zeros(data.k)
+        settings: dict[str, Any] = {}
+        per_class: dict[str, list[Any]] = {"sigma": [], "bins": [], "grid_nodes": []}
+        for k in range(data.k):
+            p, y = data.column(k)
+            res = spec.compute(Prepared(p, y, validate=False, ties=data.ties), o)
+            errs[k] = res.value
+            settings = dict(res.settings)
+            for key, col in per_class.items():          # per-class choices, not settings
+                col.append(settings.pop(key, res.extra.get(key)))
+        if binary == "ece_sweep":
+            settings.pop("binning", None)
+        extra = {key: col for key, col in per_class.items() if any(v is not None for v in col)}
+        return classwise_result(mid, errs, data.n, {**settings, "one_vs_rest": binary,
+                                                     "classes": data.k}, extra=extra or None)
+    kernel.__name__ = f"{mid}_metric"
+    return kernel
+
+
+smece_cw_metric = _one_vs_rest("smece", "smece_cw")
+ici_cw_metric = _one_vs_rest("ici", "ici_cw")
+ecce_mad_cw_metric = _one_vs_rest("ecce_mad", "ecce_mad_cw")
+ecce_r_cw_metric = _one_vs_rest("ecce_r", "ecce_r_cw")
+ece_sweep_cw_metric = _one_vs_rest("ece_sweep", "ece_sweep_cw")
