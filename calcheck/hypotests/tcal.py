@@ -168,6 +168,15 @@ def _indicator(groups: IntArray, cols: IntArray, n_groups: int, n_cols: int) -> 
     return csr_matrix((np.ones(cols.shape[0]), (groups, cols)), shape=(n_groups, n_cols))
 
 
+def _with_scores(ind: Any, ss: FloatArray) -> Any:
+    """The indicator stacked over itself with each one replaced by the row's score: one
+    product with the drawn labels gives K = Σ y* (top half) and L = Σ s·y* (bottom half)."""
+    from scipy.sparse import csr_matrix, vstack
+
+    weighted = csr_matrix((ss[ind.indices], ind.indices, ind.indptr), shape=ind.shape)
+    return vstack([ind, weighted], format="csr")
+
+
 @dataclass
 class _LevelSim:
     """What the simulation needs of one level: how to get K, L per bin, and the DPE weights.
@@ -176,7 +185,8 @@ class _LevelSim:
     n·T = Σ_b (S² − Q)/N = c0 + Σ_b (K² − (2A + 1)·K + 2L)/N,  c0 = Σ_b (A² − QA)/N.
     """
 
-    matrix: Any               # sparse: sorted rows (base, fine) or finer bins (merged) → bins
+    matrix: Any               # sparse: sorted rows → [K; L] of the bins (base, fine levels),
+                              # or finer bins → bins (coarse levels, applied to [K | L])
     c0: float
     w_kk: FloatArray          # 1/N
     w_k: FloatArray           # −(2A + 1)/N
@@ -212,6 +222,8 @@ def _level_sims(ss: FloatArray, levels: list[_Level], base: int) -> list[_LevelS
         else:
             st = lv.bounds[:-1]
             A, QA = np.add.reduceat(ss, st), np.add.reduceat(s2, st)
+        if i >= base:
+            matrix = _with_scores(matrix, ss)
         N = np.asarray(lv.counts, dtype=np.float64)
         sims.append(_LevelSim(matrix=matrix,
                               c0=float(np.sum((A * A - QA) / N)) if N.size else 0.0,
@@ -280,28 +292,33 @@ def simulate_null(scores: FloatArray, ms: list[int], *, trials: int, resample: s
     levels, base = _plan(ss, ms)
     sims = _level_sims(ss, levels, base)
     out = np.empty((len(ms), trials))
-    chunk = max(1, min(trials, CHUNK_BYTES // (20 * max(n, 1))))
+    chunk = max(1, min(trials, CHUNK_BYTES // (12 * max(n, 1))))
     starts = list(range(0, trials, chunk))
     seeds = rng.integers(0, 2 ** 63, size=len(starts))
-    col = ss[:, None]
     thresholds = label_thresholds(ss)
     local = threading.local()
 
     def run(j: int) -> int:
         a = starts[j]
         t: int = min(chunk, trials - a)
-        if getattr(local, "t", None) != t:             # buffers reused across a thread's chunks
-            local.t, local.Y, local.YS = t, np.empty((n, t)), np.empty((n, t))
-        Y, YS = local.Y, local.YS
+        if getattr(local, "t", None) != t:             # a buffer reused across a thread's chunks
+            local.t, local.Y = t, np.empty((n, t))
+        Y = local.Y
         draw_labels(int(seeds[j]), ss, t, out=Y, thresholds=thresholds)
-        np.multiply(Y, col, out=YS)
-        K, L = sims[base].matrix @ Y, sims[base].matrix @ YS
+
+        def split(sim: _LevelSim) -> tuple[FloatArray, FloatArray]:
+            kl = sim.matrix @ Y                         # [K; L], one pass over the labels
+            half = kl.shape[0] // 2
+            return kl[:half], kl[half:]
+
+        K, L = split(sims[base])
         out[base, a:a + t] = sims[base].dpe(K, L, n)
+        kl = np.hstack((K, L))
         for i in range(base - 1, -1, -1):      # coarser levels: merge the finer level's bins
-            K, L = sims[i].matrix @ K, sims[i].matrix @ L
-            out[i, a:a + t] = sims[i].dpe(K, L, n)
+            kl = sims[i].matrix @ kl
+            out[i, a:a + t] = sims[i].dpe(kl[:, :t], kl[:, t:], n)
         for i in range(base + 1, len(levels)):  # finer levels: non-singleton bins only
-            out[i, a:a + t] = sims[i].dpe(sims[i].matrix @ Y, sims[i].matrix @ YS, n)
+            out[i, a:a + t] = sims[i].dpe(*split(sims[i]), n)
         return t
 
     workers = min(_threads(), len(starts))
