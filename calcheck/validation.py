@@ -103,7 +103,9 @@ def check_binary_labels(labels: ArrayLike, *, where: str = "labels", row_base: i
         nan = np.isnan(arr)
         if nan.any():
             raise _fail(where, "missing (NaN or empty)", nan, arr, row_base)
-    if arr.size and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() <= 1:
+    # one pass: the OR of all labels has no bit but the lowest iff every label is 0 or 1
+    # (a negative label sets the sign bit)
+    if arr.size and arr.dtype.kind in "iu" and not int(np.bitwise_or.reduce(arr)) & ~1:
         return np.asarray(arr, dtype=np.int64)
     bad = (arr != 0) & (arr != 1)
     if bad.any():
