@@ -34,9 +34,10 @@ SAFETY = 1e-9            # relative margin before trusting a bound over an exact
 
 
 def _normal(p: FloatArray) -> FloatArray:
-    """Probabilities in (0, 1e-300) raised to 1e-300: scipy's Boost beta functions overflow
-    below about 1e-304 (subnormal scores from 1e-309 up), and the test's outcome cannot differ:
-    the p-value is 1 when k = 0 and at most (n·p)^k < 1e-289 otherwise (n < 1e11)."""
+    """Probabilities in (0, 1e-300) raised to 1e-300, for a call that overflowed: scipy's Boost
+    beta functions overflow for some (k, n) below about 1e-304 (subnormal scores from 1e-309
+    up).  The test's outcome cannot differ: the p-value is 1 when k = 0 and at most
+    (n·p)^k < 1e-289 otherwise (n < 1e11).  Calls that do not overflow keep the exact p."""
     sub = (p > 0) & (p < P_FLOOR)
     return np.where(sub, P_FLOOR, p) if sub.any() else p
 
@@ -75,7 +76,14 @@ def tail_ends(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> tuple[FloatArray, Flo
     """
     k, n, p = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64),
                                   np.asarray(p, dtype=np.float64))
-    k, n, p = k.ravel(), n.ravel(), _normal(p.ravel())
+    try:
+        return _tail_ends(k.ravel(), n.ravel(), p.ravel())
+    except OverflowError:
+        return _tail_ends(k.ravel(), n.ravel(), _normal(p.ravel()))
+
+
+def _tail_ends(k: FloatArray, n: FloatArray, p: FloatArray
+               ) -> tuple[FloatArray, FloatArray, np.ndarray]:
     pn = p * n
     central = k == pn
     below = k < pn                    # k in the lower tail: search above the mode
@@ -102,8 +110,12 @@ def tail_ends(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> tuple[FloatArray, Flo
 def _pvalue_from_ends(t_lo: FloatArray, t_hi: FloatArray, n: FloatArray, p: FloatArray,
                       p_lo: FloatArray | None = None, p_hi: FloatArray | None = None) -> FloatArray:
     """cdf(t_lo; p_lo) + sf(t_hi − 1; p_hi), clipped at 1 (p_lo = p_hi = p for an exact value)."""
-    a = binom.cdf(t_lo, n, _normal(p if p_lo is None else p_lo))
-    b = binom.sf(t_hi - 1, n, _normal(p if p_hi is None else p_hi))
+    lo = np.asarray(p if p_lo is None else p_lo)
+    hi = np.asarray(p if p_hi is None else p_hi)
+    try:
+        a, b = binom.cdf(t_lo, n, lo), binom.sf(t_hi - 1, n, hi)
+    except OverflowError:
+        a, b = binom.cdf(t_lo, n, _normal(lo)), binom.sf(t_hi - 1, n, _normal(hi))
     return np.asarray(np.minimum(1.0, a + b), dtype=np.float64)
 
 
