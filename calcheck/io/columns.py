@@ -57,6 +57,8 @@ def numpy_of(col: Any) -> np.ndarray:
     parts = []
     for a in chunks:
         dt = _NUMPY_TYPES.get(a.type)
+        if len(a) == 0:
+            continue
         if a.null_count == 0 and dt is not None:
             size = np.dtype(dt).itemsize
             parts.append(np.frombuffer(a.buffers()[1], dtype=dt, count=len(a),
