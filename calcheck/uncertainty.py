@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.errors import CalcheckError, UsageError
 
@@ -114,10 +115,12 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     rng = np.random.default_rng(seed)
     values = np.full((len(ids), reps), np.nan)
     rows = {m: j for j, m in enumerate(ids)}
-    for r in range(reps):
-        # draws index the rows in their canonical order, so a replicate does not depend on
-        # the order of the rows in the file; listed in that order it is sorted by score
-        counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
+    # draws index the rows in their canonical order, so a replicate does not depend on the
+    # order of the rows in the file; listed in that order it is sorted by score.  They are
+    # made in order in a background thread while this one computes the previous replicate.
+    draws = prefetch((rng.integers(0, n, size=n) for _ in range(reps)), depth=4)
+    for r, idx in enumerate(draws):
+        counts = np.bincount(idx, minlength=n)
         if fast is not None:
             for mid, v in fast.values(counts).items():
                 values[rows[mid], r] = v

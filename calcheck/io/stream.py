@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.data import (
     LABEL_NAMES,
@@ -327,50 +328,6 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
 
 
-def _prefetch(items: Any, depth: int = 2) -> Any:
-    """Iterate ``items`` in a background thread, at most ``depth`` ahead: Arrow decodes the next
-    row group while the caller computes on this one, and memory stays bounded."""
-    import queue
-    import threading
-
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def put(entry: tuple[bool, Any]) -> bool:
-        """Hand ``entry`` to the consumer unless it has stopped listening."""
-        while not stop.is_set():
-            try:
-                q.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-            put((True, done))
-        except BaseException as exc:                      # handed to the consumer
-            put((False, exc))
-
-    th = threading.Thread(target=produce, daemon=True)
-    th.start()
-    try:
-        while True:
-            ok, item = q.get()
-            if not ok:
-                raise item
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
-        th.join()                     # never leave a decoding thread behind at exit
-
-
 def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
                    batch_rows: int = 1_000_000, drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
@@ -383,6 +340,6 @@ def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
     statistics).  Row numbers in error messages count the rows of the (filtered) stream.
     """
     raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, extras))
-    yield from validated_batches(plan, _prefetch(raw), name=plan.name, pos_label=pos_label,
+    yield from validated_batches(plan, prefetch(raw), name=plan.name, pos_label=pos_label,
                                  drop_invalid=drop_invalid, stats=stats, extras=extras,
                                  view=view)
