@@ -335,6 +335,7 @@ def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bin
                     params=dict(params or {}))
 
 
+FEW_CUTS = 64               # up to this many cut values, rows are binned by comparisons
 UNIFORM_CHUNK = 1 << 16     # rows per block of the fused uniform-bin pass (fits in L2 cache)
 
 
@@ -411,9 +412,17 @@ def quantile_stats_select(scores: FloatArray, labels: np.ndarray, n_bins: int) -
     sums = np.zeros(2 * u + 1)
     ysum = np.zeros(2 * u + 1)
     chunk = min(UNIFORM_CHUNK, max(n, 1))
+    small = np.zeros(chunk, dtype=np.int8) if 0 < u <= FEW_CUTS else None
     for start in range(0, n, chunk):
         sc = s[start:start + chunk]
-        seg = np.searchsorted(cuts, sc, side="left")
+        if small is not None:                 # few cuts: count the cuts below, in the cache
+            acc = small[:sc.shape[0]]
+            acc[...] = 0
+            for c in cuts:
+                np.add(acc, sc > c, out=acc, casting="unsafe")
+            seg = acc.astype(np.intp)
+        else:
+            seg = np.searchsorted(cuts, sc, side="left")
         if u:
             seg *= 2
             seg += sc == cuts.take(seg // 2, mode="clip")
