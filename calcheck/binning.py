@@ -362,14 +362,18 @@ def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int, *,
     sums = np.zeros(2 * n_bins)
     chunk = min(UNIFORM_CHUNK, max(s.shape[0], 1))
     guess = np.empty(chunk)
+    flag = np.empty(chunk, dtype=bool)
     key = np.empty(chunk, dtype=np.intp)
     for start in range(0, s.shape[0], chunk):
         sc = s[start:start + chunk]
         m = sc.shape[0]
         k = key[:m]
-        k[...] = np.multiply(sc, float(n_bins), out=guess[:m])
-        k -= sc < lower.take(k, mode="clip")
-        k += sc >= upper.take(k, mode="clip")
+        g, f = guess[:m], flag[:m]
+        k[...] = np.multiply(sc, float(n_bins), out=g)
+        np.less(sc, lower.take(k, mode="clip", out=g), out=f)
+        np.subtract(k, f, out=k, casting="unsafe")
+        np.greater_equal(sc, upper.take(k, mode="clip", out=g), out=f)
+        np.add(k, f, out=k, casting="unsafe")
         k *= 2
         k += y[start:start + chunk]
         counts += np.bincount(k, minlength=2 * n_bins)
