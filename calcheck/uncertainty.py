@@ -233,16 +233,6 @@ class WeightedReplicates:
         return out
 
 
-def _run_sums(a: FloatArray, starts: np.ndarray) -> FloatArray:
-    """Sums of ``a`` over the runs of rows beginning at ``starts`` (empty runs give 0)."""
-    size = np.diff(np.append(starts, a.shape[0]))
-    ok = size > 0
-    out = np.zeros(starts.shape[0])
-    if ok.any():
-        out[ok] = np.add.reduceat(a, starts[ok])
-    return out
-
-
 def _binned(nb: FloatArray, sb: FloatArray, yb: FloatArray, n: int, ids: list[str],
             names: tuple[str, str, str]) -> dict[str, float]:
     """The l1, l2 and max calibration errors of a bin table of counts and sums."""
