@@ -226,3 +226,25 @@ def test_stream_quantile_replicate_of_the_data_itself_is_its_ace():
                                       W.sum(axis=1), 10)
     assert ace[0] == pytest.approx(calcheck.ace(s, y).value, rel=1e-6)  # gaps keep their sign
     assert mce_q[0] == pytest.approx(calcheck.mce_q(s, y).value, rel=1e-2)  # ~12 rows a block
+
+
+@pytest.mark.parametrize("n, decimals, bins", [(7, 2, 10), (300, 1, 10), (5000, 3, 15),
+                                               (4000, 12, 10)])
+def test_intervals_from_counts_equal_the_resampled_copies(monkeypatch, n, decimals, bins):
+    """The counts-per-row path (ECE, ECE-l2, MCE, ACE, MCE(Q), Brier, log loss) gives the
+    intervals of recomputing every metric on each resampled copy, ties shared included."""
+    from calcheck import uncertainty
+
+    rng = np.random.default_rng(n)
+    s = np.round(rng.random(n), decimals)
+    data = Predictions(scores=s, labels=(rng.random(n) < s).astype(np.int64))
+    ids = list(uncertainty.WeightedReplicates.IDS)
+    opts = MetricOptions(bins=bins)
+    fast = uncertainty.bootstrap(data, ids, opts, compute, reps=60, seed=3)
+    monkeypatch.setattr(uncertainty.WeightedReplicates, "for_data",
+                        classmethod(lambda cls, *a, **k: None))
+    slow = uncertainty.bootstrap(data, ids, opts, compute, reps=60, seed=3)
+    for mid in ids:
+        assert fast[mid].low == pytest.approx(slow[mid].low, rel=1e-9, abs=1e-12), mid
+        assert fast[mid].high == pytest.approx(slow[mid].high, rel=1e-9, abs=1e-12), mid
+        assert fast[mid].se == pytest.approx(slow[mid].se, rel=1e-9, abs=1e-12), mid
