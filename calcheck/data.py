@@ -365,6 +365,21 @@ def multiclass_label(available: list[str], cols: list[str], label: str | None,
                           "--label", source)
 
 
+def resolve_columns(available: list[str], score: str | None, label: str | None,
+                    probs: list[str] | None, source: str) -> tuple[list[str] | None, str, str]:
+    """The columns a run reads: (probability columns, "", label) for multiclass input —
+    ``probs``, or prob_0..prob_{K−1} without a score column — else (None, score, label).
+    Both readers (in memory and streamed) decide the same way."""
+    if is_multiclass(available, score, probs):
+        cols = resolve_prob_columns(available, probs, source)
+        return cols, "", multiclass_label(available, cols, label, source)
+    score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", source)
+    label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", source)
+    if score_col == label_col:
+        raise InputError(f"{source}: the score and label columns are the same ({score_col!r})")
+    return None, score_col, label_col
+
+
 def class_names_of(cols: list[str]) -> list[str]:
     """Class names from probability column names: their suffixes after the common prefix
     (``prob_cat`` → ``cat``), or the column names when those are not distinct."""

@@ -164,6 +164,8 @@ class WeightedReplicates:
         self.sq = (s - y) ** 2
         c = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
         self.ll = np.where(y > 0, np.log(c), np.log1p(-c))
+        # buffers reused by every replicate (first-touch page faults cost more than the sums)
+        self._c, self._cs, self._cy = (np.empty(self.n) for _ in range(3))
 
     @classmethod
     def for_data(cls, data: Any, canon: np.ndarray, ids: list[str],
@@ -176,8 +178,6 @@ class WeightedReplicates:
 
     def values(self, counts: np.ndarray) -> dict[str, float]:
         ids, n = self.ids, self.n
-        if not hasattr(self, "_c"):            # buffers reused by every replicate (page faults
-            self._c, self._cs, self._cy = (np.empty(n) for _ in range(3))   # cost more)
         c = self._c
         np.copyto(c, counts)
         out: dict[str, float] = {}

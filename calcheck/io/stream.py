@@ -19,14 +19,9 @@ import pyarrow.compute as pc
 from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.data import (
-    LABEL_NAMES,
-    SCORE_NAMES,
     check_columns_exist,
     class_names_of,
-    is_multiclass,
-    multiclass_label,
-    resolve_column,
-    resolve_prob_columns,
+    resolve_columns,
     top_label_view,
 )
 from calcheck.errors import InputError
@@ -197,17 +192,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
     conditions = parse_where(where) if where else []
     check_columns(conditions, available, src.name)
-    cols: list[str] | None = None
-    if is_multiclass(available, score, probs):
-        cols = resolve_prob_columns(available, probs, src.name)
-        score_col = ""
-        label_col = multiclass_label(available, cols, label, src.name)
-    else:
-        score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
-        label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
-        if score_col == label_col:
-            raise InputError(f"{src.name}: the score and label columns are the same "
-                             f"({score_col!r})")
+    cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     if src.fmt == "parquet" and src.directory:
         extra = [*(extra_columns or {}), *(cols or [score_col]), label_col,
                  *(c.column for c in conditions)]

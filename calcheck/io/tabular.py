@@ -14,16 +14,12 @@ from typing import Any
 import numpy as np
 
 from calcheck.data import (
-    LABEL_NAMES,
-    SCORE_NAMES,
     Predictions,
     Provenance,
     check_columns_exist,
     class_names_of,
     is_multiclass,
-    multiclass_label,
-    resolve_column,
-    resolve_prob_columns,
+    resolve_columns,
 )
 from calcheck.errors import InputError
 from calcheck.io.columns import (
@@ -73,18 +69,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
     conditions = parse_where(where) if where else []
     check_columns(conditions, available, src.name)
-    multiclass = is_multiclass(available, score, probs)
-    if multiclass:
-        cols = resolve_prob_columns(available, probs, src.name)
-        label_col = multiclass_label(available, cols, label, src.name)
-        wanted = [*cols, label_col]
-    else:
-        score_col = resolve_column(available, score, SCORE_NAMES, "score", "--score", src.name)
-        label_col = resolve_column(available, label, LABEL_NAMES, "label", "--label", src.name)
-        if score_col == label_col:
-            raise InputError(f"{src.name}: the score and label columns are the same "
-                             f"({score_col!r})")
-        wanted = [score_col, label_col]
+    cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
+    wanted = [*(cols or [score_col]), label_col]
     table = read_columns(src, [*wanted, *numeric, *raw],
                          to_expression(conditions) if conditions else None)
     n = table.num_rows
@@ -96,7 +82,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
                       label_column=label_col, rows_read=n)
     prov.notes.extend(src.notes)
-    if multiclass:
+    if cols is not None:
         names = class_names_of(cols)
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
             src, table, cols, label_col, names, renormalize=renormalize,
