@@ -1,2 +1,2 @@
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 SCHEMA_VERSION = "1"

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 import calcheck
+from calcheck.hypotests import tcal_null
 from calcheck.hypotests.tcal import (
     bin_ids,
     dpe,
-    draw_labels,
     n_levels,
     plugin_from_bounds,
     simulate_null,
@@ -58,22 +58,52 @@ def test_levels_count():
     assert [n_levels(n) for n in (2000, 10_000, 50_000)] == [19, 23, 27]
 
 
-@pytest.mark.parametrize("kind", ["continuous", "ties", "zeros_and_ones"])
-def test_fast_null_equals_naive(kind):
+def _rows_of(plan, K):
+    """Labels per sorted row from the successes per unit (a tied unit's first K rows)."""
+    y = np.zeros(plan.n)
+    starts = plan.units.row_start[:-1]
+    ones = np.repeat(starts, K) + np.arange(K.sum()) - np.repeat(np.cumsum(K) - K, K)
+    y[ones] = 1.0
+    return y
+
+
+@pytest.mark.parametrize("kind", ["continuous", "ties", "big_ties", "zeros_and_ones", "tiny"])
+@pytest.mark.parametrize("levels", ["adaptive", "fixed", "mixed"])
+def test_fast_null_equals_naive(kind, levels):
+    """Every trial's T_m equals the literal statistic of its drawn labels, for the dense grid,
+    the bins summed at their ends, tied runs drawn as one Binomial, and levels that do not nest."""
     rng = np.random.default_rng(4)
     s = rng.uniform(size=400)
     if kind == "ties":
         s = np.round(s, 2)
+    if kind == "big_ties":
+        s = np.round(s, 1)
+        s[:50] = 1.0
     if kind == "zeros_and_ones":
         s[:40], s[40:70] = 1.0, 0.0
-    ms = [2 ** b for b in range(1, n_levels(400) + 1)]
-    fast = simulate_null(s, ms, trials=30, resample="labels", rng=np.random.default_rng(9))
+    if kind == "tiny":
+        s = s[:3]
+    ms = {"adaptive": [2 ** b for b in range(1, n_levels(len(s)) + 1)], "fixed": [15],
+          "mixed": [2, 4, 8, 15, 64, 1000]}[levels]
     ss = np.sort(s, kind="stable")
-    seed = int(np.random.default_rng(9).integers(0, 2 ** 63, size=1)[0])   # one chunk
-    Y = draw_labels(seed, ss, 30)                   # the draws are row-major (n, trials)
-    naive = np.array([[plugin_from_bounds(ss - Y[:, t], _bounds(ss, m)).dpe
-                       for t in range(30)] for m in ms])
-    np.testing.assert_allclose(fast, naive, rtol=0, atol=1e-14)
+    plan = tcal_null.plan(ss, ms)
+    for seed in range(4):
+        fast, K = tcal_null.one_trial(plan, seed)
+        y = _rows_of(plan, K)
+        naive = [plugin_from_bounds(ss - y, _bounds(ss, m)).dpe for m in ms]
+        np.testing.assert_allclose(fast, naive, rtol=0, atol=1e-14)
+    if kind == "big_ties":
+        assert plan.groups.size > 0                 # the tied runs are drawn as Binomials
+
+
+def test_simulate_null_is_the_trials_seeded_in_order():
+    s = np.random.default_rng(3).uniform(size=500)
+    ms = [2, 4, 8, 16]
+    null = simulate_null(s, ms, trials=12, resample="labels", rng=np.random.default_rng(9))
+    seeds = np.random.default_rng(9).integers(0, 2 ** 63, size=12)
+    plan = tcal_null.plan(np.sort(s), ms)
+    for j in range(12):
+        np.testing.assert_array_equal(null[:, j], tcal_null.one_trial(plan, int(seeds[j]))[0])
 
 
 def _bounds(ss, m):
@@ -312,25 +342,42 @@ def test_hosmer_lemeshow_certain_predictions_that_fail_are_infinite():
 
 
 def test_label_draws_are_bernoulli_and_exact_at_the_extremes():
-    ss = np.array([0.0, 1e-300, 1e-9, 0.25, 0.5, 1 - 1e-9, 1.0])
-    y = draw_labels(3, ss, 400_000)
-    assert y[0].sum() == 0 and y[-1].sum() == 400_000 and y[1].sum() == 0
-    assert y[2].sum() <= 2 and y[5].sum() >= 400_000 - 2
-    for row, p in ((3, 0.25), (4, 0.5)):
-        se = np.sqrt(p * (1 - p) / 400_000)
-        assert abs(y[row].mean() - p) < 5 * se
+    # distinct scores (each its own row) near every target, and tied runs at 0, 0.3 and 1
+    rng = np.random.default_rng(0)
+    k = 20_000
+    near = [0.0, 1e-300, 1e-9, 0.25, 0.5, 1 - 1e-9]
+    rows = [np.full(1, near[0])] + [p * (1 + 1e-9 * rng.random(k)) if 0 < p < 1 else np.full(1, p)
+                                    for p in near[1:]]
+    s = np.concatenate(rows + [np.full(40, 0.0), np.full(40, 0.3), np.full(40, 1.0),
+                               np.full(1, 1.0)])
+    ss = np.sort(s)
+    plan = tcal_null.plan(ss, [2])
+    total = np.zeros(plan.units.score.shape[0])
+    trials = 20
+    for seed in range(trials):
+        total += tcal_null.one_trial(plan, seed)[1]
+    us, cnt = plan.units.score, plan.units.count
+    assert total[us == 0.0].sum() == 0 and total[us == 1.0].sum() == trials * cnt[us == 1.0].sum()
+    assert total[(us > 0) & (us < 1e-200)].sum() == 0                 # 1e-300: relative accuracy
+    assert total[(us > 1e-10) & (us < 1e-8)].sum() <= 2
+    assert total[(us > 1 - 1e-8) & (us < 1)].sum() >= trials * k - 2
+    for lo, hi, p in ((0.24, 0.26, 0.25), (0.49, 0.51, 0.5), (0.29, 0.31, 0.3)):
+        sel = (us > lo) & (us < hi)
+        draws = trials * cnt[sel].sum()
+        se = np.sqrt(p * (1 - p) / draws)
+        assert abs(total[sel].sum() / draws - p) < 5 * se
+    assert plan.groups.size == 3                      # the runs of 40 are single Binomial draws
 
 
 def test_null_does_not_depend_on_the_threads(monkeypatch):
-    import calcheck.hypotests.tcal as tc
+    import calcheck.hypotests.tcal_null as tc
 
     rng = np.random.default_rng(6)
     s = rng.uniform(size=2000)
     ms = [2, 16, 256]
-    monkeypatch.setattr(tc, "CHUNK_BYTES", 20 * 2000 * 7)          # several chunks
-    monkeypatch.setattr(tc, "MAX_THREADS", 1)
+    monkeypatch.setattr(tc, "TRIALS_PER_TASK", 3)                   # several tasks
+    monkeypatch.setattr(tc, "_threads", lambda: 1)
     one = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
-    monkeypatch.setattr(tc, "MAX_THREADS", 4)
     monkeypatch.setattr(tc, "_threads", lambda: 4)
     four = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
     np.testing.assert_array_equal(one, four)
