@@ -348,8 +348,8 @@ def test_label_draws_are_bernoulli_and_exact_at_the_extremes():
     near = [0.0, 1e-300, 1e-9, 0.25, 0.5, 1 - 1e-9]
     rows = [np.full(1, near[0])] + [p * (1 + 1e-9 * rng.random(k)) if 0 < p < 1 else np.full(1, p)
                                     for p in near[1:]]
-    s = np.concatenate(rows + [np.full(40, 0.0), np.full(40, 0.3), np.full(40, 1.0),
-                               np.full(1, 1.0)])
+    s = np.concatenate([*rows, np.full(40, 0.0), np.full(40, 0.3), np.full(40, 1.0),
+                        np.full(1, 1.0)])
     ss = np.sort(s)
     plan = tcal_null.plan(ss, [2])
     total = np.zeros(plan.units.score.shape[0])

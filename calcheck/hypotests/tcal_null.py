@@ -208,7 +208,8 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     sel = np.flatnonzero((hi >= D) & two)
     sel = sel[np.argsort(r0[sel], kind="stable")]
     pu = units.unit_of_row(r0[sel])
-    pairs = _Pairs(start=pu, s0=units.score[pu], s1=units.score[np.minimum(pu + 1, max(units.score.shape[0] - 1, 0))],
+    nxt = np.minimum(pu + 1, max(units.score.shape[0] - 1, 0))  # (pu + 1 exists: a pair)
+    pairs = _Pairs(start=pu, s0=units.score[pu], s1=units.score[nxt],
                    levels=_Runs.of(np.maximum(lo[sel], D), hi[sel]))
     sel = np.flatnonzero((hi >= D) & ~two)
     sel = sel[np.argsort(r0[sel], kind="stable")]
