@@ -104,6 +104,7 @@ class _Pairs:
     finest levels: (S² − Q)/N is then r_u·r_(u+1), r = s − y, one product per bin."""
 
     start: IntArray              # u, ascending
+    grouped: IntArray            # the same in runs of equal levels (start[levels.perm])
     s0: FloatArray               # s_u and s_(u+1)
     s1: FloatArray
     levels: _Runs
@@ -129,7 +130,11 @@ class _Runs:
     def add(self, values: FloatArray, scratch: FloatArray, tot: FloatArray) -> None:
         """tot[ℓ] += Σ values over the bins of level ℓ, as differences (cumsum afterwards)."""
         np.take(values, self.perm, out=scratch, mode="wrap")
-        runs = np.add.reduceat(scratch, self.group)
+        self.add_grouped(scratch, tot)
+
+    def add_grouped(self, values: FloatArray, tot: FloatArray) -> None:
+        """:meth:`add` for values already in ``perm`` order."""
+        runs = np.add.reduceat(values, self.group)
         tot += np.bincount(self.lo, weights=runs, minlength=tot.shape[0])
         tot -= np.bincount(self.hi + 1, weights=runs, minlength=tot.shape[0])
 
@@ -176,16 +181,13 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     s2 = ss * ss
 
     # every level's bins of two rows or more, each distinct run once with its levels lo … hi
-    rs, re, lv, c1 = [], [], [], []
+    rs, re, lv = [], [], []
     for i, m in enumerate(ms):
         b = bounds[m]
         keep = np.flatnonzero(np.diff(b) > 1)
         rs.append(b[:-1][keep])
         re.append(b[1:][keep])
         lv.append(np.full(keep.size, i, dtype=np.int64))
-        big = np.flatnonzero(re[-1] - rs[-1] > 2)           # two-row bins: see _Pairs
-        N = (re[-1][big] - rs[-1][big]).astype(np.float64)
-        c1.append(float(np.sum(_bin_sums(s2, rs[-1][big], re[-1][big]) / N)) if big.size else 0.0)
     r0, r1, level = _cat(rs), _cat(re), _cat(lv)
     order = np.lexsort((level, r1, r0))
     r0, r1, level = r0[order], r1[order], level[order]
@@ -209,8 +211,9 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     sel = sel[np.argsort(r0[sel], kind="stable")]
     pu = units.unit_of_row(r0[sel])
     nxt = np.minimum(pu + 1, max(units.score.shape[0] - 1, 0))  # (pu + 1 exists: a pair)
-    pairs = _Pairs(start=pu, s0=units.score[pu], s1=units.score[nxt],
-                   levels=_Runs.of(np.maximum(lo[sel], D), hi[sel]))
+    plv = _Runs.of(np.maximum(lo[sel], D), hi[sel])
+    pairs = _Pairs(start=pu, grouped=pu[plv.perm], s0=units.score[pu], s1=units.score[nxt],
+                   levels=plv)
     sel = np.flatnonzero((hi >= D) & ~two)
     sel = sel[np.argsort(r0[sel], kind="stable")]
     r0, r1, lo, hi = r0[sel], r1[sel], np.maximum(lo[sel], D), hi[sel]
@@ -238,7 +241,8 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     Nf = (r1 - r0).astype(np.float64)
     ub = units.unit_of_row(np.concatenate((r0, r1)))
     fine = _Fine(start=ub[:r0.shape[0]], end=ub[r0.shape[0]:], A=_bin_sums(ss, r0, r1),
-                 w=1.0 / Nf, ws=2.0 ** -S / Nf, levels=_Runs.of(lo, hi), c1=np.asarray(c1))
+                 w=1.0 / Nf, ws=2.0 ** -S / Nf, levels=_Runs.of(lo, hi),
+                 c1=np.array([_c1(s2, rs[i], re[i]) if i >= D else 0.0 for i in range(len(ms))]))
     extreme = np.flatnonzero(((us < EXTREME) | (us > 1.0 - EXTREME)) & (units.count == 1))
     groups = np.flatnonzero(units.count > 1)
     return NullPlan(
@@ -248,6 +252,14 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         zq=2 * np.floor(us * 2.0 ** S + 0.5).astype(np.int64) - (1 << S), scale=2.0 ** -S,
         D=D, dense_bounds=dense_bounds, dense_A=dA, dense_w=dw,
         dense_c1=dc1, fine=fine, pairs=pairs)
+
+
+def _c1(s2: FloatArray, starts: IntArray, ends: IntArray) -> float:
+    """Σ QA/N over a level's bins of three rows or more (a two-row bin is a product)."""
+    big = np.flatnonzero(ends - starts > 2)
+    if big.size == 0:
+        return 0.0
+    return float(np.sum(_bin_sums(s2, starts[big], ends[big]) / (ends[big] - starts[big])))
 
 
 def _merge(x: FloatArray) -> FloatArray:
@@ -267,25 +279,23 @@ class _Buffers:
 
     def __init__(self, p: NullPlan) -> None:
         u = p.units.score.shape[0]
-        self.K = np.empty(u, dtype=np.int64)
-        self.ZQ = np.empty(u, dtype=np.int64)
-        self.ext = np.empty(p.extreme.shape[0], dtype=np.int64)
+        self.y = np.empty(u, dtype=bool)
+        self.ext = np.empty(p.extreme.shape[0], dtype=bool)
         self.grp = np.empty(p.groups.shape[0], dtype=np.int64)
         self.PK = np.zeros(u + 1, dtype=np.int64)
         self.PZ = np.zeros(u + 1, dtype=np.int64)
         g = p.dense_bounds.shape[0]
         self.gk = np.empty(g, dtype=self.PK.dtype)
         self.gz = np.empty(g, dtype=np.int64)
-        self.dk = np.empty(max(g - 1, 0), dtype=self.PK.dtype)
-        self.dz = np.empty(max(g - 1, 0), dtype=np.int64)
+        self.dk = np.empty(max(g - 1, 0), dtype=np.int64)
         self.grid = [(np.empty(w.shape[0]), np.empty(w.shape[0]), np.empty(w.shape[0]))
                      for w in p.dense_w]                     # S, Z, scratch per grid level
         f = p.fine.start.shape[0]
         self.fk = (np.empty(f, dtype=np.int64), np.empty(f, dtype=np.int64))
         self.fS, self.fZ, self.fC = np.empty(f), np.empty(f), np.empty(f)
         npairs = p.pairs.start.shape[0]
-        self.pk = (np.empty(npairs, dtype=np.int64), np.empty(npairs, dtype=np.int64))
-        self.pr = (np.empty(npairs), np.empty(npairs))
+        self.R = np.empty(u if npairs else 0)
+        self.pp = np.empty(npairs)
         self.scratch = np.empty(max(f, npairs))
 
 
@@ -299,21 +309,26 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
         b.grp[:] = g.binomial(units.count[p.groups], units.score[p.groups])
     u = units.score.shape[0]
     raw = g.bit_generator.random_raw((u + 1) // 2)   # … then 32-bit uniforms
-    np.less(np.asarray(raw).view(np.uint32)[:u], p.thresholds, out=b.K)
-    b.K[p.extreme] = b.ext
-    b.K[p.groups] = b.grp
-    np.cumsum(b.K, out=b.PK[1:])
-    np.multiply(p.zq, b.K, out=b.ZQ)
-    np.cumsum(b.ZQ, out=b.PZ[1:])                # wraps: differences of bins stay exact
+    # (every ufunc below has one dtype: a cast inside a ufunc costs 3–5× a copyto)
+    np.less(np.asarray(raw).view(np.uint32)[:u], p.thresholds, out=b.y)
+    b.y[p.extreme] = b.ext
+    K, ZQ = b.PK[1:], b.PZ[1:]                   # per unit, then summed in place
+    np.copyto(K, b.y)
+    K[p.groups] = b.grp
+    np.multiply(p.zq, K, out=ZQ)
+    np.cumsum(K, out=K)
+    np.cumsum(ZQ, out=ZQ)                        # wraps: differences of bins stay exact
     n = float(p.n)
     if p.D:
         np.take(b.PK, p.dense_bounds, out=b.gk, mode="wrap")
         np.take(b.PZ, p.dense_bounds, out=b.gz, mode="wrap")
         S, Z, _ = b.grid[0]
         np.subtract(b.gk[1:], b.gk[:-1], out=b.dk)
-        np.subtract(p.dense_A, b.dk, out=S)                 # S = A − K
-        np.subtract(b.gz[1:], b.gz[:-1], out=b.dz)
-        np.multiply(b.dz, p.scale, out=Z)                   # Z = 2L − K
+        np.copyto(S, b.dk)
+        np.subtract(p.dense_A, S, out=S)                    # S = A − K
+        np.subtract(b.gz[1:], b.gz[:-1], out=b.dk)
+        np.copyto(Z, b.dk)
+        np.multiply(Z, p.scale, out=Z)                      # Z = 2L − K
         for j in range(p.D):                # (no BLAS: its threads would fight ours)
             S, Z, T = b.grid[j]
             if j + 1 < p.D:
@@ -324,9 +339,8 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
                 Z2[-1] = Z[-1]
             w = p.dense_w[j]
             np.multiply(S, S, out=T)
-            np.multiply(T, w, out=T)
-            np.multiply(Z, w, out=Z)
             np.add(T, Z, out=T)
+            np.multiply(T, w, out=T)                        # w·(S² + Z)
             out[p.D - 1 - j] = (float(T.sum()) - p.dense_c1[j]) / n
     f = p.fine
     L = len(p.ms)
@@ -337,23 +351,24 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
             np.take(b.PK, f.end, out=k1, mode="wrap")
             np.take(b.PK, f.start, out=k0, mode="wrap")
             np.subtract(k1, k0, out=k1)
-            np.subtract(f.A, k1, out=S)                     # S = A − K
+            np.copyto(S, k1)
+            np.subtract(f.A, S, out=S)                      # S = A − K
             np.multiply(S, S, out=S)
             np.multiply(S, f.w, out=S)                      # w·S²
             np.take(b.PZ, f.end, out=k1, mode="wrap")
             np.take(b.PZ, f.start, out=k0, mode="wrap")
             np.subtract(k1, k0, out=k1)
-            np.multiply(k1, f.ws, out=Z)                    # w·Z
+            np.copyto(Z, k1)
+            np.multiply(Z, f.ws, out=Z)                     # w·Z
             np.add(S, Z, out=b.fC)
             f.levels.add(b.fC, b.scratch[:f.start.shape[0]], tot)
         pr = p.pairs
         if pr.start.size:                                   # r_u·r_(u+1), r = s − y
-            np.take(b.K, pr.start, out=b.pk[0], mode="wrap")
-            np.take(b.K[1:], pr.start, out=b.pk[1], mode="wrap")
-            np.subtract(pr.s0, b.pk[0], out=b.pr[0])
-            np.subtract(pr.s1, b.pk[1], out=b.pr[1])
-            np.multiply(b.pr[0], b.pr[1], out=b.pr[0])
-            pr.levels.add(b.pr[0], b.scratch[:pr.start.shape[0]], tot)
+            np.copyto(b.R, b.y)                             # single-row units: y is K
+            np.subtract(p.units.score, b.R, out=b.R)
+            np.multiply(b.R[:-1], b.R[1:], out=b.R[:-1])
+            np.take(b.R, pr.grouped, out=b.pp, mode="wrap")
+            pr.levels.add_grouped(b.pp, tot)
         out[p.D:] = (np.cumsum(tot)[p.D:L] - f.c1[p.D:]) / n
 
 
