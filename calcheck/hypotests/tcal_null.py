@@ -103,9 +103,8 @@ class _Pairs:
     """Bins of exactly two rows (two single-row units u, u + 1), the most common bins of the
     finest levels: (S² − Q)/N is then r_u·r_(u+1), r = s − y, one product per bin."""
 
-    start: IntArray              # u, ascending
-    grouped: IntArray            # the same in runs of equal levels (start[levels.perm])
-    s0: FloatArray               # s_u and s_(u+1)
+    grouped: IntArray            # u, in runs of equal levels (levels.perm)
+    s0: FloatArray               # s_u and s_(u+1), in the same order
     s1: FloatArray
     levels: _Runs
 
@@ -212,8 +211,8 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     pu = units.unit_of_row(r0[sel])
     nxt = np.minimum(pu + 1, max(units.score.shape[0] - 1, 0))  # (pu + 1 exists: a pair)
     plv = _Runs.of(np.maximum(lo[sel], D), hi[sel])
-    pairs = _Pairs(start=pu, grouped=pu[plv.perm], s0=units.score[pu], s1=units.score[nxt],
-                   levels=plv)
+    pairs = _Pairs(grouped=pu[plv.perm], s0=units.score[pu][plv.perm],
+                   s1=units.score[nxt][plv.perm], levels=plv)
     sel = np.flatnonzero((hi >= D) & ~two)
     sel = sel[np.argsort(r0[sel], kind="stable")]
     r0, r1, lo, hi = r0[sel], r1[sel], np.maximum(lo[sel], D), hi[sel]
@@ -293,9 +292,9 @@ class _Buffers:
         f = p.fine.start.shape[0]
         self.fk = (np.empty(f, dtype=np.int64), np.empty(f, dtype=np.int64))
         self.fS, self.fZ, self.fC = np.empty(f), np.empty(f), np.empty(f)
-        npairs = p.pairs.start.shape[0]
-        self.R = np.empty(u if npairs else 0)
-        self.pp = np.empty(npairs)
+        npairs = p.pairs.grouped.shape[0]
+        self.pair = (np.empty(npairs, dtype=bool), np.empty(npairs, dtype=bool),
+                     np.empty(npairs), np.empty(npairs))
         self.scratch = np.empty(max(f, npairs))
 
 
@@ -363,12 +362,16 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
             np.add(S, Z, out=b.fC)
             f.levels.add(b.fC, b.scratch[:f.start.shape[0]], tot)
         pr = p.pairs
-        if pr.start.size:                                   # r_u·r_(u+1), r = s − y
-            np.copyto(b.R, b.y)                             # single-row units: y is K
-            np.subtract(p.units.score, b.R, out=b.R)
-            np.multiply(b.R[:-1], b.R[1:], out=b.R[:-1])
-            np.take(b.R, pr.grouped, out=b.pp, mode="wrap")
-            pr.levels.add_grouped(b.pp, tot)
+        if pr.grouped.size:                                   # r_u·r_(u+1), r = s − y
+            ya, yb, ra, rb = b.pair
+            np.take(b.y, pr.grouped, out=ya, mode="wrap")   # single-row units: y is K
+            np.take(b.y[1:], pr.grouped, out=yb, mode="wrap")
+            np.copyto(ra, ya)
+            np.copyto(rb, yb)
+            np.subtract(pr.s0, ra, out=ra)
+            np.subtract(pr.s1, rb, out=rb)
+            np.multiply(ra, rb, out=ra)
+            pr.levels.add_grouped(ra, tot)
         out[p.D:] = (np.cumsum(tot)[p.D:L] - f.c1[p.D:]) / n
 
 
