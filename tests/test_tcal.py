@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 import calcheck
-from calcheck.hypotests import tcal_null
+from calcheck.hypotests import tcal, tcal_null
 from calcheck.hypotests.tcal import (
     bin_ids,
     dpe,
@@ -94,6 +94,24 @@ def test_fast_null_equals_naive(kind, levels):
         np.testing.assert_allclose(fast, naive, rtol=0, atol=1e-14)
     if kind == "big_ties":
         assert plan.groups.size > 0                 # the tied runs are drawn as Binomials
+
+
+@pytest.mark.parametrize("kind", ["continuous", "ties", "tiny"])
+def test_levels_built_from_finer_levels_equal_direct_binning(kind):
+    rng = np.random.default_rng(11)
+    s = {"continuous": rng.uniform(size=5000), "tiny": rng.uniform(size=3),
+         "ties": np.r_[np.round(rng.uniform(size=4000), 3), np.zeros(100), np.ones(100)]}[kind]
+    ss = np.sort(s)
+    rs = ss - rng.binomial(1, ss)
+    B = n_levels(len(ss))
+    bounds, stats = tcal.dyadic_levels(ss, rs, B)
+    for b, got in zip(range(1, B + 1), stats):
+        direct = _bounds(ss, 2 ** b)
+        np.testing.assert_array_equal(bounds[2 ** b], direct)
+        ref = plugin_from_bounds(rs, direct)
+        for a, r in ((got.dpe, ref.dpe), (got.plugin_l1, ref.plugin_l1),
+                     (got.plugin_l2_biased, ref.plugin_l2_biased)):
+            assert abs(a - r) <= 1e-13 + 1e-12 * abs(r)
 
 
 def test_simulate_null_is_the_trials_seeded_in_order():

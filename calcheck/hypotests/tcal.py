@@ -71,9 +71,41 @@ def plugin_from_bounds(r_sorted: FloatArray, bounds: IntArray) -> PluginStats:
     cnt = np.diff(bounds).astype(np.float64)
     S = np.add.reduceat(r_sorted, starts)
     Q = np.add.reduceat(r_sorted * r_sorted, starts)
-    return PluginStats(dpe=float(np.sum((S * S - Q) / cnt) / n),       # eq. (6)
-                       plugin_l2_biased=float(np.sum(S * S / cnt) / n),  # eq. (5)
+    return _plugin(S, Q, cnt, n)                    # eqs. (6), (5) and the ℓ1 plug-in
+
+
+def _plugin(S: FloatArray, Q: FloatArray, cnt: FloatArray, n: int) -> PluginStats:
+    return PluginStats(dpe=float(np.sum((S * S - Q) / cnt) / n),
+                       plugin_l2_biased=float(np.sum(S * S / cnt) / n),
                        plugin_l1=float(np.sum(np.abs(S)) / n))
+
+
+def dyadic_levels(ss: FloatArray, rs: FloatArray,
+                  B: int) -> tuple[dict[int, IntArray], list[PluginStats]]:
+    """Row runs and plug-in statistics of the levels m = 2^1 … 2^B of the sorted scores ``ss``
+    (residuals ``rs``), each level from the next finer one: ⌊2^(b−1)·s⌋ = ⌊⌊2^b·s⌋/2⌋ exactly,
+    so a bin is a union of finer bins and its sums are sums of theirs."""
+    n = ss.shape[0]
+    if B > 62:                                          # ⌊2^B·s⌋ would not fit 64 bits
+        ms = [2 ** b for b in range(1, B + 1)]
+        bounds = {m: level_bounds(ss, m) for m in ms}
+        return bounds, [plugin_from_bounds(rs, bounds[m]) for m in ms]
+    ids = np.floor(ss * 2.0 ** B).astype(np.int64)
+    b = level_bounds(ss, 2 ** B)
+    starts = b[:-1]
+    S, Q = np.add.reduceat(rs, starts), np.add.reduceat(rs * rs, starts)
+    idv = ids[starts]
+    bounds = {2 ** B: b}
+    stats = [_plugin(S, Q, np.diff(b).astype(np.float64), n)]
+    for level in range(B - 1, 0, -1):
+        idv = idv >> 1
+        keep = np.flatnonzero(np.concatenate(([True], idv[1:] != idv[:-1])))
+        S, Q = np.add.reduceat(S, keep), np.add.reduceat(Q, keep)
+        starts, idv = starts[keep], idv[keep]
+        b = np.concatenate((starts, [n]))
+        bounds[2 ** level] = b
+        stats.append(_plugin(S, Q, np.diff(b).astype(np.float64), n))
+    return bounds, stats[::-1]
 
 
 def dpe(scores: ArrayLike, labels: ArrayLike, m: int) -> PluginStats:
@@ -235,8 +267,7 @@ def tcal_adaptive(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
     gen = np.random.default_rng(rng)
     order = stable_argsort(s)
     ss, rs = s[order], s[order] - y[order]
-    bounds = {m: level_bounds(ss, m) for m in ms}
-    observed = [plugin_from_bounds(rs, bounds[m]) for m in ms]
+    bounds, observed = dyadic_levels(ss, rs, B)
     null = simulate_null(ss, ms, trials=trials, resample=resample, rng=gen, progress=progress,
                          bounds=bounds, is_sorted=True)
     return adaptive_result(observed, null, ms, alpha=alpha, details={},

@@ -1,9 +1,9 @@
 """The null distribution of T-Cal under label resampling: y*ᵢ ~ Bernoulli(sᵢ), scores kept.
 
 Each trial needs, for every level m and every bin b with N_b ≥ 2 rows (a bin of one row adds
-exactly 0), the sums K_b = Σ y* and L_b = Σ s·y*; with A_b = Σ s and QA_b = Σ s²,
+exactly 0), the sums K_b = Σ y* and Z_b = 2·Σ s·y* − K_b; with A_b = Σ s and QA_b = Σ s²,
 
-    n·T_m = Σ_b w_b·((A_b − K_b)² − QA_b + 2·L_b − K_b),   w_b = 1/N_b  (0 when N_b < 2),
+    n·T_m = Σ_b w_b·((A_b − K_b)² − QA_b + Z_b),   w_b = 1/N_b,
 
 which is Σ_b (S_b² − Q_b)/N_b of docs/tests.md written with the drawn labels.
 
@@ -12,17 +12,20 @@ How a trial is computed
 * The scores are sorted once and grouped into *units*: a row, or a run of at least
   ``TIE_GROUP`` equal scores.  Every bin of every level is a run of units (equal scores share
   every bin), and a tied run's K is one Binomial(count, s) draw, exactly the law of its rows'
-  Bernoulli sum (its L is s·K).
-* The prefix sums of K (integers) and of q·K, q = round(s·2^S) (64-bit integers, wrapping),
-  are taken once per trial; a bin's K and L are differences at its ends.  Integer differences
-  are exact, so L carries only the rounding of s to a multiple of 2^-S, S = 62 − bit length of
+  Bernoulli sum.
+* The prefix sums of K and of zq·K, zq = round((2s − 1)·2^S), are taken once per trial in
+  64-bit integers (wrapping); a bin's K and Z are differences at its ends.  Integer differences
+  are exact, so Z carries only the rounding of s to a multiple of 2^-S, S = 62 − bit length of
   the largest such bin (below 2^-(S+1) per row; S ≥ 42 at n = 10^6).
-* The dyadic levels up to a *dense grid* 2^D take the grid's K and L per bin and merge pairs of
-  bins down to m = 2 (⌊2^(d−1)·s⌋ = ⌊⌊2^d·s⌋/2⌋ exactly); the other levels sum only their bins of
-  two rows or more.  D minimises the work; s = 1 is the extra bin m at every level.
-* Every buffer is allocated once per thread; trials run on up to ``MAX_THREADS`` threads, and
-  trial j draws from its own generator seeded by the j-th of ``rng.integers(0, 2**63, size)``, so a
-  seed gives the same null with any number of threads.
+* The dyadic levels up to a *dense grid* 2^D take the grid's sums and merge pairs of bins down
+  to m = 2 (⌊2^(d−1)·s⌋ = ⌊⌊2^d·s⌋/2⌋ exactly); s = 1 is the extra bin m at every level.  The
+  other levels sum only their bins of two rows or more, each distinct run of rows once for all
+  the levels lo … hi where it is a bin; a bin of 2 or 3 single rows is (2/N)·Σ_(i<j) r_i·r_j,
+  r = s − y, from the labels alone.  D minimises the work.
+* Every buffer is allocated once per thread, no BLAS runs inside the threads and no ufunc mixes
+  dtypes.  Trials run on up to ``MAX_THREADS`` threads; trial j draws from its own generator
+  seeded by the j-th of ``rng.integers(0, 2**63, size=trials)``, so a seed gives the same null
+  with any number of threads.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ MAX_THREADS = 4                  # threads of the simulation (bounded by the CPU
 MAX_DENSE = 22                   # largest dense grid 2^D
 TRIALS_PER_TASK = 8
 # relative cost of one grid cell (two gathers, merges and sums over the levels below), of one
-# bin summed at its ends (four gathers and the arithmetic) and of one two-row bin; measured
+# bin summed at its ends (four gathers and the arithmetic) and of one bin of 2 or 3 rows; measured
 DENSE_COST, BIN_COST, PAIR_COST = 6.0, 6.5, 1.5
+SMALL = 3                        # bins of 2 … SMALL rows are summed from the labels alone
 
 Progress = Callable[[int, int], None]
 
@@ -99,13 +103,13 @@ class _Fine:
 
 
 @dataclass
-class _Pairs:
-    """Bins of exactly two rows (two single-row units u, u + 1), the most common bins of the
-    finest levels: (S² − Q)/N is then r_u·r_(u+1), r = s − y, one product per bin."""
+class _Small:
+    """Bins of k = 2 or 3 rows (single-row units u … u + k − 1), most bins of the finest levels:
+    (S² − Q)/N = (2/k)·Σ_(i<j) r_i·r_j with r = s − y, from the labels alone."""
 
+    k: int
     grouped: IntArray            # u, in runs of equal levels (levels.perm)
-    s0: FloatArray               # s_u and s_(u+1), in the same order
-    s1: FloatArray
+    s: FloatArray                # (k, bins): s_u … s_(u+k−1), in the same order
     levels: _Runs
 
 
@@ -163,7 +167,7 @@ class NullPlan:
     dense_w: list[FloatArray]    # per grid level 2^d, d = D … 1: w and Σ QA/N
     dense_c1: list[float]
     fine: _Fine
-    pairs: _Pairs
+    small: list[_Small]          # bins of 2 and 3 rows
 
 
 def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = None) -> NullPlan:
@@ -202,17 +206,19 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     chain = 0
     while chain < min(MAX_DENSE, len(ms)) and ms[chain] == 2 ** (chain + 1):
         chain += 1
-    two = r1 - r0 == 2
+    two = r1 - r0 <= SMALL                               # bins of 2 or 3 rows
     costs = [DENSE_COST * (2 ** d if d else 0) + BIN_COST * int(np.count_nonzero(~two & (hi >= d)))
              + PAIR_COST * int(np.count_nonzero(two & (hi >= d))) for d in range(chain + 1)]
     D = int(np.argmin(costs))
-    sel = np.flatnonzero((hi >= D) & two)
-    sel = sel[np.argsort(r0[sel], kind="stable")]
-    pu = units.unit_of_row(r0[sel])
-    nxt = np.minimum(pu + 1, max(units.score.shape[0] - 1, 0))  # (pu + 1 exists: a pair)
-    plv = _Runs.of(np.maximum(lo[sel], D), hi[sel])
-    pairs = _Pairs(grouped=pu[plv.perm], s0=units.score[pu][plv.perm],
-                   s1=units.score[nxt][plv.perm], levels=plv)
+    small = []
+    for k in range(2, SMALL + 1):
+        sel = np.flatnonzero((hi >= D) & (r1 - r0 == k))
+        sel = sel[np.argsort(r0[sel], kind="stable")]
+        runs = _Runs.of(np.maximum(lo[sel], D), hi[sel])
+        u0 = units.unit_of_row(r0[sel])[runs.perm]
+        small.append(_Small(k=k, grouped=u0, levels=runs,
+                            s=np.stack([units.score[u0 + i] for i in range(k)]) if u0.size
+                            else np.zeros((k, 0))))
     sel = np.flatnonzero((hi >= D) & ~two)
     sel = sel[np.argsort(r0[sel], kind="stable")]
     r0, r1, lo, hi = r0[sel], r1[sel], np.maximum(lo[sel], D), hi[sel]
@@ -250,12 +256,12 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         extreme=extreme, groups=groups,
         zq=2 * np.floor(us * 2.0 ** S + 0.5).astype(np.int64) - (1 << S), scale=2.0 ** -S,
         D=D, dense_bounds=dense_bounds, dense_A=dA, dense_w=dw,
-        dense_c1=dc1, fine=fine, pairs=pairs)
+        dense_c1=dc1, fine=fine, small=small)
 
 
 def _c1(s2: FloatArray, starts: IntArray, ends: IntArray) -> float:
-    """Σ QA/N over a level's bins of three rows or more (a two-row bin is a product)."""
-    big = np.flatnonzero(ends - starts > 2)
+    """Σ QA/N over a level's bins of more than ``SMALL`` rows (smaller bins: see _Small)."""
+    big = np.flatnonzero(ends - starts > SMALL)
     if big.size == 0:
         return 0.0
     return float(np.sum(_bin_sums(s2, starts[big], ends[big]) / (ends[big] - starts[big])))
@@ -292,10 +298,10 @@ class _Buffers:
         f = p.fine.start.shape[0]
         self.fk = (np.empty(f, dtype=np.int64), np.empty(f, dtype=np.int64))
         self.fS, self.fZ, self.fC = np.empty(f), np.empty(f), np.empty(f)
-        npairs = p.pairs.grouped.shape[0]
-        self.pair = (np.empty(npairs, dtype=bool), np.empty(npairs, dtype=bool),
-                     np.empty(npairs), np.empty(npairs))
-        self.scratch = np.empty(max(f, npairs))
+        m = max((sm.grouped.shape[0] for sm in p.small), default=0)
+        self.ys = np.empty(m, dtype=bool)
+        self.rs = [np.empty(m) for _ in range(SMALL + 1)]
+        self.scratch = np.empty(f)
 
 
 def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
@@ -361,18 +367,29 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
             np.multiply(Z, f.ws, out=Z)                     # w·Z
             np.add(S, Z, out=b.fC)
             f.levels.add(b.fC, b.scratch[:f.start.shape[0]], tot)
-        pr = p.pairs
-        if pr.grouped.size:                                   # r_u·r_(u+1), r = s − y
-            ya, yb, ra, rb = b.pair
-            np.take(b.y, pr.grouped, out=ya, mode="wrap")   # single-row units: y is K
-            np.take(b.y[1:], pr.grouped, out=yb, mode="wrap")
-            np.copyto(ra, ya)
-            np.copyto(rb, yb)
-            np.subtract(pr.s0, ra, out=ra)
-            np.subtract(pr.s1, rb, out=rb)
-            np.multiply(ra, rb, out=ra)
-            pr.levels.add_grouped(ra, tot)
+        for sm in p.small:
+            if sm.grouped.size:
+                _small(sm, b, tot)
         out[p.D:] = (np.cumsum(tot)[p.D:L] - f.c1[p.D:]) / n
+
+
+def _small(sm: _Small, b: _Buffers, tot: FloatArray) -> None:
+    """Add the bins of 2 or 3 single-row units: (2/k)·Σ_(i<j) r_i·r_j, r = s − y."""
+    m = sm.grouped.shape[0]
+    r = [x[:m] for x in b.rs]
+    for i in range(sm.k):
+        np.take(b.y[i:], sm.grouped, out=b.ys[:m], mode="wrap")   # y is K for these units
+        np.copyto(r[i], b.ys[:m])
+        np.subtract(sm.s[i], r[i], out=r[i])
+    if sm.k == 2:
+        np.multiply(r[0], r[1], out=r[0])
+    else:                                           # (2/3)·(r0·(r1 + r2) + r1·r2)
+        np.add(r[1], r[2], out=r[3])
+        np.multiply(r[0], r[3], out=r[0])
+        np.multiply(r[1], r[2], out=r[1])
+        np.add(r[0], r[1], out=r[0])
+        np.multiply(r[0], 2.0 / 3.0, out=r[0])
+    sm.levels.add_grouped(r[0], tot)
 
 
 def one_trial(p: NullPlan, seed: int) -> tuple[FloatArray, IntArray]:
