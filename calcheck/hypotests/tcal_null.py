@@ -287,16 +287,18 @@ class _Buffers:
         self.y = np.empty(u, dtype=bool)
         self.ext = np.empty(p.extreme.shape[0], dtype=bool)
         self.grp = np.empty(p.groups.shape[0], dtype=np.int64)
-        self.PK = np.zeros(u + 1, dtype=np.int64)
+        self.PK = np.zeros(u + 1, dtype=np.int32 if p.n < 2 ** 31 else np.int64)
         self.PZ = np.zeros(u + 1, dtype=np.int64)
         g = p.dense_bounds.shape[0]
         self.gk = np.empty(g, dtype=self.PK.dtype)
         self.gz = np.empty(g, dtype=np.int64)
-        self.dk = np.empty(max(g - 1, 0), dtype=np.int64)
+        self.dk = np.empty(max(g - 1, 0), dtype=self.PK.dtype)
+        self.dz = np.empty(max(g - 1, 0), dtype=np.int64)
         self.grid = [(np.empty(w.shape[0]), np.empty(w.shape[0]), np.empty(w.shape[0]))
                      for w in p.dense_w]                     # S, Z, scratch per grid level
         f = p.fine.start.shape[0]
-        self.fk = (np.empty(f, dtype=np.int64), np.empty(f, dtype=np.int64))
+        self.fk = (np.empty(f, dtype=self.PK.dtype), np.empty(f, dtype=self.PK.dtype))
+        self.fz = (np.empty(f, dtype=np.int64), np.empty(f, dtype=np.int64))
         self.fS, self.fZ, self.fC = np.empty(f), np.empty(f), np.empty(f)
         m = max((sm.grouped.shape[0] for sm in p.small), default=0)
         self.ys = np.empty(m, dtype=bool)
@@ -319,8 +321,10 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
     b.y[p.extreme] = b.ext
     K, ZQ = b.PK[1:], b.PZ[1:]                   # per unit, then summed in place
     np.copyto(K, b.y)
-    K[p.groups] = b.grp
-    np.multiply(p.zq, K, out=ZQ)
+    np.multiply(p.zq, b.y, out=ZQ)
+    if p.groups.size:
+        K[p.groups] = b.grp
+        ZQ[p.groups] = p.zq[p.groups] * b.grp
     np.cumsum(K, out=K)
     np.cumsum(ZQ, out=ZQ)                        # wraps: differences of bins stay exact
     n = float(p.n)
@@ -331,8 +335,8 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
         np.subtract(b.gk[1:], b.gk[:-1], out=b.dk)
         np.copyto(S, b.dk)
         np.subtract(p.dense_A, S, out=S)                    # S = A − K
-        np.subtract(b.gz[1:], b.gz[:-1], out=b.dk)
-        np.copyto(Z, b.dk)
+        np.subtract(b.gz[1:], b.gz[:-1], out=b.dz)
+        np.copyto(Z, b.dz)
         np.multiply(Z, p.scale, out=Z)                      # Z = 2L − K
         for j in range(p.D):                # (no BLAS: its threads would fight ours)
             S, Z, T = b.grid[j]
@@ -360,10 +364,11 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
             np.subtract(f.A, S, out=S)                      # S = A − K
             np.multiply(S, S, out=S)
             np.multiply(S, f.w, out=S)                      # w·S²
-            np.take(b.PZ, f.end, out=k1, mode="wrap")
-            np.take(b.PZ, f.start, out=k0, mode="wrap")
-            np.subtract(k1, k0, out=k1)
-            np.copyto(Z, k1)
+            z1, z0 = b.fz
+            np.take(b.PZ, f.end, out=z1, mode="wrap")
+            np.take(b.PZ, f.start, out=z0, mode="wrap")
+            np.subtract(z1, z0, out=z1)
+            np.copyto(Z, z1)
             np.multiply(Z, f.ws, out=Z)                     # w·Z
             np.add(S, Z, out=b.fC)
             f.levels.add(b.fC, b.scratch[:f.start.shape[0]], tot)
