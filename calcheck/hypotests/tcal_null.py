@@ -20,7 +20,7 @@ How a trial is computed
 * The dyadic levels up to a *dense grid* 2^D take the grid's sums and merge pairs of bins down
   to m = 2 (⌊2^(d−1)·s⌋ = ⌊⌊2^d·s⌋/2⌋ exactly); s = 1 is the extra bin m at every level.  The
   other levels sum only their bins of two rows or more, each distinct run of rows once for all
-  the levels lo … hi where it is a bin; a bin of 2 or 3 single rows is (2/N)·Σ_(i<j) r_i·r_j,
+  the levels lo … hi where it is a bin; a bin of 2 … 6 rows is (2/N)·Σ_(i<j) r_i·r_j,
   r = s − y, from the labels alone.  D minimises the work.
 * Every buffer is allocated once per thread, no BLAS runs inside the threads and no ufunc mixes
   dtypes.  Trials run on up to ``MAX_THREADS`` threads; trial j draws from its own generator
@@ -46,9 +46,9 @@ MAX_THREADS = 4                  # threads of the simulation (bounded by the CPU
 MAX_DENSE = 22                   # largest dense grid 2^D
 TRIALS_PER_TASK = 8
 # relative cost of one grid cell (two gathers, merges and sums over the levels below), of one
-# bin summed at its ends (four gathers and the arithmetic) and of one bin of 2 or 3 rows; measured
+# bin summed at its ends (four gathers and the arithmetic) and of one bin of 2 … 6 rows; measured
 DENSE_COST, BIN_COST, PAIR_COST = 6.0, 6.5, 1.5
-SMALL = 3                        # bins of 2 … SMALL rows are summed from the labels alone
+SMALL = 6                        # bins of 2 … SMALL rows are summed from the labels alone
 
 Progress = Callable[[int, int], None]
 
@@ -104,7 +104,7 @@ class _Fine:
 
 @dataclass
 class _Small:
-    """Bins of k = 2 or 3 rows (single-row units u … u + k − 1), most bins of the finest levels:
+    """Bins of k = 2 … SMALL rows (single-row units u … u + k − 1), most bins of the finest levels:
     (S² − Q)/N = (2/k)·Σ_(i<j) r_i·r_j with r = s − y, from the labels alone."""
 
     k: int
@@ -167,7 +167,7 @@ class NullPlan:
     dense_w: list[FloatArray]    # per grid level 2^d, d = D … 1: w and Σ QA/N
     dense_c1: list[float]
     fine: _Fine
-    small: list[_Small]          # bins of 2 and 3 rows
+    small: list[_Small]          # bins of 2 … SMALL rows
 
 
 def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = None) -> NullPlan:
@@ -206,7 +206,7 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     chain = 0
     while chain < min(MAX_DENSE, len(ms)) and ms[chain] == 2 ** (chain + 1):
         chain += 1
-    two = r1 - r0 <= SMALL                               # bins of 2 or 3 rows
+    two = r1 - r0 <= SMALL                               # bins of 2 … SMALL rows
     costs = [DENSE_COST * (2 ** d if d else 0) + BIN_COST * int(np.count_nonzero(~two & (hi >= d)))
              + PAIR_COST * int(np.count_nonzero(two & (hi >= d))) for d in range(chain + 1)]
     D = int(np.argmin(costs))
@@ -302,7 +302,7 @@ class _Buffers:
         self.fS, self.fZ, self.fC = np.empty(f), np.empty(f), np.empty(f)
         m = max((sm.grouped.shape[0] for sm in p.small), default=0)
         self.ys = np.empty(m, dtype=bool)
-        self.rs = [np.empty(m) for _ in range(SMALL + 1)]
+        self.rs = [np.empty(m) for _ in range(SMALL + 3)]
         self.scratch = np.empty(f)
 
 
@@ -379,7 +379,7 @@ def _trial(p: NullPlan, seed: int, b: _Buffers, out: FloatArray) -> None:
 
 
 def _small(sm: _Small, b: _Buffers, tot: FloatArray) -> None:
-    """Add the bins of 2 or 3 single-row units: (2/k)·Σ_(i<j) r_i·r_j, r = s − y."""
+    """Add the bins of k single-row units: (2/k)·Σ_(i<j) r_i·r_j = (S² − Q)/k, r = s − y."""
     m = sm.grouped.shape[0]
     r = [x[:m] for x in b.rs]
     for i in range(sm.k):
@@ -388,12 +388,23 @@ def _small(sm: _Small, b: _Buffers, tot: FloatArray) -> None:
         np.subtract(sm.s[i], r[i], out=r[i])
     if sm.k == 2:
         np.multiply(r[0], r[1], out=r[0])
-    else:                                           # (2/3)·(r0·(r1 + r2) + r1·r2)
+    elif sm.k == 3:                                 # (2/3)·(r0·(r1 + r2) + r1·r2)
         np.add(r[1], r[2], out=r[3])
         np.multiply(r[0], r[3], out=r[0])
         np.multiply(r[1], r[2], out=r[1])
         np.add(r[0], r[1], out=r[0])
         np.multiply(r[0], 2.0 / 3.0, out=r[0])
+    else:                                           # (S² − Q)/k
+        S, Q, x = r[sm.k], r[sm.k + 1], r[sm.k + 2]
+        np.multiply(r[0], r[0], out=Q)
+        np.copyto(S, r[0])
+        for i in range(1, sm.k):
+            np.add(S, r[i], out=S)
+            np.multiply(r[i], r[i], out=x)
+            np.add(Q, x, out=Q)
+        np.multiply(S, S, out=S)
+        np.subtract(S, Q, out=S)
+        np.multiply(S, 1.0 / sm.k, out=r[0])
     sm.levels.add_grouped(r[0], tot)
 
 
