@@ -80,6 +80,14 @@ def _plugin(S: FloatArray, Q: FloatArray, cnt: FloatArray, n: int) -> PluginStat
                        plugin_l1=float(np.sum(np.abs(S)) / n))
 
 
+def _merge_pairs(x: FloatArray, keep: IntArray) -> FloatArray:
+    """Sums over the groups starting at ``keep`` of one or two consecutive values of x."""
+    out = x[keep]
+    two = np.flatnonzero(np.diff(np.append(keep, x.shape[0])) == 2)
+    out[two] += x[keep[two] + 1]
+    return out
+
+
 def dyadic_levels(ss: FloatArray, rs: FloatArray,
                   B: int) -> tuple[dict[int, IntArray], list[PluginStats]]:
     """Row runs and plug-in statistics of the levels m = 2^1 … 2^B of the sorted scores ``ss``
@@ -100,7 +108,7 @@ def dyadic_levels(ss: FloatArray, rs: FloatArray,
     for level in range(B - 1, 0, -1):
         idv = idv >> 1
         keep = np.flatnonzero(np.concatenate(([True], idv[1:] != idv[:-1])))
-        S, Q = np.add.reduceat(S, keep), np.add.reduceat(Q, keep)
+        S, Q = _merge_pairs(S, keep), _merge_pairs(Q, keep)
         starts, idv = starts[keep], idv[keep]
         b = np.concatenate((starts, [n]))
         bounds[2 ** level] = b
