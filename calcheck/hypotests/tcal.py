@@ -36,7 +36,7 @@ from calcheck.binning import stable_argsort
 from calcheck.errors import UsageError
 from calcheck.hypotests import tcal_null
 from calcheck.hypotests._result import TestResult
-from calcheck.hypotests.tcal_null import Progress, level_bounds
+from calcheck.hypotests.tcal_null import Progress, bin_ids, level_bounds, runs
 
 RESAMPLING = ("labels", "consistency")
 TIE_TOL = 1e-12
@@ -48,11 +48,6 @@ def n_levels(n: int) -> int:
     if n < 3:
         return 1
     return max(1, int(2 * math.log2(n / math.sqrt(math.log(n)))))
-
-
-def bin_ids(scores: FloatArray, m: int) -> IntArray:
-    """T-Cal bin id ⌊m·s⌋ in float64, no clipping (s = 1 gets its own id m)."""
-    return np.floor(scores * float(m)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -98,8 +93,8 @@ def dyadic_levels(ss: FloatArray, rs: FloatArray,
         ms = [2 ** b for b in range(1, B + 1)]
         bounds = {m: level_bounds(ss, m) for m in ms}
         return bounds, [plugin_from_bounds(rs, bounds[m]) for m in ms]
-    ids = np.floor(ss * 2.0 ** B).astype(np.int64)
-    b = level_bounds(ss, 2 ** B)
+    ids = bin_ids(ss, 2 ** B)
+    b = runs(ids)
     starts = b[:-1]
     S, Q = np.add.reduceat(rs, starts), np.add.reduceat(rs * rs, starts)
     idv = ids[starts]

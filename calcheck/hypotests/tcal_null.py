@@ -47,22 +47,27 @@ MAX_DENSE = 22                   # largest dense grid 2^D
 TRIALS_PER_TASK = 8
 # relative cost of one grid cell (two gathers, merges and sums over the levels below), of one
 # bin summed at its ends (four gathers and the arithmetic) and of one bin of 2 … 6 rows; measured
-DENSE_COST, BIN_COST, PAIR_COST = 6.0, 6.5, 1.5
+DENSE_COST, BIN_COST, SMALL_COST = 6.0, 6.5, 1.5
 SMALL = 6                        # bins of 2 … SMALL rows are summed from the labels alone
 
 Progress = Callable[[int, int], None]
 
 
-def _runs(ids: np.ndarray) -> IntArray:
+def runs(ids: np.ndarray) -> IntArray:
     """Start positions of the runs of equal values (sorted), plus the end."""
     n = ids.shape[0]
     starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     return np.concatenate((starts, [n])).astype(np.int64)
 
 
+def bin_ids(scores: FloatArray, m: int) -> IntArray:
+    """T-Cal bin id ⌊m·s⌋ in float64, no clipping (s = 1 gets its own id m)."""
+    return np.floor(scores * float(m)).astype(np.int64)
+
+
 def level_bounds(ss: FloatArray, m: int) -> IntArray:
-    """Runs of the sorted scores ``ss`` in the bins ⌊m·s⌋ (s = 1 gets its own id m)."""
-    return _runs(np.floor(ss * float(m)).astype(np.int64))
+    """Runs of the sorted scores ``ss`` in the bins ⌊m·s⌋."""
+    return runs(bin_ids(ss, m))
 
 
 @dataclass
@@ -73,7 +78,7 @@ class _Units:
 
     @staticmethod
     def of(ss: FloatArray) -> _Units:
-        ties = _runs(ss)                                   # runs of equal scores
+        ties = runs(ss)                                   # runs of equal scores
         size = np.diff(ties)
         big = size >= TIE_GROUP
         # a unit starts at every row, except inside a big tie run
@@ -99,7 +104,7 @@ class _Fine:
     w: FloatArray                # 1/N_b
     ws: FloatArray               # w·2^-S
     levels: _Runs                # the bin is a bin of the levels lo … hi (indices of ms)
-    c1: FloatArray               # per level: Σ_b QA_b/N_b over its bins of two rows or more
+    c1: FloatArray               # per level: Σ_b QA_b/N_b over its bins of more than SMALL rows
 
 
 @dataclass
@@ -127,7 +132,7 @@ class _Runs:
     def of(lo: IntArray, hi: IntArray) -> _Runs:
         perm = np.lexsort((np.arange(lo.shape[0]), hi, lo))
         lo, hi = lo[perm], hi[perm]
-        group = _runs(lo * (hi.max(initial=0) + 2) + hi)[:-1][:lo.shape[0]]
+        group = runs(lo * (hi.max(initial=0) + 2) + hi)[:-1][:lo.shape[0]]
         return _Runs(perm=perm, group=group, lo=lo[group], hi=hi[group])
 
     def add(self, values: FloatArray, scratch: FloatArray, tot: FloatArray) -> None:
@@ -206,9 +211,9 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     chain = 0
     while chain < min(MAX_DENSE, len(ms)) and ms[chain] == 2 ** (chain + 1):
         chain += 1
-    two = r1 - r0 <= SMALL                               # bins of 2 … SMALL rows
-    costs = [DENSE_COST * (2 ** d if d else 0) + BIN_COST * int(np.count_nonzero(~two & (hi >= d)))
-             + PAIR_COST * int(np.count_nonzero(two & (hi >= d))) for d in range(chain + 1)]
+    few = r1 - r0 <= SMALL                               # bins of 2 … SMALL rows
+    costs = [DENSE_COST * (2 ** d if d else 0) + BIN_COST * int(np.count_nonzero(~few & (hi >= d)))
+             + SMALL_COST * int(np.count_nonzero(few & (hi >= d))) for d in range(chain + 1)]
     D = int(np.argmin(costs))
     small = []
     for k in range(2, SMALL + 1):
@@ -219,7 +224,7 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         small.append(_Small(k=k, grouped=u0, levels=runs,
                             s=np.stack([units.score[u0 + i] for i in range(k)]) if u0.size
                             else np.zeros((k, 0))))
-    sel = np.flatnonzero((hi >= D) & ~two)
+    sel = np.flatnonzero((hi >= D) & ~few)
     sel = sel[np.argsort(r0[sel], kind="stable")]
     r0, r1, lo, hi = r0[sel], r1[sel], np.maximum(lo[sel], D), hi[sel]
 
