@@ -23,7 +23,7 @@ _API = {
     "ece": _F, "mce": _F, "ace": _F, "mce_q": _F, "pde": _F, "brier": _F, "log_loss": _F,
     "pc": _F, "tce": _F, "tcal": _F, "hosmer_lemeshow": _F, "spiegelhalter": _F, "cox": _F,
     "binomial_discrete": _F, "evaluate": _F, "smece": _F, "ici": _F, "corp": _F,
-    "ece_sweep": _F, "ecce": _F, "ks": _F, "kuiper": _F,
+    "ece_sweep": _F, "ecce": _F, "ks": _F, "kuiper": _F, "skce": _F, "skce_test": _F,
     "binomtest_pvalue": "calcheck.hypotests.binom", "TestResult": "calcheck.hypotests._result",
     "MetricResult": "calcheck.metrics._result", "BinStats": "calcheck.binning",
     # figures of arrays

@@ -401,6 +401,8 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
             messages.append(f"{opts.name_of('methods')} all on --engine {opts.engine}: every "
                             f"test it runs; {', '.join(left)} need(s) --engine memory")
     with _engine(source, opts, progress) as eng:
+        if not opts.methods and not opts.compat and eng.multiclass and eng.name == "memory":
+            methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
         t = eng.tests(methods, opts)
         reading = eng.reading()
         settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
@@ -457,6 +459,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         ids = [m for m in registry.default_ids(mc) if m in can]
         m = _metrics(eng, ids, opts.replace(bins=None, ci=False), optional_tce=True)
         tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes)
+        if mc and eng.name == "memory":
+            methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
         notes = m.notes + t.notes
         left = [x for x in registry.default_ids(mc) if x not in ids]

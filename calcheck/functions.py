@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck.errors import UsageError
@@ -110,8 +111,9 @@ def tce(scores: ArrayLike, labels: ArrayLike, *, binning: str = "pava-bc", bins:
 
 
 def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: int | None = None,
-         alpha: float = 0.05, trials: int = 1000, resample: str = "labels",
-         rng: Any = 0) -> TestResult:
+         alpha: float = 0.05, trials: int | None = None, resample: str = "labels",
+         rng: Any = 0, adaptive_grid: str = "bounded",
+         adaptive_correction: str = "minp") -> TestResult:
     """T-Cal (Lee, Huang, Hassani, Dobriban): a test of calibration with a Monte Carlo p-value.
 
     Parameters
@@ -119,18 +121,26 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
     scores, labels : array_like of shape (n,)
         Predicted probabilities in [0, 1] and 0/1 outcomes.
     adaptive : bool, default True
-        Test every dyadic level m = 2^1 … 2^B with Bonferroni level α/B (adaptive T-Cal).
-        Ignored when ``bins`` is given.
+        Test the dyadic levels m = 2^1 … 2^L jointly (adaptive T-Cal).  Ignored when ``bins``
+        is given.
     bins : int, optional
         Fixed number of bins m (T-Cal with fixed m); bin id ⌊m·s⌋.
     alpha : float
         Significance level.
-    trials : int
-        Monte Carlo draws of the null distribution.
+    trials : int, optional
+        Monte Carlo draws of the null distribution.  Default: at least 1,000 and enough that
+        the smallest attainable p-value is below α/10 (``details["min_attainable_pvalue"]``);
+        an explicit count is honoured.
     resample : {"labels", "consistency"}
         Redraw labels only (exact type-I control) or scores and labels (the authors' code).
     rng : int, numpy.random.Generator or None
         Seed or generator; the same seed gives the same result.
+    adaptive_grid : {"bounded", "paper"}
+        The levels: up to the optimal bin count n^(2/3) of smoothness ≥ 1/2 (default), or the
+        paper's grid up to 2^B, B = int(2·log2(n/√ln n)).
+    adaptive_correction : {"minp", "bonferroni"}
+        Joint calibration of the levels: min-P from the same null draws (default) or the
+        paper's Bonferroni rule.
 
     Returns
     -------
@@ -139,25 +149,129 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
         ``.reject``, ``.details`` (critical values, the per-level table), ``.to_dict()``.
     """
     from calcheck.hypotests import tcal as _tcal
+    from calcheck.hypotests import tcal_trials
 
+    alpha = check_alpha(alpha, name="alpha")
+    if not isinstance(adaptive, bool):
+        raise UsageError(f"adaptive must be True or False, got {adaptive!r}")
+    _check_choice(adaptive_grid, _tcal.GRIDS, "adaptive_grid")
+    _check_choice(adaptive_correction, _tcal.CORRECTIONS, "adaptive_correction")
+    rng = _check_rng(rng)
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, (int, np.integer))
+                               or trials < 1):
+        raise UsageError(f"trials must be an integer >= 1, got {trials!r}")
     data = Prepared(scores, labels)
-    if bins is not None:
-        return _tcal.tcal_fixed(data.scores, data.labels, m=bins, alpha=alpha, trials=trials,
-                                resample=resample, rng=rng)
-    if not adaptive:
+    fixed = bins is not None
+    if not fixed and not adaptive:
         raise UsageError("give bins=m for T-Cal with fixed m, or adaptive=True")
-    return _tcal.tcal_adaptive(data.scores, data.labels, alpha=alpha, trials=trials,
-                               resample=resample, rng=rng)
+    mult = 1 if fixed or adaptive_correction == "minp" else \
+        _tcal.n_levels(data.scores.shape[0], adaptive_grid)
+    n_trials, note = tcal_trials(trials, alpha, mult, auto=trials is None)
+    if fixed:
+        res = _tcal.tcal_fixed(data.scores, data.labels, m=check_bins(bins, name="bins"),
+                               alpha=alpha, trials=n_trials, resample=resample, rng=rng)
+    else:
+        res = _tcal.tcal_adaptive(data.scores, data.labels, alpha=alpha, trials=n_trials,
+                                  resample=resample, rng=rng, grid=adaptive_grid,
+                                  correction=adaptive_correction)
+    if note:
+        res.details["trials_note"] = note
+    return res
+
+
+def skce(probs: ArrayLike, labels: ArrayLike, *, bandwidth: float | None = None,
+         seed: int = 0) -> MetricResult:
+    """Squared kernel calibration error (Widmann, Lindsten & Zachariah 2019), unbiased.
+
+    Parameters
+    ----------
+    probs : array_like of shape (n,) or (n, K)
+        Binary scores P(y = 1) (taken as the vector (1 − s, s)) or class probabilities.
+    labels : array_like of shape (n,)
+        0/1 labels, or class indices 0 … K − 1.
+    bandwidth : float, optional
+        ν of the kernel exp(−‖p − q‖₂/ν); default the median pairwise distance.
+    seed : int
+        Seed of the subsample drawn above 5,000 rows (``settings["subsample"]``).
+
+    Returns
+    -------
+    MetricResult
+        ``.value`` (may be negative: an unbiased estimate of 0 when calibrated) and
+        ``.settings`` (bandwidth, rows used, subsample).
+    """
+    from calcheck.metrics import skce as _skce
+
+    data = _kernel_input(probs, labels)
+    res = _skce.skce(data[0], data[1], bandwidth=None if bandwidth is None
+                     else _skce.check_bandwidth(float(bandwidth)), seed=_check_rng(seed) or 0)
+    return MetricResult(id="skce", value=res.value, settings=res.settings(seed),
+                        n_samples=int(data[1].shape[0]))
+
+
+def skce_test(probs: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05,
+              trials: int | None = None, rng: Any = 0,
+              bandwidth: float | None = None) -> TestResult:
+    """The SKCE test of calibration over every class: Monte Carlo p-value from labels drawn
+    from the predictions (``trials`` default: at least 1,000, floor below α/10)."""
+    from calcheck.hypotests import tcal_trials
+    from calcheck.hypotests.kernel import skce_test as _test
+
+    alpha = check_alpha(alpha, name="alpha")
+    probs_, labels_ = _kernel_input(probs, labels)
+    n_trials, note = tcal_trials(trials, alpha, 1, auto=trials is None)
+    res = _test(probs_, labels_, alpha=alpha, trials=n_trials, rng=_check_rng(rng),
+                bandwidth=bandwidth)
+    if note:
+        res.details["trials_note"] = note
+    return res
+
+
+def _kernel_input(probs: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Validated binary scores (1-D) or class probabilities (2-D, K ≥ 2) and labels."""
+    P = np.asarray(probs)
+    if P.ndim == 1:
+        data = Prepared(P, labels)
+        return data.scores, data.labels
+    from calcheck.validation import check_class_labels, check_probabilities, check_same_length
+
+    if P.ndim != 2 or P.shape[1] < 2:
+        raise UsageError(f"probs must be 1-D scores or an (n, K) matrix with K >= 2, got shape "
+                         f"{P.shape}")
+    probs_ = check_probabilities(P)
+    labels_ = check_class_labels(labels, probs_.shape[1])
+    check_same_length(probs_, labels_, names=("probs", "labels"))
+    return np.asarray(probs_, dtype=np.float64), np.asarray(labels_, dtype=np.int64)
+
+
+def _check_choice(value: Any, choices: tuple[str, ...], name: str) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise UsageError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_rng(rng: Any) -> Any:
+    """A seed (int ≥ 0), a numpy Generator or None; anything else is a UsageError."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise UsageError(f"rng must be a seed (an integer >= 0), a numpy.random.Generator or "
+                         f"None, got {rng!r}")
+    return int(rng)
 
 
 def hosmer_lemeshow(scores: ArrayLike, labels: ArrayLike, *, groups: int = 10,
-                    alpha: float = 0.05, ties: str = "share") -> TestResult:
-    """Hosmer–Lemeshow test on equal-mass groups, χ²(G − 2)."""
+                    alpha: float = 0.05, ties: str = "share",
+                    hl_df: str = "external") -> TestResult:
+    """Hosmer–Lemeshow test on equal-mass groups: χ²(G) for predictions not fitted to these
+    rows (``hl_df="external"``, default), χ²(G − 2) for a logistic model fitted to them
+    (``hl_df="fitted"``)."""
     from calcheck.hypotests import classical
 
+    _check_choice(hl_df, classical.HL_DF, "hl_df")
     data = Prepared(scores, labels)
     return classical.hosmer_lemeshow(data.scores, data.labels, groups=check_bins(groups, name="groups"),
-                                     alpha=check_alpha(alpha, name="alpha"), ties=_ties(ties))
+                                     alpha=check_alpha(alpha, name="alpha"), ties=_ties(ties),
+                                     df=hl_df)
 
 
 def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
@@ -168,12 +282,15 @@ def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) 
     return classical.spiegelhalter(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
 
 
-def cox(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Cox calibration intercept and slope with the likelihood-ratio test of (0, 1)."""
+def cox(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05,
+        ci_level: float = 0.95) -> TestResult:
+    """Cox calibration intercept and slope with the likelihood-ratio test of (0, 1), and Wald
+    intervals (``intercept_ci``, ``slope_ci``) at ``ci_level``."""
     from calcheck.hypotests import classical
 
     data = Prepared(scores, labels)
-    return classical.cox(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+    return classical.cox(data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"),
+                         ci_level=check_alpha(ci_level, name="ci_level"))
 
 
 def binomial_discrete(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:

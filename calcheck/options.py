@@ -88,6 +88,13 @@ def check_open_unit(v: Any, label: str) -> float:
     return f
 
 
+def _positive(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not 1e-6 <= f <= 1e6:
+        raise UsageError(f"{label} must be a number in [1e-06, 1e+06], got {v!r}")
+    return f
+
+
 def check_span(v: Any, label: str) -> float:
     f = _float(v, label)
     if not 0.0 < f <= 1.0:
@@ -283,6 +290,23 @@ TRIALS = Opt("trials", ("--trials",), 1000, "Monte Carlo draws of T-Cal's null d
 RESAMPLE = Opt("resample", ("--resample",), "labels", "Null simulation: labels (redraw y ~ "
                "Bernoulli(s); exact) or consistency (the authors': redraw scores, then labels).",
                TESTS, choice("labels", "consistency"), "SCHEME")
+ADAPTIVE_GRID = Opt("adaptive_grid", ("--adaptive-grid",), "bounded", "Levels of adaptive "
+                    "T-Cal: bounded (default; m up to about n^(2/3), the optimal bin count for "
+                    "smoothness >= 1/2) or paper (m up to about n^2/ln n).", TESTS,
+                    choice("bounded", "paper"), "GRID")
+ADAPTIVE_CORRECTION = Opt("adaptive_correction", ("--adaptive-correction",), "minp",
+                          "Joint calibration of the adaptive levels: minp (default; the "
+                          "smallest level p-value against its own null) or bonferroni (the "
+                          "paper's alpha/L).", TESTS, choice("minp", "bonferroni"), "RULE")
+HL_DF = Opt("hl_df", ("--hl-df",), "external", "Hosmer–Lemeshow reference: external (default; "
+            "chi-squared(G), predictions not fitted to these rows) or fitted (chi-squared(G - 2), "
+            "a logistic model fitted to these rows).", TESTS, choice("external", "fitted"), "DF")
+SKCE_BANDWIDTH = Opt("skce_bandwidth", ("--skce-bandwidth",), None, "Bandwidth nu of the SKCE "
+                     "kernel exp(-||p - q|| / nu) (default: the median pairwise distance).",
+                     TESTS, lambda v, label: _positive(v, label), "NU", "float")
+SCORE_SKCE_BANDWIDTH = dataclasses.replace(SKCE_BANDWIDTH, panel=METRICS)
+TEST_CI_LEVEL = Opt("ci_level", ("--ci-level",), 0.95, "Level of the Wald intervals of Cox's "
+                    "intercept and slope, in (0, 1).", TESTS, check_open_unit, "LEVEL", "float")
 DISCRETE_MAX = Opt("discrete_max", ("--discrete-max",), 50, "With at most this many distinct "
                    "scores, also run the exact binomial test per value.", TESTS,
                    check_count(0), "N", "int")
@@ -355,11 +379,12 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
-              SMECE_SIGMA, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
+              SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM, BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
               PER_CLASS, TEXT_PLOT, DETAILS, QUIET,
               *_ENGINE),
-    "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, SEED, ALPHA, DISCRETE_MAX,
+    "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, ADAPTIVE_GRID,
+             ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
@@ -418,6 +443,10 @@ class Options:
     trials: int = 1000
     resample: str = "labels"
     discrete_max: int = 50
+    adaptive_grid: str = "bounded"
+    adaptive_correction: str = "minp"
+    hl_df: str = "external"
+    skce_bandwidth: float | None = None
     fail_on_reject: bool = False
     # output
     format: str | None = None

@@ -67,6 +67,9 @@ class MetricSpec:
         For top-label ids (``ece_top``): the binary id computed on the top-label view.
     error : bool
         An error metric (lower is better); False for counts shown for context.
+    whole : bool
+        A binary-kind id that takes the whole class-probability matrix of multiclass input
+        (not the top-label view): SKCE.
     """
 
     id: str
@@ -82,6 +85,7 @@ class MetricSpec:
     stream_ci: bool = False
     top_of: str | None = None
     error: bool = True
+    whole: bool = False
 
     def compute(self, data: Any, options: Any) -> Any:
         """Run the in-memory kernel."""
@@ -190,6 +194,10 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("ece_sweep", "ECE-sweep", "fraction", BINARY,
                "ECE on the most equal-mass bins whose label means stay monotone (Roelofs et "
                "al.)", True, False, f"{_B}:ece_sweep_metric", None),
+    MetricSpec("skce", "SKCE", "fraction", BINARY,
+               "squared kernel calibration error over every class (Widmann, Lindsten & "
+               "Zachariah), unbiased; may be negative", False, False,
+               "calcheck.metrics.skce:skce_metric", None, ci=False, whole=True),
     MetricSpec("ecce_mad", "ECCE-MAD", "fraction", BINARY,
                "estimated cumulative calibration error: largest |walk of cumulative "
                "differences| (Arrieta-Ibarra et al.); no bins", False, False,
@@ -253,6 +261,9 @@ TESTS: dict[str, TestSpec] = {t.method: t for t in (
              "Spiegelhalter's Z, two-sided, with the direction"),
     TestSpec("cox", ("cox",), "Cox intercept/slope",
              "Cox calibration intercept and slope, likelihood-ratio test of (0, 1)"),
+    TestSpec("skce", ("skce",), "SKCE",
+             "kernel calibration test over every class (Widmann et al.): unbiased SKCE, "
+             "p-value by label resampling from the predictions", stream=False),
     TestSpec("ks", ("ks",), "Kolmogorov–Smirnov",
              "ECCE-MAD / sigma against max |Brownian motion|; tail-series p-value",
              stream=False),
@@ -265,7 +276,7 @@ TEST_TITLES: dict[str, str] = {
     "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",
     "binomial_discrete": "binomial per value", "hosmer_lemeshow": "Hosmer–Lemeshow",
     "spiegelhalter": "Spiegelhalter Z", "cox": "Cox intercept/slope (LR)",
-    "ks": "Kolmogorov–Smirnov (ECCE-MAD)", "kuiper": "Kuiper (ECCE-R)",
+    "skce": "SKCE (kernel, all classes)", "ks": "Kolmogorov–Smirnov (ECCE-MAD)", "kuiper": "Kuiper (ECCE-R)",
 }
 
 
@@ -294,6 +305,8 @@ def binary_of(mid: str) -> str | None:
     """The binary metric that computes ``mid`` on the top-label view (itself for a binary
     id); None for a multiclass-only metric."""
     spec = METRICS[mid]
+    if spec.whole:
+        return None
     if spec.kind == BINARY:
         return mid
     return spec.top_of

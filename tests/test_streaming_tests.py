@@ -41,14 +41,26 @@ def test_fixed_m_statistic_is_exact_and_null_close_to_per_row():
 def test_adaptive_levels_are_exact_up_to_the_grid():
     s, y = data(1, 20_000, power=1.25)
     st = StreamState().update(s, y)
-    got = tcal_adaptive_stream(st, trials=1000, seed=0)
-    ref = tcal_adaptive(s, y, trials=1000, rng=0)
+    got = tcal_adaptive_stream(st, trials=1000, seed=0, grid="paper")
+    ref = tcal_adaptive(s, y, trials=1000, rng=0, grid="paper")
     assert got.details["B"] == 16 and ref.details["B"] == got.details["B_spec"]
     assert got.details["levels_omitted"] == [2 ** k for k in range(17, ref.details["B"] + 1)]
     for a, b in zip(got.details["levels"], ref.details["levels"]):
         assert a["m"] == b["m"]
         assert a["dpe"] == pytest.approx(b["dpe"], rel=1e-10, abs=1e-15)
     assert got.reject and ref.reject
+
+
+def test_adaptive_bounded_grid_streams_its_dyadic_levels():
+    s, y = data(1, 20_000, power=1.25)
+    got = tcal_adaptive_stream(StreamState().update(s, y), trials=500, seed=0)
+    ref = tcal_adaptive(s, y, trials=500, rng=0)
+    dyadic = {lv["m"]: lv["dpe"] for lv in ref.details["levels"]}
+    assert [lv["m"] for lv in got.details["levels"]] == [2 ** k for k in range(1, 11)]
+    for lv in got.details["levels"]:
+        if lv["m"] in dyadic:
+            assert lv["dpe"] == pytest.approx(dyadic[lv["m"]], rel=1e-10, abs=1e-15)
+    assert got.details["correction"] == "minp" and got.reject and ref.reject
 
 
 def test_spiegelhalter_from_sums_equals_in_memory():

@@ -242,8 +242,12 @@ def test_hosmer_lemeshow_direct():
         o, e, n = ys[a:b].sum(), ss[a:b].sum(), b - a
         c += (o - e) ** 2 / (e * (1 - e / n))
     assert r.statistic == pytest.approx(c, rel=1e-12)
-    assert r.details["df"] == 8
-    assert r.pvalue == pytest.approx(stats.chi2.sf(c, 8), rel=1e-12)
+    assert r.details["df"] == 10                       # external predictions: χ²(G)
+    fitted = calcheck.hosmer_lemeshow(s, y, hl_df="fitted")
+    assert fitted.details["df"] == 8 and fitted.statistic == r.statistic
+    assert fitted.pvalue < r.pvalue
+    assert r.pvalue == pytest.approx(stats.chi2.sf(c, 10), rel=1e-12)
+    assert fitted.pvalue == pytest.approx(stats.chi2.sf(c, 8), rel=1e-12)
 
 
 def test_spiegelhalter_direct_and_direction():
@@ -303,7 +307,8 @@ def test_cli_methods_fixed_m_and_fail_on_reject(cli):
     path = SAMPLE / "miscalibrated_50.csv"
     r = cli(["test", path, "--method", "all", "--bins", "15", "--trials", "200", "--json"])
     rep = json.loads(r.stdout)
-    assert set(rep["tests"]) == {"tcal", "hosmer_lemeshow", "spiegelhalter", "cox", "ks", "kuiper"}
+    assert set(rep["tests"]) == {"tcal", "hosmer_lemeshow", "spiegelhalter", "cox", "skce", "ks",
+                                 "kuiper"}
     t = rep["tests"]["tcal"]
     assert t["m"] == 15 and t["debiased_l2_ece"] == pytest.approx(math.sqrt(max(t["statistic"], 0)))
     assert r.code == 0                                     # verdicts do not change the exit code

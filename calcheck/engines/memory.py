@@ -49,7 +49,8 @@ def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
     return MetricOptions(bins=default_bins(opts, multiclass),
                          alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
                          tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
-                         compat=opts.compat, ties=opts.ties, smece_sigma=opts.smece_sigma)
+                         compat=opts.compat, ties=opts.ties, smece_sigma=opts.smece_sigma,
+                         skce_bandwidth=opts.skce_bandwidth, seed=opts.seed)
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
@@ -234,11 +235,19 @@ class MemoryEngine:
         topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
                             trials=opts.trials, resample=opts.resample, seed=opts.seed,
                             discrete_max=opts.discrete_max, ties=opts.ties,
+                            hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
+                            adaptive_correction=opts.adaptive_correction,
+                            skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
                             auto_trials="trials" not in opts.given,
                             trials_label=opts.name_of("trials"))
-        results, notes = run_tests(scores, labels, methods, topts, progress=progress)
-        if self.multiclass:
-            notes.insert(0, top_label_note(self.data.classes))
+        results, notes = run_tests(scores, labels, methods, topts, progress=progress,
+                                   probs=self.data.probs if self.multiclass else None,
+                                   classes=self.data.labels if self.multiclass else None)
+        if self.multiclass and set(methods) - {"skce"}:
+            note = top_label_note(self.data.classes)
+            if "skce" in methods:
+                note += "; the SKCE test uses every class's probability"
+            notes.insert(0, note)
         out = Outcome(values=dict(results), notes=notes)
         tc = results.get("tcal_adaptive") or results.get("tcal")
         if tc is not None:

@@ -316,9 +316,10 @@ class StreamEngine:
             out.notes.append(top_label_note(self.classes))
         if "tcal" in methods:
             from calcheck.hypotests import tcal_trials
-            from calcheck.hypotests.tcal import n_levels
+            from calcheck.hypotests.tcal import adaptive_ms
 
-            levels = 1 if fixed is not None else min(n_levels(state.n), state.grid_bits)
+            levels = 1 if fixed is not None or opts.adaptive_correction == "minp" else \
+                min(len(adaptive_ms(state.n, opts.adaptive_grid, dyadic=True)), state.grid_bits)
             trials, note = tcal_trials(opts.trials, opts.alpha, levels,
                                        auto="trials" not in opts.given,
                                        label=opts.name_of("trials"))
@@ -331,14 +332,20 @@ class StreamEngine:
                                                            resample=opts.resample)
             else:
                 r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=trials,
-                                                seed=opts.seed, resample=opts.resample)
+                                                seed=opts.seed, resample=opts.resample,
+                                                grid=opts.adaptive_grid,
+                                                correction=opts.adaptive_correction)
                 results["tcal_adaptive"] = r
                 if r.details["levels_omitted"]:
                     out.notes.append(
                         f"adaptive T-Cal on the {self.name} engine tests the levels "
                         f"{r.settings['levels']} (bins of at least one 2^-{state.grid_bits} grid "
-                        f"cell); finer levels of the B = {r.details['B_spec']} in memory are "
-                        "omitted")
+                        f"cell); finer levels of the B = {r.details['B_spec']} dyadic levels "
+                        "are omitted")
+                if opts.adaptive_grid == "bounded":
+                    out.notes.append(f"adaptive T-Cal on the {self.name} engine tests the "
+                                     "bounded grid's powers of two (bins are unions of grid "
+                                     "cells); in memory it also tests the levels between them")
             tc = results.get("tcal") or results["tcal_adaptive"]
             width = round(float(np.log2(tc.settings["null_unit_width"])))
             out.notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to "
@@ -352,13 +359,14 @@ class StreamEngine:
                 out.notes.append(discrete_note(distinct, opts.discrete_max))
         if "hl" in methods:
             more, details = positional_results(self.source, state, [], alpha=opts.alpha,
-                                               hl_groups=10, ties=opts.ties)
+                                               hl_groups=10, ties=opts.ties, hl_df=opts.hl_df)
             self.passes += details["extra_passes"]
             results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
         if "spiegelhalter" in methods:
             results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
         if "cox" in methods:
-            results["cox"], passes = cox_stream(self.source, state, alpha=opts.alpha)
+            results["cox"], passes = cox_stream(self.source, state, alpha=opts.alpha,
+                                                ci_level=opts.ci_level)
             self.passes += passes
         return out
 

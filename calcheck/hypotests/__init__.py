@@ -32,32 +32,51 @@ class TestOptions:
     seed: int = 0
     discrete_max: int = 50
     hl_groups: int = 10
+    hl_df: str = "external"          # χ²(G) for external predictions, "fitted": χ²(G − 2)
+    adaptive_grid: str = "bounded"
+    adaptive_correction: str = "minp"
+    skce_bandwidth: float | None = None
+    ci_level: float = 0.95           # Cox's Wald intervals
     ties: str = "share"
     auto_trials: bool = False        # trials not set by the user: raise them to reach α
     trials_label: str = "--trials"
 
 
-def tcal_trials(trials: int, alpha: float, levels: int, *, auto: bool,
-                label: str = "--trials") -> tuple[int, str | None]:
-    """The Monte Carlo trials of a T-Cal test over ``levels`` Bonferroni levels, and a note.
+MIN_TRIALS = 1000
+FLOOR_FRACTION = 10              # the smallest attainable p-value is below α / this
 
-    The smallest p-value the test can reach is levels/(trials + 1): when it is not below α the
-    test can never reject, whatever the data.  Without an explicit trial count the trials are
-    raised until levels/(trials + 1) ≤ α/2; an explicit count is kept, with a note when it
-    cannot reach α.
+
+def trials_needed(alpha: float, multiplicity: int = 1) -> int:
+    """Default Monte Carlo trials at level α: at least 1,000, and enough that the smallest
+    attainable p-value, multiplicity/(trials + 1), is below α/10 (with a factor 2 of margin:
+    ⌈20·multiplicity/α⌉)."""
+    return max(MIN_TRIALS, math.ceil(2 * FLOOR_FRACTION * multiplicity / alpha))
+
+
+def tcal_trials(trials: int | None, alpha: float, levels: int, *, auto: bool,
+                label: str = "--trials") -> tuple[int, str | None]:
+    """The Monte Carlo trials of a test whose smallest attainable p-value is
+    levels/(trials + 1) (``levels`` = 1 for fixed-m T-Cal, min-P adaptive T-Cal and the SKCE
+    test; the number of levels under Bonferroni), and a note.
+
+    Without an explicit count (``auto`` or ``trials=None``) the trials are
+    :func:`trials_needed` (at least 1,000; the floor below α/10).  An explicit count is kept,
+    with a note when its floor is not below α/10, and a stronger one when it cannot reach α.
     """
-    need = math.ceil(2 * levels / alpha) - 1
-    floor = levels / (trials + 1)
-    what = "adaptive T-Cal" if levels > 1 else "T-Cal"
+    need = trials_needed(alpha, levels)
+    what = "adaptive T-Cal" if levels > 1 else "the Monte Carlo test"
     del label                       # the note is part of the report: the same from CLI and API
-    if auto and trials < need:
-        return need, (f"{what}: Monte Carlo trials raised from {trials} to {need} so that its "
-                      f"smallest attainable p-value, {levels}/(trials + 1) = "
-                      f"{levels / (need + 1):.3g}, is at most α/2 (set the trials to choose)")
+    if trials is None or auto:
+        return need, None
+    floor = levels / (trials + 1)
     if floor > alpha:
         return trials, (f"{what} with {trials} Monte Carlo trials cannot reach a p-value below "
                         f"{floor:.3g} > α = {alpha:g}: it cannot reject at this α; use {need} "
                         "trials or more")
+    if floor >= alpha / FLOOR_FRACTION:
+        return trials, (f"{what} with {trials} Monte Carlo trials cannot reach a p-value below "
+                        f"{floor:.3g} (α/10 = {alpha / FLOOR_FRACTION:.3g}): a clear rejection "
+                        f"shows as p = {floor:.3g}; use {need} trials or more")
     return trials, None
 
 
@@ -68,8 +87,12 @@ def discrete_note(distinct: int, discrete_max: int) -> str:
 
 
 def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], options: TestOptions,
-              *, progress: Any = None) -> tuple[dict[str, TestResult], list[str]]:
-    """Run the selected tests; returns the results by test id and notes for the user."""
+              *, progress: Any = None, probs: np.ndarray | None = None,
+              classes: np.ndarray | None = None) -> tuple[dict[str, TestResult], list[str]]:
+    """Run the selected tests; returns the results by test id and notes for the user.
+
+    ``scores``/``labels`` are the binary (or top-label) view; ``probs`` (n, K) and ``classes``
+    (class index per row) are the multiclass input, which the SKCE test uses whole."""
     from calcheck.hypotests import classical, tcal
 
     results: dict[str, TestResult] = {}
@@ -78,7 +101,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
         if m == "tcal":
             from calcheck.hypotests.tcal import n_levels
 
-            levels = 1 if options.bins is not None else n_levels(scores.shape[0])
+            levels = 1 if options.bins is not None or options.adaptive_correction == "minp" \
+                else n_levels(scores.shape[0], options.adaptive_grid)
             trials, note = tcal_trials(options.trials, options.alpha, levels,
                                        auto=options.auto_trials, label=options.trials_label)
             if note:
@@ -91,7 +115,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             else:
                 results["tcal_adaptive"] = tcal.tcal_adaptive(
                     scores, labels, alpha=options.alpha, trials=options.trials,
-                    resample=options.resample, rng=options.seed, progress=progress)
+                    resample=options.resample, rng=options.seed, progress=progress,
+                    grid=options.adaptive_grid, correction=options.adaptive_correction)
             distinct = int(np.unique(scores).shape[0])
             if distinct <= options.discrete_max:
                 results["binomial_discrete"] = classical.binomial_discrete(
@@ -100,11 +125,23 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
         elif m == "hl":
             results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
                 scores, labels, groups=options.hl_groups, alpha=options.alpha,
-                ties=options.ties)
+                ties=options.ties, df=options.hl_df)
         elif m == "spiegelhalter":
             results["spiegelhalter"] = classical.spiegelhalter(scores, labels, alpha=options.alpha)
         elif m == "cox":
-            results["cox"] = classical.cox(scores, labels, alpha=options.alpha)
+            results["cox"] = classical.cox(scores, labels, alpha=options.alpha,
+                                           ci_level=options.ci_level)
+        elif m == "skce":
+            from calcheck.hypotests.kernel import skce_test
+
+            p2, c2 = (probs, classes) if probs is not None and classes is not None else \
+                (scores, labels)
+            trials, note = tcal_trials(None if options.auto_trials else options.trials,
+                                       options.alpha, 1, auto=options.auto_trials)
+            if note:
+                notes.append(note)
+            results["skce"] = skce_test(p2, c2, alpha=options.alpha, trials=trials,
+                                        rng=options.seed, bandwidth=options.skce_bandwidth)
         elif m in ("ks", "kuiper"):
             from calcheck.hypotests.cumulative import walk_test
 

@@ -6,6 +6,9 @@ References
 .. [2] Spiegelhalter. Probabilistic prediction in patient management and clinical trials. 1986.
 .. [3] Cox. Two further applications of a model for binary regression. Biometrika 1958.
 .. [4] Lee, Huang, Hassani, Dobriban. T-Cal, Appendix 8.2.4 (binomial test with Bonferroni).
+.. [5] Hosmer, Lemeshow, Sturdivant. Applied Logistic Regression, 3rd ed., Wiley 2013, §5.2.2
+       (the statistic of predictions from a model developed on other data is referred to
+       χ²(G): no parameters were fitted to the rows tested).
 """
 
 from __future__ import annotations
@@ -22,31 +25,42 @@ from calcheck.binning import label_sums, quantile_bounds, segment_sums, sort_ord
 from calcheck.hypotests._result import TestResult
 
 LOGIT_EPS = 1e-15
+HL_DF = ("external", "fitted")
 
 
 def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
-                    alpha: float = 0.05, ties: str = "share") -> TestResult:
+                    alpha: float = 0.05, ties: str = "share",
+                    df: str = "external") -> TestResult:
     r"""Hosmer–Lemeshow test on ``groups`` equal-mass groups (cuts at ⌊g·n/G⌋ of the sorted
     scores; a tie group cut by one is shared pro rata, or split in row order with
     ``ties="order"``).
 
-    .. math:: C = \sum_g \frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}, \quad C \sim \chi^2(G - 2)
+    .. math:: C = \sum_g \frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}
 
-    Empty groups are skipped (G counts the non-empty ones).  A group whose expected variance is
-    0 (all scores 0 or all 1) adds 0 when O_g = E_g and makes C infinite otherwise.
+    ``df="external"`` (default): C ~ χ²(G) — predictions scored on rows they were not fitted
+    to, calcheck's normal case; ``df="fitted"``: C ~ χ²(G − 2), the original reference for a
+    logistic model fitted on these very rows.  Empty groups are skipped (G counts the
+    non-empty ones).  A group whose expected variance is 0 (all scores 0 or all 1) adds 0 when
+    O_g = E_g and makes C infinite otherwise.
     """
     order = sort_order(scores, ties)
     s, y = scores[order], labels[order]
     b = quantile_bounds(s.shape[0], groups)
     result = hosmer_lemeshow_from_groups(np.diff(b), label_sums(s, y, b, ties),
-                                         segment_sums(s, b), groups=groups, alpha=alpha)
+                                         segment_sums(s, b), groups=groups, alpha=alpha, df=df)
     result.settings["ties"] = ties
     return result
 
 
 def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
-                                groups: int = 10, alpha: float = 0.05) -> TestResult:
+                                groups: int = 10, alpha: float = 0.05,
+                                df: str = "external") -> TestResult:
     """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g."""
+    if df not in HL_DF:
+        from calcheck.errors import UsageError
+
+        raise UsageError(f"unknown Hosmer–Lemeshow reference {df!r}; use one of "
+                         f"{', '.join(HL_DF)}")
     n_g = np.asarray(count).astype(np.float64)
     keep = n_g > 0
     obs = np.asarray(observed)[keep].astype(np.float64)
@@ -58,14 +72,17 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
                          np.where(np.isclose(obs, exp), 0.0, np.inf))
     stat = float(terms.sum())
     g = int(keep.sum())
-    df = g - 2
-    p = _chi2_sf(stat, df) if df > 0 else float("nan")
+    dof = g if df == "external" else g - 2
+    p = _chi2_sf(stat, dof) if dof > 0 else float("nan")
+    reference = (f"chi2(G) = chi2({dof}): predictions not fitted to these rows" if df == "external"
+                 else f"chi2(G - 2) = chi2({dof}): a logistic model fitted to these rows")
     return TestResult(id="hosmer_lemeshow", statistic=stat, pvalue=p,
-                      reject=bool(p <= alpha) if df > 0 else False, alpha=alpha,
-                      details={"df": df, "groups": g, "infinite": bool(np.isinf(stat)),
+                      reject=bool(p <= alpha) if dof > 0 else False, alpha=alpha,
+                      details={"df": dof, "df_rule": df, "reference": reference, "groups": g,
+                               "infinite": bool(np.isinf(stat)),
                                "table": [{"n": int(a), "observed": float(o), "expected": float(e)}
                                          for a, o, e in zip(n_g, obs, exp)]},
-                      settings={"groups": groups, "grouping": "equal-mass by index"})
+                      settings={"groups": groups, "grouping": "equal-mass by index", "hl_df": df})
 
 
 def _chi2_sf(x: float, df: int) -> float:
@@ -172,28 +189,31 @@ def cox_logit(scores: FloatArray) -> FloatArray:
     return np.log(s) - np.log1p(-s)
 
 
-def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
+def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
+        ci_level: float = 0.95) -> TestResult:
     """Cox calibration intercept and slope, with the likelihood-ratio test of (0, 1).
 
     Logistic regression of y on logit(s) (s clipped to [1e-15, 1 − 1e-15]), the rows summed in
     the order (score, label) so that no digit depends on the order of the input.  LR = 2·(ℓ(â, b̂) −
     ℓ(0, 1)) ~ χ²(2).  A slope below 1 means predictions too extreme (over-confident), above 1
-    too moderate; the intercept shifts them all.
+    too moderate; the intercept shifts them all.  ``intercept_ci`` and ``slope_ci`` are Wald
+    intervals at ``ci_level`` from the observed information at the fit.
     """
     order = np.lexsort((labels, scores))       # a canonical row order: identical sums (and
     x = cox_logit(scores[order])               # fit) for any order of the rows in a file
     y = labels[order].astype(np.float64)
     a, b, ll_fit = newton_logistic(lambda beta: logistic_sums(x, y, beta))
     ll_null = float(logistic_sums(x, y, np.array([0.0, 1.0]))[0])
-    return cox_result(a, b, ll_fit, ll_null, alpha=alpha,
+    return cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
                       hessian=logistic_sums(x, y, np.array([a, b]))[3:6])
 
 
 def cox_result(a: float, b: float, ll_fit: float, ll_null: float, *, alpha: float,
                settings: dict[str, Any] | None = None,
-               hessian: ArrayLike | None = None) -> TestResult:
+               hessian: ArrayLike | None = None, ci_level: float = 0.95) -> TestResult:
     """Cox's result from the fitted (a, b), the maximum log-likelihood and ℓ(0, 1);
-    ``hessian`` = (Σw, Σw·x, Σw·x²) at the fit gives the Wald standard errors."""
+    ``hessian`` = (Σw, Σw·x, Σw·x²) at the fit gives the Wald standard errors and the Wald
+    intervals (â ± z·se, b̂ ± z·se, z the (1 + level)/2 normal quantile)."""
     lr = max(0.0, 2.0 * (ll_fit - ll_null))
     p = _chi2_sf(lr, 2)
     details: dict[str, Any] = {"intercept": a, "slope": b, "df": 2,
@@ -204,8 +224,20 @@ def cox_result(a: float, b: float, ll_fit: float, ll_null: float, *, alpha: floa
         if det > 0:
             details["intercept_se"] = math.sqrt(wxx / det)
             details["slope_se"] = math.sqrt(w / det)
+            z = _normal_quantile((1.0 + ci_level) / 2.0)
+            for name, est in (("intercept", a), ("slope", b)):
+                se = details[f"{name}_se"]
+                details[f"{name}_ci"] = {"low": est - z * se, "high": est + z * se,
+                                         "level": ci_level, "method": "Wald"}
     return TestResult(id="cox", statistic=lr, pvalue=p, reject=p <= alpha, alpha=alpha,
-                      details=details, settings={"clip": LOGIT_EPS, **(settings or {})})
+                      details=details, settings={"clip": LOGIT_EPS, "ci_level": ci_level,
+                                                 **(settings or {})})
+
+
+def _normal_quantile(q: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(q)
 
 
 def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:

@@ -10,8 +10,18 @@ m), residuals r = s − y, S_b = Σ r, Q_b = Σ r², N_b rows:
 The null distribution is simulated (paper §3.1): ``labels`` redraws y* ~ Bernoulli(s) with the
 scores kept (exact type-I control by exchangeability); ``consistency`` (the authors') redraws n
 scores with replacement and then labels.  Per level p = (1 + #{T* ≥ T − tol}) / (1 + R).
-Adaptive T-Cal tests the dyadic levels m = 2^1 … 2^B, B = int(2·log2(n / √ln n)), and rejects
-when some level has p ≤ α/B (Bonferroni); its p-value is min(1, B · min p).
+
+Adaptive T-Cal tests several bin counts (levels) m and is calibrated jointly (docs/tests.md):
+
+* grid ``bounded`` (default): m = round(2^(k/3)) (three levels per doubling) from 2 up to
+  n^(2/3), the paper's optimal bin count n^(2/(4s+1)) for every smoothness s ≥ 1/2;
+  ``paper``: m = 2^1 … 2^B, B = int(2·log2(n / √ln n)) (m up to about n²/ln n).
+* correction ``minp`` (default): the observed statistics and the R null draws are R + 1
+  exchangeable columns; each column gets, per level, its rank p-value among the R + 1, and its
+  smallest level p-value (ties broken by the largest standardised statistic) is referred to the
+  same smallest p-value of every column: p = #{columns at least as extreme} / (R + 1), exact
+  under the label-resampling null.  ``bonferroni`` (the paper's rule): reject when some level
+  has p ≤ α/L, p-value min(1, L · min p).
 
 How the simulation is made fast: :mod:`calcheck.hypotests.tcal_null` (per-bin sums from integer
 prefix sums, a dense dyadic grid merged pairwise, tied runs drawn as one Binomial, threads).
@@ -43,11 +53,55 @@ TIE_TOL = 1e-12
 CHUNK_BYTES = 96_000_000         # memory budget of one chunk of consistency trials
 
 
-def n_levels(n: int) -> int:
-    """Number of dyadic levels of adaptive T-Cal: B = int(2·log2(n / √ln n)), at least 1."""
+GRIDS = ("bounded", "paper")
+CORRECTIONS = ("minp", "bonferroni")
+SMOOTHNESS_MIN = 0.5             # the bounded grid covers Hölder smoothness s >= this
+
+
+def n_levels(n: int, grid: str = "paper") -> int:
+    """Number of levels of adaptive T-Cal (:func:`adaptive_ms`)."""
+    return len(adaptive_ms(n, grid))
+
+
+def paper_B(n: int) -> int:
+    """The paper's finest dyadic level: B = int(2·log2(n / √ln n)), at least 1."""
     if n < 3:
         return 1
     return max(1, int(2 * math.log2(n / math.sqrt(math.log(n)))))
+
+
+def max_bins(n: int) -> float:
+    """The bounded grid's largest bin count: n^(2/(4s+1)) at s = 1/2, the paper's optimal m
+    for every Hölder smoothness s ≥ 1/2."""
+    return float(n) ** (2.0 / (4.0 * SMOOTHNESS_MIN + 1.0))
+
+
+def adaptive_ms(n: int, grid: str = "bounded", *, dyadic: bool = False) -> list[int]:
+    """The bin counts m of adaptive T-Cal, ascending.
+
+    ``paper``: m = 2^1 … 2^B.  ``bounded``: m = round(2^(k/3)), k = 3, 4, … (three levels per
+    doubling; distinct values) up to :func:`max_bins` and at most 2^B — bins that align with
+    more alternatives than the dyadic ones at little cost to the joint calibration, and no
+    level with far more bins than the data can inform.  ``dyadic`` keeps the powers of two of
+    the bounded grid's range (the streaming engines' bins are unions of dyadic grid cells).
+    """
+    if grid not in GRIDS:
+        raise UsageError(f"unknown adaptive grid {grid!r}; use one of {', '.join(GRIDS)}")
+    B = paper_B(n)
+    if grid == "paper":
+        return [2 ** b for b in range(1, B + 1)]
+    top = max(2.0, min(max_bins(n), 2.0 ** B))
+    if dyadic:
+        L = max(1, min(B, math.ceil(math.log2(top) - 1e-9)))
+        return [2 ** b for b in range(1, L + 1)]
+    ms: list[int] = []
+    k = 3
+    while 2.0 ** (k / 3.0) <= top * (1 + 1e-12):
+        m = int(round(2.0 ** (k / 3.0)))
+        if not ms or m != ms[-1]:
+            ms.append(m)
+        k += 1
+    return ms
 
 
 @dataclass(frozen=True)
@@ -233,46 +287,103 @@ def fixed_result(st: PluginStats, null: FloatArray, *, m: int, alpha: float,
 
 
 def adaptive_result(observed: list[PluginStats], null: FloatArray, ms: list[int], *,
-                    alpha: float, details: dict[str, Any],
-                    settings: dict[str, Any]) -> TestResult:
-    """The ``tcal_adaptive`` result: Bonferroni over the levels ``ms`` (one row of ``null``
-    per level)."""
-    B = len(ms)
-    level_alpha = alpha / B
+                    alpha: float, details: dict[str, Any], settings: dict[str, Any],
+                    correction: str = "minp") -> TestResult:
+    """The ``tcal_adaptive`` result over the levels ``ms`` (one row of ``null`` per level):
+    min-P calibrated from the same null draws (default) or Bonferroni (module docstring)."""
+    if correction not in CORRECTIONS:
+        raise UsageError(f"unknown adaptive correction {correction!r}; use one of "
+                         f"{', '.join(CORRECTIONS)}")
+    L = len(ms)
+    R = null.shape[1]
+    obs = np.array([o.dpe for o in observed])
+    level_p = [mc_pvalue(obs[i], null[i]) for i in range(L)]
+    pmin = min(level_p)
+    if correction == "bonferroni":
+        level_alpha = alpha / L
+        pvalue, floor = min(1.0, L * pmin), min(1.0, L / (R + 1))
+        reject = pmin <= level_alpha
+    else:
+        pvalue, level_alpha = minp_pvalue(obs, null, alpha)
+        floor = 1 / (R + 1)
+        reject = pvalue <= alpha
     levels = []
     for i, m in enumerate(ms):
-        p = mc_pvalue(observed[i].dpe, null[i])
         levels.append({"m": m, "dpe": observed[i].dpe,
                        "debiased_l2_ece": math.sqrt(max(observed[i].dpe, 0.0)),
                        "critical_value": float(np.quantile(null[i], 1 - level_alpha)),
-                       "pvalue": p, "reject": p <= level_alpha})
-    pmin = min(lv["pvalue"] for lv in levels)
-    reject = any(lv["reject"] for lv in levels)
+                       "pvalue": level_p[i], "reject": level_p[i] <= level_alpha})
+    rule = ("min-P: the smallest level p-value referred to its own null distribution"
+            if correction == "minp" else "Bonferroni: reject when some level has p <= alpha/L")
     return TestResult(
-        id="tcal_adaptive", statistic=pmin, pvalue=min(1.0, B * pmin), reject=reject, alpha=alpha,
-        details={"statistic_name": "smallest level p-value", "B": B, "level_alpha": level_alpha,
-                 **details, "min_attainable_pvalue": min(1.0, B / (null.shape[1] + 1)),
+        id="tcal_adaptive", statistic=pmin, pvalue=pvalue, reject=bool(reject), alpha=alpha,
+        details={"statistic_name": "smallest level p-value", "B": L, "level_alpha": level_alpha,
+                 "correction": correction, "rule": rule,
+                 **details, "min_attainable_pvalue": floor,
                  "rejecting_levels": [lv["m"] for lv in levels if lv["reject"]],
                  "levels": levels},
-        settings=settings)
+        settings={"correction": correction, **settings})
+
+
+def minp_pvalue(observed: FloatArray, null: FloatArray, alpha: float) -> tuple[float, float]:
+    """Min-P p-value of the observed level statistics (shape (L,)) against null draws (L, R),
+    and the critical level p-value (reject a level when its p-value is at most it).
+
+    The observed column and the R null columns are exchangeable under the null.  Per level, a
+    column's p-value is #{columns with T ≥ its T − tol}/(R + 1); a column's key is its smallest
+    level p-value, ties broken by its largest standardised statistic (T − mean)/sd among the
+    levels attaining it; p = #{columns with a key at least as extreme as the observed}/(R + 1).
+    """
+    L, R = null.shape
+    cols = np.concatenate((observed[:, None], null), axis=1)            # (L, R + 1)
+    srt = np.sort(cols, axis=1)
+    tol = TIE_TOL * np.maximum(1.0, np.abs(cols))
+    p = np.empty_like(cols)
+    for i in range(L):
+        p[i] = (R + 1 - np.searchsorted(srt[i], cols[i] - tol[i], side="left")) / (R + 1)
+    sd = cols.std(axis=1, keepdims=True)
+    z = (cols - cols.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+    key = p.min(axis=0)
+    zmax = np.where(p <= key[None, :] * (1 + 1e-12), z, -np.inf).max(axis=0)
+    k0, z0 = key[0], zmax[0]
+    more = (key < k0 * (1 - 1e-12)) | ((key <= k0 * (1 + 1e-12)) & (zmax >= z0 - 1e-9))
+    pvalue = float(np.count_nonzero(more) / (R + 1))
+    # the critical level p-value: the largest c with #{columns with key ≤ c}/(R + 1) ≤ α
+    ks = np.sort(key)
+    allowed = int(math.floor(alpha * (R + 1) + 1e-9))
+    ok = np.searchsorted(ks, ks, side="right") <= allowed
+    crit = float(ks[ok].max()) if np.any(ok) else 0.0
+    return pvalue, crit
 
 
 def tcal_adaptive(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
                   trials: int = 1000, resample: str = "labels", rng: Any = 0,
-                  progress: Progress | None = None) -> TestResult:
-    """Adaptive T-Cal over the dyadic levels m = 2^1 … 2^B with Bonferroni level α/B."""
+                  progress: Progress | None = None, grid: str = "bounded",
+                  correction: str = "minp") -> TestResult:
+    """Adaptive T-Cal over the levels of ``grid`` (:func:`adaptive_ms`), calibrated by
+    ``correction`` (module docstring)."""
     _check(trials, alpha, resample)
+    if correction not in CORRECTIONS:
+        raise UsageError(f"unknown adaptive correction {correction!r}; use one of "
+                         f"{', '.join(CORRECTIONS)}")
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     n = s.shape[0]
-    B = n_levels(n)
-    ms = [2 ** b for b in range(1, B + 1)]
+    ms = adaptive_ms(n, grid)
     gen = np.random.default_rng(rng)
     order = stable_argsort(s)
     ss, rs = s[order], s[order] - y[order]
-    bounds, observed = dyadic_levels(ss, rs, B)
+    if grid == "paper":
+        bounds, observed = dyadic_levels(ss, rs, len(ms))
+    else:
+        bounds = {m: level_bounds(ss, m) for m in ms}
+        observed = [plugin_from_bounds(rs, bounds[m]) for m in ms]
     null = simulate_null(ss, ms, trials=trials, resample=resample, rng=gen, progress=progress,
                          bounds=bounds, is_sorted=True)
-    return adaptive_result(observed, null, ms, alpha=alpha, details={},
-                           settings={"levels": f"2^1..2^{B}", "trials": trials,
+    levels = f"2^1..2^{len(ms)}" if grid == "paper" else \
+        f"round(2^(k/3)) from 2 to {ms[-1]} ({len(ms)} levels)"
+    return adaptive_result(observed, null, ms, alpha=alpha, correction=correction,
+                           details={"grid": grid, "B_paper": paper_B(n),
+                                    "max_bins": ms[-1]},
+                           settings={"levels": levels, "grid": grid, "trials": trials,
                                      "resample": resample, "seed": _seed_of(rng)})

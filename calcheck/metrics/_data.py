@@ -101,3 +101,5 @@ class MetricOptions:
     compat: str | None = None
     ties: str = "share"
     smece_sigma: float | None = None
+    skce_bandwidth: float | None = None
+    seed: int = 0

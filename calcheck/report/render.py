@@ -150,16 +150,28 @@ def _test_note(tid: str, t: Mapping[str, Any]) -> str:
                 f"critical T {number(t['critical_value'])}")
     if tid == "tcal_adaptive":
         rej = t["rejecting_levels"]
-        return (f"B = {t['B']} levels at α/B = {number(t['level_alpha'])}; rejecting m: "
+        rule = (f"min-P over {t['B']} levels (m ≤ {t.get('max_bins', 2 ** t['B'])}), level "
+                f"p ≤ {number(t['level_alpha'])}" if t.get("correction") == "minp" else
+                f"B = {t['B']} levels at α/B = {number(t['level_alpha'])}")
+        return (f"{rule}; rejecting m: "
                 + (", ".join(map(str, rej[:6])) + (" …" if len(rej) > 6 else "") if rej
                    else "none"))
+    if tid == "skce":
+        sub = f", subsample of {t['settings']['rows_used']:,} rows" \
+            if t.get("settings", {}).get("subsample") else ""
+        return f"ν {number(t['settings']['bandwidth'])}, all classes{sub}"
     if tid == "hosmer_lemeshow":
-        return f"χ²({t['df']}), {t['groups']} groups"
+        ref = "external" if t.get("df_rule", "external") == "external" else "fitted"
+        return f"χ²({t['df']}) ({ref} predictions), {t['groups']} groups"
     if tid == "spiegelhalter":
         return (f"{t['direction']}: mean score {number(t['mean_score'])} vs observed "
                 f"{number(t['mean_label'])}")
     if tid == "cox":
-        return f"intercept {number(t['intercept'])}, slope {number(t['slope'])}"
+        def ci(name: str) -> str:
+            c = t.get(f"{name}_ci")
+            return f" [{number(c['low'])}, {number(c['high'])}]" if c else ""
+        return (f"intercept {number(t['intercept'])}{ci('intercept')}, "
+                f"slope {number(t['slope'])}{ci('slope')}")
     if tid in ("ks", "kuiper"):
         return f"ECCE {number(t['ecce'])}, σ̂ {number(t['sigma'])}"
     if tid == "binomial_discrete":

@@ -113,6 +113,16 @@ def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
             f"({worst['n']:,} rows)")
 
 
+def decided_by(tests: Mapping[str, Any]) -> list[str]:
+    """The tests that decided the verdict: every rejecting test, else the one with the
+    smallest p-value."""
+    rejected = [tid for tid, t in tests.items() if t.get("reject")]
+    if rejected or not tests:
+        return rejected
+    return [min(tests.items(), key=lambda kv: (kv[1].get("pvalue") is None,
+                                               kv[1].get("pvalue") or 1.0))[0]]
+
+
 def _tests_verdict(tests: Mapping[str, Any], alpha: float) -> tuple[str, str]:
     if not tests:
         return "not assessed", "no test ran"
@@ -209,5 +219,5 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
         text += "; " + "; ".join(direction)
     if where:
         text += "; " + "; ".join(where)
-    return {"verdict": verdict, "basis": basis, "direction": direction, "where": where,
-            "text": text}
+    return {"verdict": verdict, "basis": basis, "decided_by": decided_by(tests),
+            "direction": direction, "where": where, "text": text}

@@ -80,7 +80,8 @@ def grid_start(state: StreamState) -> tuple[float, float]:
     return a, b
 
 
-def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05) -> tuple[TestResult, int]:
+def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
+               ci_level: float = 0.95) -> tuple[TestResult, int]:
     """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the start), and
     the number of passes."""
     sums_of: list[FloatArray] = []           # every pass's sums; the first has ℓ(0, 1)
@@ -92,7 +93,7 @@ def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05) -> tuple
 
     a, b, ll_fit = newton_logistic(evaluate, grid_start(state), last_eval=False)
     passes = len(sums_of)
-    res = cox_result(a, b, ll_fit, float(sums_of[0][6]), alpha=alpha,
+    res = cox_result(a, b, ll_fit, float(sums_of[0][6]), alpha=alpha, ci_level=ci_level,
                      settings={"engine_fit": "Newton passes from the grid-state fit",
                                "passes": passes}, hessian=sums_of[-1][3:6])
     return res, passes

@@ -31,7 +31,7 @@ from calcheck.hypotests.tcal import (
     _check,
     adaptive_result,
     fixed_result,
-    n_levels,
+    adaptive_ms,
 )
 from calcheck.streaming.states import StreamState, cell_blocks, plugin_stats
 
@@ -133,12 +133,15 @@ def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 
 
 
 def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 1000,
-                         seed: int = 0, resample: str = "labels") -> TestResult:
-    """Adaptive T-Cal on the grid: levels 2^1 … 2^min(B, G), exact statistics, grid null."""
+                         seed: int = 0, resample: str = "labels", grid: str = "bounded",
+                         correction: str = "minp") -> TestResult:
+    """Adaptive T-Cal on the grid: the dyadic levels 2^1 … 2^min(L, G) of ``grid`` (the
+    bounded grid's powers of two: its bins must be unions of grid cells), exact statistics,
+    grid null, calibrated by ``correction``."""
     _check(trials, alpha, resample)
     n = state.n
     G = state.grid_bits
-    B = n_levels(n)
+    B = len(adaptive_ms(n, grid, dyadic=True))
     L = min(B, G)
     c = state.cells()
     ks = list(range(L, 0, -1))                   # finest first
@@ -152,9 +155,11 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
                                   n))
     null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed, resample=resample)
     ms = [2 ** k for k in ks][::-1]
-    details = {"B_spec": B, "levels_omitted": [2 ** k for k in range(L + 1, B + 1)]}
+    details = {"B_spec": B, "levels_omitted": [2 ** k for k in range(L + 1, B + 1)],
+               "grid": grid if grid == "paper" else "bounded (dyadic levels)"}
     return adaptive_result(observed[::-1], null[::-1], ms, alpha=alpha, details=details,
-                           settings={"levels": f"2^1..2^{L}", "trials": trials,
+                           correction=correction,
+                           settings={"levels": f"2^1..2^{L}", "grid": grid, "trials": trials,
                                      "resample": resample, "seed": seed,
                                      **_null_settings(state, excess, 0, resample)})
 
