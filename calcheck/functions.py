@@ -167,7 +167,7 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
     mult = 1 if fixed or adaptive_correction == "minp" else \
         _tcal.n_levels(data.scores.shape[0], adaptive_grid)
     n_trials, note = tcal_trials(trials, alpha, mult, auto=trials is None)
-    if fixed:
+    if bins is not None:
         res = _tcal.tcal_fixed(data.scores, data.labels, m=check_bins(bins, name="bins"),
                                alpha=alpha, trials=n_trials, resample=resample, rng=rng)
     else:

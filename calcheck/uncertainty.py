@@ -1,4 +1,35 @@
-"""Uncertainty on metrics: percentile bootstrap confidence intervals.
+"""Uncertainty on metrics: bootstrap confidence intervals that cover the population value.
+
+Binned calibration errors (ECE, ECE-l2, ACE, SCE and their debiased forms)
+-------------------------------------------------------------------------------
+Such a metric is a norm θ = N(m) of the vector m of per-bin mean residuals
+(:mod:`calcheck.metrics.debiased`; SCE: the classwise vector, averaged over classes).  The
+plug-in θ̂ = N(m̂) is biased upward, so the percentile interval of its replicates sits above
+the population value and never reaches 0 for a calibrated model.  calcheck's interval (method
+``"norm bootstrap"``) uses two inequalities that hold for every norm, with the bootstrap
+distribution of m̂* − m̂ standing in for that of m̂ − m:
+
+* lower end θ̂ − q_{1−α/2}(N(m̂* − m̂)), at least 0: θ ≥ θ̂ − N(m̂ − m) (triangle
+  inequality).  For a calibrated model (m = 0) θ̂ = N(m̂ − m) itself, so the interval reaches 0
+  with probability 1 − α/2: exactly its level where the plug-in interval never does;
+* upper end θ̂ + q_{1−α/2}(⟨ĝ, m̂ − m̂*⟩) with ĝ the gradient of N at m̂ (the signs of m̂ for
+  the l1 norms): θ − θ̂ ≤ ⟨g, m − m̂⟩ (convexity), a linear form whose spread does not depend on
+  the signs for bins that do not overlap.
+
+Each end errs with probability at most α/2, so the interval covers with probability at least
+the level (asymptotically); in the simulations of docs/validity.md about 1 − α/2 when the model
+is calibrated or clearly miscalibrated.  The estimand is the population value of the metric at
+the chosen binning (the bins' edges fixed; equal-mass bins at their population quantiles).  The
+debiased metrics have the same estimand and get the same interval.
+
+Maxima (MCE, MCE(Q)) get no interval: the bootstrap of a maximum is inconsistent near ties and
+at 0, and no interval of ours was shown to cover.  Every other metric keeps the percentile
+interval of its replicates, which covers its population value when that is a mean (Brier, log
+loss) and is reported with the estimand ``"sampling distribution of the estimator"`` otherwise
+(its coverage of the population value is not shown).
+
+How replicates are made
+-----------------------
 
 In memory, a replicate resamples the n rows with replacement (row i taken c_i times,
 (c_1 … c_n) ~ Multinomial(n; 1/n, …, 1/n)) and recomputes every selected metric on it, bins
@@ -16,8 +47,8 @@ the equal-mass bins at the cut positions ⌊j·n/B⌋ of the replicate, a tie gr
 shared pro rata, as on a resampled copy.  Same draws, same values (up to the last bits of a
 float sum), about 50× faster; the other metrics are recomputed on the resampled copy.
 
-The interval is the percentile interval of the replicate values: the (1 − level)/2 and
-(1 + level)/2 quantiles (numpy's default linear interpolation).  Replicates on which a metric
+The percentile interval is the (1 − level)/2 and (1 + level)/2 quantiles of the replicate values
+(numpy's default linear interpolation).  Replicates on which a metric
 cannot be computed (e.g. an empty class) are counted and left out; an interval is only given
 when at least half the replicates produced a finite value.
 
@@ -45,8 +76,28 @@ from calcheck.errors import CalcheckError, UsageError
 DEFAULT_REPS = 1000
 DEFAULT_LEVEL = 0.95
 # why a metric without ``ci`` in the registry gets no interval
+_MAXIMUM = ("a maximum over bins: its bootstrap does not cover the population value (at 0 or "
+            "with near-equal bins); no interval")
 NO_INTERVAL = {"pc": "a resample repeats rows, which changes the number of distinct scores "
-                     "that pc counts; no bootstrap interval"}
+                     "that pc counts; no bootstrap interval",
+               "mce": _MAXIMUM, "mce_q": _MAXIMUM, "mce_top": _MAXIMUM}
+# the binned errors whose interval is the norm bootstrap: (bin vector, norm)
+NORM_METRICS = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"),
+                "ece_l2": ("uniform", "l2"), "ece_l2_debiased": ("uniform", "l2"),
+                "ace": ("quantile", "l1"), "ace_debiased": ("quantile", "l1"),
+                "sce": ("classwise", "l1")}
+POPULATION = "population value at the chosen binning"
+MEANS = ("brier", "log_loss")
+SAMPLING = "sampling distribution of the estimator (coverage of the population value not shown)"
+NORM_METHOD = ("norm bootstrap: plug-in minus the (1+level)/2 quantile of ||m* - m||, plus "
+               "that of the linearised change")
+
+
+def estimand_of(mid: str) -> str:
+    """What the interval of metric ``mid`` covers."""
+    if mid in NORM_METRICS:
+        return POPULATION
+    return "population value (a mean)" if mid in MEANS else SAMPLING
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +113,13 @@ class ConfidenceInterval:
     seed: int
     method: str = "percentile bootstrap"
     resampling: str = "rows with replacement"
+    estimand: str = SAMPLING
 
     def to_dict(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "level": self.level, "reps": self.reps,
                 "se": self.se, "failed_reps": self.failed, "seed": self.seed,
-                "method": self.method, "resampling": self.resampling}
+                "method": self.method, "estimand": self.estimand,
+                "resampling": self.resampling}
 
 
 def check_ci_options(reps: int, level: float) -> None:
@@ -111,7 +164,10 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     n = data.n
     canon = canonical_order(data)
     fast = WeightedReplicates.for_data(data, canon, ids, options)
-    slow = [m for m in ids if fast is None or m not in fast.ids]
+    vectors = BinVectors.for_data(data, canon, ids, options, reps)
+    # the norm-bootstrap metrics need only their bin vectors, no recomputed value
+    slow = [m for m in ids if (fast is None or m not in fast.ids)
+            and (vectors is None or m not in vectors.ids)]
     rng = np.random.default_rng(seed)
     values = np.full((len(ids), reps), np.nan)
     rows = {m: j for j, m in enumerate(ids)}
@@ -124,15 +180,169 @@ def bootstrap(data: Any, ids: list[str], options: Any,
         if fast is not None:
             for mid, v in fast.values(counts).items():
                 values[rows[mid], r] = v
-        if slow:
+        sample = None
+        if slow or (vectors is not None and vectors.needs_sample):
             sample = data.subset(np.repeat(canon, counts))
             if not data.multiclass:
                 sample.sorted_order = np.arange(n)
+        if slow:
             values[[rows[m] for m in slow], r] = _values(compute, sample, slow, options)
+        if vectors is not None:
+            vectors.add(r, counts, sample)
         if progress is not None:
             progress(r + 1, reps)
-    return {mid: percentile_interval(values[j], level=level, seed=seed)
-            for j, mid in enumerate(ids)}
+    out = {}
+    for j, mid in enumerate(ids):
+        if vectors is not None and mid in vectors.ids:
+            out[mid] = vectors.interval(mid, level=level, seed=seed)
+        else:
+            out[mid] = percentile_interval(values[j], level=level, seed=seed,
+                                           estimand=estimand_of(mid))
+    return out
+
+
+class NormReplicates:
+    """The norm-bootstrap interval of one bin vector m̂ (module docstring): collects, per
+    replicate, N(m̂* − m̂) and ⟨ĝ, m̂ − m̂*⟩ for the l1 norm Σ|m_b|/scale and the l2 norm
+    (Σ m_b²/P̂_b)^(1/2)."""
+
+    def __init__(self, m_hat: FloatArray, p_hat: FloatArray, reps: int, *,
+                 scale: float = 1.0) -> None:
+        self.m = np.asarray(m_hat, dtype=np.float64).ravel()
+        p = np.asarray(p_hat, dtype=np.float64).ravel()
+        self.inv_p = np.divide(1.0, p, out=np.zeros_like(self.m), where=p > 0)
+        self.scale = scale
+        self.theta = {"l1": float(np.sum(np.abs(self.m))) / scale,
+                      "l2": float(np.sqrt(np.sum(self.m * self.m * self.inv_p)))}
+        th2 = self.theta["l2"]
+        self.grad = {"l1": np.sign(self.m) / scale,
+                     "l2": self.m * self.inv_p / th2 if th2 > 0 else np.zeros_like(self.m)}
+        self.dev = {k: np.full(reps, np.nan) for k in ("l1", "l2")}
+        self.lin = {k: np.full(reps, np.nan) for k in ("l1", "l2")}
+
+    def add(self, r: int | slice, m_star: FloatArray) -> None:
+        """Replicate(s) ``r`` with bin vector(s) ``m_star`` (shape (B,) or (t, B))."""
+        if isinstance(r, (int, np.integer)):
+            r = slice(int(r), int(r) + 1)
+        d = np.asarray(m_star, dtype=np.float64).reshape(-1, self.m.shape[0]) - self.m
+        self.dev["l1"][r] = np.abs(d).sum(axis=1) / self.scale
+        self.dev["l2"][r] = np.sqrt((d * d * self.inv_p).sum(axis=1))
+        self.lin["l1"][r] = -(d @ self.grad["l1"])
+        # at θ̂ = 0 the l2 gradient is undefined: the triangle bound serves both ends
+        self.lin["l2"][r] = -(d @ self.grad["l2"]) if self.theta["l2"] > 0 else \
+            self.dev["l2"][r]
+
+    def interval(self, norm: str, *, level: float, seed: int,
+                 **labels: str) -> ConfidenceInterval:
+        """The interval at ``level``; ``se`` is the standard deviation of the linearised
+        change (the delta-method standard error of the plug-in)."""
+        dev, lin = self.dev[norm], self.lin[norm]
+        ok = np.isfinite(dev) & np.isfinite(lin)
+        reps = int(dev.shape[0])
+        failed = reps - int(ok.sum())
+        if ok.sum() < max(2, (reps + 1) // 2):
+            return ConfidenceInterval(None, None, level, reps, None, failed, seed,
+                                      method=NORM_METHOD, estimand=POPULATION, **labels)
+        q = (1.0 + level) / 2.0
+        theta = self.theta[norm]
+        se = float(np.std(lin[ok], ddof=1))
+        low = max(0.0, theta - float(np.quantile(dev[ok], q)))
+        high = theta + max(0.0, float(np.quantile(lin[ok], q)))
+        return ConfidenceInterval(low, high, level, reps, se, failed, seed, method=NORM_METHOD,
+                                  estimand=POPULATION, **labels)
+
+
+class BinVectors:
+    """The bin vectors m̂ of the norm-bootstrap metrics of one in-memory run and their
+    replicates (module docstring): ``uniform`` and ``quantile`` bins of the binary (or
+    top-label) view, ``classwise`` uniform bins of every class (SCE)."""
+
+    def __init__(self, data: Any, canon: np.ndarray, ids: dict[str, tuple[str, str]],
+                 bins: int, ties: str, reps: int) -> None:
+        from calcheck.binning import uniform_assign
+        from calcheck.metrics.debiased import quantile_residuals, uniform_residuals
+
+        self.ids, self.bins, self.ties = ids, bins, ties
+        kinds = {k for k, _ in ids.values()}
+        # equal-mass bins re-cut per replicate: from the replicate's counts where the binary
+        # fast path applies (ties shared), else from the resampled copy
+        self.weighted = None
+        if "quantile" in kinds and not data.multiclass and ties == "share":
+            self.weighted = WeightedReplicates(data.scores[canon], data.labels[canon], ["ace"],
+                                               bins)
+        self.needs_sample = "quantile" in kinds and self.weighted is None
+        self.n = data.n
+        self.reps: dict[str, NormReplicates] = {}
+        s, y = data.top
+        s, y = np.asarray(s, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if "uniform" in kinds:
+            br = uniform_residuals(s, y, bins)
+            self.reps["uniform"] = NormReplicates(br.m, br.p, reps)
+            sc = s[canon]
+            self.u_ids, self.u_r = uniform_assign(sc, bins), y[canon] - sc
+        if "quantile" in kinds:
+            order = np.lexsort((y, s))
+            br = quantile_residuals(s[order], y[order], bins, ties)
+            self.reps["quantile"] = NormReplicates(br.m, br.p, reps)
+        if "classwise" in kinds:
+            P = data.probs[canon]
+            k = P.shape[1]
+            self.c_ids = (uniform_assign(P.ravel(), bins).reshape(P.shape)
+                          + np.arange(k)[None, :] * bins).ravel()
+            R = -P
+            R[np.arange(P.shape[0]), data.labels[canon]] += 1.0
+            self.c_r = R
+            m = np.bincount(self.c_ids, weights=R.ravel(), minlength=k * bins) / self.n
+            p = np.bincount(self.c_ids, minlength=k * bins) / self.n
+            self.reps["classwise"] = NormReplicates(m, p, reps, scale=float(k))
+
+    @classmethod
+    def for_data(cls, data: Any, canon: np.ndarray, ids: list[str], options: Any,
+                 reps: int) -> BinVectors | None:
+        """The norm-bootstrap metrics among ``ids`` (calcheck's conventions; binary ids of
+        multiclass input are on the top-label view), or None."""
+        if getattr(options, "compat", None):
+            return None
+        from calcheck import registry
+
+        chosen = {}
+        for mid in ids:
+            base = mid if not data.multiclass or mid == "sce" else \
+                (registry.binary_of(mid) or mid)
+            if base in NORM_METRICS and (base != "sce" or data.multiclass):
+                chosen[mid] = NORM_METRICS[base]
+        if not chosen:
+            return None
+        return cls(data, canon, chosen, int(options.bins), getattr(options, "ties", "share"),
+                   reps)
+
+    def add(self, r: int, counts: np.ndarray, sample: Any) -> None:
+        """Replicate r: row i of the canonical order taken ``counts[i]`` times (``sample``:
+        the resampled copy, for the equal-mass bins that are re-cut per replicate)."""
+        from calcheck.metrics.debiased import quantile_residuals
+
+        n = self.n
+        c = np.asarray(counts, dtype=np.float64)
+        if "uniform" in self.reps:
+            m = np.bincount(self.u_ids, weights=c * self.u_r, minlength=self.bins) / n
+            self.reps["uniform"].add(r, m)
+        if "quantile" in self.reps and self.weighted is not None:
+            self.weighted.values(counts)
+            self.reps["quantile"].add(r, self.weighted.quantile_m)
+        elif "quantile" in self.reps:
+            s, y = sample.top
+            s, y = np.asarray(s, dtype=np.float64), np.asarray(y, dtype=np.float64)
+            order = np.lexsort((y, s)) if sample.multiclass else np.arange(s.shape[0])
+            br = quantile_residuals(s[order], y[order], self.bins, self.ties)
+            self.reps["quantile"].add(r, br.m)
+        if "classwise" in self.reps:
+            w = (c[:, None] * self.c_r).ravel()
+            m = np.bincount(self.c_ids, weights=w, minlength=self.c_r.shape[1] * self.bins) / n
+            self.reps["classwise"].add(r, m)
+
+    def interval(self, mid: str, *, level: float, seed: int) -> ConfidenceInterval:
+        kind, norm = self.ids[mid]
+        return self.reps[kind].interval(norm, level=level, seed=seed)
 
 
 class WeightedReplicates:
@@ -228,6 +438,7 @@ class WeightedReplicates:
                                     [pre[-1, 1]]))
             cum_y = np.concatenate(([0.0], pl[:, 2] + share * (ph[:, 2] - pl[:, 2]),
                                     [pre[-1, 2]]))
+            self.quantile_m = (np.diff(cum_y) - np.diff(cum_s)) / n     # signed, per bin
             out.update(_binned(np.diff(self.cuts).astype(np.float64), np.diff(cum_s),
                                np.diff(cum_y), n, ids, ("ace", "ace_l2", "mce_q")))
         return out

@@ -144,7 +144,9 @@ class MemoryEngine:
             out.values, ci_notes = self._intervals(self.data, results, mopts, opts)
             out.notes += ci_notes
             out.settings["ci"] = {"reps": opts.ci_reps, "level": opts.ci_level,
-                                  "seed": opts.seed, "method": "percentile bootstrap",
+                                  "seed": opts.seed,
+                                  "method": "norm bootstrap (binned errors), percentile "
+                                            "bootstrap (the others)",
                                   "resampling": "rows with replacement, bins re-estimated"}
         return out
 

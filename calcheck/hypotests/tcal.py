@@ -73,7 +73,7 @@ def paper_B(n: int) -> int:
 def max_bins(n: int) -> float:
     """The bounded grid's largest bin count: n^(2/(4s+1)) at s = 1/2, the paper's optimal m
     for every Hölder smoothness s ≥ 1/2."""
-    return float(n) ** (2.0 / (4.0 * SMOOTHNESS_MIN + 1.0))
+    return float(float(n) ** (2.0 / (4.0 * SMOOTHNESS_MIN + 1.0)))
 
 
 def adaptive_ms(n: int, grid: str = "bounded", *, dyadic: bool = False) -> list[int]:
@@ -97,7 +97,7 @@ def adaptive_ms(n: int, grid: str = "bounded", *, dyadic: bool = False) -> list[
     ms: list[int] = []
     k = 3
     while 2.0 ** (k / 3.0) <= top * (1 + 1e-12):
-        m = int(round(2.0 ** (k / 3.0)))
+        m = round(2.0 ** (k / 3.0))
         if not ms or m != ms[-1]:
             ms.append(m)
         k += 1
@@ -350,7 +350,7 @@ def minp_pvalue(observed: FloatArray, null: FloatArray, alpha: float) -> tuple[f
     pvalue = float(np.count_nonzero(more) / (R + 1))
     # the critical level p-value: the largest c with #{columns with key ≤ c}/(R + 1) ≤ α
     ks = np.sort(key)
-    allowed = int(math.floor(alpha * (R + 1) + 1e-9))
+    allowed = math.floor(alpha * (R + 1) + 1e-9)
     ok = np.searchsorted(ks, ks, side="right") <= allowed
     crit = float(ks[ok].max()) if np.any(ok) else 0.0
     return pvalue, crit

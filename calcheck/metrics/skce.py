@@ -84,10 +84,10 @@ def _distances(P: FloatArray, rows: slice) -> FloatArray:
         for k in range(P.shape[1]):
             diff = block[:, k:k + 1] - P[None, :, k]
             d += diff * diff
-        return np.sqrt(d)
+        return np.asarray(np.sqrt(d), dtype=np.float64)
     sq = np.einsum("ij,ij->i", P, P)
     d2 = sq[rows, None] + sq[None, :] - 2.0 * (block @ P.T)
-    return np.sqrt(np.maximum(d2, 0.0))
+    return np.asarray(np.sqrt(np.maximum(d2, 0.0)), dtype=np.float64)
 
 
 def median_bandwidth(P: FloatArray) -> float:
@@ -128,7 +128,7 @@ def statistic(kd: KernelData, nu: float) -> float:
         k = np.exp(-_distances(kd.P, slice(a, b)) / nu)
         k[np.arange(b - a), np.arange(a, b)] = 0.0
         total += float(np.sum((k @ kd.R) * kd.R[a:b]))
-    return total / (n * (n - 1))
+    return float(total / (n * (n - 1)))
 
 
 @dataclass(frozen=True)

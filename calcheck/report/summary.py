@@ -135,9 +135,13 @@ def _tests_verdict(tests: Mapping[str, Any], alpha: float) -> tuple[str, str]:
                                               kv[1].get("pvalue") or 1.0))
     basis = (f"no test rejects at α = {alpha:g} (smallest p: {title(best[0])} "
              f"{format_p(best[1].get('pvalue'))})")
-    floor = tests.get("tcal_adaptive", {}).get("min_attainable_pvalue")
-    if floor is not None and floor > alpha and len(tests) == 1:
-        return "inconclusive", basis + f"; T-Cal cannot reach p below {floor:.3g} with these trials"
+    blind = {tid: t["min_attainable_pvalue"] for tid, t in tests.items()
+             if (t.get("min_attainable_pvalue") or 0.0) > alpha}
+    if blind:
+        basis += "; " + "; ".join(f"{title(tid)} cannot reach p below {floor:.3g} with these "
+                                  "trials" for tid, floor in blind.items())
+        if len(blind) == len(tests):
+            return "inconclusive", basis
     return "no evidence of miscalibration", basis
 
 

@@ -37,9 +37,18 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.states import StreamState, cell_blocks
-from calcheck.uncertainty import ConfidenceInterval, check_ci_options, percentile_interval
+from calcheck.uncertainty import (
+    ConfidenceInterval,
+    NormReplicates,
+    check_ci_options,
+    estimand_of,
+    percentile_interval,
+)
 
-CI_METRICS = ("ece", "ece_l2", "mce", "brier", "log_loss", "ace", "mce_q")
+CI_METRICS = ("ece", "ece_l2", "brier", "log_loss", "ace", "ece_debiased", "ece_l2_debiased")
+# the norm-bootstrap metrics (calcheck.uncertainty): their bin vector and norm
+NORM = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"), "ece_l2": ("uniform", "l2"),
+        "ece_l2_debiased": ("uniform", "l2"), "ace": ("quantile", "l1")}
 UNIT_SHIFT = 4           # units of 2^4 grid cells within one bin (2^-12 wide)
 REP_CHUNK = 50           # fixed, so the draws do not depend on the machine
 RESAMPLING = "Poisson bootstrap per score unit (2^-12 wide, within one bin) and label"
@@ -66,7 +75,7 @@ def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, An
 
 def _quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArray,
                          block_starts: IntArray, n_star: FloatArray,
-                         bins: int) -> tuple[FloatArray, FloatArray]:
+                         bins: int) -> tuple[FloatArray, FloatArray, FloatArray]:
     """ACE and MCE(Q) of each replicate (a row of unit weights ``W``): the replicate's rows, in
     score order, are cut at ranks ⌊j·n*/B⌋ as in memory; a cut that falls inside a block of
     2^-12 takes the block's share of positives and Σ score pro rata (its rows are taken as
@@ -92,11 +101,12 @@ def _quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArra
                      where=width > 0)
     at_pos = cum["pos"][rows, k] + frac * pos[rows, k]
     at_s = cum["s"][rows, k] + frac * ssum[rows, k]
-    n_b, gap = np.diff(ranks, axis=1), np.abs(np.diff(at_s - at_pos, axis=1))
+    signed = np.diff(at_pos - at_s, axis=1)                  # Σ (y − s) per bin
+    n_b, gap = np.diff(ranks, axis=1), np.abs(signed)
     ace = gap.sum(axis=1) / n_star
     with np.errstate(invalid="ignore", divide="ignore"):
         mce_q = np.where(n_b > 0, gap / np.maximum(n_b, 1.0), 0.0).max(axis=1)
-    return ace, mce_q
+    return ace, mce_q, signed / n_star[:, None]
 
 
 def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, level: float = 0.95,
@@ -117,37 +127,43 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
     rng = np.random.default_rng(seed)
     values = {m: np.empty(reps) for m in ids}
+    kinds = {NORM[m][0] for m in ids if m in NORM}
+    norms: dict[str, NormReplicates] = {}
+    n = float(state.n)
+    if "uniform" in kinds:
+        resid = u["label"] - mean["sum_score"]
+        norms["uniform"] = NormReplicates(np.add.reduceat(N * resid, starts) / n,
+                                          np.add.reduceat(N, starts) / n, reps)
+    if "quantile" in kinds:
+        one = N[None, :]
+        _, _, m_q = _quantile_replicates(one, u, mean["sum_score"], block_starts,
+                                         np.array([n]), state.bins)
+        norms["quantile"] = NormReplicates(m_q[0], np.full(state.bins, 1.0 / state.bins), reps)
     done = 0
     while done < reps:
         t = min(REP_CHUNK, reps - done)
         W = rng.poisson(lam, size=(t, lam.shape[0])).astype(np.float64)
         n_star = W.sum(axis=1)
         sl = slice(done, done + t)
-        if {"ece", "ece_l2", "mce"} & set(ids):
-            cnt = np.add.reduceat(W, starts, axis=1)
-            diff = np.abs(np.add.reduceat(W * (mean["sum_score"] - u["label"]), starts, axis=1))
-            gap = np.divide(diff, cnt, out=np.zeros_like(diff), where=cnt > 0)
-            if "ece" in ids:
-                values["ece"][sl] = diff.sum(axis=1) / n_star
-            if "ece_l2" in ids:
-                values["ece_l2"][sl] = np.sqrt(np.sum(cnt * gap * gap, axis=1) / n_star)
-            if "mce" in ids:
-                values["mce"][sl] = gap.max(axis=1)
-        if {"ace", "mce_q"} & set(ids):
-            ace, mce_q = _quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
-                                              state.bins)
-            if "ace" in ids:
-                values["ace"][sl] = ace
-            if "mce_q" in ids:
-                values["mce_q"][sl] = mce_q
+        if "uniform" in kinds:
+            signed = np.add.reduceat(W * (u["label"] - mean["sum_score"]), starts, axis=1)
+            norms["uniform"].add(sl, signed / n_star[:, None])
+        if "quantile" in kinds:
+            _, _, m_q = _quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
+                                             state.bins)
+            norms["quantile"].add(sl, m_q)
         if "brier" in ids:
             values["brier"][sl] = (W @ mean["sum_sq"]) / n_star
         if "log_loss" in ids:
             values["log_loss"][sl] = -(W @ mean["sum_ll"]) / n_star
         done += t
-    cis = {m: percentile_interval(values[m], level=level, seed=seed, resampling=RESAMPLING)
+    cis = {m: norms[NORM[m][0]].interval(NORM[m][1], level=level, seed=seed,
+                                         resampling=RESAMPLING) if m in NORM else
+           percentile_interval(values[m], level=level, seed=seed, resampling=RESAMPLING,
+                               estimand=estimand_of(m))
            for m in ids}
-    settings = {"reps": reps, "level": level, "seed": seed, "method": "percentile bootstrap",
+    settings = {"reps": reps, "level": level, "seed": seed,
+                "method": "norm bootstrap (binned errors), percentile bootstrap (Brier, log loss)",
                 "resampling": RESAMPLING, "units": int(lam.shape[0]),
                 "unit_width": 2.0 ** (UNIT_SHIFT - state.grid_bits),
                 "variance_deficit": deficit / total if total > 0 else 0.0}

@@ -127,6 +127,15 @@ def metric_results(state: StreamState, ids: list[str],
             results[mid] = smece_of(cells(c["n"] * 1.0, c["sum_score"],
                                           c["sum_score"] - c["positives"]), smece_sigma)
             continue
+        if mid in ("ece_debiased", "ece_l2_debiased"):
+            from calcheck.metrics import debiased
+
+            br = state.residuals("ece")
+            l1 = mid == "ece_debiased"
+            value = debiased.debiased_l1(br) if l1 else debiased.debiased_l2(br)
+            results[mid] = debiased.result(mid, value, "uniform", bins, "l1" if l1 else "l2",
+                                            int(out["n"]))
+            continue
         if mid in _SETTINGS:
             settings: dict[str, Any] = {"binning": "uniform", "bins": bins, "norm": _SETTINGS[mid]}
         else:

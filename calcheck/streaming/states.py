@@ -372,7 +372,18 @@ class StreamState:
         return {"count": counts, "positives": pos,
                 "sum_score": np.bincount(u["bin"], weights=u["sum_score"], minlength=width),
                 "sum_sq_resid": np.bincount(u["bin"], weights=u["sum_sq_resid"],
+                                            minlength=width),
+                "sum_score_sq": np.bincount(u["bin"], weights=u["sum_score_sq"],
                                             minlength=width)}
+
+    def residuals(self, name: str = "ece") -> Any:
+        """The per-bin residual sums of binning ``name`` (:class:`BinResiduals`)."""
+        from calcheck.metrics.debiased import BinResiduals
+
+        b = self.binned(name)
+        cnt = b["count"].astype(np.float64)
+        return BinResiduals(cnt, b["positives"] - b["sum_score"], b["sum_sq_resid"],
+                            b["sum_score"] - b["sum_score_sq"], self.n)
 
     def _spiegelhalter_sums(self, q2: float) -> tuple[float, float]:
         """Σ (y − s)(1 − 2s) and Σ (1 − 2s)² s(1 − s) from the grid's per-label sums and Σ q²:

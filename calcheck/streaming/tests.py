@@ -29,9 +29,9 @@ from calcheck.hypotests.classical import spiegelhalter_from_sums
 from calcheck.hypotests.tcal import (
     PluginStats,
     _check,
+    adaptive_ms,
     adaptive_result,
     fixed_result,
-    adaptive_ms,
 )
 from calcheck.streaming.states import StreamState, cell_blocks, plugin_stats
 

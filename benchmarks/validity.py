@@ -1,0 +1,293 @@
+"""Do calcheck's verdicts and intervals mean what they say?  Size, power and coverage by
+simulation from known models.
+
+    python benchmarks/validity.py                  # the full table (about 40 min on 2 cores)
+    python benchmarks/validity.py --quick          # a seeded smoke run (seconds; the tests run it)
+    python benchmarks/validity.py --write docs/validity.md    # the table of docs/validity.md
+    python benchmarks/validity.py --only hl,ci     # some sections
+
+Every sample is drawn from a known model: scores s from a distribution, labels
+y ~ Bernoulli(p(s)) with p(s) = s (calibrated), s^γ (globally miscalibrated) or
+s + d·1{0.6 ≤ s < 0.7} (a local bump); multiclass samples draw class probabilities from a
+Dirichlet and labels from the true class probabilities.  A row of the table gives, over R
+samples, the rejection rate of a test at α = 0.05 (its size when the model is calibrated, its
+power otherwise) or the coverage of a 95 % interval of the population value.  The binomial
+standard error of a rate r over R samples is √(r(1 − r)/R): 0.007 at R = 1,000 and r = 0.05,
+0.015 at R = 200, 0.018 at R = 150 and r = 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ALPHA = 0.05
+LEVEL = 0.95
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+
+def scores_of(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "uniform":
+        return rng.random(n)
+    if kind == "beta25":
+        return rng.beta(2.0, 5.0, n)
+    if kind == "rounded":                     # U(0, 1) rounded to 2 decimals: ties
+        return np.round(rng.random(n), 2)
+    raise ValueError(kind)
+
+
+def truth(model: str, s: np.ndarray) -> np.ndarray:
+    """P(y = 1 | s) of a model: ``cal``, ``pow:γ`` or ``bump:d``."""
+    if model == "cal":
+        return s
+    name, _, value = model.partition(":")
+    if name == "pow":
+        return np.asarray(s ** float(value))
+    if name == "bump":
+        return np.clip(s + float(value) * ((s >= 0.6) & (s < 0.7)), 0.0, 1.0)
+    raise ValueError(model)
+
+
+def sample(model: str, n: int, seed: int, scores: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    s = scores_of(scores, n, rng)
+    y = (rng.random(n) < truth(model, s)).astype(np.int64)
+    return s, y
+
+
+def population_ece(model: str, bins: int = 10, p: int = 1) -> float:
+    """Population ECE (l1) or l2-ECE of U(0, 1) scores at ``bins`` equal-width bins (equal-mass
+    bins are the same for uniform scores), by fine quadrature."""
+    grid = (np.arange(2_000_000) + 0.5) / 2_000_000
+    resid = truth(model, grid) - grid
+    per_bin = resid.reshape(bins, -1).mean(axis=1) / bins          # m_b = E[(y − s)·1{b}]
+    if p == 1:
+        return float(np.abs(per_bin).sum())
+    return float(np.sqrt(np.sum(per_bin ** 2 * bins)))
+
+
+def multiclass_sample(kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """K = 3 Dirichlet(1, 1, 1) predictions; labels from the predictions (``cal``) or from
+    the predictions with the two classes that are not the top one swapped (``swap``): the
+    top label stays calibrated, the other two classes are not."""
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(3), size=n)
+    Q = P.copy()
+    if kind == "swap":
+        top = P.argmax(axis=1)
+        others = np.array([[k for k in range(3) if k != t] for t in range(3)])[top]
+        rows = np.arange(n)
+        Q[rows, others[:, 0]], Q[rows, others[:, 1]] = P[rows, others[:, 1]], P[rows, others[:, 0]]
+    y = (Q.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1)
+    return P, np.minimum(y, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# one sample of each experiment (module-level functions: they run in worker processes)
+
+
+def run_tests(model: str, n: int, seed: int, scores: str, trials: int) -> dict[str, float]:
+    import calcheck
+    from calcheck.hypotests import tcal
+
+    s, y = sample(model, n, seed, scores)
+    out = {"hl": calcheck.hosmer_lemeshow(s, y).reject,
+           "hl_fitted": calcheck.hosmer_lemeshow(s, y, hl_df="fitted").reject,
+           "spiegelhalter": calcheck.spiegelhalter(s, y).reject,
+           "cox": calcheck.cox(s, y).reject}
+    if trials:
+        out["tcal_m15"] = tcal.tcal_fixed(s, y.astype(float), m=15, trials=trials,
+                                          rng=seed).reject
+    cox = calcheck.cox(s, y)
+    ci = cox.details.get("slope_ci")
+    out["cox_slope_covers"] = bool(ci and ci["low"] <= 1.0 <= ci["high"]) if model == "cal" \
+        else float("nan")
+    return {k: float(v) for k, v in out.items()}
+
+
+def run_adaptive(model: str, n: int, seed: int, trials: int) -> dict[str, float]:
+    from calcheck.hypotests import tcal
+
+    s, y = sample(model, n, seed)
+    yf = y.astype(float)
+    return {
+        "fixed m = 15": float(tcal.tcal_fixed(s, yf, m=15, trials=trials, rng=seed).reject),
+        "adaptive (bounded, min-P)": float(tcal.tcal_adaptive(s, yf, trials=trials,
+                                                              rng=seed).reject),
+        "adaptive (paper grid, Bonferroni)": float(tcal.tcal_adaptive(
+            s, yf, trials=trials, rng=seed, grid="paper", correction="bonferroni").reject),
+        "adaptive (paper grid, min-P)": float(tcal.tcal_adaptive(
+            s, yf, trials=trials, rng=seed, grid="paper").reject),
+    }
+
+
+def run_ci(model: str, n: int, seed: int, reps: int) -> dict[str, float]:
+    import pandas as pd
+
+    import calcheck
+
+    s, y = sample(model, n, seed)
+    ids = ["ece", "ece_debiased", "ece_l2", "ece_l2_debiased", "ace", "ace_debiased"]
+    rep = calcheck.score(pd.DataFrame({"score": s, "label": y}), metrics=ids, ci=True,
+                         ci_reps=reps, seed=seed, bins=10).data["metrics"]
+    out: dict[str, float] = {}
+    pop = {"l1": population_ece(model, 10, 1), "l2": population_ece(model, 10, 2)}
+    for mid in ("ece", "ece_l2", "ace"):
+        target = pop["l2" if mid == "ece_l2" else "l1"]
+        ci = rep[mid]["ci"]
+        out[f"{mid} covers"] = float(ci["low"] <= target <= ci["high"])
+        out[f"{mid} width"] = ci["high"] - ci["low"]
+        out[f"{mid} bias"] = rep[mid]["value"] - target
+        out[f"{mid}_debiased bias"] = rep[f"{mid}_debiased"]["value"] - target
+    return out
+
+
+def run_skce(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
+    import calcheck
+
+    P, y = multiclass_sample(kind, n, seed)
+    return {"skce rejects": float(calcheck.skce_test(P, y, trials=trials, rng=seed).reject)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+@dataclass
+class Cell:
+    section: str
+    label: str
+    fn: Callable[..., dict[str, float]]
+    args: tuple[Any, ...]
+    R: int
+    note: str = ""
+
+
+def cells(quick: bool) -> list[Cell]:
+    def r(full, q):
+        return (q if quick else full)
+    out: list[Cell] = []
+    for scores in ("uniform", "beta25", "rounded"):
+        for n in (500, 5000):
+            out.append(Cell("tests", f"calibrated, scores {scores}, n = {n:,}", run_tests,
+                            ("cal", n, scores, r(200, 20)), r(1000, 20)))
+    out.append(Cell("tests", "p = s^1.5, scores uniform, n = 500", run_tests,
+                    ("pow:1.5", 500, "uniform", r(200, 20)), r(1000, 20)))
+    out.append(Cell("adaptive", "calibrated, n = 2,000", run_adaptive, ("cal", 2000, r(1000, 100)),
+                    r(200, 6)))
+    out.append(Cell("adaptive", "bump d = 0.12 on [0.6, 0.7), n = 2,000", run_adaptive,
+                    ("bump:0.12", 2000, r(1000, 100)), r(200, 6)))
+    out.append(Cell("adaptive", "p = s^1.3, n = 400", run_adaptive, ("pow:1.3", 400, r(1000, 100)),
+                    r(200, 6)))
+    out.append(Cell("adaptive", "calibrated, n = 400", run_adaptive, ("cal", 400, r(1000, 100)),
+                    r(200, 6)))
+    for model, n in (("cal", 2000), ("cal", 20000), ("pow:1.2", 2000), ("pow:1.2", 20000),
+                     ("pow:2", 5000)):
+        out.append(Cell("ci", f"{model}, n = {n:,}", run_ci, (model, n, r(1000, 100)),
+                        r(150, 4)))
+    out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
+                    ("swap", 3000, r(1000, 200)), r(10, 2)))
+    out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
+                    ("cal", 1000, r(1000, 200)), r(40, 4)))
+    return out
+
+
+def _one(job: tuple[Callable[..., dict[str, float]], tuple[Any, ...], int]) -> dict[str, float]:
+    fn, args, seed = job
+    model_args = args[:-1] if fn is not run_tests else args[:3]
+    if fn is run_tests:
+        return fn(args[0], args[1], seed, args[2], args[3])
+    return fn(*model_args[:2], seed, *args[2:])
+
+
+def run_cell(cell: Cell, pool: ProcessPoolExecutor | None) -> dict[str, float]:
+    jobs = [(cell.fn, cell.args, 10_000 + seed) for seed in range(cell.R)]
+    results = list(pool.map(_one, jobs, chunksize=max(1, cell.R // 16))) if pool else \
+        [_one(j) for j in jobs]
+    out = {}
+    for k in results[0]:
+        v = np.array([r[k] for r in results], dtype=np.float64)
+        out[k] = float(v[~np.isnan(v)].mean()) if (~np.isnan(v)).any() else float("nan")
+    return out
+
+
+def table(rows: Iterable[tuple[Cell, dict[str, float]]]) -> str:
+    lines: list[str] = []
+    section = None
+    for cell, res in rows:
+        if cell.section != section:
+            section = cell.section
+            lines += ["", f"### {TITLES[section]}", "", "| cell | R | " +
+                      " | ".join(res) + " |", "|---|---:|" + "---:|" * len(res)]
+        lines.append(f"| {cell.label} | {cell.R} | " +
+                     " | ".join(_fmt(k, v) for k, v in res.items()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(key: str, v: float) -> str:
+    if math.isnan(v):
+        return "–"
+    if "bias" in key or "width" in key:
+        return f"{v:.4f}"
+    return f"{v:.3f}"
+
+
+TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.05 "
+                   "(Cox slope: coverage of 1 by the 95 % Wald interval)",
+          "adaptive": "Adaptive T-Cal: rejection rate at α = 0.05",
+          "ci": "95 % intervals (--ci, 10 equal-width / equal-mass bins): coverage of the "
+                "population value, mean width, mean bias of the plug-in and debiased values",
+          "skce": "SKCE test (K = 3): rejection rate at α = 0.05"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
+    ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, skce")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--write", default=None, help="also write the table into this markdown "
+                    "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")
+    a = ap.parse_args(argv)
+    only = {x.strip() for x in a.only.split(",") if x.strip()}
+    chosen = [c for c in cells(a.quick) if not only or c.section in only]
+    t0 = time.perf_counter()
+    rows = []
+    pool = ProcessPoolExecutor(a.workers) if a.workers > 1 and not a.quick else None
+    try:
+        for c in chosen:
+            t = time.perf_counter()
+            rows.append((c, run_cell(c, pool)))
+            print(f"# {c.section}: {c.label}: {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    text = table(rows)
+    text += (f"\n_{'quick' if a.quick else 'full'} run, {time.perf_counter() - t0:.0f} s on "
+             f"{a.workers} worker(s); reproduce with `python benchmarks/validity.py"
+             f"{' --quick' if a.quick else ''}`._\n")
+    print(text)
+    if a.write:
+        from pathlib import Path
+
+        path = Path(a.write)
+        doc = path.read_text(encoding="utf-8")
+        head, _, rest = doc.partition("<!-- validity:begin -->")
+        _, _, tail = rest.partition("<!-- validity:end -->")
+        path.write_text(f"{head}<!-- validity:begin -->\n{text}<!-- validity:end -->{tail}",
+                        encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
