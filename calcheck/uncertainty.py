@@ -258,18 +258,16 @@ class BinVectors:
     top-label) view, ``classwise`` uniform bins of every class (SCE)."""
 
     def __init__(self, data: Any, canon: np.ndarray, ids: dict[str, tuple[str, str]],
-                 bins: int, ties: str, reps: int) -> None:
+                 bins: int, ties: str, reps: int,
+                 weighted: WeightedReplicates | None = None) -> None:
         from calcheck.binning import uniform_assign
         from calcheck.metrics.debiased import quantile_residuals, uniform_residuals
 
         self.ids, self.bins, self.ties = ids, bins, ties
         kinds = {k for k, _ in ids.values()}
         # equal-mass bins re-cut per replicate: from the replicate's counts where the binary
-        # fast path applies (ties shared), else from the resampled copy
-        self.weighted = None
-        if "quantile" in kinds and not data.multiclass and ties == "share":
-            self.weighted = WeightedReplicates(data.scores[canon], data.labels[canon], ["ace"],
-                                               bins)
+        # fast path applies (``weighted``: ties shared), else from the resampled copy
+        self.weighted = weighted if "quantile" in kinds else None
         self.needs_sample = "quantile" in kinds and self.weighted is None
         self.n = data.n
         self.reps: dict[str, NormReplicates] = {}
@@ -313,8 +311,10 @@ class BinVectors:
                 chosen[mid] = NORM_METRICS[base]
         if not chosen:
             return None
+        weighted = WeightedReplicates.for_data(data, canon, ["ace"], options) \
+            if any(k == "quantile" for k, _ in chosen.values()) else None
         return cls(data, canon, chosen, int(options.bins), getattr(options, "ties", "share"),
-                   reps)
+                   reps, weighted)
 
     def add(self, r: int, counts: np.ndarray, sample: Any) -> None:
         """Replicate r: row i of the canonical order taken ``counts[i]`` times (``sample``:

@@ -19,7 +19,7 @@ from calcheck.uncertainty import bootstrap, percentile_interval
 
 from .conftest import SAMPLE
 
-GRID_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss", "ace", "mce_q"]
+GRID_IDS = ["ece", "ece_l2", "ece_debiased", "ece_l2_debiased", "brier", "log_loss", "ace"]
 
 
 def make(seed, n, slope=1.0):
@@ -222,8 +222,9 @@ def test_stream_quantile_replicate_of_the_data_itself_is_its_ace():
     u = bootstrap_units(state(s, y))
     W = u["count"][None, :].astype(float)
     starts = np.flatnonzero(np.concatenate(([True], np.diff(u["block"]) != 0)))
-    ace, mce_q = _quantile_replicates(W, u, u["sum_score"] / u["count"], starts,
-                                      W.sum(axis=1), 10)
+    ace, mce_q, m = _quantile_replicates(W, u, u["sum_score"] / u["count"], starts,
+                                         W.sum(axis=1), 10)
+    assert np.abs(m[0]).sum() == pytest.approx(ace[0], rel=1e-12)
     assert ace[0] == pytest.approx(calcheck.ace(s, y).value, rel=1e-6)  # gaps keep their sign
     assert mce_q[0] == pytest.approx(calcheck.mce_q(s, y).value, rel=1e-2)  # ~12 rows a block
 
@@ -238,7 +239,9 @@ def test_intervals_from_counts_equal_the_resampled_copies(monkeypatch, n, decima
     rng = np.random.default_rng(n)
     s = np.round(rng.random(n), decimals)
     data = Predictions(scores=s, labels=(rng.random(n) < s).astype(np.int64))
-    ids = list(uncertainty.WeightedReplicates.IDS)
+    from calcheck import registry
+
+    ids = [m for m in uncertainty.WeightedReplicates.IDS if registry.METRICS[m].ci]
     opts = MetricOptions(bins=bins)
     fast = uncertainty.bootstrap(data, ids, opts, compute, reps=60, seed=3)
     monkeypatch.setattr(uncertainty.WeightedReplicates, "for_data",

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import label_sums, quantile_bounds, segment_sums, sort_order
+from calcheck.binning import label_sums, quantile_bounds, segment_sums, sort_order, tie_bounds
 from calcheck.hypotests._result import TestResult
 
 LOGIT_EPS = 1e-15
@@ -41,21 +41,50 @@ def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
     to, calcheck's normal case; ``df="fitted"``: C ~ χ²(G − 2), the original reference for a
     logistic model fitted on these very rows.  Empty groups are skipped (G counts the
     non-empty ones).  A group whose expected variance is 0 (all scores 0 or all 1) adds 0 when
-    O_g = E_g and makes C infinite otherwise.
+    O_g = E_g and makes C infinite otherwise.  With shared ties (the default), a tie group cut
+    by a bound adds its label sum pro rata to the groups it spans, which lowers the variance of
+    O_g under calibration; the denominator drops by exactly that amount
+    (:func:`shared_tie_loss`), so tied scores keep the size of the test.  Without ties cut, C is
+    the textbook statistic.
     """
     order = sort_order(scores, ties)
     s, y = scores[order], labels[order]
     b = quantile_bounds(s.shape[0], groups)
+    loss = None
+    if ties == "share":
+        t = tie_bounds(s)
+        k = np.searchsorted(t, b[1:-1], side="right") - 1
+        cut = (t[k] < b[1:-1]) & (b[1:-1] < t[np.minimum(k + 1, t.shape[0] - 1)])
+        k = np.unique(k[cut])
+        loss = shared_tie_loss(b, t[k], t[k + 1] - t[k], s[t[k]]) if k.size else None
     result = hosmer_lemeshow_from_groups(np.diff(b), label_sums(s, y, b, ties),
-                                         segment_sums(s, b), groups=groups, alpha=alpha, df=df)
+                                         segment_sums(s, b), groups=groups, alpha=alpha, df=df,
+                                         variance_loss=loss)
     result.settings["ties"] = ties
     return result
 
 
+def shared_tie_loss(bounds: IntArray, start: IntArray, size: IntArray,
+                    value: FloatArray) -> FloatArray:
+    """Per group, the binomial variance that pro-rata sharing removes: a tie group of N rows
+    at score v whose L rows fall in group g adds L/N of its label sum to O_g, whose variance
+    under calibration is (L²/N)·v(1 − v) instead of the L·v(1 − v) of L whole rows — a loss of
+    L·(1 − L/N)·v(1 − v).  ``start``, ``size``, ``value``: the tie groups cut by a bound."""
+    lo, hi = np.asarray(bounds[:-1])[None, :], np.asarray(bounds[1:])[None, :]
+    a = np.asarray(start, dtype=np.float64)[:, None]
+    n = np.asarray(size, dtype=np.float64)[:, None]
+    v = np.asarray(value, dtype=np.float64)[:, None]
+    L = np.maximum(0.0, np.minimum(a + n, hi) - np.maximum(a, lo))
+    return np.asarray((L * (1.0 - L / n) * v * (1.0 - v)).sum(axis=0), dtype=np.float64)
+
+
 def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
                                 groups: int = 10, alpha: float = 0.05,
-                                df: str = "external") -> TestResult:
-    """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g."""
+                                df: str = "external",
+                                variance_loss: ArrayLike | None = None) -> TestResult:
+    """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g;
+    ``variance_loss`` (:func:`shared_tie_loss`) is subtracted from each group's variance
+    E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata."""
     if df not in HL_DF:
         from calcheck.errors import UsageError
 
@@ -67,6 +96,9 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
     exp = np.asarray(expected, dtype=np.float64)[keep]
     n_g = n_g[keep]
     var = exp * (1.0 - exp / n_g)
+    shared = variance_loss is not None and bool(np.any(np.asarray(variance_loss) > 0))
+    if variance_loss is not None:
+        var = np.maximum(var - np.asarray(variance_loss, dtype=np.float64)[keep], 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         terms = np.where(var > 0, (obs - exp) ** 2 / np.where(var > 0, var, 1.0),
                          np.where(np.isclose(obs, exp), 0.0, np.inf))
@@ -82,7 +114,9 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
                                "infinite": bool(np.isinf(stat)),
                                "table": [{"n": int(a), "observed": float(o), "expected": float(e)}
                                          for a, o, e in zip(n_g, obs, exp)]},
-                      settings={"groups": groups, "grouping": "equal-mass by index", "hl_df": df})
+                      settings={"groups": groups, "grouping": "equal-mass by index", "hl_df": df,
+                                "tie_variance": "shared ties' variance removed" if shared
+                                else "none cut"})
 
 
 def _chi2_sf(x: float, df: int) -> float:

@@ -628,10 +628,32 @@ class PositionalPass:
             st = stats["hl"]
             res = hosmer_lemeshow_from_groups(st.count, st.sum_label, st.sum_score,
                                               groups=self.hl_groups, alpha=self.alpha,
-                                              df=self.hl_df)
+                                              df=self.hl_df, variance_loss=self._tie_loss(
+                                                  bounds["hl"][0]))
             res.settings["ties"] = self.ties
             out["hosmer_lemeshow"] = res
         return out
+
+    def _tie_loss(self, bounds: IntArray) -> FloatArray | None:
+        """Hosmer–Lemeshow's shared-tie variance loss (as in memory), from the tie groups that
+        the inner cuts fall inside."""
+        from calcheck.hypotests.classical import shared_tie_loss
+
+        if not self.share:
+            return None
+        groups = {}
+        for b in bounds[1:-1].tolist():
+            if not 0 < b < self.n:
+                continue
+            r = self.resolved[b]
+            start = int(self.cum_n[r.cell]) + r.before_n
+            if r.eq_n > 0 and start < b < start + r.eq_n:
+                groups[start] = (r.eq_n, r.value)
+        if not groups:
+            return None
+        starts = np.array(list(groups), dtype=np.int64)
+        return shared_tie_loss(bounds, starts, np.array([g[0] for g in groups.values()]),
+                               np.array([g[1] for g in groups.values()]))
 
     def _tce_extra(self, bounds: IntArray, stats: BinStats, rejected: FloatArray
                    ) -> dict[str, Any]:
