@@ -151,7 +151,8 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("mce_q", "MCE(Q)", "fraction", BINARY, "MCE on equal-mass bins", True, True,
                f"{_B}:mce_q_metric", "positional", ci=False),
     MetricSpec("ece_debiased", "ECE (debiased)", "fraction", BINARY,
-               "ECE with each bin's noise removed: sum_b w_b sqrt(max(0, gap_b^2 - var_b))",
+               "ECE with each bin's noise removed: sum_b w_b sqrt(max(0, gap_b^2 - c_b var_b)), "
+               "c_b tapering from 1 (gap within 1 sd) to 0 (beyond 2 sd)",
                False, False, "calcheck.metrics.debiased:ece_debiased", "grid", stream_ci=True),
     MetricSpec("ece_l2_debiased", "ECE (l2, debiased)", "fraction", BINARY,
                "root of the unbiased squared l2-ECE: sqrt(max(0, sum_b w_b (gap_b^2 - var_b)))",

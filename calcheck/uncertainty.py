@@ -272,12 +272,12 @@ class BinVectors:
         self.n = data.n
         self.reps: dict[str, NormReplicates] = {}
         s, y = data.top
-        s, y = np.asarray(s, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        s = np.asarray(s, dtype=np.float64)[canon]           # canonical order: no digit
+        y = np.asarray(y, dtype=np.float64)[canon]           # depends on the input order
         if "uniform" in kinds:
             br = uniform_residuals(s, y, bins)
             self.reps["uniform"] = NormReplicates(br.m, br.p, reps)
-            sc = s[canon]
-            self.u_ids, self.u_r = uniform_assign(sc, bins), y[canon] - sc
+            self.u_ids, self.u_r = uniform_assign(s, bins), y - s
         if "quantile" in kinds:
             order = np.lexsort((y, s))
             br = quantile_residuals(s[order], y[order], bins, ties)

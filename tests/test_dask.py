@@ -120,7 +120,7 @@ def test_bootstrap_intervals_do_not_depend_on_the_engine(cli, hive, cluster):
     """--ci draws per score unit, keyed by the seed only: the cluster, the partitioning and the
     batch size do not change the interval."""
     root, _ = hive
-    ids = "ece,ece_l2,mce,brier,log_loss"
+    ids = "ece,ece_l2,ece_debiased,brier,log_loss"
     common = ["--ci", "--ci-reps", "80", "--seed", "4", "-m", ids]
     dk = report(cli, root / "ds", "--engine", "dask", "--scheduler", cluster.scheduler_address,
                 *common)

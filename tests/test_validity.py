@@ -234,7 +234,8 @@ def test_debiased_ece_is_its_formula():
     for b in range(10):
         r = (y - s)[ids == b]
         d, v = r.mean(), r.var(ddof=1) / r.size
-        l1 += r.size / s.size * math.sqrt(max(0.0, d * d - v))
+        c = min(1.0, max(0.0, 2.0 - abs(d) / math.sqrt(v)))       # the taper
+        l1 += r.size / s.size * math.sqrt(max(0.0, d * d - c * v))
         l2 += r.size / s.size * (d * d - v)
     assert rep["ece_debiased"]["value"] == pytest.approx(l1, rel=1e-9)
     assert rep["ece_l2_debiased"]["value"] == pytest.approx(math.sqrt(max(l2, 0)), rel=1e-9)

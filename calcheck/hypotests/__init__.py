@@ -67,6 +67,11 @@ def tcal_trials(trials: int | None, alpha: float, levels: int, *, auto: bool,
     what = "adaptive T-Cal" if levels > 1 else "the Monte Carlo test"
     del label                       # the note is part of the report: the same from CLI and API
     if trials is None or auto:
+        if trials is not None and trials < need:
+            return need, (f"{what}: Monte Carlo trials raised from {trials} to {need} so that "
+                          f"its smallest attainable p-value, {levels}/(trials + 1) = "
+                          f"{levels / (need + 1):.3g}, is below α/10 (set the trials to "
+                          "choose)")
         return need, None
     floor = levels / (trials + 1)
     if floor > alpha:

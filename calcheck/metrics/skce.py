@@ -59,6 +59,11 @@ def kernel_data(probs: Any, labels: Any, *, max_rows: int | None = MAX_ROWS,
         raise UsageError(f"probabilities have {P.shape[0]} rows and labels {n}")
     if n < 2:
         raise UsageError("SKCE needs at least 2 rows")
+    # a canonical row order (label, then the probabilities): the subsample, the sums and the
+    # null draws do not depend on the order of the rows in a file
+    keys = [P] if P.ndim == 1 else [P[:, j] for j in range(P.shape[1] - 1, -1, -1)]
+    canon = np.lexsort([*keys, y])
+    P, y = P[canon], y[canon]
     sub = max_rows is not None and n > max_rows
     if sub:
         keep = np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))

@@ -189,13 +189,14 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
     if tests:
         verdict, basis = _tests_verdict(tests, alpha)
     elif rows:
-        p = consistency_pvalue(rows, seed=seed)
+        draws = max(DRAWS, math.ceil(20 / alpha))      # the floor below α/10, as every test's
+        p = consistency_pvalue(rows, seed=seed, draws=draws)
         m = report.get("metrics", {}).get(bins_of or "", {})
         value = m.get("value")
         shown = f"{title(bins_of or '')} {value:.4f}" if isinstance(value, float) else \
             f"{title(bins_of or '')}"
         verdict = "miscalibrated" if p <= alpha else "consistent with calibration"
-        chance = (f"p < {1 / (DRAWS + 1) * 1.0001:.1g}" if p <= 1 / (DRAWS + 1)
+        chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
                   else f"p {_p_clause(p)}")
         basis = (f"{shown}; a calibrated model with these scores reaches it with {chance} "
                  f"(consistency resampling, {len(rows)} bin{'s' if len(rows) != 1 else ''})")
