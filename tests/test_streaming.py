@@ -82,7 +82,7 @@ def test_stream_errors_name_the_global_row(cli, tmp_path):
     (["--engine", "warp"], "unknown --engine"),
     (["--engine", "stream", "--input-format", "csv"], "reads Parquet only"),
     (["--engine", "stream", "--compat", "nixon"], "needs --engine memory"),
-    (["--where", "score >> 3"], "neither a number nor a quoted string"),
+    (["--where", "score >> 3"], "expected a value (a number or a quoted string), found '>'"),
     (["--batch-rows", "0"], "--batch-rows must be"),
 ])
 def test_stream_usage_errors(cli, hive, args, needle):

@@ -385,16 +385,7 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
         raise InputError(f"{src.name}: cannot {what} ({one_line(exc)})") from None
 
 
-def to_expression(conditions: list[Any]) -> Any:
-    """``--where`` conditions (:func:`calcheck.where.parse_where`) as one pyarrow compute
-    expression (their conjunction), which Parquet dataset scans push down and ``Table.filter``
-    applies."""
-    import pyarrow.compute as pc
-
-    from calcheck.where import OPS
-
-    expr = None
-    for c in conditions:
-        cond = getattr(pc.field(c.column), OPS[c.op])(c.value)
-        expr = cond if expr is None else expr & cond
-    return expr
+def to_expression(flt: Any) -> Any:
+    """A ``--where`` filter (:func:`calcheck.where.parse_where`) as one pyarrow compute
+    expression, which Parquet dataset scans push down and ``Table.filter`` applies."""
+    return flt.expression()

@@ -190,14 +190,14 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
         ds = parquet_dataset(src) if src.directory else _single_file_dataset(src)
     available = [str(n) for n in ds.schema.names]
     check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
-    conditions = parse_where(where) if where else []
-    check_columns(conditions, available, src.name)
+    where_filter = parse_where(where) if where else None
+    check_columns(where_filter, available, src.name)
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     if src.fmt == "parquet" and src.directory:
         extra = [*(extra_columns or {}), *(cols or [score_col]), label_col,
-                 *(c.column for c in conditions)]
+                 *(where_filter.columns if where_filter is not None else [])]
         check_parts(src, [c for c in dict.fromkeys(extra) if c])
-    flt = to_expression(conditions) if conditions else None
+    flt = to_expression(where_filter) if where_filter is not None else None
     try:
         fragments = list(ds.get_fragments(filter=flt))
     except pa.ArrowException as exc:

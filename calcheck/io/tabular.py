@@ -67,12 +67,15 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
     check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
-    conditions = parse_where(where) if where else []
-    check_columns(conditions, available, src.name)
+    flt = parse_where(where) if where else None
+    check_columns(flt, available, src.name)
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     wanted = [*(cols or [score_col]), label_col]
+    # one column plan for every source kind: the columns the run uses, plus those the filter
+    # reads (dropped again once it has been applied)
     table = read_columns(src, [*wanted, *numeric, *raw],
-                         to_expression(conditions) if conditions else None)
+                         to_expression(flt) if flt is not None else None,
+                         filter_columns=flt.columns if flt is not None else None)
     n = table.num_rows
     if n == 0:
         if where:
