@@ -21,7 +21,7 @@ Grammar (keywords case-insensitive)::
 A real tokenizer reads the text, so a quoted string may contain ``and``, operators or
 parentheses, and every error points at the offending token.  Parsing imports nothing heavy: the
 filter is checked before any input is read; the readers turn it into one pyarrow expression
-(:meth:`Filter.expression`, pushed down to Parquet scans) once the columns are known, and
+(:func:`calcheck.io.source.to_expression`, pushed down to Parquet scans) once the columns are known, and
 :attr:`Filter.columns` tells every reader which columns the filter needs — the same on every
 source kind and engine.  Nothing the user writes is ever evaluated.
 """
@@ -117,29 +117,6 @@ class Filter:
 
         walk(self.tree)
         return out
-
-    def expression(self) -> Any:
-        """The filter as one pyarrow compute expression."""
-        import pyarrow.compute as pc
-
-        def build(node: Any) -> Any:
-            if isinstance(node, Condition):
-                return getattr(pc.field(node.column), OPS[node.op])(node.value)
-            if isinstance(node, InSet):
-                e = pc.field(node.column).isin(list(node.values))
-                return ~e if node.negate else e
-            if isinstance(node, IsNull):
-                e = pc.field(node.column).is_null()
-                return ~e if node.negate else e
-            if isinstance(node, Not):
-                return ~build(node.part)
-            parts = [build(p) for p in node.parts]
-            out = parts[0]
-            for p in parts[1:]:
-                out = (out & p) if node.op == "and" else (out | p)
-            return out
-
-        return build(self.tree)
 
 
 def _error(text: str, pos: int, what: str, label: str) -> UsageError:

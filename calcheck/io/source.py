@@ -388,4 +388,26 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
 def to_expression(flt: Any) -> Any:
     """A ``--where`` filter (:func:`calcheck.where.parse_where`) as one pyarrow compute
     expression, which Parquet dataset scans push down and ``Table.filter`` applies."""
-    return flt.expression()
+    import pyarrow.compute as pc
+
+    from calcheck.where import OPS, BoolOp, Condition, InSet, IsNull, Not
+
+    def build(node: Any) -> Any:
+        if isinstance(node, Condition):
+            return getattr(pc.field(node.column), OPS[node.op])(node.value)
+        if isinstance(node, InSet):
+            e = pc.field(node.column).isin(list(node.values))
+            return ~e if node.negate else e
+        if isinstance(node, IsNull):
+            e = pc.field(node.column).is_null()
+            return ~e if node.negate else e
+        if isinstance(node, Not):
+            return ~build(node.part)
+        assert isinstance(node, BoolOp)
+        parts = [build(p) for p in node.parts]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (out & p) if node.op == "and" else (out | p)
+        return out
+
+    return build(flt.tree)
