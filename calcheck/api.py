@@ -308,6 +308,13 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         if opts.fail_if:
             conditions = [parse_gate(x) for x in opts.fail_if]
             values = {k: r.value for k, r in m.values.items()}
+            for c in conditions:                      # a gate gates or refuses, never passes
+                got = values.get(c.metric)            # on a metric that was not computed
+                if got is None or got != got:
+                    why = next((n for n in m.notes if n.startswith(f"{c.metric} ")), "")
+                    raise UsageError(f"{opts.name_of('fail_if')} {c.text}: {c.metric} was not "
+                                     "computed" + (f" ({why})" if why else "") + "; the gate "
+                                     "cannot be evaluated")
             gates = evaluate_gates(conditions, values)
             if opts.gate_groups and g is not None:
                 names = group_names(g.values)

@@ -40,7 +40,9 @@ COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "
 
 
 def _int(v: Any, label: str, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if isinstance(v, (bool, np_bool_types())):
+        raise UsageError(f"{label} must be an integer, got {v!r} (a boolean)")
+    if not isinstance(v, int):
         try:
             if isinstance(v, str):                   # from the command line
                 v = int(v.strip().replace("_", ""), 10)
@@ -57,6 +59,14 @@ def _int(v: Any, label: str, lo: int | None = None, hi: int | None = None) -> in
     if hi is not None and v > hi:
         raise UsageError(f"{label} must be an integer <= {hi:,}, got {v!r}")
     return int(v)
+
+
+def np_bool_types() -> tuple[type, ...]:
+    """numpy's bool type when numpy is already imported (this module imports nothing heavy)."""
+    import sys
+
+    np = sys.modules.get("numpy")
+    return (np.bool_,) if np is not None else ()
 
 
 def _float(v: Any, label: str) -> float:
@@ -491,6 +501,18 @@ class Options:
         return list(dict.fromkeys(self.variables or []))
 
 
+# what the printed output of ``score``/``test`` options becomes in Python: the API returns a
+# Report and prints nothing, so these keywords are refused with the way to do the same
+DISPLAY_ONLY = {
+    "output": "write the report with report.save(path) (format from the extension)",
+    "format": "render it with report.render('json' | 'csv' | 'markdown' | 'table')",
+    "json": "take report.to_dict() or report.to_json()",
+    "quiet": "the API prints nothing; notes are in report.notes",
+    "plot": "draw with calcheck.figure(source, kind='reliability')",
+    "details": "render with report.render('table', details=True)",
+}
+
+
 def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
           required: bool = True) -> Options:
     """Validate ``values`` (keyword → value; None means "not given") for ``command``.
@@ -504,6 +526,9 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
     given = []
     for name, value in values.items():
         opt = table.get(name)
+        if style == "python" and command in ("score", "test") and name in DISPLAY_ONLY:
+            raise UsageError(f"{command}() does not take {name}= (a command-line display "
+                             f"option): {DISPLAY_ONLY[name]}")
         if opt is None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -528,6 +553,10 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
 def _cross_checks(o: Options) -> None:
     """Checks that involve several options, before any input is read."""
     lab = o.name_of
+    if o.probs and o.score:
+        raise UsageError(f"{lab('score')} (one binary score column) and {lab('probs')} (the "
+                         "class-probability columns of multiclass input) exclude each other; "
+                         "give one")
     if o.json and o.format not in (None, "json"):
         raise UsageError(f"{lab('json')} conflicts with {lab('format')} {o.format}")
     if o.tce_nmin is not None and o.tce_nmax is not None and o.tce_nmax < o.tce_nmin:

@@ -112,3 +112,60 @@ def test_where_nesting_is_bounded():
     with pytest.raises(UsageError, match="nested"):
         parse_where("not " * 60 + "a = 1")
     assert sys.getrecursionlimit() > 200
+
+
+# ---------------------------------------------------------------------------------------------
+# every option and keyword either works or is refused
+
+
+def test_gate_on_a_metric_that_was_not_computed_is_refused(cli, tmp_path):
+    path = tmp_path / "small.csv"
+    pd.DataFrame({"score": [0.1, 0.4, 0.6, 0.9], "label": [0, 1, 0, 1]}).to_csv(path,
+                                                                              index=False)
+    r = cli(["score", path, "--fail-if", "tce>0.1"])
+    assert r.code == 2 and "tce was not computed" in r.stderr and "20 rows" in r.stderr
+    r = cli(["score", path, "--fail-if", "ece_q>0.1"])
+    assert r.code == 2 and "unknown metric id 'ece_q'" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["output", "format", "json", "quiet", "plot", "details"])
+def test_api_refuses_display_keywords(frame, name):
+    value = {"output": "x.json", "format": "json"}.get(name, True)
+    with pytest.raises(UsageError, match=f"does not take {name}="):
+        calcheck.score(frame, **{name: value})
+    with pytest.raises(UsageError, match=f"does not take {name}="):
+        calcheck.run_tests(frame, **{name: value})
+
+
+def test_score_and_probs_exclude_each_other(cli, sources):
+    r = cli(["score", sources["csv"], "--score", "score", "--probs", "score,day"])
+    assert r.code == 2 and "exclude each other" in r.stderr
+
+
+@pytest.mark.parametrize("out", ["report", "newdir/", "x.exe"])
+def test_output_needs_a_file_name_with_a_known_extension(cli, sources, tmp_path, out):
+    r = cli(["score", sources["csv"], "-m", "ece", "-o", str(tmp_path / out)])
+    assert r.code == 2 and ("extension" in r.stderr or "folder" in r.stderr)
+    assert not (tmp_path / out).exists() or (tmp_path / out).is_dir()
+    r = cli(["score", sources["csv"], "-m", "ece", "-o", str(tmp_path / "report"), "--format",
+             "json"])
+    assert r.code == 0 and json.loads((tmp_path / "report").read_text())["metrics"]["ece"]
+
+
+@pytest.mark.parametrize("k, n, p, what", [(5, 3, 0.5, "at most n"), (-1, 3, 0.5, "k must"),
+                                           (1, 0, 0.5, "n must"), (1, 3, 1.5, "p must"),
+                                           (1.5, 3, 0.5, "k must")])
+def test_binomtest_pvalue_checks_its_input(k, n, p, what):
+    with pytest.raises(UsageError, match=what):
+        calcheck.binomtest_pvalue(k, n, p)
+
+
+def test_booleans_are_not_integers_and_rng_is_checked():
+    s = np.linspace(0.01, 0.99, 50)
+    y = (np.arange(50) % 2).astype(int)
+    with pytest.raises(UsageError):
+        calcheck.ece(s, y, bins=True)
+    with pytest.raises(UsageError, match="rng"):
+        calcheck.tcal(s, y, rng="abc")
+    with pytest.raises(UsageError):
+        calcheck.score(pd.DataFrame({"score": s, "label": y}), bins=True)

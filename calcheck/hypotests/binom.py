@@ -137,12 +137,42 @@ def binomtest_pvalue(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> FloatArray:
     k_, n_, p_ = (np.ravel(a) for a in np.broadcast_arrays(np.asarray(k, dtype=np.float64),
                                                            np.asarray(n, dtype=np.float64),
                                                            np.asarray(p, dtype=np.float64)))
+    _check_binom(k_, n_, p_)
+    return pvalues(k_, n_, p_)
+
+
+def pvalues(k_: FloatArray, n_: FloatArray, p_: FloatArray) -> FloatArray:
+    """:func:`binomtest_pvalue` of valid 1-D float arrays, unchecked (the engines' path)."""
     t_lo, t_hi, central = tail_ends(k_, n_, p_)
     out = np.ones(k_.shape[0])
     nc = np.flatnonzero(~central)
     if nc.size:
         out[nc] = _pvalue_from_ends(t_lo[nc], t_hi[nc], n_[nc], p_[nc])
     return out
+
+
+def flat(k: ArrayLike, n: ArrayLike, p: ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+    a, b, c = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64),
+                                  np.asarray(p, dtype=np.float64))
+    return np.ravel(a), np.ravel(b), np.ravel(c)
+
+
+def _check_binom(k: FloatArray, n: FloatArray, p: FloatArray) -> None:
+    """0 <= k <= n, n >= 1, both integers, 0 <= p <= 1 (as scipy's binomtest asks): anything
+    else is a UsageError naming the first offending entry."""
+    from calcheck.errors import UsageError
+
+    checks = (
+        (~np.isfinite(k) | (k != np.floor(k)) | (k < 0), "k must be an integer >= 0"),
+        (~np.isfinite(n) | (n != np.floor(n)) | (n < 1), "n must be an integer >= 1"),
+        (k > n, "k must be at most n"),
+        (~(p >= 0) | ~(p <= 1), "p must be in [0, 1]"),
+    )
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise UsageError(f"binomtest_pvalue: {what}; got k={k[i]:g}, n={n[i]:g}, p={p[i]:g} "
+                             f"(entry {i})")
 
 
 def _first_true(pred: Callable[[IntArray, IntArray], np.ndarray], lo: IntArray,
@@ -255,7 +285,7 @@ def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: 
     if und.any():
         rows = np.concatenate([np.arange(x, y) for x, y in zip(ps[und], pe[und])])
         rb = np.repeat(pb[und], (pe - ps)[und])
-        rej = binomtest_pvalue(kf[rb], nf[rb], scores[rows]) <= alpha
+        rej = pvalues(*flat(kf[rb], nf[rb], scores[rows])) <= alpha
         np.add.at(counts, rb[rej], 1)
         if mask is not None:
             mask[rows[rej]] = True

@@ -288,9 +288,9 @@ def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.
 def binomial_discrete_counts(values: FloatArray, counts: IntArray, k: IntArray, *,
                              alpha: float = 0.05) -> TestResult:
     """:func:`binomial_discrete` from the distinct values (sorted), their rows and positives."""
-    from calcheck.hypotests.binom import binomtest_pvalue  # scipy.stats, on first use
+    from calcheck.hypotests.binom import flat, pvalues  # scipy.stats, on first use
 
-    pv = binomtest_pvalue(k, counts, values)
+    pv = pvalues(*flat(k, counts, values))
     V = int(values.shape[0])
     pmin = float(pv.min())
     worst = int(np.argmin(pv))

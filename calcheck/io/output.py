@@ -46,6 +46,9 @@ def check_output(path: str, *, label: str = "--output",
         raise UsageError(f"{label}: empty file name")
     if path == "-":
         raise UsageError(f"{label} -: write to stdout with the format options instead")
+    if path.endswith(("/", os.sep)):
+        raise UsageError(f"{label} {path}: names a folder; calcheck writes a file (give a file "
+                         "name with its extension)")
     target = resolve_target(path)
     if target.exists() and not target.is_file():
         kind = "a directory" if target.is_dir() else "not a regular file"

@@ -675,15 +675,17 @@ EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "m
 
 
 def format_for_path(path: str) -> str:
-    """The output format an ``-o`` file name asks for: by its extension (no extension: JSON)."""
+    """The output format an ``-o`` file name asks for, by its extension; a name without one
+    (or with another) is a :class:`UsageError` (give ``--format``)."""
     import os
+
+    from calcheck.errors import UsageError
 
     ext = os.path.splitext(path)[1].lower()
     if not ext:
-        return "json"
+        raise UsageError(f"cannot tell the report format of {path}: the name has no extension; "
+                         f"use {', '.join(EXTENSIONS)} or give --format")
     if ext not in EXTENSIONS:
-        from calcheck.errors import UsageError
-
         raise UsageError(f"cannot tell the report format from the extension {ext!r} of "
                          f"{path}; use {', '.join(EXTENSIONS)} or give --format")
     return EXTENSIONS[ext]

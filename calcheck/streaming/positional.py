@@ -239,13 +239,13 @@ def rejection_weight(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
     binomial test with fractional k = ⌊k⌋ + f — (1 − f)·rej(⌊k⌋) + f·rej(⌈k⌉) (as in memory,
     :func:`calcheck.metrics.tce.binomial_rejections`)."""
     if test == "binomial":
-        from calcheck.hypotests.binom import binomtest_pvalue
+        from calcheck.hypotests.binom import flat, pvalues
 
         lo, hi, frac = _split_k(k)
-        rej = (binomtest_pvalue(lo, n, p) <= alpha).astype(np.float64)
+        rej = (pvalues(*flat(lo, n, p)) <= alpha).astype(np.float64)
         if frac.any():
             part = np.flatnonzero(frac > 0)
-            up = binomtest_pvalue(hi[part], n[part], p[part]) <= alpha
+            up = pvalues(*flat(hi[part], n[part], p[part])) <= alpha
             rej[part] = (1.0 - frac[part]) * rej[part] + frac[part] * up
         return rej
     from calcheck.metrics.tce import t_test_reject
