@@ -12,7 +12,7 @@ s + d·1{0.6 ≤ s < 0.7} (a local bump); multiclass samples draw class probabil
 Dirichlet and labels from the true class probabilities.  A row of the table gives, over R
 samples, the rejection rate of a test at α = 0.05 (its size when the model is calibrated, its
 power otherwise) or the coverage of a 95 % interval of the population value.  The binomial
-standard error of a rate r over R samples is √(r(1 − r)/R): 0.007 at R = 1,000 and r = 0.05,
+standard error of a rate r over R samples is √(r(1 − r)/R): 0.005 at R = 2,000 and r = 0.05,
 0.015 at R = 200, 0.018 at R = 150 and r = 0.95.
 """
 
@@ -181,9 +181,9 @@ def cells(quick: bool) -> list[Cell]:
     for scores in ("uniform", "beta25", "rounded"):
         for n in (500, 5000):
             out.append(Cell("tests", f"calibrated, scores {scores}, n = {n:,}", run_tests,
-                            ("cal", n, scores, r(200, 20)), r(1000, 20)))
+                            ("cal", n, scores, r(200, 20)), r(2000, 20)))
     out.append(Cell("tests", "p = s^1.5, scores uniform, n = 500", run_tests,
-                    ("pow:1.5", 500, "uniform", r(200, 20)), r(1000, 20)))
+                    ("pow:1.5", 500, "uniform", r(200, 20)), r(2000, 20)))
     out.append(Cell("adaptive", "calibrated, n = 2,000", run_adaptive, ("cal", 2000, r(1000, 100)),
                     r(200, 6)))
     out.append(Cell("adaptive", "bump d = 0.12 on [0.6, 0.7), n = 2,000", run_adaptive,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from calcheck import registry
+from calcheck._quiet import quiet
 from calcheck.data import Predictions
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
@@ -45,6 +46,7 @@ FIGURES = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins
 # public functions
 
 
+@quiet
 def score(source: Any, **options: Any) -> Report:
     """Calibration metrics side by side — ``calcheck score`` as a function.
 
@@ -70,6 +72,7 @@ def score(source: Any, **options: Any) -> Report:
     return run_score(source, parse("score", options, style="python"))
 
 
+@quiet
 def run_tests(source: Any, **options: Any) -> Report:
     """Calibration tests — ``calcheck test`` as a function.
 
@@ -92,6 +95,7 @@ def run_tests(source: Any, **options: Any) -> Report:
     return run_test(source, parse("test", options, style="python"))
 
 
+@quiet
 def figure(source: Any, **options: Any) -> Any:
     """A figure — ``calcheck plot`` as a function: ``kind="tce"`` (the test-based
     reliability diagram), ``"reliability"`` (``bins=``, ``binning=``) or ``"variable"``
@@ -104,6 +108,7 @@ def figure(source: Any, **options: Any) -> Any:
     return fig
 
 
+@quiet
 def write_report(source: Any, output: str, **options: Any) -> Report:
     """The self-contained HTML (or PDF) report — ``calcheck report`` as a function.  Writes
     ``output`` and returns the :class:`Report` behind it (its figures included)."""
@@ -292,6 +297,22 @@ def compat_ids(opts: Options, multiclass: bool) -> tuple[list[str], list[str]]:
     return ids, can
 
 
+def check_dropped(eng: Engine, opts: Options) -> None:
+    """No verdict on what is left when more than ``--max-dropped`` of the rows were dropped."""
+    info = eng.input_info()
+    read, dropped = info.get("rows_read"), info.get("rows_dropped") or 0
+    if read and dropped / read > opts.max_dropped:
+        from calcheck.errors import InputError
+
+        reasons = ", ".join(f"{k}={v:,}" for k, v in (info.get("dropped_by_reason") or {}).items())
+        raise InputError(f"{opts.name_of('drop_invalid')} dropped {dropped:,} of {read:,} rows "
+                         f"({dropped / read:.1%}: {reasons}), more than "
+                         f"{opts.name_of('max_dropped')} {opts.max_dropped:g}; what is left says "
+                         "little about the model: fix the input (see the first invalid rows "
+                         f"without {opts.name_of('drop_invalid')}) or raise "
+                         f"{opts.name_of('max_dropped')}")
+
+
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""
     from calcheck.gates import evaluate_gates, parse_gate
@@ -303,6 +324,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
         g = eng.groups(ids, opts) if opts.by else None
+        check_dropped(eng, opts)
         reading = eng.reading()
         gates = None
         if opts.fail_if:
@@ -411,6 +433,7 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         if not opts.methods and not opts.compat and eng.multiclass and eng.name == "memory":
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
         t = eng.tests(methods, opts)
+        check_dropped(eng, opts)
         reading = eng.reading()
         settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
                                engine=_settings(eng), extra=t.settings)
@@ -450,6 +473,7 @@ def run_figure(source: Any, opts: Options, *, progress: Progress | None = None) 
     require_matplotlib()
     with _engine(source, opts, progress) as eng:
         out = eng.figure(opts.kind, opts)
+        check_dropped(eng, opts)
         out.messages = eng.reading().messages + out.messages
     return out
 
@@ -504,6 +528,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             fopts = opts.replace(variables=[name])
             figs.append((f"Variable-based calibration along {name}",
                          eng.figure("variable", fopts, variables=var).values["figure"]))
+        check_dropped(eng, opts)
         reading = eng.reading()
         settings = settings_of(opts, multiclass=mc, engine=_settings(eng), extra=t.settings)
         data = build_report(command="report", input_info=eng.input_info(), settings=settings,
@@ -543,7 +568,8 @@ def save_report_file(rep: Report, opts: Options) -> None:
                                        for k, v in rep.data.get("settings", {}).items())
 
     def write(tmp: str) -> None:
-        with PdfPages(tmp) as pdf:
+        with plt.rc_context(plots.STABLE_RC), \
+                PdfPages(tmp, metadata=plots.STABLE_METADATA["pdf"]) as pdf:
             for page in plots.text_pages(text):         # summary, input, tables, notes
                 pdf.savefig(page)
                 plt.close(page)

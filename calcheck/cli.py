@@ -372,8 +372,11 @@ def run(argv: list[str] | None = None) -> int:
     command = get_command(app)
     _pass_through(command)
     _help_panels(command)
+    from calcheck._quiet import silenced
+
     try:
-        rv = command.main(args=args, prog_name="calcheck", standalone_mode=False)
+        with silenced():
+            rv = command.main(args=args, prog_name="calcheck", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else int(ExitCode.OK)
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -393,6 +396,11 @@ def run(argv: list[str] | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except MemoryError:
+        sys.stderr.write("calcheck: error: out of memory while computing on this input; try "
+                         "--engine stream (bounded memory, Parquet input), fewer --bins, "
+                         "--ci-reps or --trials, or a --where filter\n")
+        return int(ExitCode.USAGE_OR_INPUT)
     except Exception as exc:
         if os.environ.get("CALCHECK_TRACEBACK"):
             raise

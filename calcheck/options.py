@@ -105,6 +105,13 @@ def _positive(v: Any, label: str) -> float:
     return f
 
 
+def _fraction(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not 0.0 <= f <= 1.0:
+        raise UsageError(f"{label} must be a fraction in [0, 1], got {v!r}")
+    return f
+
+
 def check_span(v: Any, label: str) -> float:
     f = _float(v, label)
     if not 0.0 < f <= 1.0:
@@ -228,6 +235,9 @@ INPUT_FORMAT = Opt("input_format", ("--input-format",), None, "csv or parquet, w
 DROP_INVALID = Opt("drop_invalid", ("--drop-invalid",), False, "Drop rows with invalid scores "
                    "or labels (counted and reported) instead of failing.", INPUT, check_bool,
                    type="bool")
+MAX_DROPPED = Opt("max_dropped", ("--max-dropped",), 0.5, "With --drop-invalid, refuse a "
+                  "verdict (exit 2) when more than this fraction of the rows was dropped.",
+                  INPUT, lambda v, label: _fraction(v, label), "FRACTION", "float")
 WHERE = Opt("where", ("--where",), None, "Keep only rows matching, e.g. \"split = 'test' and "
             "score >= 0.1\" (pushed down to Parquet scans).", INPUT, check_where, "FILTER")
 
@@ -384,7 +394,8 @@ REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; 
 TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
                   "or skip it.", TESTS, check_bool, type="toggle")
 
-_INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, WHERE, TIES)
+_INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
+          WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
@@ -424,6 +435,7 @@ class Options:
     renormalize: bool = False
     input_format: str | None = None
     drop_invalid: bool = False
+    max_dropped: float = 0.5
     where: str | None = None
     # metrics
     metrics: list[str] | None = None

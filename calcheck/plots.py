@@ -369,10 +369,20 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str)
     return fig
 
 
+# no creation date, fixed element ids: the same input and options give the same bytes
+STABLE_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
+STABLE_RC = {"svg.hashsalt": "calcheck"}
+
+
 def save(fig: Any, path: str, fmt: str | None = None) -> None:
-    """Save a figure; the format is ``fmt``, else it follows the extension (png, svg, pdf)."""
+    """Save a figure; the format is ``fmt``, else it follows the extension (png, svg, pdf).
+    SVG and PDF files are byte-identical for the same figure (no date, fixed ids)."""
+    import os
+
     plt = _mpl()
-    fig.savefig(path, dpi=150, format=fmt)
+    kind = (fmt or os.path.splitext(path)[1].lstrip(".")).lower()
+    with plt.rc_context(STABLE_RC):
+        fig.savefig(path, dpi=150, format=fmt, metadata=STABLE_METADATA.get(kind))
     plt.close(fig)
 
 

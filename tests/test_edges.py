@@ -169,3 +169,60 @@ def test_booleans_are_not_integers_and_rng_is_checked():
         calcheck.tcal(s, y, rng="abc")
     with pytest.raises(UsageError):
         calcheck.score(pd.DataFrame({"score": s, "label": y}), bins=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# deterministic, quiet, careful with suspicious data
+
+
+def _scores(n: int = 2000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    s = rng.random(n)
+    return s, (rng.random(n) < s).astype(int)
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+@pytest.mark.parametrize("kind", ["percent", "logit"])
+def test_other_scales_are_named_with_the_fix(cli, tmp_path, engine, kind):
+    s, y = _scores()
+    values = s * 100 if kind == "percent" else np.log(s / (1 - s))
+    path = tmp_path / "p.parquet"
+    pd.DataFrame({"score": values, "label": y}).to_parquet(path)
+    for extra in ([], ["--drop-invalid"]):
+        r = cli(["score", path, "-m", "ece", "--engine", engine, *extra])
+        assert r.code == 2, r.stderr
+        assert ("percentages" in r.stderr and "divide the column by 100" in r.stderr) \
+            if kind == "percent" else ("logits" in r.stderr and "sigmoid" in r.stderr)
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+def test_no_verdict_when_most_rows_were_dropped(cli, tmp_path, engine):
+    s, y = _scores()
+    s[:1200] = np.nan
+    path = tmp_path / "p.parquet"
+    pd.DataFrame({"score": s, "label": y}).to_parquet(path)
+    r = cli(["score", path, "-m", "ece", "--drop-invalid", "--engine", engine])
+    assert r.code == 2 and "dropped 1,200 of 2,000 rows" in r.stderr and "--max-dropped" in r.stderr
+    r = cli(["score", path, "-m", "ece", "--drop-invalid", "--max-dropped", "0.7",
+             "--engine", engine])
+    assert r.code == 0 and "dropped 1200 of 2000 rows" in r.stderr
+
+
+def test_no_dependency_warning_reaches_the_user(cli, tmp_path):
+    path = tmp_path / "two.csv"
+    pd.DataFrame({"score": [0.05] * 50 + [0.95] * 50,
+                  "label": [0, 1] * 50}).to_csv(path, index=False)   # empty bins everywhere
+    r = cli(["score", path, "-m", "ece,mce,ace,ece_debiased,ece_l2", "--ci", "--ci-reps", "20"])
+    assert r.code == 0 and "Warning" not in r.stderr and "warn" not in r.stderr.lower()
+
+
+@pytest.mark.parametrize("ext", ["svg", "pdf", "png"])
+def test_figures_are_byte_identical_between_runs(cli, tmp_path, ext):
+    pytest.importorskip("matplotlib")
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "sample_data" / "calibrated_50.csv"
+    a, b = tmp_path / f"a.{ext}", tmp_path / f"b.{ext}"
+    for out in (a, b):
+        assert cli(["plot", sample, "--kind", "reliability", "-o", out]).code == 0
+    assert a.read_bytes() == b.read_bytes()

@@ -201,7 +201,8 @@ _SCORE_WHAT = {"missing": "missing (empty or NaN)", "infinite": "infinite",
 
 
 def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, text: Any,
-                          kind: str, *, above_one: bool = False) -> list[Problem]:
+                          kind: str, *, above_one: bool = False,
+                          source: str = "") -> list[Problem]:
     """Non-numeric, missing, infinite and out-of-range entries of a probability column
     (``above_one``: entries above 1 are fine — rows are renormalised afterwards)."""
     out: list[Problem] = []
@@ -209,6 +210,8 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
         out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
     elif values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
         return out                          # NaN fails both comparisons: all finite in [0, 1]
+    if not above_one:
+        check_scale(source, column, values[~nonnum] if nonnum.any() else values)
     for reason, mask in invalid_score_masks(values).items():
         mask = mask & ~nonnum
         if above_one and reason == "out_of_range":
@@ -220,6 +223,27 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
         if mask.any():
             out.append((f"{reason}_{kind}", column, what, mask, values))
     return out
+
+
+def check_scale(source: str, column: str, values: FloatArray) -> None:
+    """Scores on another scale are an error with the fix, even under --drop-invalid (which
+    would otherwise drop nearly every row and still print a verdict): most finite values in
+    (1, 100] and none outside [0, 100] are percentages; most outside [0, 1], some negative, are
+    logits (log-odds)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return
+    lo, hi = float(finite.min()), float(finite.max())
+    outside = float(np.mean((finite < 0.0) | (finite > 1.0)))
+    if lo >= 0.0 and 1.0 < hi <= 100.0 and float(np.mean(finite > 1.0)) >= 0.5:
+        raise InputError(f"{source}: column {column!r} looks like percentages (values from {lo:.4g} to "
+                         f"{hi:.4g}, {outside:.0%} above 1): calcheck reads probabilities in "
+                         "[0, 1]; divide the column by 100", column=column)
+    if lo < 0.0 and outside >= 0.5:
+        raise InputError(f"{source}: column {column!r} looks like logits (log-odds; values from "
+                         f"{lo:.4g} to {hi:.4g}, {outside:.0%} outside [0, 1]): calcheck reads "
+                         "probabilities in [0, 1]; apply the sigmoid 1/(1 + exp(-x)) (or the "
+                         "softmax for class scores) first", column=column)
 
 
 def rounding_tolerance(k: int) -> float:
@@ -302,7 +326,8 @@ def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
     scores, nonnum, score_text = scores_array(src, score_col, table.column(score_col))
     labels, lab_missing, lab_nonbin, label_values = labels_array(
         src, label_col, table.column(label_col), pos_label)
-    problems = probability_problems(score_col, scores, nonnum, score_text, "score")
+    problems = probability_problems(score_col, scores, nonnum, score_text, "score",
+                                    source=src.name)
     if lab_missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", lab_missing, None))
     if lab_nonbin.any():
@@ -333,7 +358,8 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
     for j, c in enumerate(cols):
         vals, nonnum, text = scores_array(src, c, table.column(c))
         P[:, j] = vals
-        problems += probability_problems(c, vals, nonnum, text, "prob", above_one=renormalize)
+        problems += probability_problems(c, vals, nonnum, text, "prob", above_one=renormalize,
+                                         source=src.name)
     y, missing, bad, raw = class_index(src, label_col, table.column(label_col), names)
     if missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
