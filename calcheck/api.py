@@ -180,7 +180,22 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
 @contextlib.contextmanager
 def _engine(source: Any, opts: Options, progress: Progress | None) -> Iterator[Engine]:
     with open_engine(source, opts, progress=progress) as eng:
+        if eng.name == "memory":
+            check_bins_against_rows(opts, eng.input_info().get("rows_used") or 0)
         yield eng
+
+
+MIN_BIN_CEILING = 1000         # --bins up to this is always accepted (peers' conventions)
+
+
+def check_bins_against_rows(opts: Options, n: int) -> None:
+    """An explicit ``--bins`` larger than the rows is refused before any work: more bins than
+    rows leaves bins empty (equal-mass ones by construction) and only costs memory."""
+    most = max(n, MIN_BIN_CEILING)
+    if "bins" in opts.given and opts.bins is not None and n and opts.bins > most:
+        raise UsageError(f"{opts.name_of('bins')} {opts.bins:,}: at most {most:,} bins make "
+                         f"sense for {n:,} rows (more bins than rows leaves them empty and only "
+                         "costs memory)")
 
 
 def _settings(eng: Engine) -> dict[str, Any]:
@@ -568,8 +583,8 @@ def save_report_file(rep: Report, opts: Options) -> None:
                                        for k, v in rep.data.get("settings", {}).items())
 
     def write(tmp: str) -> None:
-        with plt.rc_context(plots.STABLE_RC), \
-                PdfPages(tmp, metadata=plots.STABLE_METADATA["pdf"]) as pdf:
+        stable = plt.rc_context(plots.STABLE_RC)  # type: ignore[arg-type]
+        with stable, PdfPages(tmp, metadata=plots.STABLE_METADATA["pdf"]) as pdf:
             for page in plots.text_pages(text):         # summary, input, tables, notes
                 pdf.savefig(page)
                 plt.close(page)

@@ -322,8 +322,10 @@ def smece(scores: ArrayLike, labels: ArrayLike, *, sigma: float | None = None) -
     ``.extra["sigma"]`` is the bandwidth used (docs/smooth-ece.md)."""
     from calcheck.metrics import smooth
 
-    if sigma is not None and not 0 < sigma <= 1:
-        raise UsageError(f"sigma must be in (0, 1], got {sigma!r}")
+    if sigma is not None:
+        from calcheck.options import check_sigma
+
+        sigma = check_sigma(sigma, "sigma")
     return smooth.smece(Prepared(scores, labels), MetricOptions(smece_sigma=sigma))
 
 

@@ -112,6 +112,18 @@ def _fraction(v: Any, label: str) -> float:
     return f
 
 
+SIGMA_MIN = 1e-4           # the smooth ECE's grid has ~20/sigma nodes
+
+
+def check_sigma(v: Any, label: str) -> float:
+    f = _float(v, label)
+    if not SIGMA_MIN <= f <= 1.0:
+        raise UsageError(f"{label} must be in [{SIGMA_MIN:g}, 1] (its kernel grid has about "
+                         f"20/sigma nodes: {20 / f if f > 0 else float('inf'):.3g} here), "
+                         f"got {v!r}")
+    return f
+
+
 def check_span(v: Any, label: str) -> float:
     f = _float(v, label)
     if not 0.0 < f <= 1.0:
@@ -259,8 +271,8 @@ TCE_NMAX = Opt("tce_nmax", ("--tce-nmax",), None, "PAVA-BC maximum bin size for 
 TACE_THRESHOLD = Opt("tace_threshold", ("--tace-threshold",), 0.01, "TACE keeps the "
                      "probabilities >= this value.", METRICS, check_threshold, "P", "float")
 SMECE_SIGMA = Opt("smece_sigma", ("--smece-sigma",), None, "Smooth ECE at this kernel "
-                  "bandwidth instead of its fixed point smECE = sigma.", METRICS, check_span,
-                  "SIGMA", "float")
+                  "bandwidth, in [1e-4, 1], instead of its fixed point smECE = sigma.", METRICS,
+                  lambda v, label: check_sigma(v, label), "SIGMA", "float")
 COMPAT_OPT = Opt("compat", ("--compat",), None, "Compute the metrics exactly as this library "
                  "does (" + ", ".join(COMPAT) + "): its bins, edges, clipping and defaults; "
                  "docs/compat.md lists each convention.", METRICS, choice(*COMPAT), "LIBRARY")
@@ -285,6 +297,9 @@ CORRECT_FROM = Opt("correct_from", ("--correct-from",), None, "Take correctness 
                    "COLUMN")
 BY = Opt("by", ("--by",), None, "Also compute every selected metric per value of this column.",
          VARIABLES, check_column, "COLUMN")
+MAX_GROUPS = Opt("max_groups", ("--max-groups",), 1000, "Refuse --by on a column with more "
+                 "distinct values than this (exit 2 naming the count); the streaming engines "
+                 "keep at most 64.", VARIABLES, check_count(1, 1_000_000), "N", "int")
 MIN_GROUP_SIZE = Opt("min_group_size", ("--min-group-size",), 100, "Groups smaller than this "
                      "are reported but flagged.", VARIABLES, check_count(0), "N", "int")
 
@@ -401,7 +416,7 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM,
-              BY, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
+              BY, MAX_GROUPS, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
               PER_CLASS, TEXT_PLOT, DETAILS, QUIET,
               *_ENGINE),
@@ -455,6 +470,7 @@ class Options:
     correct_from: str | None = None
     by: str | None = None
     min_group_size: int = 100
+    max_groups: int = 1000
     # uncertainty
     ci: bool = False
     ci_reps: int = 1000
@@ -515,12 +531,12 @@ class Options:
 
 # what the printed output of ``score``/``test`` options becomes in Python: the API returns a
 # Report and prints nothing, so these keywords are refused with the way to do the same
+# (``plot=True`` is kept: the Report's table rendering then carries the text diagram)
 DISPLAY_ONLY = {
     "output": "write the report with report.save(path) (format from the extension)",
     "format": "render it with report.render('json' | 'csv' | 'markdown' | 'table')",
     "json": "take report.to_dict() or report.to_json()",
     "quiet": "the API prints nothing; notes are in report.notes",
-    "plot": "draw with calcheck.figure(source, kind='reliability')",
     "details": "render with report.render('table', details=True)",
 }
 

@@ -371,7 +371,7 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str)
 
 # no creation date, fixed element ids: the same input and options give the same bytes
 STABLE_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
-STABLE_RC = {"svg.hashsalt": "calcheck"}
+STABLE_RC: dict[str, Any] = {"svg.hashsalt": "calcheck"}
 
 
 def save(fig: Any, path: str, fmt: str | None = None) -> None:

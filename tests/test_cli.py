@@ -113,6 +113,8 @@ def test_drop_invalid_counts_rows(cli, tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("score,label\n0.2,0\n,1\n1.5,1\n0.7,1\n0.4,7\nabc,0\n")
     r = cli(["score", p, "--drop-invalid", "--json", "-m", "ece"])
+    assert r.code == 2 and "more than --max-dropped 0.5" in r.stderr     # 4 of 6 dropped
+    r = cli(["score", p, "--drop-invalid", "--max-dropped", "0.7", "--json", "-m", "ece"])
     assert r.code == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["input"]["rows_read"] == 6 and rep["input"]["rows_dropped"] == 4

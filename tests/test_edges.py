@@ -128,7 +128,7 @@ def test_gate_on_a_metric_that_was_not_computed_is_refused(cli, tmp_path):
     assert r.code == 2 and "unknown metric id 'ece_q'" in r.stderr
 
 
-@pytest.mark.parametrize("name", ["output", "format", "json", "quiet", "plot", "details"])
+@pytest.mark.parametrize("name", ["output", "format", "json", "quiet", "details"])
 def test_api_refuses_display_keywords(frame, name):
     value = {"output": "x.json", "format": "json"}.get(name, True)
     with pytest.raises(UsageError, match=f"does not take {name}="):
@@ -226,3 +226,42 @@ def test_figures_are_byte_identical_between_runs(cli, tmp_path, ext):
     for out in (a, b):
         assert cli(["plot", sample, "--kind", "reliability", "-o", out]).code == 0
     assert a.read_bytes() == b.read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded work: refuse before allocating, say what it needs
+
+
+def test_bins_beyond_the_rows_are_refused(cli, tmp_path):
+    path = tmp_path / "two.csv"
+    pd.DataFrame({"score": [0.2, 0.7], "label": [0, 1]}).to_csv(path, index=False)
+    r = cli(["score", path, "--bins", "1000000"])
+    assert r.code == 2 and "at most 1,000 bins make sense for 2 rows" in r.stderr
+
+
+def test_stream_bins_that_cannot_fit_are_refused_before_allocating(cli, tmp_path):
+    path = tmp_path / "two.parquet"
+    pd.DataFrame({"score": [0.2, 0.7], "label": [0, 1]}).to_parquet(path)
+    r = cli(["score", path, "--bins", "100000", "-m", "ece", "--engine", "stream"])
+    assert r.code == 2 and "GB of state" in r.stderr and "bins fit" in r.stderr
+
+
+def test_by_with_too_many_groups_is_refused(cli, tmp_path):
+    path = tmp_path / "ids.csv"
+    rng = np.random.default_rng(1)
+    pd.DataFrame({"score": rng.random(3000), "label": rng.integers(0, 2, 3000),
+                  "id": np.arange(3000)}).to_csv(path, index=False)
+    r = cli(["score", path, "--by", "id", "-m", "ece"])
+    assert r.code == 2 and "3,000 distinct values" in r.stderr and "--max-groups" in r.stderr
+    r = cli(["score", path, "--by", "id", "-m", "ece", "--max-groups", "5000", "--json"])
+    assert r.code == 0 and len(json.loads(r.stdout)["groups"]) == 3000
+
+
+@pytest.mark.parametrize("sigma", ["1e-300", "0", "2"])
+def test_smece_sigma_has_a_documented_range(cli, tmp_path, sigma):
+    path = tmp_path / "p.csv"
+    pd.DataFrame({"score": [0.2, 0.7, 0.4], "label": [0, 1, 1]}).to_csv(path, index=False)
+    r = cli(["score", path, "-m", "smece", "--smece-sigma", sigma])
+    assert r.code == 2 and "[0.0001, 1]" in r.stderr
+    with pytest.raises(UsageError):
+        calcheck.smece([0.2, 0.7, 0.4], [0, 1, 1], sigma=float(sigma))

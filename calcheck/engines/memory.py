@@ -167,6 +167,12 @@ class MemoryEngine:
     def groups(self, ids: list[str], opts: Options) -> Outcome:
         assert opts.by is not None
         keys, codes = group_keys(self.data.column(opts.by))
+        if len(keys) > opts.max_groups:
+            from calcheck.errors import UsageError
+
+            raise UsageError(f"{opts.name_of('by')} {opts.by}: {len(keys):,} distinct values, "
+                             f"more than {opts.name_of('max_groups')} {opts.max_groups:,}; group "
+                             "by a coarser column or raise the limit")
         mopts = metric_options(opts, self.multiclass)
         out = Outcome()
         for j, key in enumerate(keys):

@@ -210,7 +210,7 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
         out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
     elif values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
         return out                          # NaN fails both comparisons: all finite in [0, 1]
-    if not above_one:
+    if kind == "score":                   # a binary score column (class columns: row sums)
         check_scale(source, column, values[~nonnum] if nonnum.any() else values)
     for reason, mask in invalid_score_masks(values).items():
         mask = mask & ~nonnum

@@ -97,6 +97,26 @@ def grid_table(kind: str, size: int, bits: int) -> tuple[IntArray, IntArray]:
     return a, np.flatnonzero(a != b)
 
 
+STATE_BUDGET = 256 * 2 ** 20      # bytes of one binning's straddling-cell sums
+EDGE_BYTES = 2 * (8 + 16 + 16)     # per (cell, bin): count and two compensated sums, 2 labels
+
+
+def check_state_size(kind: str, size: int, bits: int) -> None:
+    """Refuse, before allocating, a binning whose straddling-cell table (every grid cell an
+    edge crosses × every bin) would not fit :data:`STATE_BUDGET`, saying what it would need
+    and how many bins fit."""
+    from calcheck.errors import UsageError
+
+    straddling = min(size, 1 << bits)             # at most one cell per edge
+    need = straddling * binning_width(kind, size) * EDGE_BYTES
+    if need > STATE_BUDGET:
+        most = int((STATE_BUDGET / EDGE_BYTES) ** 0.5)
+        raise UsageError(f"--bins {size:,} on a streaming engine needs ~{need / 2 ** 30:.1f} GB "
+                         f"of state (every grid cell an edge crosses, per bin); at most "
+                         f"{most:,} bins fit in {STATE_BUDGET // 2 ** 20} MB there — use "
+                         "fewer --bins or --engine memory")
+
+
 @dataclass
 class EdgePart:
     """Exact sums of the rows in a binning's straddling cells, per (cell, bin, label)."""
@@ -179,6 +199,7 @@ class StreamState:
             if self.ci and self.log_loss:
                 self.cell_ll = CompensatedSum.zeros(size)
             for key, (kind, size_) in self.binnings.items():
+                check_state_size(kind, size_, self.grid_bits)
                 _, cells = grid_table(kind, size_, self.grid_bits)
                 self.edges[key] = EdgePart.empty(cells, binning_width(kind, size_))
 
