@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -378,6 +378,31 @@ def resolve_columns(available: list[str], score: str | None, label: str | None,
     if score_col == label_col:
         raise InputError(f"{source}: the score and label columns are the same ({score_col!r})")
     return None, score_col, label_col
+
+
+MAX_NAMED_CLASSES = 1000
+
+
+def class_named_columns(available: list[str], score: str | None, label: str | None,
+                        probs: list[str] | None,
+                        label_values: Callable[[str], list[Any]]) -> tuple[list[str], str] | None:
+    """Multiclass probability columns named after the classes: without ``--probs``,
+    ``--score``, a score-named column or prob_0..prob_{K−1}, when every distinct value of the
+    label column (``label_values(column)``: at least two, text) names a column, those columns
+    (in file order) and the label column; else None."""
+    if probs or score is not None or any(c.lower() in SCORE_NAMES for c in available) or \
+            find_prob_columns(available) is not None:
+        return None
+    found = [c for c in available if c.lower() in LABEL_NAMES] if label is None else \
+        [c for c in available if c == label or c.lower() == label.lower()]
+    if len(found) != 1:
+        return None
+    values = label_values(found[0])
+    if not 2 <= len(values) <= MAX_NAMED_CLASSES or not all(isinstance(v, str) for v in values):
+        return None
+    if not set(values) <= set(available) - {found[0]}:
+        return None
+    return [c for c in available if c in set(values)], found[0]
 
 
 def class_names_of(cols: list[str]) -> list[str]:

@@ -265,3 +265,30 @@ def test_smece_sigma_has_a_documented_range(cli, tmp_path, sigma):
     assert r.code == 2 and "[0.0001, 1]" in r.stderr
     with pytest.raises(UsageError):
         calcheck.smece([0.2, 0.7, 0.4], [0, 1, 1], sigma=float(sigma))
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+def test_probability_columns_named_after_the_classes(tmp_path, engine):
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(3), size=2000)
+    names = np.array(["cat", "dog", "bird"])
+    y = names[np.minimum((P.cumsum(1) < rng.random((2000, 1))).sum(1), 2)]
+    df = pd.DataFrame({"id": np.arange(2000), "cat": P[:, 0], "dog": P[:, 1], "bird": P[:, 2],
+                       "label": y})
+    path = tmp_path / "cls.parquet"
+    df.to_parquet(path)
+    rep = calcheck.score(path, engine=engine, metrics=["sce"])
+    ref = calcheck.score(df, probs=["cat", "dog", "bird"], metrics=["sce"])
+    assert rep.data["input"]["classes"] == ["cat", "dog", "bird"]
+    assert rep.data["metrics"]["sce"]["value"] == pytest.approx(
+        ref.data["metrics"]["sce"]["value"], rel=1e-9)
+    assert any("named after the classes of 'label': cat, dog, bird" in n for n in rep.notes)
+
+
+def test_stdin_refuses_binary_data_and_one_long_line(cli, tmp_path):
+    r = cli(["score", "-"], stdin=b"\x00" * (1 << 21))
+    assert r.code == 2 and "binary data" in r.stderr
+    path = tmp_path / "one.csv"
+    path.write_text("score,label" + ",x" * 200_000)
+    r = cli(["score", path])
+    assert r.code == 2 and "without a complete line after the header" in r.stderr

@@ -225,6 +225,22 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
     return out
 
 
+def distinct_text(col: Any) -> list[Any]:
+    """The distinct non-null values of a text column (an empty list for any other type, or
+    more than 1,000 values: not class names)."""
+    t = col.type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)):
+        return []
+    values = pc.unique(pc.cast(col, pa.string()).drop_null())
+    return values.to_pylist() if len(values) <= 1000 else []
+
+
+def named_note(named: tuple[list[str], str]) -> str:
+    cols, label = named
+    return (f"multiclass input: the probability columns are named after the classes of "
+            f"{label!r}: {', '.join(cols)} (give --probs to choose others)")
+
+
 def check_scale(source: str, column: str, values: FloatArray) -> None:
     """Scores on another scale are an error with the fix, even under --drop-invalid (which
     would otherwise drop nearly every row and still print a verdict): most finite values in

@@ -79,6 +79,36 @@ def _refuse_other(name: str, head: bytes) -> None:
         raise InputError(f"{name}: this looks like {what}, not a CSV or Parquet file; {hint}")
 
 
+MAX_STDIN = 4 << 30          # bytes read from stdin at most (it is held in memory)
+STDIN_CHUNK = 1 << 20
+
+
+def read_stdin(stream: BinaryIO, input_format: str | None) -> bytes:
+    """All of stdin, refusing early: binary data that is not Parquet or gzip (NUL bytes in the
+    first chunk of a CSV) and more than :data:`MAX_STDIN` bytes are errors before the rest is
+    read."""
+    first = stream.read(STDIN_CHUNK)
+    if not first:
+        return b""
+    binary = first[:4] == PARQUET_MAGIC or first[:2] == GZIP_MAGIC or input_format == "parquet"
+    if not binary:
+        _refuse_other("<stdin>", first[:4096])
+        if b"\x00" in first:
+            raise InputError("<stdin>: binary data (NUL bytes), not CSV text; pipe a CSV or "
+                             "Parquet file")
+    parts, size = [first], len(first)
+    while True:
+        chunk = stream.read(STDIN_CHUNK)
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > MAX_STDIN:
+            raise InputError(f"<stdin>: more than {MAX_STDIN >> 30} GiB on stdin, which is held "
+                             "in memory; save it to a file (Parquet reads with --engine stream "
+                             "in bounded memory)")
+        parts.append(chunk)
+
+
 def open_source(path: str, input_format: str | None = None, *,
                 stdin: BinaryIO | None = None) -> Source:
     """Resolve ``path`` (a file, a directory of Parquet parts, or ``-`` for stdin)."""
@@ -86,7 +116,7 @@ def open_source(path: str, input_format: str | None = None, *,
         raise InputError(f"unknown --input-format {input_format!r}; use one of "
                          f"{', '.join(FORMATS)}")
     if path == "-":
-        raw = (stdin or sys.stdin.buffer).read()
+        raw = read_stdin(stdin or sys.stdin.buffer, input_format)
         if not raw:
             raise InputError("<stdin>: no input (empty)")
         fmt = input_format or ("parquet" if raw[:4] == PARQUET_MAGIC else "csv")
@@ -325,6 +355,12 @@ def _parse_csv(src: Source, *, locate: bool = False, delimiter: str = ",") -> An
                 f"{r.expected_columns} (ragged CSV): {r.text[:60]!r}",
                 rows=[r.number - 1] if r.number is not None else None) from None
         if "Empty CSV file" in msg:
+            size = len(src.data) if src.data is not None else (
+                Path(src.path).stat().st_size if src.path else 0)
+            if size:
+                raise InputError(f"{src.name}: no data rows: {size:,} bytes without a complete "
+                                 "line after the header (a header only, or a file without line "
+                                 "breaks)") from None
             raise InputError(f"{src.name}: file is empty") from None
         if "utf8" in msg.lower() or "utf-8" in msg.lower():
             raise InputError(f"{src.name}: not valid UTF-8 text; is it a binary file? (CSV must "

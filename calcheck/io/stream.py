@@ -20,6 +20,7 @@ from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.data import (
     check_columns_exist,
+    class_named_columns,
     class_names_of,
     resolve_columns,
     top_label_view,
@@ -28,7 +29,9 @@ from calcheck.errors import InputError
 from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
+    distinct_text,
     multiclass_columns,
+    named_note,
     numpy_of,
     variable_values,
 )
@@ -192,6 +195,12 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
     where_filter = parse_where(where) if where else None
     check_columns(where_filter, available, src.name)
+    named = class_named_columns(available, score, label, probs,
+                                lambda c: _distinct_text(ds, c))
+    if named is not None:
+        probs, label = named
+        if named_note(named) not in src.notes:
+            src.notes.append(named_note(named))
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     if src.fmt == "parquet" and src.directory:
         extra = [*(extra_columns or {}), *(cols or [score_col]), label_col,
@@ -205,6 +214,24 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
                       in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs)
+
+
+def _distinct_text(ds: Any, column: str) -> list[Any]:
+    """The distinct values of a text column, scanned batch by batch (stops past 1,000)."""
+    seen: dict[Any, None] = {}
+    try:
+        for batch in ds.to_batches(columns=[column]):
+            vals = distinct_text(pa.chunked_array([batch.column(0)]))
+            if not vals and batch.num_rows and not pa.types.is_string(batch.column(0).type) \
+                    and not pa.types.is_dictionary(batch.column(0).type) \
+                    and not pa.types.is_large_string(batch.column(0).type):
+                return []
+            seen.update(dict.fromkeys(vals))
+            if len(seen) > 1000:
+                return []
+    except pa.ArrowException:
+        return []
+    return list(seen)
 
 
 def _single_file_dataset(src: Source) -> Any:

@@ -17,6 +17,7 @@ from calcheck.data import (
     Predictions,
     Provenance,
     check_columns_exist,
+    class_named_columns,
     class_names_of,
     is_multiclass,
     resolve_columns,
@@ -24,7 +25,9 @@ from calcheck.data import (
 from calcheck.errors import InputError
 from calcheck.io.columns import (
     binary_columns,
+    distinct_text,
     multiclass_columns,
+    named_note,
     variable_values,
 )
 from calcheck.io.source import Source, column_names, read_columns, to_expression
@@ -69,6 +72,10 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
     flt = parse_where(where) if where else None
     check_columns(flt, available, src.name)
+    named = class_named_columns(available, score, label, probs,
+                                lambda c: distinct_text(read_columns(src, [c]).column(0)))
+    if named is not None:
+        probs, label = named
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     wanted = [*(cols or [score_col]), label_col]
     # one column plan for every source kind: the columns the run uses, plus those the filter
@@ -85,6 +92,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
                       label_column=label_col, rows_read=n)
     prov.notes.extend(src.notes)
+    if named is not None:
+        prov.notes.append(named_note(named))
     if cols is not None:
         names = class_names_of(cols)
         P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
