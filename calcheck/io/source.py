@@ -371,7 +371,12 @@ def _parse_csv(src: Source, *, locate: bool = False, delimiter: str = ",") -> An
                          f"{one_line(exc)})") from None
     finally:
         sys.unraisablehook = hook
-    names = [str(c) for c in table.column_names]
+    try:
+        names = [str(c) for c in table.column_names]
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{src.name}: the header is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} "
+                         f"at position {exc.start} of a column name); save the file as UTF-8 "
+                         "(CSV must be UTF-8; gzip is the only compression read)") from None
     other = _other_delimiter(names) if delimiter == "," else None
     if other is not None:
         src.notes.append(f"{src.name}: read as a CSV separated by {other[1]} (the header has "
