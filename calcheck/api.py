@@ -280,13 +280,31 @@ def _summary_bins(eng: Engine, opts: Options,
     for mid in BIN_SOURCES:
         r = results.get(mid)
         if r is not None and getattr(r, "bins", None) is not None:
-            return mid, r.bin_rows()
+            return mid, _with_ranges(eng, r.bin_rows())
     rows = eng.summary_bins(opts)
     if not rows:
         return None
     quantile = eng.name == "memory"
     return ("ace_top" if eng.multiclass else "ace") if quantile else \
-        ("ece_top" if eng.multiclass else "ece"), rows
+        ("ece_top" if eng.multiclass else "ece"), _with_ranges(eng, rows)
+
+
+def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In memory, each bin row with the smallest and largest score inside its edges, so the
+    summary names the scores a bin really holds (all-equal scores: one value, not 0–0.3)."""
+    data = getattr(eng, "data", None)
+    if data is None or not rows:
+        return rows
+    import numpy as np
+
+    s = np.sort(np.asarray(data.top[0], dtype=np.float64))
+    out = []
+    for r in rows:
+        lo = int(np.searchsorted(s, r["lower"], side="left"))
+        hi = int(np.searchsorted(s, r["upper"], side="right")) - 1
+        out.append({**r, "min_score": float(s[lo]), "max_score": float(s[hi])}
+                   if r.get("n") and lo <= hi else r)
+    return out
 
 
 def compat_ids(opts: Options, multiclass: bool) -> tuple[list[str], list[str]]:

@@ -108,7 +108,9 @@ def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
         return None
     worst = max(use, key=lambda r: r["n"] * abs(r["mean_label"] - r["mean_score"]))
     what = "confidence" if multiclass else "scores"
-    return (f"{what} {worst['lower']:.2f}–{worst['upper']:.2f}: predicted "
+    lo, hi = worst.get("min_score", worst["lower"]), worst.get("max_score", worst["upper"])
+    span = f"= {lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+    return (f"{what} {span}: predicted "
             f"{worst['mean_score']:.3f}, observed {worst['mean_label']:.3f} "
             f"({worst['n']:,} rows)")
 
