@@ -157,6 +157,9 @@ def cases(root: Path) -> list[Case]:
                                                  "drop_invalid", "bins_huge", "gate"):
                     out.append((f"score/{name}.{kind}/{opt}/stream",
                                 [*argv, "--engine", "stream"], None, key))
+                if kind == "parquet" and opt in ("plain", "drop_invalid"):
+                    out.append((f"score/{name}.{kind}/{opt}/dask",
+                                [*argv, "--engine", "dask"], None, key))
             for opt, args in TEST_OPTIONS.items():
                 argv = ["test", str(path), *args]
                 key = f"test/{name}/{opt}" if kind == "parquet" else None
