@@ -397,8 +397,8 @@ def run(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return int(ExitCode.OK)
     except MemoryError:
-        sys.stderr.write("calcheck: error: out of memory while computing on this input; try "
-                         "--engine stream (bounded memory, Parquet input), fewer --bins, "
+        sys.stderr.write(f"calcheck: error: out of memory while computing on {_input_size(args)}; "
+                         "try --engine stream (bounded memory, Parquet input), fewer --bins, "
                          "--ci-reps or --trials, or a --where filter\n")
         return int(ExitCode.USAGE_OR_INPUT)
     except Exception as exc:
@@ -407,6 +407,28 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"calcheck: internal error: {type(exc).__name__}: {_safe(str(exc))} "
                          "(please report it; set CALCHECK_TRACEBACK=1 for details)\n")
         return int(ExitCode.INTERNAL)
+
+
+def _input_size(args: list[str]) -> str:
+    """``preds.csv (1.2 GB)`` for the first argument that is an existing file or folder."""
+    from pathlib import Path
+
+    for a in args:
+        if a.startswith("-"):
+            continue
+        try:
+            p = Path(a)
+            if p.is_file():
+                size = p.stat().st_size
+            elif p.is_dir():
+                size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            else:
+                continue
+        except OSError:
+            continue
+        return f"{a} ({size / 2 ** 30:.2f} GB)" if size >= 2 ** 30 else \
+            f"{a} ({size / 2 ** 20:.1f} MB)"
+    return "this input"
 
 
 def main() -> None:

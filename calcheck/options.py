@@ -628,3 +628,35 @@ def _cross_checks(o: Options) -> None:
         if o.output is not None and not o.output.lower().endswith((".png", ".svg", ".pdf")):
             raise UsageError(f"{lab('output')} {o.output}: the image format comes from the "
                              "extension: .png, .svg or .pdf")
+    _meaningless(o)
+
+
+def _meaningless(o: Options) -> None:
+    """Options that would be silently ignored in this combination are refused."""
+    lab = o.name_of
+    given = o.given
+
+    def needs(names: tuple[str, ...], cond: bool, what: str) -> None:
+        for name in names:
+            if name in given and not cond:
+                raise UsageError(f"{lab(name)} has no effect without {what}")
+
+    if o.command == "score":
+        needs(("ci_reps", "ci_level"), o.ci, lab("ci"))
+        needs(("min_group_size", "max_groups"), o.by is not None, f"{lab('by')} COLUMN")
+        needs(("loess_span",), bool(o.variables), f"{lab('variables')} COLUMN")
+        chosen = registry.split_ids(o.metrics or [])
+        needs(("smece_sigma",), any(m in ("all", "smece", "smece_cw") for m in chosen),
+              f"{lab('metrics')} smece (or smece_cw)")
+        needs(("skce_bandwidth",), any(m in ("all", "skce") for m in chosen),
+              f"{lab('metrics')} skce")
+    if o.command == "test":
+        methods = registry.split_ids(o.methods or [])
+        every = "all" in methods
+        needs(("hl_df",), every or "hl" in methods, f"{lab('methods')} hl")
+        needs(("adaptive_grid", "adaptive_correction"), o.bins is None,
+              f"adaptive T-Cal (they set its levels; {lab('bins')} fixes m)")
+    if o.command in ("score", "test", "report", "plot"):
+        needs(("max_dropped",), o.drop_invalid, lab("drop_invalid"))
+    if o.command == "plot":
+        needs(("band_level", "band_reps"), o.kind == "corp", f"{lab('kind')} corp")

@@ -129,6 +129,18 @@ def check_ci_options(reps: int, level: float) -> None:
         raise UsageError(f"ci_level must be in (0, 1), got {level}")
 
 
+REPS_BUDGET = 2 << 30           # bytes of the replicate values and norm statistics
+
+
+def check_reps_size(reps: int, metrics: int) -> None:
+    """Refuse, before resampling, replicate tables that would not fit :data:`REPS_BUDGET`."""
+    need = 8 * reps * (metrics + 8)
+    if need > REPS_BUDGET:
+        raise UsageError(f"--ci-reps {reps:,} for {metrics} metric(s) needs ~{need / 2 ** 30:.1f} "
+                         f"GB of replicate values; at most {REPS_BUDGET // (8 * (metrics + 8)):,} "
+                         f"replicates fit in {REPS_BUDGET >> 30} GB")
+
+
 def percentile_interval(values: FloatArray, *, level: float, seed: int,
                         **labels: str) -> ConfidenceInterval:
     """The percentile interval of replicate ``values`` (non-finite values are failures)."""
@@ -161,6 +173,7 @@ def bootstrap(data: Any, ids: list[str], options: Any,
 
     check_ci_options(reps, level)
     ids = [m for m in ids if registry.METRICS[m].ci]
+    check_reps_size(reps, len(ids))
     n = data.n
     canon = canonical_order(data)
     fast = WeightedReplicates.for_data(data, canon, ids, options)

@@ -292,3 +292,25 @@ def test_stdin_refuses_binary_data_and_one_long_line(cli, tmp_path):
     path.write_text("score,label" + ",x" * 200_000)
     r = cli(["score", path])
     assert r.code == 2 and "without a complete line after the header" in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["score", "{csv}", "--ci-reps", "50"], "--ci-reps has no effect without --ci"),
+    (["score", "{csv}", "--max-dropped", "0.3"], "--max-dropped has no effect without"),
+    (["score", "{csv}", "--min-group-size", "5"], "--min-group-size has no effect without --by"),
+    (["score", "{csv}", "--smece-sigma", "0.1"], "--smece-sigma has no effect without"),
+    (["test", "{csv}", "--hl-df", "fitted"], "--hl-df has no effect without --method hl"),
+    (["test", "{csv}", "--bins", "15", "--adaptive-grid", "paper"], "--adaptive-grid has no effect"),
+    (["test", "{csv}", "--trials", "100000000"], "GB for the simulated null"),
+])
+def test_meaningless_or_oversized_options_are_refused(cli, sources, args, needle):
+    r = cli([a.replace("{csv}", str(sources["csv"])) for a in args])
+    assert r.code == 2 and needle in r.stderr, r.stderr
+
+
+def test_reps_beyond_the_budget_are_refused():
+    from calcheck.uncertainty import check_reps_size
+
+    with pytest.raises(UsageError, match="replicates fit"):
+        check_reps_size(10_000_000, 30)
+    check_reps_size(1000, 30)

@@ -244,6 +244,19 @@ def mc_pvalue(observed: float, null: FloatArray) -> float:
 # the tests
 
 
+NULL_BUDGET = 2 << 30            # bytes of the simulated null (levels × trials float64)
+
+
+def check_null_size(levels: int, trials: int) -> None:
+    """Refuse, before simulating, a null that would not fit :data:`NULL_BUDGET`."""
+    need = 8 * levels * trials
+    if need > NULL_BUDGET:
+        raise UsageError(f"--trials {trials:,} over {levels} level(s) needs "
+                         f"~{need / 2 ** 30:.1f} GB for the simulated null; at most "
+                         f"{NULL_BUDGET // (8 * levels):,} trials fit in "
+                         f"{NULL_BUDGET >> 30} GB (fewer --trials, or --bins for one level)")
+
+
 def _check(trials: int, alpha: float, resample: str) -> None:
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise UsageError(f"--trials must be an integer >= 1, got {trials!r}")
@@ -260,6 +273,7 @@ def tcal_fixed(scores: FloatArray, labels: IntArray, *, m: int, alpha: float = 0
     _check(trials, alpha, resample)
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
         raise UsageError(f"--bins must be an integer >= 1, got {m!r}")
+    check_null_size(1, trials)
     gen = np.random.default_rng(rng)
     st = dpe(scores, labels, m)
     null = simulate_null(scores, [int(m)], trials=trials, resample=resample, rng=gen,
@@ -370,6 +384,7 @@ def tcal_adaptive(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
     y = np.asarray(labels, dtype=np.float64)
     n = s.shape[0]
     ms = adaptive_ms(n, grid)
+    check_null_size(len(ms), trials)
     gen = np.random.default_rng(rng)
     order = stable_argsort(s)
     ss, rs = s[order], s[order] - y[order]

@@ -31,6 +31,7 @@ from calcheck.hypotests.tcal import (
     _check,
     adaptive_ms,
     adaptive_result,
+    check_null_size,
     fixed_result,
 )
 from calcheck.streaming.states import StreamState, cell_blocks, plugin_stats
@@ -143,6 +144,7 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
     G = state.grid_bits
     B = len(adaptive_ms(n, grid, dyadic=True))
     L = min(B, G)
+    check_null_size(L, trials)
     c = state.cells()
     ks = list(range(L, 0, -1))                   # finest first
     levels = [c["cell"] >> (G - k) for k in ks]
