@@ -177,7 +177,7 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     n = data.n
     canon = canonical_order(data)
     fast = WeightedReplicates.for_data(data, canon, ids, options)
-    vectors = BinVectors.for_data(data, canon, ids, options, reps)
+    vectors = BinVectors.for_data(data, canon, ids, options, reps, fast)
     # the norm-bootstrap metrics need only their bin vectors, no recomputed value
     slow = [m for m in ids if (fast is None or m not in fast.ids)
             and (vectors is None or m not in vectors.ids)]
@@ -309,7 +309,7 @@ class BinVectors:
 
     @classmethod
     def for_data(cls, data: Any, canon: np.ndarray, ids: list[str], options: Any,
-                 reps: int) -> BinVectors | None:
+                 reps: int, fast: WeightedReplicates | None = None) -> BinVectors | None:
         """The norm-bootstrap metrics among ``ids`` (calcheck's conventions; binary ids of
         multiclass input are on the top-label view), or None."""
         if getattr(options, "compat", None):
@@ -324,8 +324,10 @@ class BinVectors:
                 chosen[mid] = NORM_METRICS[base]
         if not chosen:
             return None
-        weighted = WeightedReplicates.for_data(data, canon, ["ace"], options) \
-            if any(k == "quantile" for k, _ in chosen.values()) else None
+        weighted = None
+        if any(k == "quantile" for k, _ in chosen.values()):     # the run's own fast path when
+            weighted = fast if fast is not None and "ace" in fast.ids else \
+                WeightedReplicates.for_data(data, canon, ["ace"], options)  # it re-cuts ACE
         return cls(data, canon, chosen, int(options.bins), getattr(options, "ties", "share"),
                    reps, weighted)
 
@@ -340,7 +342,7 @@ class BinVectors:
             m = np.bincount(self.u_ids, weights=c * self.u_r, minlength=self.bins) / n
             self.reps["uniform"].add(r, m)
         if "quantile" in self.reps and self.weighted is not None:
-            self.weighted.values(counts)
+            self.weighted.values(counts)              # memoised: once per replicate
             self.reps["quantile"].add(r, self.weighted.quantile_m)
         elif "quantile" in self.reps:
             s, y = sample.top
@@ -389,6 +391,7 @@ class WeightedReplicates:
         self.ll = np.where(y > 0, np.log(c), np.log1p(-c))
         # buffers reused by every replicate (first-touch page faults cost more than the sums)
         self._c, self._cs, self._cy = (np.empty(self.n) for _ in range(3))
+        self._last: tuple[Any, dict[str, float]] = (None, {})
 
     @classmethod
     def for_data(cls, data: Any, canon: np.ndarray, ids: list[str],
@@ -400,6 +403,13 @@ class WeightedReplicates:
         return cls(data.scores[canon], data.labels[canon], ids, int(options.bins))
 
     def values(self, counts: np.ndarray) -> dict[str, float]:
+        if counts is self._last[0]:                # the same replicate asked twice
+            return dict(self._last[1])
+        out = self._values(counts)
+        self._last = (counts, out)
+        return dict(out)
+
+    def _values(self, counts: np.ndarray) -> dict[str, float]:
         ids, n = self.ids, self.n
         c = self._c
         np.copyto(c, counts)

@@ -225,11 +225,15 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
     return out
 
 
+def is_text(t: Any) -> bool:
+    """A string (or dictionary-encoded) Arrow type."""
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t))
+
+
 def distinct_text(col: Any) -> list[Any]:
     """The distinct non-null values of a text column (an empty list for any other type, or
     more than 1,000 values: not class names)."""
-    t = col.type
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)):
+    if not is_text(col.type):
         return []
     values = pc.unique(pc.cast(col, pa.string()).drop_null())
     return values.to_pylist() if len(values) <= 1000 else []

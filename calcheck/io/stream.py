@@ -30,6 +30,7 @@ from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
     distinct_text,
+    is_text,
     multiclass_columns,
     named_note,
     numpy_of,
@@ -218,15 +219,12 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
 
 def _distinct_text(ds: Any, column: str) -> list[Any]:
     """The distinct values of a text column, scanned batch by batch (stops past 1,000)."""
+    if not is_text(ds.schema.field(column).type):
+        return []
     seen: dict[Any, None] = {}
     try:
         for batch in ds.to_batches(columns=[column]):
-            vals = distinct_text(pa.chunked_array([batch.column(0)]))
-            if not vals and batch.num_rows and not pa.types.is_string(batch.column(0).type) \
-                    and not pa.types.is_dictionary(batch.column(0).type) \
-                    and not pa.types.is_large_string(batch.column(0).type):
-                return []
-            seen.update(dict.fromkeys(vals))
+            seen.update(dict.fromkeys(distinct_text(pa.chunked_array([batch.column(0)]))))
             if len(seen) > 1000:
                 return []
     except pa.ArrowException:
