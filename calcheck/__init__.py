@@ -16,7 +16,7 @@ from calcheck._version import SCHEMA_VERSION, __version__
 _F = "calcheck.functions"
 _API = {
     # the report API: what the command line prints, from Python
-    "score": "calcheck.api", "run_tests": "calcheck.api", "figure": "calcheck.api",
+    "score": "calcheck.api", "run_tests": "calcheck.api", "compare": "calcheck.api", "figure": "calcheck.api",
     "write_report": "calcheck.api", "Report": "calcheck.report.model",
     "Predictions": "calcheck.data",
     # metrics and tests on arrays

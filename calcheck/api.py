@@ -33,7 +33,7 @@ from calcheck.options import Options, parse
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.model import Report
 
-__all__ = ["figure", "run_tests", "score", "write_report"]
+__all__ = ["compare", "figure", "run_tests", "score", "write_report"]
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
@@ -118,11 +118,33 @@ def write_report(source: Any, output: str, **options: Any) -> Report:
     return rep
 
 
+@quiet
+def compare(old: Any, new: Any = None, **options: Any) -> Report:
+    """Compare two models' calibration on the same rows — ``calcheck compare`` as a function.
+
+    ``old`` and ``new`` are two sources (paths, DataFrames, pyarrow Tables) of the same
+    examples, matched by ``id=`` (else by position); or give one source and name the two
+    models' columns with ``score=["a", "b"]`` (binary) or ``probs=["p_*", "q_*"]``.  Options
+    are ``calcheck compare``'s long names (``metrics``, ``bins``, ``by``, ``ci_reps``,
+    ``ci_level``, ``seed``, ``fail_if_worse``, ``engine``, …).  Returns the comparison
+    :class:`Report`: ``to_dict()["metrics"]["ece"]`` has ``old``, ``new``, ``delta``, ``ci``
+    and ``verdict``; ``exit_code`` is 1 when a ``fail_if_worse`` gate failed."""
+    opts = parse("compare", options, style="python")
+    return run_compare([old] if new is None else [old, new], opts)
+
+
+def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None = None) -> Report:
+    from calcheck.compare import run_compare as _run
+
+    rep: Report = _run(sources, opts, progress=progress)
+    return rep
+
+
 # ---------------------------------------------------------------------------------------------
 # engines
 
 
-def _source(source: Any, opts: Options) -> Any:
+def source_of(source: Any, opts: Options) -> Any:
     """An io Source for a path, ``"-"`` or an in-memory table."""
     from calcheck.io.source import from_table, open_source
 
@@ -138,9 +160,9 @@ def _columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
     """The extra columns a run reads: numeric (``--var``) and raw (``--by``,
     ``--correct-from``), and the option naming each."""
     numeric = opts.variable_list
-    raw = [c for c in (opts.by, opts.correct_from) if c]
+    raw = [c for c in (opts.by, opts.time, opts.correct_from) if c]
     flags = {c: opts.name_of("variables") for c in numeric}
-    flags.update({c: opts.name_of(n) for n in ("by", "correct_from")
+    flags.update({c: opts.name_of(n) for n in ("by", "time", "correct_from")
                   if (c := getattr(opts, n))})
     return numeric, raw, flags
 
@@ -159,7 +181,7 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
         check_columns_exist(list(source.columns), [*numeric, *raw], source.provenance.path,
                             flags)
         return MemoryEngine(source, progress=progress)
-    src = _source(source, opts)
+    src = source_of(source, opts)
     if opts.engine == "memory":
         from calcheck.io.tabular import load_predictions
 
@@ -350,13 +372,19 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     """``calcheck score`` on ``source`` with validated options."""
     from calcheck.gates import evaluate_gates, parse_gate
 
+    window, run_opts = None, opts
+    if opts.time:                  # windows are groups keyed by each window's start
+        from calcheck.io.windows import WindowColumn, parse_window
+
+        window = parse_window(opts.window or "", opts.tz, opts.name_of("window"))
+        run_opts = opts.replace(by=WindowColumn(opts.time, window))
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
-        m = _metrics(eng, ids, opts, optional_tce=opts.metrics is None and not opts.compat)
+        m = _metrics(eng, ids, run_opts, optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
-        g = eng.groups(ids, opts) if opts.by else None
+        g = eng.groups(ids, run_opts) if run_opts.by else None
         check_dropped(eng, opts)
         reading = eng.reading()
         gates = None
@@ -391,7 +419,13 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                                extra={**m.settings, **v.settings,
                                       **(g.settings if g else {})})
         groups = None
-        if g is not None:
+        extra = None
+        if window is not None and g is not None:
+            from calcheck.io.windows import assemble
+
+            extra = {"windows": assemble(window, {k: gr.to_dict()
+                                                  for k, gr in g.values.items()})}
+        elif g is not None:
             names = group_names(g.values)
             groups = {names[k]: gr.to_dict() for k, gr in g.values.items()}
         var = v.values.get("result")
@@ -399,7 +433,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             metrics=m.values, bins_for=bins_for, gates=gates,
                             notes=reading.notes + m.notes + v.notes,
                             variables=var.to_dict() if var is not None else None, groups=groups,
-                            summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
+                            extra=extra, summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),

@@ -27,9 +27,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import ClickException as _UsageBase  # type: ignore[assignment]
 
 HELP = "Is this classifier calibrated? Calibration metrics and tests, exact to the papers."
-EXIT_CODES = ("Exit codes: 0 ran fine (whatever the values); 1 a --fail-if gate tripped or a "
-              "test rejected with --fail-on-reject; 2 usage or input error; 3 internal error; "
-              "130 interrupted.")
+EXIT_CODES = ("Exit codes: 0 ran fine (whatever the values); 1 a --fail-if or --fail-if-worse "
+              "gate tripped or a test rejected with --fail-on-reject; 2 usage or input error; "
+              "3 internal error; 130 interrupted.")
 EXAMPLES = {
     "score": ["calcheck score preds.parquet", "calcheck score preds.csv -m ece,ace --bins 15",
               "calcheck score preds.csv --json | jq .metrics.ece.value",
@@ -41,6 +41,10 @@ EXAMPLES = {
     "plot": ["calcheck plot preds.parquet --kind tce -o tce.png",
              "calcheck plot preds.parquet --kind reliability --binning quantile -o rel.svg",
              "calcheck plot preds.csv --kind variable --var age -o age.pdf"],
+    "compare": ["calcheck compare old.parquet new.parquet --id example_id",
+                "calcheck compare preds.parquet --score old_score --score new_score",
+                "calcheck compare old.csv new.csv --fail-if-worse ece --fail-if-worse brier:0.001",
+                "calcheck compare old.parquet new.parquet -o comparison.html"],
     "report": ["calcheck report preds.parquet -o report.html",
                "calcheck report preds.parquet --var age -o report.pdf"],
 }
@@ -49,6 +53,9 @@ DOCS = {
              "and per group.",
     "test": "Test calibration: T-Cal / adaptive T-Cal with p-values, and the classical tests.",
     "plot": "Draw a reliability diagram, the test-based reliability diagram, or a variable plot.",
+    "compare": "Compare two models' calibration on the same rows: each metric's change with a "
+               "paired bootstrap interval and a verdict (better, worse, no detectable "
+               "difference); --fail-if-worse gates a CI pipeline.",
     "report": "Write one self-contained report: metrics, test verdicts and every figure (HTML or "
               "PDF).",
 }
@@ -104,19 +111,24 @@ def _parameter(opt: O.Opt) -> inspect.Parameter:
                              annotation=annotation)
 
 
-def _command(name: str, body: Callable[[str, dict[str, Any]], int]) -> None:
+FILE_HELP = "CSV, gzipped CSV, Parquet file or directory of Parquet parts; '-' reads stdin."
+FILES_HELP = ("OLD NEW: the two models' prediction files (rows matched by --id, else by "
+              "position); or one FILE with --score (or --probs) given twice. " + FILE_HELP)
+
+
+def _command(name: str, body: Callable[[Any, dict[str, Any]], int]) -> None:
     def command(**values: Any) -> None:
         values.pop("version", None)
         code = body(values.pop("file"), values)
         if code:
             raise typer.Exit(code)
 
+    many = name == "compare"
     params = [inspect.Parameter("file", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                default=typer.Argument(..., metavar="FILE", show_default=False,
-                                                       help="CSV, gzipped CSV, Parquet file or "
-                                                            "directory of Parquet parts; '-' "
-                                                            "reads stdin."),
-                                annotation=str),
+                                default=typer.Argument(..., metavar="OLD [NEW]" if many
+                                                       else "FILE", show_default=False,
+                                                       help=FILES_HELP if many else FILE_HELP),
+                                annotation=list[str] if many else str),
               *(_parameter(o) for o in O.COMMANDS[name]),
               inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, default=VERSION,
                                 annotation=bool)]
@@ -196,19 +208,20 @@ class _Bars:
             b.close()
 
 
-def _parse(command: str, file: str, values: dict[str, Any]) -> O.Options:
+def _parse(command: str, file: str, values: dict[str, Any],
+           inputs: tuple[str, ...] = ()) -> O.Options:
     """Parse and check everything that can be checked before any input is read (the output
     path included)."""
     from calcheck.io.output import check_output
 
     opts = O.parse(command, values, style="cli")
     if opts.output is not None:
-        if command in ("score", "test"):
+        if command in ("score", "test", "compare"):
             from calcheck.report.render import format_for_path
 
             if opts.format is None:
                 format_for_path(opts.output)
-        check_output(opts.output, label=opts.name_of("output"), inputs=(file,))
+        check_output(opts.output, label=opts.name_of("output"), inputs=inputs or (file,))
     return opts
 
 
@@ -297,7 +310,26 @@ def _report(file: str, values: dict[str, Any]) -> int:
     return 0
 
 
-for _name, _body in (("score", _score), ("test", _test), ("plot", _plot), ("report", _report)):
+def _compare(files: list[str], values: dict[str, Any]) -> int:
+    from calcheck import api
+
+    opts = _parse("compare", files[0], values, inputs=tuple(files))
+    if opts.output and opts.output.lower().endswith((".html", ".htm")):
+        api.require_matplotlib()
+    bars = _Bars(opts.quiet)
+    try:
+        rep = api.run_compare(files, opts, progress=bars)
+    finally:
+        bars.close()
+    _emit(rep, opts)
+    for g in rep.failed_gates:
+        note(f"gate failed: --fail-if-worse {g['condition']} (change {g['delta']:.6g}, lower "
+             f"end {g['low']:.6g} > margin {g['margin']:g})")
+    return rep.exit_code
+
+
+for _name, _body in (("score", _score), ("test", _test), ("plot", _plot), ("report", _report),
+                     ("compare", _compare)):
     _command(_name, _body)
 
 

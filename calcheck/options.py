@@ -409,6 +409,51 @@ REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; 
 TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
                   "or skip it.", TESTS, check_bool, type="toggle")
 
+def _check_gates_worse(v: Any, label: str) -> list[str]:
+    from calcheck.compare import check_gates
+
+    return check_gates(v, label)
+
+
+def check_window(v: Any, label: str) -> str:
+    from calcheck.io.windows import parse_window
+
+    text = check_text(v, label)
+    parse_window(text, label=label)
+    return text
+
+
+def check_tz(v: Any, label: str) -> str:
+    from calcheck.io.windows import check_zone
+
+    text = check_text(v, label)
+    check_zone(text, label)
+    return text
+
+
+COMPARE_SCORE = Opt("score", ("--score",), None, "Score column: once (the column of both "
+                    "files) or twice (OLD's then NEW's: two models' columns of one file, or "
+                    "each file's own).", INPUT, check_list(check_column), "COLUMN", "list")
+COMPARE_PROBS = Opt("probs", ("--probs",), None, "Multiclass: class-probability columns (names, "
+                    "comma list or glob); twice for two models' columns in one file.", INPUT,
+                    check_list(check_column), "COLUMNS", "list")
+ID = Opt("id", ("--id",), None, "Match the rows of OLD and NEW by this id column (default: by "
+         "position, when the files have the same number of rows).", INPUT, check_column,
+         "COLUMN")
+FAIL_IF_WORSE = Opt("fail_if_worse", ("--fail-if-worse",), None, "Exit 1 when NEW is worse "
+                    "calibrated: the lower end of METRIC's change interval is above MARGIN "
+                    "(default 0); repeatable, e.g. ece or ece:0.005.", OUTPUT,
+                    _check_gates_worse, "METRIC[:MARGIN]", "list")
+COMPARE_CI_REPS = dataclasses.replace(CI_REPS, help="Paired bootstrap replicates (>= 10).")
+COMPARE_CI_LEVEL = dataclasses.replace(CI_LEVEL, help="Level of the change intervals, in (0, 1).")
+TIME = Opt("time", ("--time",), None, "Timestamp column: with --window, every metric per time "
+           "window.", VARIABLES, check_column, "COLUMN")
+WINDOW = Opt("window", ("--window",), None, "Window length of --time: 1h, 6h, 1d, 7d (ISO weeks "
+             "from Monday), 1mo, 3mo …, aligned to calendar boundaries.", VARIABLES, check_window,
+             "LENGTH")
+TZ = Opt("tz", ("--tz",), "UTC", "Time zone whose calendar --window follows (IANA name, e.g. "
+         "Europe/Paris).", VARIABLES, check_tz, "ZONE")
+
 _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
           WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
@@ -416,7 +461,7 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM,
-              BY, MAX_GROUPS, MIN_GROUP_SIZE, CI_OPT, CI_REPS,
+              BY, MAX_GROUPS, MIN_GROUP_SIZE, TIME, WINDOW, TZ, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
               PER_CLASS, TEXT_PLOT, DETAILS, QUIET,
               *_ENGINE),
@@ -425,6 +470,11 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
+    "compare": (COMPARE_SCORE, LABEL, POS_LABEL, COMPARE_PROBS, RENORMALIZE, INPUT_FORMAT,
+                WHERE, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
+                TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
+                COMPARE_CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE, QUIET,
+                *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
                LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
 }
@@ -469,6 +519,9 @@ class Options:
     loess_span: float = 0.75
     correct_from: str | None = None
     by: str | None = None
+    time: str | None = None
+    window: str | None = None
+    tz: str = "UTC"
     min_group_size: int = 100
     max_groups: int = 1000
     # uncertainty
@@ -487,6 +540,9 @@ class Options:
     hl_df: str = "external"
     skce_bandwidth: float | None = None
     fail_on_reject: bool = False
+    # compare
+    id: str | None = None
+    fail_if_worse: list[str] | None = None
     # output
     format: str | None = None
     json: bool = False
@@ -525,6 +581,17 @@ class Options:
         return "json" if self.json else (self.format or "table")
 
     @property
+    def score_list(self) -> list[str]:
+        """``--score`` as a list (compare takes it twice)."""
+        s: Any = self.score
+        return [] if s is None else [s] if isinstance(s, str) else list(s)
+
+    @property
+    def probs_groups(self) -> list[str]:
+        """compare's ``--probs``: one entry per model (each a comma list or a glob)."""
+        return list(self.probs or [])
+
+    @property
     def variable_list(self) -> list[str]:
         return list(dict.fromkeys(self.variables or []))
 
@@ -554,7 +621,8 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
     given = []
     for name, value in values.items():
         opt = table.get(name)
-        if style == "python" and command in ("score", "test") and name in DISPLAY_ONLY:
+        if style == "python" and command in ("score", "test", "compare") and \
+                name in DISPLAY_ONLY:
             raise UsageError(f"{command}() does not take {name}= (a command-line display "
                              f"option): {DISPLAY_ONLY[name]}")
         if opt is None:
@@ -599,6 +667,12 @@ def _cross_checks(o: Options) -> None:
     if o.command == "score" and o.correct_from and not o.variables:
         raise UsageError(f"{lab('correct_from')} sets the correctness behind {lab('variables')}; "
                          f"give {lab('variables')} COLUMN too")
+    if (o.time is None) != (o.window is None):
+        raise UsageError(f"{lab('time')} COLUMN and {lab('window')} LENGTH go together (the "
+                         "metrics per time window); give both")
+    if o.time and o.by:
+        raise UsageError(f"{lab('time')} and {lab('by')} exclude each other: one grouping per "
+                         "run")
     if o.scheduler and o.engine != "dask":
         raise UsageError(f"{lab('scheduler')} applies to {lab('engine')} dask only")
     if o.engine != "memory" and o.input_format not in (None, "parquet"):
@@ -643,7 +717,9 @@ def _meaningless(o: Options) -> None:
 
     if o.command == "score":
         needs(("ci_reps", "ci_level"), o.ci, lab("ci"))
-        needs(("min_group_size", "max_groups"), o.by is not None, f"{lab('by')} COLUMN")
+        needs(("min_group_size", "max_groups"), o.by is not None or o.time is not None,
+              f"{lab('by')} COLUMN or {lab('time')} COLUMN")
+        needs(("tz",), o.window is not None, f"{lab('window')}")
         needs(("loess_span",), bool(o.variables), f"{lab('variables')} COLUMN")
         chosen = registry.split_ids(o.metrics or [])
         needs(("smece_sigma",), any(m in ("all", "smece", "smece_cw") for m in chosen),

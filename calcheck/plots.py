@@ -172,6 +172,35 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     return fig
 
 
+def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
+                   title: str = "Reliability diagrams", top_label: bool = False) -> Any:
+    """Several models' (or windows') reliability diagrams on one axes, with a legend:
+    ``tables`` is (label, bin table) per curve; markers sized by the bin's share of rows."""
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(6.5, 6.0), layout="constrained")
+    ax.plot((0, 1), (0, 1), ls="--", color="0.5", lw=1, label="perfect calibration")
+    for j, (label, table) in enumerate(tables):
+        rows = [r for r in table if r["n"] > 0]
+        if not rows:
+            continue
+        ms = np.array([r["mean_score"] for r in rows])
+        ml = np.array([r["mean_label"] for r in rows])
+        n = np.array([r["n"] for r in rows], dtype=float)
+        k = np.array([r["positives"] for r in rows])
+        lo, hi = _binom_interval(k, n.astype(np.int64))
+        color = f"C{j % 10}"
+        ax.errorbar(ms, ml, yerr=[ml - lo, hi - ml], fmt="-o", color=color, ecolor=color,
+                    capsize=2, lw=1.2, ms=4, label=label)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean confidence (max probability) in bin" if top_label
+                  else "mean predicted probability in bin")
+    ax.set_ylabel("accuracy (share correct)" if top_label else "empirical probability (95% CI)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize="small")
+    return fig
+
+
 def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any],
                 scores: FloatArray | Spread, *, title: str = "CORP reliability diagram",
                 xlabel: str = "predicted probability",

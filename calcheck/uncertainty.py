@@ -174,44 +174,76 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     check_ci_options(reps, level)
     ids = [m for m in ids if registry.METRICS[m].ci]
     check_reps_size(reps, len(ids))
-    n = data.n
-    canon = canonical_order(data)
-    fast = WeightedReplicates.for_data(data, canon, ids, options)
-    vectors = BinVectors.for_data(data, canon, ids, options, reps, fast)
-    # the norm-bootstrap metrics need only their bin vectors, no recomputed value
-    slow = [m for m in ids if (fast is None or m not in fast.ids)
-            and (vectors is None or m not in vectors.ids)]
+    model = ModelReplicates(data, ids, options, compute, reps)
     rng = np.random.default_rng(seed)
-    values = np.full((len(ids), reps), np.nan)
-    rows = {m: j for j, m in enumerate(ids)}
     # draws index the rows in their canonical order, so a replicate does not depend on the
     # order of the rows in the file; listed in that order it is sorted by score.  They are
     # made in order in a background thread while this one computes the previous replicate.
+    n = data.n
     draws = prefetch((rng.integers(0, n, size=n) for _ in range(reps)), depth=4)
     for r, idx in enumerate(draws):
-        counts = np.bincount(idx, minlength=n)
-        if fast is not None:
-            for mid, v in fast.values(counts).items():
-                values[rows[mid], r] = v
-        sample = None
-        if slow or (vectors is not None and vectors.needs_sample):
-            sample = data.subset(np.repeat(canon, counts))
-            if not data.multiclass:
-                sample.sorted_order = np.arange(n)
-        if slow:
-            values[[rows[m] for m in slow], r] = _values(compute, sample, slow, options)
-        if vectors is not None:
-            vectors.add(r, counts, sample)
+        model.add(r, np.bincount(idx, minlength=n))
         if progress is not None:
             progress(r + 1, reps)
-    out = {}
-    for j, mid in enumerate(ids):
-        if vectors is not None and mid in vectors.ids:
-            out[mid] = vectors.interval(mid, level=level, seed=seed)
-        else:
-            out[mid] = percentile_interval(values[j], level=level, seed=seed,
-                                           estimand=estimand_of(mid))
-    return out
+    return model.intervals(level=level, seed=seed)
+
+
+class ModelReplicates:
+    """The bootstrap replicates of one model's metrics ``ids``: :meth:`add` takes replicate r
+    as counts per row in the model's canonical order (:func:`canonical_order`) and keeps each
+    metric's value (or, for the norm-bootstrap metrics, its bin-vector statistics)."""
+
+    def __init__(self, data: Any, ids: list[str], options: Any,
+                 compute: Callable[[Any, list[str], Any], Mapping[str, Any]], reps: int) -> None:
+        self.data, self.ids, self.options, self.compute = data, ids, options, compute
+        self.canon = canonical_order(data)
+        self.fast = WeightedReplicates.for_data(data, self.canon, ids, options)
+        self.vectors = BinVectors.for_data(data, self.canon, ids, options, reps, self.fast)
+        fast, vectors = self.fast, self.vectors
+        # the norm-bootstrap metrics need only their bin vectors, no recomputed value
+        self.slow = [m for m in ids if (fast is None or m not in fast.ids)
+                     and (vectors is None or m not in vectors.ids)]
+        self.values = np.full((len(ids), reps), np.nan)
+        self.rows = {m: j for j, m in enumerate(ids)}
+
+    def add(self, r: int, counts: np.ndarray) -> None:
+        data, fast, vectors, slow = self.data, self.fast, self.vectors, self.slow
+        if fast is not None:
+            for mid, v in fast.values(counts).items():
+                self.values[self.rows[mid], r] = v
+        sample = None
+        if slow or (vectors is not None and vectors.needs_sample):
+            sample = data.subset(np.repeat(self.canon, counts))
+            if not data.multiclass:
+                sample.sorted_order = np.arange(data.n)
+        if slow:
+            self.values[[self.rows[m] for m in slow], r] = _values(self.compute, sample, slow,
+                                                                   self.options)
+        if vectors is not None:
+            vectors.add(r, counts, sample)
+
+    def normed(self, mid: str) -> tuple[NormReplicates, str] | None:
+        """The bin-vector statistics and norm of a norm-bootstrap metric, else None."""
+        if self.vectors is None or mid not in self.vectors.ids:
+            return None
+        kind, norm = self.vectors.ids[mid]
+        return self.vectors.reps[kind], norm
+
+    def replicate_values(self, mid: str) -> FloatArray:
+        """Metric ``mid`` on each replicate (NaN where it could not be computed); the
+        norm-bootstrap metrics that were not recomputed have none (all NaN)."""
+        out: FloatArray = self.values[self.rows[mid]]
+        return out
+
+    def intervals(self, *, level: float, seed: int) -> dict[str, ConfidenceInterval]:
+        out = {}
+        for mid in self.ids:
+            if self.vectors is not None and mid in self.vectors.ids:
+                out[mid] = self.vectors.interval(mid, level=level, seed=seed)
+            else:
+                out[mid] = percentile_interval(self.values[self.rows[mid]], level=level,
+                                               seed=seed, estimand=estimand_of(mid))
+        return out
 
 
 class NormReplicates:

@@ -166,7 +166,13 @@ class MemoryEngine:
 
     def groups(self, ids: list[str], opts: Options) -> Outcome:
         assert opts.by is not None
-        keys, codes = group_keys(self.data.column(opts.by))
+        from calcheck.io.windows import WindowColumn, window_keys
+
+        if isinstance(opts.by, WindowColumn):
+            keys, codes = window_keys(self.data.column(opts.by), opts.by,
+                                      self.data.provenance.path)
+        else:
+            keys, codes = group_keys(self.data.column(opts.by))
         if len(keys) > opts.max_groups:
             from calcheck.errors import UsageError
 

@@ -65,10 +65,17 @@ class StreamStats:
         self.batches += 1
 
 
-def _batch_groups(table: Any, by: str,
-                  keep: np.ndarray | None) -> tuple[list[str | None], np.ndarray]:
-    """The ``--by`` codes of a validated batch's kept rows."""
+def _batch_groups(table: Any, by: str, keep: np.ndarray | None, source: str = "",
+                  row_offset: int = 0) -> tuple[list[str | None], np.ndarray]:
+    """The ``--by`` codes of a validated batch's kept rows (``--time`` windows: their ISO
+    starts)."""
+    from calcheck.io.windows import WindowColumn, window_keys
+
     g = table.column(by)
+    if isinstance(by, WindowColumn):
+        if keep is not None and not keep.all():
+            g = g.filter(pa.array(keep))
+        return window_keys(g, by, source, row_offset)
     return group_codes(g if keep is None else g.filter(pa.array(keep)))
 
 
@@ -111,7 +118,7 @@ def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExt
                  class_names: list[str] | None, pos_label: str | None) -> tuple[Any, ...]:
     """A validated batch with the extras its pass asked for."""
     if extras.by is not None:
-        out = (*out, _batch_groups(table, extras.by, keep))
+        out = (*out, _batch_groups(table, extras.by, keep, src.name, row_offset))
     if extras.numeric:
         out = (*out, _batch_numeric(src, table, extras.numeric, keep, row_offset))
     if extras.correct_from:

@@ -43,6 +43,9 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                         "loess_span": opts.loess_span, "correct_from": opts.correct_from})
         if opts.by:
             out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+        if opts.time:
+            out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
+                        "min_group_size": opts.min_group_size})
     elif opts.command == "test":
         out = {"methods": methods, "alpha": opts.alpha,
                "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
@@ -52,6 +55,14 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                "ties": _ties(opts), "compat": opts.compat}
         if opts.compat:
             out.update({"tcal": None, "bins": _bins(opts, multiclass)})
+    elif opts.command == "compare":
+        out = {"metrics": ids, "bins": _bins(opts, multiclass), "alpha": opts.alpha,
+               "test": opts.test, "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
+               "pos_label": opts.pos_label, "input": kind, "engine": opts.engine,
+               "where": opts.where, "ties": _ties(opts), "id": opts.id,
+               "fail_if_worse": opts.fail_if_worse}
+        if opts.by:
+            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
     else:                                                   # report
         out = {"alpha": opts.alpha, "trials": opts.trials, "seed": opts.seed,
                "tcal": opts.adaptive, "variables": opts.variable_list,

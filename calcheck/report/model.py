@@ -119,6 +119,11 @@ class Report:
 
         if fmt == "html":
             return self.html()
+        if self.command == "compare" and fmt in r.OUTPUT_FORMATS:
+            from calcheck.report import comparison
+
+            return comparison.render(self.data, fmt, width=width or 100, color=bool(color),
+                                     plain=plain)
         if fmt not in r.OUTPUT_FORMATS:
             raise UsageError(f"unknown format {fmt!r}; use one of "
                              f"{', '.join((*r.OUTPUT_FORMATS, 'html'))}")
@@ -143,6 +148,10 @@ class Report:
         """The self-contained HTML report (with the figures, when the report has them)."""
         from calcheck.report.html import render_html
 
+        if self.command == "compare":
+            from calcheck.report.comparison import render_html as compare_html
+
+            return compare_html(self.data, [(cap, png) for cap, png in self.figures])
         return render_html(self.data, [(cap, png) for cap, png in self.figures])
 
     def save(self, path: str, fmt: str | None = None) -> None:

@@ -213,6 +213,20 @@ def _level_cells(lv: Mapping[str, Any]) -> tuple[str, ...]:
             "yes" if lv["reject"] else "")
 
 
+def groups_of(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``--by`` groups, or the ``--time`` windows keyed by their start."""
+    if report.get("windows") is not None:
+        return {w["start"]: w for w in report["windows"]}
+    return report.get("groups") or {}
+
+
+def _grouping(report: Mapping[str, Any]) -> str:
+    st = report["settings"]
+    if report.get("windows") is not None:
+        return f"per {clean(st.get('window'))} window of {clean(st.get('time'))} ({st.get('tz')})"
+    return f"by {clean(st.get('by'))}"
+
+
 def _group_cell(m: Mapping[str, Any]) -> str:
     if m.get("value") is None:
         return "–"
@@ -393,17 +407,17 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         if first is not None:
             out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
                 f"{number(first['ece_qcut'])}")
-    if report.get("groups"):
+    if groups_of(report):
         ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
         overall = report.get("metrics", {})
         failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
         names = ["(all)", *(clean(k) + (" *" if g["flagged"] else "")
-                            for k, g in report["groups"].items())]
+                            for k, g in groups_of(report).items())]
         counts = [f"{report['input']['rows_used']:,}",
-                  *(f"{g['n']:,}" for g in report["groups"].values())]
+                  *(f"{g['n']:,}" for g in groups_of(report).values())]
         cells_of = {mid: [_group_cell(overall[mid]),
                           *(_group_cell(g["metrics"].get(mid, {}))
-                            for g in report["groups"].values())] for mid in ids}
+                            for g in groups_of(report).values())] for mid in ids}
         # metric columns never wrap: when they do not all fit, the table is cut into several,
         # each repeating the group and n columns
         name_w = min(24, max(map(len, names)))
@@ -419,12 +433,12 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             used += w
         for part, chunk in enumerate(chunks, 1):
             what = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
-            gt = table(f"by {clean(report['settings'].get('by'))}{what}")
-            column(gt, "group", wrap=True)
+            gt = table(f"{_grouping(report)}{what}")
+            column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
             column(gt, "n", "right")
             for mid in chunk:
                 column(gt, clean(mid), "right")
-            for i, gname in enumerate(["(all)", *report["groups"]]):
+            for i, gname in enumerate(["(all)", *groups_of(report)]):
                 cells = [tx(names[i]), tx(counts[i])]
                 for mid in chunk:
                     cell = tx(cells_of[mid][i])
@@ -433,7 +447,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                     cells.append(cell)
                 gt.add_row(*cells)
             console.print(gt)
-        if any(g["flagged"] for g in report["groups"].values()):
+        if any(g["flagged"] for g in groups_of(report).values()):
             out(f"* fewer than {report['settings'].get('min_group_size')} rows")
     for mid in bins_for:
         m = report.get("metrics", {}).get(mid)
@@ -571,6 +585,12 @@ def render_csv(report: Mapping[str, Any], *, bins_for: Iterable[str] = ()) -> st
         records = [{"metric": mid, **r} for mid in wanted for r in metrics[mid]["bins"]]
         return _write_rows(records)
     records = [_metric_record(mid, m) for mid, m in metrics.items()]
+    for w in report.get("windows") or []:
+        for mid, m in w.get("metrics", {}).items():
+            records.append(_metric_record(mid, m, window_start=w["start"], window_end=w["end"],
+                                          window_n=w["n"]))
+        if not w["n"]:
+            records.append({"window_start": w["start"], "window_end": w["end"], "window_n": 0})
     for gname, g in (report.get("groups") or {}).items():
         for mid, m in g.get("metrics", {}).items():
             records.append(_metric_record(mid, m, group=gname, group_n=g["n"],
@@ -636,10 +656,10 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         for name, v in report["variables"].items():
             lines.append(_md_row([str(v["rank"]), name, number(v["vece"]), number(v["vce_max"]),
                                   number(v["v_star"]), f"{v['n']:,}"]))
-    if report.get("groups"):
+    if groups_of(report):
         ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
         lines += ["", _md_row(["group", "n", *ids]), "|---|---:|" + "---:|" * len(ids)]
-        for gname, g in report["groups"].items():
+        for gname, g in groups_of(report).items():
             lines.append(_md_row([gname + (" *" if g["flagged"] else ""), f"{g['n']:,}",
                                   *(_group_cell(g["metrics"].get(m, {})) for m in ids)]))
     for mid in bins_for:

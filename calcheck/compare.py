@@ -1,0 +1,470 @@
+"""``calcheck compare``: is the new model better or worse calibrated than the old one?
+
+Two models' predictions of the **same rows** — two files matched by ``--id`` (or by position),
+or two score (``--score A --score B``) or probability (``--probs P --probs Q``) column sets of
+one file — are scored with the same metrics, and each metric's change Δ = new − old gets a
+paired bootstrap interval (:mod:`calcheck.paired`; on the streaming engines the paired Poisson
+bootstrap of :mod:`calcheck.streaming.paired`).  The interval decides the verdict:
+
+* ``"worse"`` when its lower end is above 0 (the new model's error is larger),
+* ``"better"`` when its upper end is below 0,
+* ``"no detectable difference"`` otherwise;
+
+metrics without an interval (MCE, MCE(Q), the probabilistic count) get no verdict.  The
+overall verdict is "worse" when any metric is worse, else "better" when any is better, else
+"no detectable difference".  ``--fail-if-worse METRIC[:MARGIN]`` exits 1 when the metric's
+interval lies above MARGIN (default 0): the new model is worse calibrated by more than MARGIN
+with confidence ``--ci-level`` (one-sided level (1 + level)/2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calcheck import registry
+from calcheck.data import Predictions
+from calcheck.errors import InputError, UsageError
+from calcheck.options import Options
+
+VERDICTS = ("worse", "better", "no detectable difference")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One ``--fail-if-worse`` condition."""
+
+    text: str
+    metric: str
+    margin: float
+
+
+def parse_gate(text: str, label: str = "--fail-if-worse") -> Gate:
+    m = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*(?::\s*([-+0-9.eE]+)\s*)?", text)
+    if m is None:
+        raise UsageError(f"{label} {text!r}: expected METRIC or METRIC:MARGIN, e.g. ece or "
+                         "ece:0.005")
+    try:
+        margin = float(m.group(2)) if m.group(2) is not None else 0.0
+    except ValueError:
+        raise UsageError(f"{label} {text!r}: the margin must be a number") from None
+    if margin != margin or margin in (float("inf"), float("-inf")):
+        raise UsageError(f"{label} {text!r}: the margin must be finite")
+    return Gate(text.strip(), m.group(1).lower(), margin)
+
+
+def check_gates(v: Any, label: str) -> list[str]:
+    from calcheck.options import check_list, check_text
+
+    values = check_list(check_text)(v, label)
+    for g in values:
+        parse_gate(g, label)
+    return values
+
+
+def verdict_of(ci: dict[str, Any] | None, error: bool = True) -> str | None:
+    """The verdict of one metric's change from its interval (None without one)."""
+    if not error or not ci or ci.get("low") is None or ci.get("high") is None:
+        return None
+    if ci["low"] > 0:
+        return "worse"
+    if ci["high"] < 0:
+        return "better"
+    return "no detectable difference"
+
+
+def overall(verdicts: dict[str, str | None]) -> str:
+    got = set(verdicts.values())
+    return "worse" if "worse" in got else "better" if "better" in got else \
+        "no detectable difference"
+
+
+# ---------------------------------------------------------------------------------------------
+# the pair of inputs
+
+
+@dataclass
+class Pair:
+    """What ``compare`` reads: (source, score column, probability columns) of each model and
+    how their rows are matched."""
+
+    old: tuple[Any, str | None, list[str] | None]
+    new: tuple[Any, str | None, list[str] | None]
+    id: str | None
+    same_file: bool
+
+
+def resolve_pair(sources: list[Any], opts: Options) -> Pair:
+    """The two models from one or two sources and ``--score``/``--probs`` given once or twice."""
+    lab = opts.name_of
+    scores, probs = list(opts.score_list), list(opts.probs_groups)
+    if scores and probs:
+        raise UsageError(f"{lab('score')} and {lab('probs')} exclude each other")
+    if len(sources) not in (1, 2):
+        raise UsageError(f"compare takes OLD NEW (two files) or one FILE with {lab('score')} "
+                         f"given twice; got {len(sources)} input(s)")
+    if len(scores) > 2 or len(probs) > 2:
+        raise UsageError(f"compare compares two models: give {lab('score')} (or "
+                         f"{lab('probs')}) at most twice")
+    if len(sources) == 1:
+        if max(len(scores), len(probs)) != 2:
+            raise UsageError(f"one input: name the two models' columns, {lab('score')} A "
+                             f"{lab('score')} B (binary) or {lab('probs')} P {lab('probs')} Q "
+                             f"(multiclass), or give two files OLD NEW")
+        if opts.id is not None:
+            raise UsageError(f"{lab('id')} matches the rows of two files; one file's columns "
+                             "are already on the same rows")
+        a: list[Any] = scores or [None, None]
+        b: list[Any] = [[p] for p in probs] or [None, None]
+        return Pair((sources[0], a[0], b[0]), (sources[0], a[1], b[1]), None, True)
+    sa = scores if scores else [None]
+    pb = [[p] for p in probs] if probs else [None]
+    return Pair((sources[0], sa[0], pb[0]), (sources[1], sa[-1], pb[-1]), opts.id, False)
+
+
+def _keys(values: np.ndarray, name: str, column: str) -> np.ndarray:
+    """Id values as one comparable array (integers as int64, anything else as text); a
+    missing id is an error naming its row."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise InputError(f"{name}: --id {column}: row {bad[0] + 1} has no id (missing)",
+                             column=column)
+        if np.all(arr == np.round(arr)):
+            return arr.astype(np.int64)
+        return arr
+    missing = np.flatnonzero(np.array([v is None for v in arr.tolist()], dtype=bool))
+    if missing.size:
+        raise InputError(f"{name}: --id {column}: row {missing[0] + 1} has no id (missing)",
+                         column=column)
+    return np.array([str(v) for v in arr.tolist()], dtype=str)
+
+
+def _show(v: Any) -> str:
+    return repr(v.item() if hasattr(v, "item") else v)
+
+
+def _unique(keys: np.ndarray, name: str, column: str) -> None:
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    dup = np.flatnonzero(s[1:] == s[:-1])
+    if dup.size:
+        raise InputError(f"{name}: --id {column}: {dup.size:,} repeated id(s), first "
+                         f"{_show(s[dup[0]])}; ids must name one row each", column=column)
+
+
+def match_rows(old_keys: np.ndarray, new_keys: np.ndarray, names: tuple[str, str],
+               column: str) -> np.ndarray:
+    """For every row of OLD, the row of NEW with the same id (exit 2 naming how many ids
+    are in one file only, and the first of them)."""
+    if old_keys.dtype.kind != new_keys.dtype.kind:
+        old_keys, new_keys = old_keys.astype(str), new_keys.astype(str)
+    for k, n in zip((old_keys, new_keys), names):
+        _unique(k, n, column)
+    sorter = np.argsort(new_keys, kind="stable")
+    sorted_new = new_keys[sorter]
+    pos = np.minimum(np.searchsorted(sorted_new, old_keys), max(len(sorted_new) - 1, 0))
+    found = sorted_new[pos] == old_keys if len(sorted_new) else np.zeros(len(old_keys), bool)
+    only_old = np.flatnonzero(~found)
+    only_new = np.setdiff1d(new_keys, old_keys[found]) if only_old.size or \
+        len(new_keys) != len(old_keys) else np.array([], dtype=new_keys.dtype)
+    if only_old.size or only_new.size:
+        parts = []
+        if only_old.size:
+            parts.append(f"{only_old.size:,} id(s) of {names[0]} are not in {names[1]} "
+                         f"(first {_show(old_keys[only_old[0]])})")
+        if only_new.size:
+            parts.append(f"{only_new.size:,} id(s) of {names[1]} are not in {names[0]} "
+                         f"(first {_show(only_new[0])})")
+        raise InputError(f"--id {column}: the files do not hold the same examples: "
+                         + "; ".join(parts), column=column)
+    return sorter[pos]
+
+
+def check_labels(old: Predictions, new: Predictions, ids: np.ndarray | None,
+                 names: tuple[str, str], id_column: str | None) -> None:
+    """The two models must be scored against the same labels (and classes)."""
+    if old.multiclass != new.multiclass:
+        raise InputError(f"{names[0]} is {old.kind} and {names[1]} {new.kind}: compare two "
+                         "models of the same task")
+    if old.multiclass and list(old.class_names or []) != list(new.class_names or []):
+        raise InputError(f"{names[0]} and {names[1]} have different classes "
+                         f"({old.class_names} vs {new.class_names})")
+    differ = np.flatnonzero(np.asarray(old.labels) != np.asarray(new.labels))
+    if differ.size:
+        first = differ[0]
+        where = f"id {_show(ids[first])}" if ids is not None else f"row {first + 1}"
+        raise InputError(f"the labels differ between {names[0]} and {names[1]} on "
+                         f"{differ.size:,} of {old.n:,} matched rows (first: {where}"
+                         f"{' of --id ' + id_column if id_column else ''}); both models must "
+                         "be scored on the same examples with the same labels")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading (in memory)
+
+
+def _load(src: Any, score: str | None, probs: list[str] | None, raw: list[str],
+          opts: Options) -> Predictions:
+    from calcheck.io.tabular import load_predictions
+
+    flags = {c: opts.name_of(n) for n in ("by", "id") if (c := getattr(opts, n))}
+    return load_predictions(src, score=score, label=opts.label, pos_label=opts.pos_label,
+                            probs=probs, renormalize=opts.renormalize, where=opts.where,
+                            raw=raw, flags=flags)
+
+
+def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictions, dict[str, Any]]:
+    """Both models' predictions on the same rows in OLD's order, and how they were matched."""
+    from calcheck.api import source_of
+
+    pair = resolve_pair(sources, opts)
+    src_old = source_of(pair.old[0], opts)
+    src_new = src_old if pair.same_file else source_of(pair.new[0], opts)
+    names = (f"OLD ({src_old.name})", f"NEW ({src_new.name})") if not pair.same_file else \
+        (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
+         f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")
+    raw_old = [c for c in (pair.id, opts.by) if c]
+    old = _load(src_old, pair.old[1], pair.old[2], raw_old, opts)
+    new = _load(src_new, pair.new[1], pair.new[2], [pair.id] if pair.id else [], opts)
+    ids = None
+    if pair.id is not None:
+        ko = _keys(old.column(pair.id), src_old.name, pair.id)
+        kn = _keys(new.column(pair.id), src_new.name, pair.id)
+        new = new.subset(match_rows(ko, kn, names, pair.id))
+        ids = ko
+        matched = f"id column {pair.id}"
+    elif old.n != new.n:
+        raise InputError(f"{names[0]} has {old.n:,} rows and {names[1]} {new.n:,}: rows are "
+                         f"matched by position only when the counts agree; give "
+                         f"{opts.name_of('id')} COLUMN to match them by id")
+    else:
+        matched = "same file" if pair.same_file else "position"
+    check_labels(old, new, ids, names, pair.id)
+    info: dict[str, Any] = {"old": old.input_info(), "new": new.input_info(), "rows_used": old.n,
+            "matched_by": matched}
+    if pair.same_file:
+        for side, p in (("old", pair.old), ("new", pair.new)):
+            info[side]["model_columns"] = [p[1]] if p[1] else list(p[2] or [])
+    return old, new, info
+
+
+# ---------------------------------------------------------------------------------------------
+# computing (in memory)
+
+
+def _metric_values(data: Predictions, ids: list[str], mopts: Any
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every metric of one model; a metric that cannot be computed is left out with why."""
+    from calcheck.engines.memory import compute
+    from calcheck.errors import CalcheckError
+
+    try:
+        return dict(compute(data, ids, mopts)), {}
+    except CalcheckError:
+        out, errors = {}, {}
+        for mid in ids:
+            try:
+                out.update(compute(data, [mid], mopts))
+            except CalcheckError as exc:
+                errors[mid] = str(exc)
+        return out, errors
+
+
+def entry(mid: str, old: float, new: float, ci: dict[str, Any] | None) -> dict[str, Any]:
+    """One metric's row of the comparison."""
+    spec = registry.METRICS[mid]
+    return {"title": spec.title, "unit": spec.unit, "old": old, "new": new,
+            "delta": new - old, "ci": ci, "verdict": verdict_of(ci, spec.error)}
+
+
+def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
+                   progress: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """The comparison entries of ``ids`` (metric id → entry) and notes."""
+    from calcheck.engines.memory import compute, metric_options
+    from calcheck.paired import paired_bootstrap
+
+    mopts = metric_options(opts, old.multiclass)
+    a, ea = _metric_values(old, ids, mopts)
+    b, eb = _metric_values(new, ids, mopts)
+    notes = [f"{m}: not compared ({ea.get(m) or eb.get(m)})" for m in ids if m in ea or m in eb]
+    done = [m for m in ids if m in a and m in b]
+    cis = paired_bootstrap(old, new, done, mopts, compute, reps=opts.ci_reps,
+                           level=opts.ci_level, seed=opts.seed, progress=progress)
+    out = {m: entry(m, a[m].value, b[m].value, cis[m].to_dict() if m in cis else None)
+           for m in done}
+    return out, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+
+def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[Gate]]:
+    """The metric ids compared (``-m``, default the ``score`` default set, plus the gated
+    ones) and the parsed ``--fail-if-worse`` gates; a gate on a metric without an interval is
+    refused before any work."""
+    from calcheck.metrics import resolve_metric_ids
+
+    can = registry.streamable(multiclass) if engine != "memory" else \
+        registry.selectable(multiclass)
+    label = opts.name_of("metrics")
+    if opts.metrics is None:
+        ids = [m for m in registry.default_ids(multiclass) if m in can]
+    else:
+        ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
+    gates = []
+    for text in opts.fail_if_worse or []:
+        g = parse_gate(text, opts.name_of("fail_if_worse"))
+        mid = resolve_metric_ids([g.metric], multiclass=multiclass,
+                                 name=opts.name_of("fail_if_worse"), allowed=can)[0]
+        spec = registry.METRICS[mid]
+        if not spec.ci or (engine != "memory" and not spec.stream_ci) or not spec.error:
+            raise UsageError(f"{opts.name_of('fail_if_worse')} {text}: {mid} has no interval "
+                             f"for its change{' on --engine ' + engine if engine != 'memory' else ''}"
+                             "; gate on a metric with one (e.g. ece, ace, brier)")
+        gates.append(Gate(g.text, mid, g.margin))
+        if mid not in ids:
+            ids.append(mid)
+    return ids, gates
+
+
+def evaluate(gates: list[Gate], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for g in gates:
+        ci = (metrics.get(g.metric) or {}).get("ci") or {}
+        low = ci.get("low")
+        if low is None:
+            raise UsageError(f"--fail-if-worse {g.text}: {g.metric}'s change has no interval on "
+                             "these data; the gate cannot be evaluated")
+        out.append({"condition": g.text, "metric": g.metric, "margin": g.margin,
+                    "delta": metrics[g.metric]["delta"], "low": low,
+                    "failed": bool(low > g.margin)})
+    return out
+
+
+def signed(v: float | None, unit: str) -> str:
+    """A change with its sign, as the tables show it."""
+    from calcheck.report.render import format_value
+
+    if v is None:
+        return "–"
+    text = format_value(abs(v), unit)
+    return ("−" if v < 0 else "+") + text if v != 0 else text
+
+
+def summary(metrics: dict[str, Any], level: float) -> dict[str, Any]:
+    verdicts = {m: e["verdict"] for m, e in metrics.items()}
+    v = overall(verdicts)
+    worse = [m for m, x in verdicts.items() if x == "worse"]
+    better = [m for m, x in verdicts.items() if x == "better"]
+    shown = (worse or better or [m for m, x in verdicts.items() if x is not None])[:3]
+    parts = []
+    for m in shown:
+        e = metrics[m]
+        ci = e["ci"]
+        parts.append(f"{e['title']} {signed(e['delta'], e['unit'])} "
+                     f"[{signed(ci['low'], e['unit'])}, {signed(ci['high'], e['unit'])}]")
+    head = {"worse": "NEW is worse calibrated than OLD",
+            "better": "NEW is better calibrated than OLD",
+            "no detectable difference": "no detectable difference in calibration between OLD "
+                                        "and NEW"}[v]
+    text = head + (": " + "; ".join(parts) if parts else "") + \
+        f" (change new - old, {level:.0%} paired bootstrap interval)"
+    return {"verdict": v, "text": text, "worse": worse, "better": better}
+
+
+def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
+    """``calcheck compare`` with validated options: the comparison :class:`Report`."""
+    from calcheck.report.build import group_names
+
+    if opts.engine != "memory":
+        from calcheck.streaming.paired import compare_stream
+
+        return compare_stream(sources, opts, progress=progress)
+    old, new, info = load_pair(sources, opts)
+    ids, gates = plan(opts, old.multiclass, "memory")
+    bar = progress("paired bootstrap") if progress else None
+    metrics, notes = compare_memory(old, new, ids, opts, progress=bar)
+    groups = None
+    if opts.by:
+        from calcheck.engines.memory import group_keys
+
+        keys, codes = group_keys(old.column(opts.by))
+        if len(keys) > opts.max_groups:
+            raise UsageError(f"{opts.name_of('by')} {opts.by}: {len(keys):,} distinct values, "
+                             f"more than {opts.name_of('max_groups')} {opts.max_groups:,}")
+        names = group_names(keys)
+        groups = {}
+        for j, key in enumerate(keys):
+            mask = codes == j
+            n = int(mask.sum())
+            entries, gnotes = compare_memory(old.subset(mask), new.subset(mask), list(metrics),
+                                             opts)
+            groups[names[key]] = {"n": n, "flagged": n < opts.min_group_size,
+                                  "metrics": entries, "errors": gnotes}
+    rep = build(info, opts, metrics, notes, groups, gates, engine="memory")
+    if wants_figure(opts):
+        from calcheck.engines.memory import compute, metric_options
+
+        mid = "ece_top" if old.multiclass else "ece"
+        mopts = metric_options(opts, old.multiclass)
+        tables = [(label, compute(d, [mid], mopts)[mid].to_dict(bins=True)["bins"])
+                  for label, d in (("OLD", old), ("NEW", new))]
+        rep = with_figure(rep, tables, old.multiclass)
+    return rep
+
+
+def wants_figure(opts: Options) -> bool:
+    return bool(opts.output and opts.output.lower().endswith((".html", ".htm")))
+
+
+def with_figure(rep: Any, tables: list[tuple[str, list[dict[str, Any]]]], top: bool) -> Any:
+    """The report with both models' reliability diagrams overlaid (for the HTML page)."""
+    from dataclasses import replace
+
+    from calcheck import plots
+
+    fig = plots.overlay_figure(tables, title="Reliability diagrams: OLD and NEW", top_label=top)
+    caption = "Reliability diagrams of OLD and NEW overlaid (equal-width bins, 95% intervals)"
+    return replace(rep, figures=((caption, plots.to_png_bytes(fig)),))
+
+
+def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: list[str],
+          groups: dict[str, Any] | None, gates: list[Gate], *, engine: str,
+          engine_settings: dict[str, Any] | None = None) -> Any:
+    """The comparison report (JSON document and :class:`Report`)."""
+    from calcheck import __version__
+    from calcheck._json import jsonable
+    from calcheck._version import SCHEMA_VERSION
+    from calcheck.report.build import settings_of
+    from calcheck.report.model import Report
+
+    ids = list(metrics)
+    mc = bool(info["old"].get("classes"))
+    settings = settings_of(opts, multiclass=mc, ids=ids, engine=engine_settings or {},
+                           extra={"ci": {"reps": opts.ci_reps, "level": opts.ci_level,
+                                         "seed": opts.seed,
+                                         "method": "paired norm bootstrap (binned errors), "
+                                                   "paired percentile bootstrap (the others)"}})
+    settings["engine"] = engine
+    no_ci = [m for m, e in metrics.items() if e["verdict"] is None and
+             not (registry.METRICS[m].ci and registry.METRICS[m].error)]
+    if no_ci:
+        notes = [*notes, f"{', '.join(no_ci)}: no interval for the change (a maximum or a "
+                         "count), so no verdict"]
+    data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "calcheck_version": __version__,
+                            "command": "compare", "input": info, "settings": settings,
+                            "summary": summary(metrics, opts.ci_level), "metrics": metrics}
+    if groups is not None:
+        data["groups"] = groups
+    data["notes"] = notes
+    if gates:
+        data["gates"] = evaluate(gates, metrics)
+    return Report(jsonable(data))

@@ -1,0 +1,176 @@
+"""Renderings of a ``calcheck compare`` report: terminal table, markdown, CSV and the HTML page
+(both reliability diagrams overlaid, the change table).  The JSON is the document itself."""
+
+from __future__ import annotations
+
+import html as _html
+import io
+from collections.abc import Mapping
+from typing import Any
+
+from calcheck.report.render import _write_rows, format_value, to_json
+from calcheck.report.text import ascii, clean, markdown
+
+COLUMNS = ("id", "metric", "old", "new", "change", "interval", "verdict")
+
+
+def _signed(v: float | None, unit: str) -> str:
+    from calcheck.compare import signed
+
+    return signed(v, unit)
+
+
+def _rows(metrics: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for mid, e in metrics.items():
+        ci = e.get("ci") or {}
+        interval = (f"[{_signed(ci['low'], e['unit'])}, {_signed(ci['high'], e['unit'])}]"
+                    if ci.get("low") is not None else "–")
+        out.append((mid, str(e["title"]), format_value(e["old"], e["unit"]),
+                    format_value(e["new"], e["unit"]), _signed(e["delta"], e["unit"]), interval,
+                    str(e.get("verdict") or "–")))
+    return out
+
+
+def _header(report: Mapping[str, Any]) -> str:
+    inp = report["input"]
+    return (f"calcheck compare: OLD {clean(inp['old'].get('path'))} vs NEW "
+            f"{clean(inp['new'].get('path'))}, {inp['rows_used']:,} rows matched by "
+            f"{inp['matched_by']}")
+
+
+def _level(report: Mapping[str, Any]) -> str:
+    return f"{100 * report['settings']['ci']['level']:g}%"
+
+
+def render_table(report: Mapping[str, Any], *, width: int = 100, color: bool = False,
+                 plain: bool = False) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system="standard" if color else None,
+                      force_terminal=bool(color), no_color=not color, legacy_windows=False,
+                      highlight=False, markup=False, emoji=False)
+
+    def tx(text: str, style: str = "") -> Any:
+        return Text(ascii(text) if plain else text, style=style if color else "")
+
+    def table(rows: list[tuple[str, ...]], first: str, title: str | None = None) -> Any:
+        t = Table(box=box.ASCII if plain else box.HEAVY_HEAD, header_style="bold" if color
+                  else "", title=tx(title) if title else None)
+        for c in (first, *COLUMNS[1:]):
+            right = c in ("old", "new", "change", "interval")
+            t.add_column(tx(c if c != "interval" else f"{_level(report)} interval"),
+                         justify="right" if right else "left",
+                         no_wrap=c != "metric", overflow="fold" if c == "metric" else "ellipsis")
+        for r in rows:
+            style = {"worse": "bold red", "better": "bold green"}.get(r[-1], "")
+            t.add_row(*(tx(c) for c in r[:-1]), tx(r[-1], style))
+        return t
+
+    console.print(tx(_header(report)))
+    s = report.get("summary") or {}
+    console.print(tx(clean(s.get("text", "")), {"worse": "bold red", "better": "bold green"}
+                     .get(s.get("verdict", ""), "bold")))
+    console.print(table(_rows(report["metrics"]), "id"))
+    for gname, g in (report.get("groups") or {}).items():
+        title = f"{report['settings'].get('by')} = {clean(gname)} (n = {g['n']:,}" + \
+            (", small)" if g["flagged"] else ")")
+        console.print(table(_rows(g["metrics"]), "id", title))
+    for gate in report.get("gates") or []:
+        console.print(tx(_gate_text(gate), "bold red" if gate["failed"] else ""))
+    return buf.getvalue()
+
+
+def _gate_text(gate: Mapping[str, Any]) -> str:
+    state = "FAILED" if gate["failed"] else "passed"
+    return (f"gate --fail-if-worse {gate['condition']}: {state} (lower end of the change "
+            f"{gate['low']:.6g} {'>' if gate['failed'] else '<='} margin {gate['margin']:g})")
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    def row(cells: Any) -> str:
+        return "| " + " | ".join(markdown(c) for c in cells) + " |"
+
+    lines = [f"**{markdown(_header(report))}**", "",
+             markdown((report.get("summary") or {}).get("text", "")), ""]
+    head = [*COLUMNS[:5], f"{_level(report)} interval", "verdict"]
+    lines += [row(head), "|---|---|---:|---:|---:|---:|---|"]
+    lines += [row(r) for r in _rows(report["metrics"])]
+    for gname, g in (report.get("groups") or {}).items():
+        lines += ["", f"{markdown(str(report['settings'].get('by')))} = {markdown(gname)} "
+                      f"(n = {g['n']:,})", "", row(head), "|---|---|---:|---:|---:|---:|---|"]
+        lines += [row(r) for r in _rows(g["metrics"])]
+    lines += [f"\n- {markdown(_gate_text(g))}" for g in report.get("gates") or []]
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(report: Mapping[str, Any]) -> str:
+    def records(metrics: Mapping[str, Any], **keys: Any) -> list[dict[str, Any]]:
+        out = []
+        for mid, e in metrics.items():
+            ci = e.get("ci") or {}
+            out.append({**keys, "metric": mid, "old": e["old"], "new": e["new"],
+                        "delta": e["delta"], "ci_low": ci.get("low"), "ci_high": ci.get("high"),
+                        "ci_level": ci.get("level"), "verdict": e.get("verdict")})
+        return out
+
+    recs = records(report["metrics"])
+    for gname, g in (report.get("groups") or {}).items():
+        recs += records(g["metrics"], group=gname, group_n=g["n"])
+    return _write_rows(recs)
+
+
+def render(report: Mapping[str, Any], fmt: str, *, width: int = 100, color: bool = False,
+           plain: bool = False) -> str:
+    if fmt == "json":
+        return to_json(report)
+    if fmt == "csv":
+        return render_csv(report)
+    if fmt == "markdown":
+        return render_markdown(report)
+    return render_table(report, width=width, color=color, plain=plain)
+
+
+def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> str:
+    """The comparison as one self-contained HTML page."""
+    from calcheck.report.html import CSS, _img
+
+    def e(x: Any) -> str:
+        return _html.escape(clean(x))
+
+    s = report.get("summary") or {}
+    cls = {"worse": "miscalibrated", "better": "ok"}.get(s.get("verdict", ""), "inconclusive")
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>calcheck compare"
+             f"</title><style>{CSS}</style></head><body>",
+             "<h1>Calibration comparison</h1>", f"<p class='meta'>{e(_header(report))}</p>",
+             f"<div class='summary {cls}'><b>{e(s.get('verdict', ''))}</b>{e(s.get('text', ''))}"
+             "</div>"]
+
+    def tab(metrics: Mapping[str, Any]) -> str:
+        head = "".join(f"<th>{e(c)}</th>" for c in
+                       (*COLUMNS[:5], f"{_level(report)} interval", "verdict"))
+        body = "".join("<tr>" + "".join(
+            f"<td class='num'>{e(c)}</td>" if 2 <= i <= 5 else
+            f"<td class='{'reject' if c == 'worse' else 'accept' if c == 'better' else ''}'>"
+            f"{e(c)}</td>" if i == 6 else f"<td>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+            for r in _rows(metrics))
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+    parts += ["<h2>Change per metric (new − old)</h2>", tab(report["metrics"])]
+    for gname, g in (report.get("groups") or {}).items():
+        parts += [f"<h2>{e(report['settings'].get('by'))} = {e(gname)} (n = {g['n']:,})</h2>",
+                  tab(g["metrics"])]
+    for gate in report.get("gates") or []:
+        parts.append(f"<p class='{'reject' if gate['failed'] else 'accept'}'>"
+                     f"{e(_gate_text(gate))}</p>")
+    parts += [_img(png, cap) for cap, png in figures]
+    if report.get("notes"):
+        parts += ["<h2>Notes</h2><ul>", *(f"<li>{e(n)}</li>" for n in report["notes"]), "</ul>"]
+    parts += ["<h2>Settings</h2><dl class='settings'>",
+              *(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report["settings"].items()),
+              "</dl></body></html>"]
+    return "\n".join(parts) + "\n"
