@@ -134,7 +134,7 @@ def compare(old: Any, new: Any = None, **options: Any) -> Report:
 
 
 def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None = None) -> Report:
-    from calcheck.compare import run_compare as _run
+    from calcheck.comparison import run_compare as _run
 
     rep: Report = _run(sources, opts, progress=progress)
     return rep
@@ -538,11 +538,25 @@ def _metrics(eng: Engine, ids: list[str], opts: Options, *, optional_tce: bool) 
 def run_figure(source: Any, opts: Options, *, progress: Progress | None = None) -> Outcome:
     """``calcheck plot``: the figure (``values["figure"]``) and its notes."""
     require_matplotlib()
+    if opts.kind == "drift":
+        return _drift_figure(source, opts, progress)
     with _engine(source, opts, progress) as eng:
         out = eng.figure(opts.kind, opts)
         check_dropped(eng, opts)
         out.messages = eng.reading().messages + out.messages
     return out
+
+
+def _drift_figure(source: Any, opts: Options, progress: Progress | None) -> Outcome:
+    """``plot --kind drift``: one metric per ``--time`` window with its bootstrap interval."""
+    from calcheck import plots
+
+    sopts = opts.replace(command="score", ci=True, kind="tce", metrics=opts.metrics or ["ece"])
+    rep = run_score(source, sopts, progress=progress)
+    mid = next(iter(rep.metrics))
+    fig = plots.drift_figure(rep.data["windows"], mid, registry.title(mid),
+                             window=f"{opts.window} windows of {opts.time} ({opts.tz})")
+    return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
 
 
 def run_report(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:

@@ -30,7 +30,7 @@ ENGINES = ("memory", "stream", "dask")
 INPUT_FORMATS = ("csv", "parquet")
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 REPORT_FORMATS = ("html", "pdf")
-PLOT_KINDS = ("reliability", "tce", "corp", "variable")
+PLOT_KINDS = ("reliability", "tce", "corp", "variable", "drift")
 COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "nixon")
 
 
@@ -410,7 +410,7 @@ TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-C
                   "or skip it.", TESTS, check_bool, type="toggle")
 
 def _check_gates_worse(v: Any, label: str) -> list[str]:
-    from calcheck.compare import check_gates
+    from calcheck.comparison import check_gates
 
     return check_gates(v, label)
 
@@ -454,6 +454,10 @@ WINDOW = Opt("window", ("--window",), None, "Window length of --time: 1h, 6h, 1d
 TZ = Opt("tz", ("--tz",), "UTC", "Time zone whose calendar --window follows (IANA name, e.g. "
          "Europe/Paris).", VARIABLES, check_tz, "ZONE")
 
+PLOT_METRIC = Opt("metrics", ("--metrics", "-m"), None, "--kind drift: the metric drawn over "
+                  "time (default ece, or ece_top for multiclass input).", METRICS,
+                  check_list(check_text), "ID", "list")
+
 _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
           WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
@@ -469,7 +473,8 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
              ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
-             CORRECT_FROM, BAND_LEVEL, BAND_REPS, SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
+             CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
+             SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
     "compare": (COMPARE_SCORE, LABEL, POS_LABEL, COMPARE_PROBS, RENORMALIZE, INPUT_FORMAT,
                 WHERE, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
                 TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
@@ -694,6 +699,14 @@ def _cross_checks(o: Options) -> None:
         if o.kind == "corp" and o.engine != "memory":
             raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
                              "its consistency band use every distinct score)")
+        if o.kind == "drift" and not o.time:
+            raise UsageError(f"{lab('kind')} drift draws a metric over time: give "
+                             f"{lab('time')} COLUMN and {lab('window')} LENGTH")
+        if o.kind != "drift" and (o.time or o.metrics):
+            raise UsageError(f"{lab('time')}, {lab('window')} and {lab('metrics')} apply to "
+                             f"{lab('kind')} drift")
+        if o.metrics and len(registry.split_ids(o.metrics)) != 1:
+            raise UsageError(f"{lab('metrics')}: {lab('kind')} drift draws one metric")
         if o.kind == "variable" and not o.variables:
             raise UsageError(f"{lab('kind')} variable needs {lab('variables')} COLUMN")
         if o.variables and len(o.variables) > 1:
@@ -736,3 +749,4 @@ def _meaningless(o: Options) -> None:
         needs(("max_dropped",), o.drop_invalid, lab("drop_invalid"))
     if o.command == "plot":
         needs(("band_level", "band_reps"), o.kind == "corp", f"{lab('kind')} corp")
+        needs(("ci_reps", "ci_level"), o.kind == "drift", f"{lab('kind')} drift")

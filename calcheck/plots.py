@@ -201,6 +201,41 @@ def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
     return fig
 
 
+def drift_figure(windows: list[dict[str, Any]], metric: str, name: str, *,
+                 window: str = "") -> Any:
+    """A metric over time: its value per window with the bootstrap interval as a band, and the
+    rows per window below (empty windows leave a gap)."""
+    from datetime import datetime
+
+    plt = _mpl()
+    t = [datetime.fromisoformat(w["start"]) for w in windows]
+    v = np.array([(w["metrics"].get(metric) or {}).get("value") if w["n"] else None
+                  for w in windows], dtype=float)
+
+    def end(w: dict[str, Any], k: str) -> float:
+        ci = (w["metrics"].get(metric) or {}).get("ci") or {}
+        return float("nan") if ci.get(k) is None else float(ci[k])
+
+    lo = np.array([end(w, "low") for w in windows])
+    hi = np.array([end(w, "high") for w in windows])
+    n = np.array([w["n"] for w in windows])
+    fig = plt.figure(figsize=(8.0, 5.0), layout="constrained")
+    gs = fig.add_gridspec(2, 1, height_ratios=(3, 1))
+    ax = fig.add_subplot(gs[0])
+    ax.fill_between(t, lo, hi, color="C0", alpha=0.2, label="bootstrap interval")
+    ax.plot(t, v, "-o", color="C0", ms=3, label=name)
+    ax.set_ylabel(name)
+    ax.set_title(f"{name} over time" + (f" ({window})" if window else ""))
+    ax.legend(loc="upper left", fontsize="small")
+    axn = fig.add_subplot(gs[1], sharex=ax)
+    days = [(datetime.fromisoformat(w["end"]) - s).total_seconds() / 86400.0
+            for w, s in zip(windows, t)]
+    axn.bar(t, n, width=[0.9 * d for d in days], align="edge", color="0.6")
+    axn.set_ylabel("rows")
+    fig.autofmt_xdate()
+    return fig
+
+
 def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any],
                 scores: FloatArray | Spread, *, title: str = "CORP reliability diagram",
                 xlabel: str = "predicted probability",

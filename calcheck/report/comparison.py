@@ -15,7 +15,7 @@ COLUMNS = ("id", "metric", "old", "new", "change", "interval", "verdict")
 
 
 def _signed(v: float | None, unit: str) -> str:
-    from calcheck.compare import signed
+    from calcheck.comparison import signed
 
     return signed(v, unit)
 
@@ -65,7 +65,8 @@ def render_table(report: Mapping[str, Any], *, width: int = 100, color: bool = F
             right = c in ("old", "new", "change", "interval")
             t.add_column(tx(c if c != "interval" else f"{_level(report)} interval"),
                          justify="right" if right else "left",
-                         no_wrap=c != "metric", overflow="fold" if c == "metric" else "ellipsis")
+                         no_wrap=c != "metric", min_width=14 if c == "metric" else None,
+                         overflow="fold" if c == "metric" else "ellipsis")
         for r in rows:
             style = {"worse": "bold red", "better": "bold green"}.get(r[-1], "")
             t.add_row(*(tx(c) for c in r[:-1]), tx(r[-1], style))

@@ -241,7 +241,7 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     """``compare`` with ``--engine stream`` or ``dask``."""
     from calcheck import registry
     from calcheck.api import open_engine
-    from calcheck.compare import build, entry, plan, resolve_pair, wants_figure, with_figure
+    from calcheck.comparison import build, entry, plan, resolve_pair, wants_figure, with_figure
     from calcheck.io.stream import stream_batches
     from calcheck.metrics._result import MetricResult
 
