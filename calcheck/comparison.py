@@ -349,17 +349,9 @@ def evaluate(gates: list[Gate], metrics: dict[str, Any]) -> list[dict[str, Any]]
     return out
 
 
-def signed(v: float | None, unit: str) -> str:
-    """A change with its sign, as the tables show it."""
-    from calcheck.report.render import format_value
-
-    if v is None:
-        return "–"
-    text = format_value(abs(v), unit)
-    return ("−" if v < 0 else "+") + text if v != 0 else text
-
-
 def summary(metrics: dict[str, Any], level: float) -> dict[str, Any]:
+    from calcheck.report.comparison import signed
+
     verdicts = {m: e["verdict"] for m, e in metrics.items()}
     v = overall(verdicts)
     worse = [m for m, x in verdicts.items() if x == "worse"]
@@ -385,8 +377,6 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     from calcheck.report.build import group_names
 
     if opts.engine != "memory":
-        from calcheck.streaming.paired import compare_stream
-
         return compare_stream(sources, opts, progress=progress)
     old, new, info = load_pair(sources, opts)
     ids, gates = plan(opts, old.multiclass, "memory")
@@ -468,3 +458,77 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
     if gates:
         data["gates"] = evaluate(gates, metrics)
     return Report(jsonable(data))
+
+
+def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
+    """``compare`` with ``--engine stream`` or ``dask``."""
+    from calcheck.api import open_engine
+    from calcheck.io.stream import stream_batches
+    from calcheck.metrics._result import MetricResult
+    from calcheck.streaming.paired import PairedUnits, in_step, paired_intervals
+
+    lab = opts.name_of
+    if opts.id is not None:
+        raise UsageError(f"{lab('id')} matches rows by id with {lab('engine')} memory; the "
+                         f"streaming engines match them by position")
+    if opts.by is not None:
+        raise UsageError(f"{lab('by')} with compare needs {lab('engine')} memory")
+    pair = resolve_pair(sources, opts)
+    sides = []
+    for src, score, probs in (pair.old, pair.new):
+        o = opts.replace(score=score, probs=probs, command="score", id=None)
+        sides.append((src, o))
+    results: list[dict[str, MetricResult]] = []
+    infos, notes, engines_settings = [], [], {}
+    ids: list[str] = []
+    tables = []
+    plans: list[Any] = []
+    for j, (src, o) in enumerate(sides):
+        with open_engine(src, o) as eng:
+            if j == 0:
+                ids, gates = plan(opts, eng.multiclass, eng.name)
+                multiclass = eng.multiclass
+            out = eng.metrics(ids, o.replace(ci=False))
+            results.append(dict(out.values))
+            infos.append(eng.input_info())
+            notes += out.notes
+            engines_settings = eng.settings()
+            if wants_figure(opts):
+                mid = "ece_top" if multiclass else "ece"
+                r = out.values.get(mid) or eng.metrics([mid], o.replace(ci=False)).values[mid]
+                tables.append(("OLD" if j == 0 else "NEW", r.to_dict(bins=True)["bins"]))
+            plans.append(eng.source.plan)  # type: ignore[attr-defined]
+    names = ("OLD", "NEW")
+    mopt_bins = opts.bins if opts.bins is not None else (15 if multiclass else 10)
+    units = PairedUnits(mopt_bins)
+    view = "classes" if multiclass else "top"
+    streams = [stream_batches(p, pos_label=o.pos_label, batch_rows=o.batch_rows, view=view)
+               for (_, o), p in zip(sides, plans)]
+    for so, sn, y in in_step(streams[0], streams[1], names):
+        if multiclass:
+            from calcheck.data import top_label_view
+
+            (so, yo), (sn, yn) = top_label_view(so, y), top_label_view(sn, y)
+            units.update(so, sn, np.asarray(yo, dtype=np.float64),
+                         np.asarray(yn, dtype=np.float64))
+        else:
+            yf = np.asarray(y, dtype=np.float64)
+            units.update(so, sn, yf, yf)
+    base = {m: registry.binary_of(m) or m for m in ids}
+    cis, ci_settings = paired_intervals(units, list(dict.fromkeys(base.values())),
+                                        reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed)
+    done = [m for m in ids if m in results[0] and m in results[1]]
+    metrics = {m: entry(m, results[0][m].value, results[1][m].value,
+                        cis[base[m]].to_dict() if base[m] in cis else None) for m in done}
+    left = [m for m in done if metrics[m]["ci"] is None and registry.METRICS[m].ci]
+    if left:
+        notes.append(f"{', '.join(left)}: no interval for the change on --engine {opts.engine} "
+                     "(the paired Poisson bootstrap covers ECE, ECE-l2, ACE, Brier and log loss; "
+                     "--engine memory has the others)")
+    info = {"old": infos[0], "new": infos[1], "rows_used": infos[0].get("rows_used"),
+            "matched_by": "same file" if pair.same_file else "position"}
+    rep = build(info, opts, metrics, notes, None, gates, engine=opts.engine,
+                engine_settings={**engines_settings, "paired_units": ci_settings})
+    if tables:
+        rep = with_figure(rep, tables, multiclass)
+    return rep

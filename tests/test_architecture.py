@@ -83,6 +83,7 @@ LAYERS = [
     ("calcheck.cli", 5),
     ("calcheck.__main__", 5),
     ("calcheck.api", 4),
+    ("calcheck.comparison", 4),
     ("calcheck.report", 3),
     ("calcheck.engines", 3),
     ("calcheck.streaming", 2),

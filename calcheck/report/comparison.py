@@ -14,10 +14,15 @@ from calcheck.report.text import ascii, clean, markdown
 COLUMNS = ("id", "metric", "old", "new", "change", "interval", "verdict")
 
 
-def _signed(v: float | None, unit: str) -> str:
-    from calcheck.comparison import signed
+def signed(v: float | None, unit: str) -> str:
+    """A change with its sign, as the tables show it."""
+    if v is None:
+        return "–"
+    text = format_value(abs(v), unit)
+    return ("−" if v < 0 else "+") + text if v != 0 else text
 
-    return signed(v, unit)
+
+_signed = signed
 
 
 def _rows(metrics: Mapping[str, Any]) -> list[tuple[str, ...]]:
