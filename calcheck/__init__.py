@@ -27,8 +27,8 @@ _API = {
     "binomtest_pvalue": "calcheck.hypotests.binom", "TestResult": "calcheck.hypotests._result",
     "MetricResult": "calcheck.metrics._result", "BinStats": "calcheck.binning",
     # figures of arrays
-    "plot_reliability": "calcheck.figures", "plot_tce": "calcheck.figures",
-    "plot_variable": "calcheck.figures", "plot_corp": "calcheck.figures",
+    "plot_reliability": "calcheck.figures.arrays", "plot_tce": "calcheck.figures.arrays",
+    "plot_variable": "calcheck.figures.arrays", "plot_corp": "calcheck.figures.arrays",
     # errors
     "InputError": "calcheck.errors", "UsageError": "calcheck.errors",
     "CalcheckError": "calcheck.errors",

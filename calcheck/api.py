@@ -29,6 +29,7 @@ from calcheck._quiet import quiet
 from calcheck.data import Predictions
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
+from calcheck.figures import require_matplotlib
 from calcheck.options import Options, parse
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.model import Report
@@ -549,19 +550,19 @@ def run_figure(source: Any, opts: Options, *, progress: Progress | None = None) 
 
 def _drift_figure(source: Any, opts: Options, progress: Progress | None) -> Outcome:
     """``plot --kind drift``: one metric per ``--time`` window with its bootstrap interval."""
-    from calcheck import plots
+    from calcheck.figures import draw
 
     sopts = opts.replace(command="score", ci=True, kind="tce", metrics=opts.metrics or ["ece"])
     rep = run_score(source, sopts, progress=progress)
     mid = next(iter(rep.metrics))
-    fig = plots.drift_figure(rep.data["windows"], mid, registry.title(mid),
+    fig = draw.drift_figure(rep.data["windows"], mid, registry.title(mid),
                              window=f"{opts.window} windows of {opts.time} ({opts.tz})")
     return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
 
 
 def run_report(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck report``: the default metrics, the tests, the variables and every figure."""
-    from calcheck import plots
+    from calcheck.figures import draw
 
     require_matplotlib()
     methods = (["tcal"] if opts.adaptive else []) + ["hl", "spiegelhalter", "cox"]
@@ -616,7 +617,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                             metrics=m.values, tests=t.values, notes=reading.notes + notes,
                             variables=var.to_dict() if var is not None else None,
                             summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
-    pngs = tuple((cap, plots.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
+    pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
                   figures=pngs)
@@ -639,7 +640,7 @@ def save_report_file(rep: Report, opts: Options) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_pdf import PdfPages
 
-    from calcheck import plots
+    from calcheck.figures import draw
     from calcheck.report.text import ascii, setting
 
     text = rep.render("table", color=False, plain=True, width=120, details=False)
@@ -649,9 +650,9 @@ def save_report_file(rep: Report, opts: Options) -> None:
                                        for k, v in rep.data.get("settings", {}).items())
 
     def write(tmp: str) -> None:
-        stable = plt.rc_context(plots.STABLE_RC)  # type: ignore[arg-type]
-        with stable, PdfPages(tmp, metadata=plots.STABLE_METADATA["pdf"]) as pdf:
-            for page in plots.text_pages(text):         # summary, input, tables, notes
+        stable = plt.rc_context(draw.STABLE_RC)  # type: ignore[arg-type]
+        with stable, PdfPages(tmp, metadata=draw.STABLE_METADATA["pdf"]) as pdf:
+            for page in draw.text_pages(text):         # summary, input, tables, notes
                 pdf.savefig(page)
                 plt.close(page)
             for caption, fig in rep.figures:
@@ -664,21 +665,12 @@ def save_report_file(rep: Report, opts: Options) -> None:
 
 def save_figure(fig: Any, path: str, label: str = "output") -> None:
     """Save a figure atomically; the format follows the extension."""
-    from calcheck import plots
+    from calcheck.figures import draw
     from calcheck.io.output import write_output
 
     ext = os.path.splitext(path)[1]
 
     def write(tmp: str) -> None:
-        plots.save(fig, tmp, fmt=ext.lstrip(".").lower())
+        draw.save(fig, tmp, fmt=ext.lstrip(".").lower())
 
     write_output(path, write, label=label)
-
-
-def require_matplotlib() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        from calcheck.plots import INSTALL_HINT, MissingExtra
-
-        raise MissingExtra(f"plots need matplotlib, which is not installed; {INSTALL_HINT}")

@@ -284,10 +284,10 @@ def _test(file: str, values: dict[str, Any]) -> int:
 
 
 def _plot(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api
+    from calcheck import api, figures
 
     opts = _parse("plot", file, values)
-    api.require_matplotlib()
+    figures.require_matplotlib()
     out = api.run_figure(file, opts)
     assert opts.output is not None
     api.save_figure(out.values["figure"], opts.output, opts.name_of("output"))
@@ -296,10 +296,10 @@ def _plot(file: str, values: dict[str, Any]) -> int:
 
 
 def _report(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api
+    from calcheck import api, figures
 
     opts = _parse("report", file, values)
-    api.require_matplotlib()
+    figures.require_matplotlib()
     bars = _Bars(opts.quiet)
     try:
         rep = api.run_report(file, opts, progress=bars)
@@ -311,11 +311,11 @@ def _report(file: str, values: dict[str, Any]) -> int:
 
 
 def _compare(files: list[str], values: dict[str, Any]) -> int:
-    from calcheck import api
+    from calcheck import api, figures
 
     opts = _parse("compare", files[0], values, inputs=tuple(files))
     if opts.output and opts.output.lower().endswith((".html", ".htm")):
-        api.require_matplotlib()
+        figures.require_matplotlib()
     bars = _Bars(opts.quiet)
     try:
         rep = api.run_compare(files, opts, progress=bars)

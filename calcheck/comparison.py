@@ -419,11 +419,11 @@ def with_figure(rep: Any, tables: list[tuple[str, list[dict[str, Any]]]], top: b
     """The report with both models' reliability diagrams overlaid (for the HTML page)."""
     from dataclasses import replace
 
-    from calcheck import plots
+    from calcheck.figures import draw
 
-    fig = plots.overlay_figure(tables, title="Reliability diagrams: OLD and NEW", top_label=top)
+    fig = draw.overlay_figure(tables, title="Reliability diagrams: OLD and NEW", top_label=top)
     caption = "Reliability diagrams of OLD and NEW overlaid (equal-width bins, 95% intervals)"
-    return replace(rep, figures=((caption, plots.to_png_bytes(fig)),))
+    return replace(rep, figures=((caption, draw.to_png_bytes(fig)),))
 
 
 def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: list[str],

@@ -86,6 +86,7 @@ LAYERS = [
     ("calcheck.comparison", 4),
     ("calcheck.report", 3),
     ("calcheck.engines", 3),
+    ("calcheck.figures", 2),
     ("calcheck.streaming", 2),
     ("calcheck.io", 2),
     ("calcheck.metrics", 1),

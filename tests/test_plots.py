@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
 import calcheck
-from calcheck import figures, plots
+from calcheck.figures import arrays as figures
+from calcheck.figures import draw as plots
 from calcheck.metrics._data import Prepared
 from tests.conftest import SAMPLE
 

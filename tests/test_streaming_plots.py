@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
-from calcheck.plots import Spread
-from calcheck.streaming.figures import SpreadSpec
+from calcheck.figures.draw import Spread
+from calcheck.figures.stream import SpreadSpec
 from tests.conftest import write_dataset
 
 pytestmark = pytest.mark.slow   # long engine-parity runs: pytest -m "not slow" skips them

@@ -279,7 +279,8 @@ class MemoryEngine:
     # -- figures -----------------------------------------------------------------------------
 
     def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
-        from calcheck import figures, plots
+        from calcheck.figures import arrays as figures
+        from calcheck.figures import draw
 
         s, y = self.data.top
         top = Prepared(s, y, validate=False, ties=opts.ties)
@@ -305,5 +306,5 @@ class MemoryEngine:
         else:
             name = (opts.variables or [""])[0]
             res = variables or self.variables([name], opts).values["result"]
-            fig = plots.variable_figure(res.to_dict()[name], self._numeric(name), name)
+            fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name)
         return Outcome(values={"figure": fig})

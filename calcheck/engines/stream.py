@@ -375,8 +375,8 @@ class StreamEngine:
     def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
         """The in-memory engine's figure from passes over the files (``variables``: the run's
         VariablesResult, when the caller has it)."""
-        from calcheck import plots
-        from calcheck.streaming import figures as sfig
+        from calcheck.figures import draw
+        from calcheck.figures import stream as sfig
         from calcheck.streaming.positional import positional_results
 
         view = " (top-label view)" if self.multiclass else ""
@@ -389,7 +389,7 @@ class StreamEngine:
             entry = variables.to_dict()[name]
             v = np.asarray(entry["curve"]["v"], float)
             window = (float(v.min()), float(v.max()))
-            out.values["figure"] = plots.variable_figure(
+            out.values["figure"] = draw.variable_figure(
                 entry, sfig.stream_spread(self.source, var=name, window=window), name)
             return out
         bins = opts.bins or (15 if self.multiclass else 10)
@@ -405,21 +405,21 @@ class StreamEngine:
                 res = positional_results(self.source, state, ["ace"], bins=bins,
                                          ties=opts.ties)[0]["ace"]
             label = "equal-width" if opts.binning == "uniform" else "equal-mass"
-            out.values["figure"] = plots.reliability_figure(
+            out.values["figure"] = draw.reliability_figure(
                 res.bin_rows(), spread, top_label=self.multiclass,
                 title=f"Reliability diagram, {bins} {label} bins{view}")
             return out
         res = positional_results(self.source, state, ["tce"], ties=opts.ties)[0]["tce"]
         assert res.bins is not None
         points = sfig.violins(self.source, state, res.bins.count)
-        out.values["figure"] = plots.tce_figure_from(
+        out.values["figure"] = draw.tce_figure_from(
             res.bin_rows(), points, spread, value=res.value, yscale=opts.yscale,
             top_label=self.multiclass, title=f"Test-based reliability diagram{view}")
         return out
 
     def spread(self) -> Any:
-        """The predictions' :class:`~calcheck.plots.Spread` (one pass, kept for the run)."""
-        from calcheck.streaming.figures import stream_spread
+        """The predictions' :class:`~calcheck.figures.draw.Spread` (one pass, kept for the run)."""
+        from calcheck.figures.stream import stream_spread
 
         if self._spread is None:
             self._spread = stream_spread(self.source)

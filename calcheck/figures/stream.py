@@ -1,10 +1,10 @@
 """The figures' data on the streaming engines: the same bin tables, violin points and
-histograms as in memory, from passes over the files, drawn by :mod:`calcheck.plots`.
+histograms as in memory, from passes over the files, drawn by :mod:`calcheck.figures.draw`.
 
 * The bin tables are the streamed metrics' (ECE's grid, ACE's and TCE's rank searches).
-* A TCE violin draws a bin's rows or, past ``plots.MAX_VIOLIN_POINTS``, evenly spaced order
+* A TCE violin draws a bin's rows or, past ``draw.MAX_VIOLIN_POINTS``, evenly spaced order
   statistics of it: the exact rank search resolves those ranks (:func:`order_statistics`).
-* The prediction (or variable) histogram is a :class:`~calcheck.plots.Spread`: one pass gives
+* The prediction (or variable) histogram is a :class:`~calcheck.figures.draw.Spread`: one pass gives
   the range, the share near 0 or 1 and whether all values are integers; once the figure has
   chosen its edges, one more pass counts the values in them with ``np.histogram`` per batch
   (counts add, so they equal the in-memory histogram).
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.plots import EXTREME, Spread
+from calcheck.figures.draw import EXTREME, Spread
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def stream_spread(source: Any, *, var: str | None = None,
 
 def violins(source: Any, state: Any, counts: IntArray) -> list[FloatArray]:
     """Each bin's violin points (bins of ``counts`` rows, in score order), as in memory."""
-    from calcheck.plots import violin_ranks
+    from calcheck.figures.draw import violin_ranks
     from calcheck.streaming.positional import order_statistics
 
     bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from calcheck import plots
+from calcheck.figures import draw
 from calcheck.metrics._data import Prepared
 from calcheck.metrics.binned import ace as _quantile_bins
 from calcheck.metrics.binned import ece as _ece
@@ -23,7 +23,7 @@ def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
     """Reliability diagram of equal-width (``uniform``) or equal-mass (``quantile``) bins."""
     res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
     label = "equal-width" if binning == "uniform" else "equal-mass"
-    return plots.reliability_figure(res.bin_rows(), data.scores, top_label=top_label,
+    return draw.reliability_figure(res.bin_rows(), data.scores, top_label=top_label,
                                     title=title or f"Reliability diagram ({bins} {label} bins)")
 
 
@@ -33,7 +33,7 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
     res = tce(data, **tce_options)
     bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
                         tce_options.get("n_min"), tce_options.get("n_max"))
-    return plots.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
+    return draw.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
                             title=title or "Test-based reliability diagram", yscale=yscale,
                             top_label=top_label)
 
@@ -49,23 +49,23 @@ def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
                                                                   ("log", "log"))}
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
               if top_label else {})
-    return plots.corp_figure(rec.x, rec.fit, band, parts, data.scores,
+    return draw.corp_figure(rec.x, rec.fit, band, parts, data.scores,
                              title=title or "CORP reliability diagram", **labels)
 
 
 def per_class(probs: np.ndarray, labels: np.ndarray, classes: list[str], *, bins: int = 15,
               binning: str = "uniform", ties: str = "share") -> Any:
     """Small multiples of the one-vs-rest reliability diagrams of every class (the worst
-    :data:`~calcheck.plots.MAX_PANELS` by their ECE when there are more)."""
+    :data:`~calcheck.draw.MAX_PANELS` by their ECE when there are more)."""
     panels = []
     for j, name in enumerate(classes):
         data = Prepared(probs[:, j], (labels == j).astype(np.int64), validate=False, ties=ties)
         res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
         panels.append((name, res.bin_rows(), res.value))
-    worst = sorted(panels, key=lambda p: -p[2])[: plots.MAX_PANELS]
+    worst = sorted(panels, key=lambda p: -p[2])[: draw.MAX_PANELS]
     keep = {p[0] for p in worst}
     label = "equal-width" if binning == "uniform" else "equal-mass"
-    return plots.per_class_figure([p for p in panels if p[0] in keep], total=len(panels),
+    return draw.per_class_figure([p for p in panels if p[0] in keep], total=len(panels),
                                   title=f"Per-class reliability, one-vs-rest, {bins} {label} "
                                         "bins")
 
@@ -100,4 +100,4 @@ def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name:
         Predictions(labels=labels, scores=s)
     pred_error, incorrect = data.error_view()
     res = variables(pred_error, incorrect, {name: v}, span=span)
-    return plots.variable_figure(res.to_dict()[name], v, name)
+    return draw.variable_figure(res.to_dict()[name], v, name)
