@@ -3,15 +3,18 @@
 >>> import calcheck                                                     # doctest: +SKIP
 >>> r = calcheck.score("preds.parquet", metrics=["ece", "ace"], bins=15)  # doctest: +SKIP
 >>> r.value("ece"), r.to_dict()["metrics"]["ace"]["bins"]                # doctest: +SKIP
+>>> calcheck.score(scores=p, labels=y, ci=True)                          # doctest: +SKIP
 
 :func:`score` and :func:`run_tests` take a **source** — a path (a CSV or Parquet file, a
 directory of Parquet parts, or ``"-"`` for stdin), a pandas or polars DataFrame, a pyarrow
-Table, or :class:`~calcheck.data.Predictions` — and the options of the matching command as
-keyword arguments named like its long options (``metrics=``, ``bins=``, ``by=``,
-``variables=`` for ``--var``, ``methods=`` for ``--method``, ``ci=True``, ``engine="stream"``…).
-They return a :class:`~calcheck.report.Report` whose ``to_dict()`` is what ``--json`` prints
-for the same options.  :func:`figure` returns a matplotlib figure and :func:`write_report` the
-report behind the self-contained HTML (or PDF) file it writes.
+Table, or :class:`~calcheck.data.Predictions` — or the arrays themselves (``scores=`` or
+``probs=`` with ``labels=``), and the options of the matching command as keyword-only
+arguments named exactly like its long options (``metrics=``, ``bins=``, ``by=``, ``var=`` for
+``--var``, ``method=`` for ``--method``, ``ci=True``, ``engine="stream"``…).  The names of
+0.4 (``variables=``, ``methods=``) still work until 0.6, with a DeprecationWarning.  They
+return a :class:`~calcheck.report.Report` whose ``to_dict()`` is what ``--json`` prints for
+the same options.  :func:`figure` returns a matplotlib figure (or draws into ``ax=``) and
+:func:`write_report` the report behind the self-contained HTML (or PDF) file it writes.
 
 Validation errors name the keyword (``bins must be an integer >= 1``); the command line, which
 runs the same functions, names the flag.
@@ -20,9 +23,14 @@ runs the same functions, names the flag.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from numpy.typing import ArrayLike
 
 from calcheck import registry
 from calcheck._quiet import quiet
@@ -30,7 +38,7 @@ from calcheck.data import Predictions
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
-from calcheck.options import Options, parse
+from calcheck.options import COMMANDS, Options, parse
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.model import Report
 
@@ -44,94 +52,434 @@ FIGURES = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins
 
 
 # ---------------------------------------------------------------------------------------------
-# public functions
+# public functions: keyword-only parameters named like the command's long options
+
+F = TypeVar("F", bound=Callable[..., Any])
+# 0.4's keywords that differ from the long option: accepted until 0.6, with a warning
+LEGACY = {"variables": "var", "methods": "method"}
 
 
+def _keywords(fn: F) -> F:
+    """Accept :data:`LEGACY` keywords under their new names, with a DeprecationWarning; an
+    unknown keyword is a UsageError naming the closest known one (a display option of the
+    command line, how to do the same)."""
+    import difflib
+
+    from calcheck.options import DISPLAY_ONLY
+
+    known = list(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for name in kwargs:
+            if name in known or name in LEGACY:
+                continue
+            if name in DISPLAY_ONLY:
+                raise UsageError(f"{fn.__name__}() does not take {name}= (a command-line display "
+                                 f"option): {DISPLAY_ONLY[name]}")
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{fn.__name__}() got an unknown option {name!r}{hint}; options: "
+                             f"{', '.join(k for k in known if k != 'source')}")
+        for old, new in LEGACY.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise UsageError(f"give {new}= only ({old}= is its deprecated name)")
+                warnings.warn(f"calcheck.{fn.__name__}({old}=...) is deprecated and will be "
+                              f"removed in 0.6: use {new}= (the command line's --{new})",
+                              DeprecationWarning, stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+        return fn(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+def _given(command: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a caller set: None and a scalar equal to the option's default are "not
+    given" (so ``ci_reps=1000`` without ``ci`` is no error, as on the command line)."""
+    table = {o.kw: o for o in COMMANDS[command]}
+    out = {}
+    for k, v in values.items():
+        if v is None:
+            continue
+        d = table[k].default
+        if isinstance(v, (bool, int, float, str)) and type(v) is type(d) and v == d:
+            continue
+        out[k] = v
+    return out
+
+
+def _is_array(v: Any) -> bool:
+    """Data rather than column names: an array, or a sequence whose items are not text."""
+    if v is None or isinstance(v, (str, bytes, os.PathLike)):
+        return False
+    if hasattr(v, "__array__"):
+        return True
+    if isinstance(v, Sequence):
+        return len(v) > 0 and not isinstance(v[0], str)
+    return False
+
+
+def _inputs(command: str, values: Mapping[str, Any], *,
+            required: bool = True) -> tuple[Any, Options]:
+    """The source and the parsed options of one API call (``values``: its ``locals()``).
+    ``scores=``/``probs=`` arrays with ``labels=`` become :class:`Predictions`; then ``by=``,
+    ``correct_from=``, ``time=`` and ``var=`` may be arrays (or ``var={name: array}``)."""
+    values = dict(values)
+    source, scores, labels = values.pop("source"), values.pop("scores"), values.pop("labels")
+    values.pop("ax", None)
+    probs = values.get("probs")
+    columns: dict[str, Any] = {}
+    if scores is not None or labels is not None or _is_array(probs):
+        if source is not None:
+            raise UsageError(f"{command}(): give a source (a file, a DataFrame, …) or arrays "
+                             "(scores= or probs=, with labels=), not both")
+        if labels is None:
+            raise UsageError(f"{command}(): labels= is required with scores= or probs=")
+        if (scores is None) == (not _is_array(probs)):
+            raise UsageError(f"{command}(): give scores= (binary: an array of n probabilities) "
+                             "or probs= (multiclass: an n × K array), not both")
+        for key in ("by", "correct_from", "time"):
+            if _is_array(values.get(key)):
+                columns[key], values[key] = values[key], key
+        var = values.get("var")
+        if isinstance(var, Mapping):
+            columns.update({str(k): a for k, a in var.items()})
+            values["var"] = [str(k) for k in var]
+        elif _is_array(var):
+            columns["var"], values["var"] = var, "var"
+        values.pop("probs")
+        source = Predictions(scores=scores, probs=None if scores is not None else probs,
+                             labels=labels, columns=columns)
+    elif source is None:
+        raise UsageError(f"{command}(): give a source (a CSV or Parquet file, a directory, a "
+                         "DataFrame, a pyarrow Table, Predictions) or arrays: scores= (or "
+                         "probs=) with labels=")
+    else:
+        for key in ("by", "correct_from", "time", "var"):
+            if _is_array(values.get(key)) or isinstance(values.get(key), Mapping):
+                raise UsageError(f"{key}= names a column of the source; arrays are for input "
+                                 "given as arrays (scores= or probs= with labels=)")
+    cmd = "plot" if command == "plot" else command
+    return source, parse(cmd, _given(cmd, values), style="python", required=required)
+
+
+
+@_keywords
 @quiet
-def score(source: Any, **options: Any) -> Report:
+def score(
+        source: Any = None,
+        *,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        score: str | None = None,
+        label: str | None = None,
+        pos_label: str | None = None,
+        probs: str | Sequence[str] | ArrayLike | None = None,
+        renormalize: bool = False,
+        input_format: str | None = None,
+        drop_invalid: bool = False,
+        max_dropped: float = 0.5,
+        where: str | None = None,
+        ties: str = "share",
+        metrics: str | Sequence[str] | None = None,
+        bins: int | None = None,
+        alpha: float = 0.05,
+        test: str = "binomial",
+        tce_nmin: int | None = None,
+        tce_nmax: int | None = None,
+        tace_threshold: float = 0.01,
+        smece_sigma: float | None = None,
+        skce_bandwidth: float | None = None,
+        compat: str | None = None,
+        var: str | Sequence[str] | Mapping[str, ArrayLike] | None = None,
+        loess_span: float = 0.75,
+        correct_from: str | ArrayLike | None = None,
+        by: str | ArrayLike | None = None,
+        max_groups: int = 1000,
+        min_group_size: int = 100,
+        time: str | ArrayLike | None = None,
+        window: str | None = None,
+        tz: str = "UTC",
+        ci: bool = False,
+        ci_reps: int = 1000,
+        ci_level: float = 0.95,
+        seed: int = 0,
+        fail_if: str | Sequence[str] | None = None,
+        gate_groups: bool = False,
+        bins_table: str | Sequence[str] | None = None,
+        per_class: bool = False,
+        plot: bool = False,
+        engine: str = "memory",
+        scheduler: str | None = None,
+        batch_rows: int = 1_000_000,
+) -> Report:
     """Calibration metrics side by side — ``calcheck score`` as a function.
 
-    Parameters
-    ----------
-    source : str, path, DataFrame, pyarrow.Table or Predictions
-        The predictions: a CSV or Parquet file, a directory of Parquet parts, ``"-"`` (stdin),
-        a pandas or polars DataFrame, a pyarrow Table, or :class:`calcheck.Predictions`.
-    **options
-        ``calcheck score``'s options by their long names: ``metrics``, ``bins``, ``alpha``,
-        ``test``, ``tce_nmin``, ``tce_nmax``, ``tace_threshold``, ``compat``, ``variables``
-        (``--var``), ``loess_span``, ``correct_from``, ``by``, ``min_group_size``, ``ci``,
-        ``ci_reps``, ``ci_level``, ``seed``, ``fail_if``, ``bins_table``, ``score``, ``label``,
-        ``pos_label``, ``probs``, ``renormalize``, ``drop_invalid``, ``where``,
-        ``input_format``, ``engine`` ("memory", "stream" or "dask"), ``scheduler``,
-        ``batch_rows``.
-
-    Returns
-    -------
-    Report
-        ``.to_dict()`` equals ``calcheck score ... --json`` for the same options.
+    ``source`` is a CSV or Parquet file, a directory of Parquet parts, ``"-"`` (stdin), a
+    pandas or polars DataFrame, a pyarrow Table or :class:`calcheck.Predictions`; or give the
+    arrays themselves: ``scores=`` (binary) or ``probs=`` (an n × K array), with ``labels=``.
+    Every keyword is the command's long option (``--ci-reps`` → ``ci_reps``).  The returned
+    :class:`Report`'s ``to_dict()`` equals ``calcheck score ... --json`` for the same options.
     """
-    return run_score(source, parse("score", options, style="python"))
+    return run_score(*_inputs("score", locals()))
 
 
+@_keywords
 @quiet
-def run_tests(source: Any, **options: Any) -> Report:
+def run_tests(
+        source: Any = None,
+        *,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        score: str | None = None,
+        label: str | None = None,
+        pos_label: str | None = None,
+        probs: str | Sequence[str] | ArrayLike | None = None,
+        renormalize: bool = False,
+        input_format: str | None = None,
+        drop_invalid: bool = False,
+        max_dropped: float = 0.5,
+        where: str | None = None,
+        ties: str = "share",
+        method: str | Sequence[str] | None = None,
+        bins: int | None = None,
+        adaptive: bool = False,
+        trials: int = 1000,
+        resample: str = "labels",
+        adaptive_grid: str = "bounded",
+        adaptive_correction: str = "minp",
+        hl_df: str = "external",
+        skce_bandwidth: float | None = None,
+        ci_level: float = 0.95,
+        seed: int = 0,
+        alpha: float = 0.05,
+        discrete_max: int = 50,
+        compat: str | None = None,
+        fail_on_reject: bool = False,
+        engine: str = "memory",
+        scheduler: str | None = None,
+        batch_rows: int = 1_000_000,
+) -> Report:
     """Calibration tests — ``calcheck test`` as a function.
 
-    Parameters
-    ----------
-    source : str, path, DataFrame, pyarrow.Table or Predictions
-        As for :func:`score`; multiclass input is tested on its top-label view.
-    **options
-        ``calcheck test``'s options: ``methods`` (``--method``: tcal, hl, spiegelhalter, cox,
-        ks, kuiper or all), ``bins`` (fixed m), ``adaptive``, ``trials``, ``resample``,
-        ``seed``, ``alpha``, ``discrete_max``, ``compat`` (a peer library's tests),
-        ``fail_on_reject``, and the input and engine options of :func:`score`.
-
-    Returns
-    -------
-    Report
-        ``.tests`` holds each test's statistic, p-value and verdict; ``.to_dict()`` equals
-        ``calcheck test ... --json``.
+    Input as for :func:`score` (multiclass input is tested on its top-label view).  The
+    returned :class:`Report`'s ``tests`` hold each test's statistic, p-value and verdict;
+    ``to_dict()`` equals ``calcheck test ... --json``.
     """
-    return run_test(source, parse("test", options, style="python"))
+    return run_test(*_inputs("test", locals()))
 
 
+@_keywords
 @quiet
-def figure(source: Any, **options: Any) -> Any:
-    """A figure — ``calcheck plot`` as a function: ``kind="tce"`` (the test-based
-    reliability diagram), ``"reliability"`` (``bins=``, ``binning=``) or ``"variable"``
-    (``variables=["age"]``).  Returns the matplotlib Figure; with ``output=`` it is also
-    saved (.png, .svg or .pdf)."""
-    opts = parse("plot", options, style="python", required=False)
-    fig = run_figure(source, opts).values["figure"]
+def figure(
+        source: Any = None,
+        *,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        ax: Any = None,
+        score: str | None = None,
+        label: str | None = None,
+        pos_label: str | None = None,
+        probs: str | Sequence[str] | ArrayLike | None = None,
+        renormalize: bool = False,
+        input_format: str | None = None,
+        drop_invalid: bool = False,
+        max_dropped: float = 0.5,
+        where: str | None = None,
+        ties: str = "share",
+        kind: str = "tce",
+        output: str | None = None,
+        var: str | Sequence[str] | Mapping[str, ArrayLike] | None = None,
+        by: str | ArrayLike | None = None,
+        bins: int | None = None,
+        binning: str = "uniform",
+        yscale: str = "auto",
+        loess_span: float = 0.75,
+        correct_from: str | ArrayLike | None = None,
+        band_level: float = 0.9,
+        band_reps: int = 200,
+        metrics: str | Sequence[str] | None = None,
+        time: str | ArrayLike | None = None,
+        window: str | None = None,
+        tz: str = "UTC",
+        ci_reps: int = 1000,
+        ci_level: float = 0.95,
+        seed: int = 0,
+        per_class: bool = False,
+        engine: str = "memory",
+        scheduler: str | None = None,
+        batch_rows: int = 1_000_000,
+) -> Any:
+    """A figure — ``calcheck plot`` as a function.
+
+    ``kind`` is ``"tce"`` (the test-based reliability diagram), ``"reliability"`` (``bins=``,
+    ``binning=``; ``by=`` overlays the groups with a legend), ``"corp"``, ``"variable"``
+    (``var="age"``) or ``"drift"``.  Input as for :func:`score`.  Returns the matplotlib
+    Figure, or, with ``ax=``, draws the diagram's main panel into that Axes and returns it
+    (matplotlib's convention).  With ``output=`` the figure is also saved (.png, .svg, .pdf).
+    """
+    src, opts = _inputs("plot", locals(), required=False)
+    if ax is not None and not (hasattr(ax, "figure") and hasattr(ax, "plot")):
+        raise UsageError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    if ax is not None and opts.per_class:
+        raise UsageError("per_class=True draws one panel per class: it makes its own figure "
+                         "(leave out ax=)")
+    fig = run_figure(src, opts, ax=ax).values["figure"]
     if opts.output:
-        save_figure(fig, opts.output)
+        save_figure(fig.figure if ax is not None else fig, opts.output)
     return fig
 
 
+@_keywords
 @quiet
-def write_report(source: Any, output: str, **options: Any) -> Report:
-    """The self-contained HTML (or PDF) report — ``calcheck report`` as a function.  Writes
-    ``output`` and returns the :class:`Report` behind it (its figures included)."""
-    opts = parse("report", {**options, "output": output}, style="python")
-    rep = run_report(source, opts)
+def write_report(
+        source: Any = None,
+        output: str | os.PathLike[str] | None = None,
+        *,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        score: str | None = None,
+        label: str | None = None,
+        pos_label: str | None = None,
+        probs: str | Sequence[str] | ArrayLike | None = None,
+        renormalize: bool = False,
+        input_format: str | None = None,
+        drop_invalid: bool = False,
+        max_dropped: float = 0.5,
+        where: str | None = None,
+        ties: str = "share",
+        metrics: str | Sequence[str] | None = None,
+        bins: int | None = None,
+        var: str | Sequence[str] | Mapping[str, ArrayLike] | None = None,
+        by: str | ArrayLike | None = None,
+        max_groups: int = 1000,
+        min_group_size: int = 100,
+        ci: bool = True,
+        ci_reps: int = 1000,
+        ci_level: float = 0.95,
+        adaptive: bool = True,
+        trials: int = 1000,
+        seed: int = 0,
+        alpha: float = 0.05,
+        format: str | None = None,
+        paper: str = "a4",
+        loess_span: float = 0.75,
+        correct_from: str | ArrayLike | None = None,
+        band_level: float = 0.9,
+        band_reps: int = 200,
+        engine: str = "memory",
+        scheduler: str | None = None,
+        batch_rows: int = 1_000_000,
+) -> Report:
+    """The self-contained HTML (or PDF) report — ``calcheck report`` as a function.
+
+    Input as for :func:`score`.  Writes ``output`` (.html, or .pdf on ``paper="a4"`` or
+    ``"letter"`` pages) and returns the :class:`Report` behind it (its figures included).
+    """
+    src, opts = _inputs("report", locals())
+    rep = run_report(src, opts)
     save_report_file(rep, opts)
     return rep
 
 
+@_keywords
 @quiet
-def compare(old: Any, new: Any = None, **options: Any) -> Report:
+def compare(
+        old: Any,
+        new: Any = None,
+        *,
+        score: str | Sequence[str] | None = None,
+        label: str | None = None,
+        pos_label: str | None = None,
+        probs: str | Sequence[str] | None = None,
+        renormalize: bool = False,
+        input_format: str | None = None,
+        where: str | None = None,
+        ties: str = "share",
+        id: str | None = None,
+        metrics: str | Sequence[str] | None = None,
+        bins: int | None = None,
+        alpha: float = 0.05,
+        test: str = "binomial",
+        tce_nmin: int | None = None,
+        tce_nmax: int | None = None,
+        tace_threshold: float = 0.01,
+        smece_sigma: float | None = None,
+        by: str | None = None,
+        max_groups: int = 1000,
+        min_group_size: int = 100,
+        ci_reps: int = 1000,
+        ci_level: float = 0.95,
+        seed: int = 0,
+        fail_if_worse: str | Sequence[str] | None = None,
+        engine: str = "memory",
+        scheduler: str | None = None,
+        batch_rows: int = 1_000_000,
+) -> Report:
     """Compare two models' calibration on the same rows — ``calcheck compare`` as a function.
 
     ``old`` and ``new`` are two sources (paths, DataFrames, pyarrow Tables) of the same
     examples, matched by ``id=`` (else by position); or give one source and name the two
-    models' columns with ``score=["a", "b"]`` (binary) or ``probs=["p_*", "q_*"]``.  Options
-    are ``calcheck compare``'s long names (``metrics``, ``bins``, ``by``, ``ci_reps``,
-    ``ci_level``, ``seed``, ``fail_if_worse``, ``engine``, …).  Returns the comparison
-    :class:`Report`: ``to_dict()["metrics"]["ece"]`` has ``old``, ``new``, ``delta``, ``ci``
-    and ``verdict``; ``exit_code`` is 1 when a ``fail_if_worse`` gate failed."""
-    opts = parse("compare", options, style="python")
+    models' columns with ``score=["a", "b"]`` (binary) or ``probs=["p_*", "q_*"]``.  Returns
+    the comparison :class:`Report`: ``to_dict()["metrics"]["ece"]`` has ``old``, ``new``,
+    ``delta``, ``ci`` and ``verdict``; ``exit_code`` is 1 when a ``fail_if_worse`` gate
+    failed."""
+    values = {k: v for k, v in locals().items() if k not in ("old", "new")}
+    opts = parse("compare", _given("compare", values), style="python")
     return run_compare([old] if new is None else [old, new], opts)
+
+# what help() shows under "Parameters": each keyword's type, default and help, from the same
+# table as the command line's --help (so the two cannot drift apart)
+API_ONLY = {
+    "source": ("str, path, DataFrame, pyarrow.Table or Predictions, optional",
+               "The predictions: a CSV or Parquet file, a directory of Parquet parts, \"-\" "
+               "(stdin), a pandas or polars DataFrame, a pyarrow Table or calcheck.Predictions."),
+    "scores": ("array_like of shape (n,), optional",
+               "Binary input given as arrays: the predicted probabilities of the positive "
+               "class (with labels=, instead of a source)."),
+    "labels": ("array_like of shape (n,), optional",
+               "The labels of scores= (0/1) or probs= (class indices 0..K-1)."),
+    "ax": ("matplotlib Axes, optional",
+           "Draw the diagram's main panel into this Axes and return it."),
+    "output": ("str or path", "The file to write: .html or .pdf (figure: .png, .svg, .pdf)."),
+    "old": ("source", "The reference model's predictions (as source= of score)."),
+    "new": ("source, optional", "The candidate model's predictions on the same rows."),
+}
+ARRAY_NOTES = {"probs": " Or an (n, K) array of class probabilities, with labels=.",
+               "by": " With array input, also an array of group values.",
+               "var": " With array input, also an array or a {name: array} mapping.",
+               "correct_from": " With array input, also an array.",
+               "time": " With array input, also an array of timestamps."}
+
+
+def _parameters_doc(fn: Callable[..., Any], command: str) -> str:
+    table = {o.kw: o for o in COMMANDS[command]}
+    out = ["", "    Parameters", "    ----------"]
+    for name, par in inspect.signature(fn).parameters.items():
+        if name in API_ONLY:
+            kind, text = API_ONLY[name]
+        else:
+            o = table[name]
+            kind = {"list": "str or list of str", "bool": "bool", "toggle": "bool",
+                    "int": "int", "float": "float"}.get(o.type, "str")
+            kind += f", default {par.default!r}" if par.default is not None else ", optional"
+            text = f"{o.help} (command line: {o.flags[0]})"
+            if command != "compare":
+                text += ARRAY_NOTES.get(name, "")
+        out.append(f"    {name} : {kind}")
+        words, line = text.split(), "       "
+        for w in words:
+            if len(line) + len(w) > 95:
+                out.append(line)
+                line = "       "
+            line += " " + w
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+for _fn, _cmd in ((score, "score"), (run_tests, "test"), (figure, "plot"),
+                  (write_report, "report"), (compare, "compare")):
+    _fn.__doc__ = (_fn.__doc__ or "").rstrip() + "\n" + _parameters_doc(_fn, _cmd)
 
 
 def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None = None) -> Report:
@@ -536,19 +884,48 @@ def _metrics(eng: Engine, ids: list[str], opts: Options, *, optional_tce: bool) 
 # figures and the HTML report
 
 
-def run_figure(source: Any, opts: Options, *, progress: Progress | None = None) -> Outcome:
-    """``calcheck plot``: the figure (``values["figure"]``) and its notes."""
+def run_figure(source: Any, opts: Options, *, progress: Progress | None = None,
+               ax: Any = None) -> Outcome:
+    """``calcheck plot``: the figure (``values["figure"]``; with ``ax``, that Axes drawn
+    into) and its notes."""
     require_matplotlib()
     if opts.kind == "drift":
-        return _drift_figure(source, opts, progress)
+        return _drift_figure(source, opts, progress, ax)
     with _engine(source, opts, progress) as eng:
-        out = eng.figure(opts.kind, opts)
+        if opts.by:
+            out = _groups_figure(eng, opts, ax)
+        else:
+            out = eng.figure(opts.kind, opts, ax=ax)
         check_dropped(eng, opts)
         out.messages = eng.reading().messages + out.messages
     return out
 
 
-def _drift_figure(source: Any, opts: Options, progress: Progress | None) -> Outcome:
+def _groups_figure(eng: Engine, opts: Options, ax: Any = None) -> Outcome:
+    """The ``--by`` groups' reliability diagrams (equal-width bins) overlaid, with a legend:
+    the :data:`MAX_OVERLAY` largest groups."""
+    from calcheck.figures import draw
+
+    mid = "ece_top" if eng.multiclass else "ece"
+    g = eng.groups([mid], opts.replace(ci=False, binning="uniform"))
+    names = group_names(g.values)
+    ranked = sorted(((gr.n, names[k], gr) for k, gr in g.values.items() if mid in gr.metrics),
+                    key=lambda t: -t[0])
+    shown = ranked[:draw.MAX_OVERLAY]
+    tables = [(f"{name} (n={n:,})", gr.metrics[mid].to_dict(bins=True)["bins"])
+              for n, name, gr in shown]
+    left = len(ranked) - len(shown)
+    title = f"Reliability diagrams by {opts.by}" + (f" — the {len(shown)} largest of "
+                                                      f"{len(ranked)} groups" if left else "")
+    fig = draw.overlay_figure(tables, title=title, top_label=eng.multiclass, ax=ax)
+    notes = [f"the overlay draws the {len(shown)} largest of {len(ranked)} groups of "
+             f"{opts.name_of('by')} {opts.by}"] if left else []
+    return Outcome(values={"figure": fig, "groups": [name for _, name, _ in shown]},
+                   notes=notes)
+
+
+def _drift_figure(source: Any, opts: Options, progress: Progress | None,
+                  ax: Any = None) -> Outcome:
     """``plot --kind drift``: one metric per ``--time`` window with its bootstrap interval."""
     from calcheck.figures import draw
 
@@ -556,7 +933,7 @@ def _drift_figure(source: Any, opts: Options, progress: Progress | None) -> Outc
     rep = run_score(source, sopts, progress=progress)
     mid = next(iter(rep.metrics))
     fig = draw.drift_figure(rep.data["windows"], mid, registry.title(mid),
-                             window=f"{opts.window} windows of {opts.time} ({opts.tz})")
+                             window=f"{opts.window} windows of {opts.time} ({opts.tz})", ax=ax)
     return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
 
 

@@ -221,8 +221,13 @@ class Opt:
     def flag(self) -> str:
         return self.flags[0].split("/")[0]
 
+    @property
+    def kw(self) -> str:
+        """The Python keyword: the long flag with ``-`` as ``_`` (``--var`` → ``var``)."""
+        return self.flag[2:].replace("-", "_")
+
     def label(self, style: str) -> str:
-        return self.name if style == "python" else self.flag
+        return self.kw if style == "python" else self.flag
 
 
 INPUT, METRICS, TESTS, VARIABLES, CI, OUTPUT, ENGINE = (
@@ -395,6 +400,9 @@ PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Image file: .png, .svg or
                   check_path, "FILE", required=True)
 PLOT_VAR = Opt("variables", ("--var",), None, "The variable of --kind variable.", VARIABLES,
                check_list(check_column), "COLUMN", "list")
+PLOT_BY = Opt("by", ("--by",), None, "--kind reliability: one diagram with a curve per value of "
+              "this column and a legend (the 10 largest groups).", VARIABLES, check_column,
+              "COLUMN")
 PLOT_BINS = Opt("bins", ("--bins",), None, "Bins of the reliability diagram (default 10, or "
                 "15 for multiclass input, as score).", METRICS, check_bins, "N", "int")
 BINNING = Opt("binning", ("--binning",), "uniform", "Reliability diagram bins: uniform or "
@@ -406,6 +414,11 @@ REPORT_OUTPUT = Opt("output", ("--output", "-o"), None, "The report: .html (or .
                     check_path, "FILE", required=True)
 REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; default from "
                     "the extension.", OUTPUT, choice(*REPORT_FORMATS), "FORMAT")
+REPORT_CI = Opt("ci", ("--ci/--no-ci",), True, "Bootstrap confidence intervals of the metrics "
+                "(default on in a report; per group too with --by).", CI, check_bool,
+                type="toggle")
+PAPER = Opt("paper", ("--paper",), "a4", "Page size of the PDF report: a4 (default) or letter.",
+            OUTPUT, choice("a4", "letter"), "SIZE")
 TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
                   "or skip it.", TESTS, check_bool, type="toggle")
 
@@ -472,7 +485,7 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, ADAPTIVE_GRID,
              ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
              COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
-    "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
+    "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BY, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
              SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
     "compare": (COMPARE_SCORE, LABEL, POS_LABEL, COMPARE_PROBS, RENORMALIZE, INPUT_FORMAT,
@@ -480,8 +493,9 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
                 TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
                 COMPARE_CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE, QUIET,
                 *_ENGINE),
-    "report": (*_INPUT, REPORT_OUTPUT, VARS, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
-               LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
+    "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
+               REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
+               PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
 }
 
 
@@ -568,6 +582,7 @@ class Options:
     band_level: float = 0.9
     band_reps: int = 200
     yscale: str = "auto"
+    paper: str = "a4"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def name_of(self, name: str) -> str:
@@ -620,7 +635,8 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
     Unknown keywords are a :class:`UsageError` naming the closest known one; ``required=False``
     waives the required options (the API's ``plot`` returns the figure instead of writing it).
     """
-    table = {o.name: o for o in COMMANDS[command]}
+    opts_of = COMMANDS[command]
+    table = {(o.kw if style == "python" else o.name): o for o in opts_of}
     known = list(table)
     kwargs: dict[str, Any] = {}
     given = []
@@ -638,14 +654,17 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
         if value is None or (opt.type == "list" and isinstance(value, (list, tuple))
                              and not value):
             continue
+        name = opt.name
         kwargs[name] = opt.check(value, opt.label(style)) if opt.check else value
         if opt.type not in ("bool", "toggle") or kwargs[name] != opt.default:
             given.append(name)
-    for opt in table.values():
+    for opt in opts_of:
         if required and opt.required and opt.name not in kwargs:
             raise UsageError(f"{opt.label(style)} is required")
         if opt.name not in kwargs and opt.default is not None:
             kwargs[opt.name] = opt.default
+    if command == "plot" and "by" in given and "kind" not in given:
+        kwargs["kind"] = "reliability"          # the groups' overlay is a reliability diagram
     opts = Options(command=command, given=frozenset(given), style=style, **kwargs)
     _cross_checks(opts)
     return opts
@@ -699,6 +718,11 @@ def _cross_checks(o: Options) -> None:
         if o.kind == "corp" and o.engine != "memory":
             raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
                              "its consistency band use every distinct score)")
+        if o.by and o.kind != "reliability":
+            raise UsageError(f"{lab('by')} overlays the groups' reliability diagrams: use it "
+                             f"with {lab('kind')} reliability")
+        if o.by and o.per_class:
+            raise UsageError(f"{lab('by')} and {lab('per_class')} exclude each other")
         if o.kind == "drift" and not o.time:
             raise UsageError(f"{lab('kind')} drift draws a metric over time: give "
                              f"{lab('time')} COLUMN and {lab('window')} LENGTH")
@@ -728,10 +752,12 @@ def _meaningless(o: Options) -> None:
             if name in given and not cond:
                 raise UsageError(f"{lab(name)} has no effect without {what}")
 
-    if o.command == "score":
+    if o.command in ("score", "report"):
         needs(("ci_reps", "ci_level"), o.ci, lab("ci"))
         needs(("min_group_size", "max_groups"), o.by is not None or o.time is not None,
-              f"{lab('by')} COLUMN or {lab('time')} COLUMN")
+              f"{lab('by')} COLUMN" + (f" or {lab('time')} COLUMN" if o.command == "score"
+                                      else ""))
+    if o.command == "score":
         needs(("tz",), o.window is not None, f"{lab('window')}")
         needs(("loess_span",), bool(o.variables), f"{lab('variables')} COLUMN")
         chosen = registry.split_ids(o.metrics or [])
@@ -747,6 +773,9 @@ def _meaningless(o: Options) -> None:
               f"adaptive T-Cal (they set its levels; {lab('bins')} fixes m)")
     if o.command in ("score", "test", "report", "plot"):
         needs(("max_dropped",), o.drop_invalid, lab("drop_invalid"))
+    if o.command == "report":
+        needs(("paper",), (o.format or "") == "pdf" or (o.output or "").lower().endswith(
+            ".pdf"), "a PDF report (.pdf)")
     if o.command == "plot":
         needs(("band_level", "band_reps"), o.kind == "corp", f"{lab('kind')} corp")
         needs(("ci_reps", "ci_level"), o.kind == "drift", f"{lab('kind')} drift")

@@ -34,7 +34,7 @@ def data(tmp_path_factory):
 def _cli_args(options):
     out = []
     for key, value in options.items():
-        flag = {"variables": "--var", "methods": "--method"}.get(key, "--" + key.replace("_", "-"))
+        flag = "--" + key.replace("_", "-")
         for v in (value if isinstance(value, list) else [value]):
             if v is True:
                 out.append(flag)
@@ -47,7 +47,7 @@ SCORE_CASES = [
     {},
     {"metrics": ["ece", "ace", "tce", "brier", "log_loss"], "bins": 15},
     {"metrics": ["ece", "ace", "mce_q"], "by": "site", "ci": True, "ci_reps": 40, "seed": 3},
-    {"metrics": ["ece"], "variables": ["age"], "bins_table": ["ece"]},
+    {"metrics": ["ece"], "var": ["age"], "bins_table": ["ece"]},
     {"metrics": ["ece", "mce"], "fail_if": ["ece>0.01"], "where": "score > 0.05"},
 ]
 
@@ -68,7 +68,7 @@ def test_score_api_equals_cli_json(cli, data, engine, options):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_run_tests_api_equals_cli_json(cli, data, engine):
     path = data[0]
-    opts = {"methods": ["all"], "trials": 200, "seed": 4, "engine": engine}
+    opts = {"method": ["all"], "trials": 200, "seed": 4, "engine": engine}
     rep = calcheck.run_tests(path, **opts)
     assert rep.to_dict() == run_json(cli, path, *_cli_args(opts), cmd="test")
     assert set(rep.tests) >= {"tcal_adaptive", "hosmer_lemeshow", "spiegelhalter", "cox"}
@@ -85,8 +85,8 @@ def test_multiclass_through_the_same_calls(cli, data, engine):
 
 def test_memory_and_stream_reports_have_the_same_keys(data):
     path = data[0]
-    mem = calcheck.score(path, by="site", variables=["age"]).to_dict()
-    st = calcheck.score(path, by="site", variables=["age"], engine="stream").to_dict()
+    mem = calcheck.score(path, by="site", var=["age"]).to_dict()
+    st = calcheck.score(path, by="site", var=["age"], engine="stream").to_dict()
     assert mem.keys() == st.keys()
     assert set(mem["settings"]) <= set(st["settings"])
     assert set(mem["input"]) <= set(st["input"])
@@ -141,7 +141,7 @@ def test_polars_source_when_installed(data):
     ({"bins": 0}, "bins must be an integer >= 1", ["--bins", "0"], "--bins must be an integer"),
     ({"alpha": 1.5}, "alpha must be in the open interval", ["--alpha", "1.5"],
      "--alpha must be in the open interval"),
-    ({"variables": ["nope"]}, "no column 'nope' (variables", ["--var", "nope"],
+    ({"var": ["nope"]}, "no column 'nope' (var", ["--var", "nope"],
      "no column 'nope' (--var"),
     ({"metrics": ["ecee"]}, "metrics: unknown metric id 'ecee'", ["-m", "ecee"],
      "--metrics: unknown metric id 'ecee'"),
@@ -175,5 +175,5 @@ def test_report_object(data, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text()) == rep.to_dict()
     with pytest.raises(KeyError, match="no metric 'mce'"):
         rep.value("mce")
-    t = calcheck.run_tests(data[0], methods=["hl"], fail_on_reject=True)
+    t = calcheck.run_tests(data[0], method=["hl"], fail_on_reject=True)
     assert t.rejected == ["hosmer_lemeshow"] and t.exit_code == 1

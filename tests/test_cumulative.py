@@ -87,7 +87,7 @@ def test_p_value_below_1e300_is_right_and_logged():
     s = np.full(n, 0.01)
     y = np.zeros(n, dtype=np.int64)
     y[: n // 20] = 1                        # 5 % observed against 1 % predicted
-    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), methods=["ks", "kuiper"])
+    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), method=["ks", "kuiper"])
     ks = rep.data["tests"]["ks"]
     assert ks["statistic"] > 38 and ks["pvalue"] == 0.0 and ks["log10_pvalue"] < -300
     assert ks["reject"]
@@ -101,7 +101,7 @@ def test_tests_agree_with_mapie_on_tie_free_scores():
     for case in ("smooth", "rare", "tiny"):
         df = pd.DataFrame({"score": cases[f"binary_{case}_s"],
                            "label": cases[f"binary_{case}_y"]})
-        got = calcheck.run_tests(df, methods=["ks", "kuiper"]).data["tests"]
+        got = calcheck.run_tests(df, method=["ks", "kuiper"]).data["tests"]
         ref = values["binary"][case]["mapie_50"]
         for t in ("ks", "kuiper"):
             assert got[t]["statistic"] == pytest.approx(ref[t]["statistic"], rel=1e-7)

@@ -54,11 +54,11 @@ def test_direction_from_cox_slope():
     rng = np.random.default_rng(1)
     s = rng.random(20000)
     y = (rng.random(20000) < 0.5 + 0.5 * (s - 0.5)).astype(int)
-    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), methods=["cox"])
+    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), method=["cox"])
     assert rep.data["summary"]["verdict"] == "miscalibrated"
     assert any("over-confident" in d for d in rep.data["summary"]["direction"])
     y = (rng.random(20000) < np.clip(0.5 + 1.8 * (s - 0.5), 0, 1)).astype(int)
-    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), methods=["cox"])
+    rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), method=["cox"])
     assert any("under-confident" in d for d in rep.data["summary"]["direction"])
 
 
@@ -69,7 +69,7 @@ def test_worst_group_and_variable(tmp_path):
     site = np.where(np.arange(n) % 2 == 0, "a", "b")
     y = (rng.random(n) < np.where(site == "b", np.clip(s + 0.15, 0, 1), s)).astype(int)
     df = pd.DataFrame({"score": s, "label": y, "site": site, "age": rng.random(n)})
-    rep = calcheck.score(df, by="site", variables=["age"], metrics=["ece", "ace"])
+    rep = calcheck.score(df, by="site", var=["age"], metrics=["ece", "ace"])
     where = " ".join(rep.data["summary"]["where"])
     assert "worst group site = b" in where and "worst along age" in where
 
@@ -215,7 +215,7 @@ def test_bare_command_and_completion(cli):
 
 
 def test_colors_only_on_request_and_never_with_no_color(cli):
-    rep = calcheck.run_tests(SAMPLE / "miscalibrated_50.parquet", methods=["hl"])
+    rep = calcheck.run_tests(SAMPLE / "miscalibrated_50.parquet", method=["hl"])
     assert "\x1b[" in rep.render("table", color=True)
     assert "\x1b[" not in rep.render("table", color=False)
     assert "\x1b[" not in cli(["test", SAMPLE / "miscalibrated_50.parquet", "--method",

@@ -67,9 +67,11 @@ class Engine(Protocol):
         over the data (None otherwise)."""
         ...
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+               ax: Any = None) -> Outcome:
         """A figure (values: {"figure": matplotlib Figure}); ``variables``: the run's
-        VariablesResult, when the caller has it (``kind="variable"``)."""
+        VariablesResult, when the caller has it (``kind="variable"``); ``ax``: draw the main
+        panel into this matplotlib Axes and return it instead."""
 
     def settings(self) -> dict[str, Any]:
         """What the engine adds to the report's settings."""

@@ -278,7 +278,8 @@ class MemoryEngine:
 
     # -- figures -----------------------------------------------------------------------------
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+               ax: Any = None) -> Outcome:
         from calcheck.figures import arrays as figures
         from calcheck.figures import draw
 
@@ -295,16 +296,17 @@ class MemoryEngine:
         elif kind == "reliability":
             label = "equal-width" if opts.binning == "uniform" else "equal-mass"
             fig = figures.reliability(top, bins=bins, binning=opts.binning, top_label=mc,
-                                      title=f"Reliability diagram, {bins} {label} bins{view}")
+                                      title=f"Reliability diagram, {bins} {label} bins{view}",
+                                      ax=ax)
         elif kind == "tce":
             fig = figures.test_based(top, yscale=opts.yscale, top_label=mc,
-                                     title=f"Test-based reliability diagram{view}")
+                                     title=f"Test-based reliability diagram{view}", ax=ax)
         elif kind == "corp":
             fig = figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,
                                title=f"CORP reliability diagram{view}",
-                               top_label=self.multiclass)
+                               top_label=self.multiclass, ax=ax)
         else:
             name = (opts.variables or [""])[0]
             res = variables or self.variables([name], opts).values["result"]
-            fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name)
+            fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
         return Outcome(values={"figure": fig})

@@ -372,7 +372,8 @@ class StreamEngine:
 
     # -- figures -----------------------------------------------------------------------------
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None) -> Outcome:
+    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+               ax: Any = None) -> Outcome:
         """The in-memory engine's figure from passes over the files (``variables``: the run's
         VariablesResult, when the caller has it)."""
         from calcheck.figures import draw
@@ -390,7 +391,7 @@ class StreamEngine:
             v = np.asarray(entry["curve"]["v"], float)
             window = (float(v.min()), float(v.max()))
             out.values["figure"] = draw.variable_figure(
-                entry, sfig.stream_spread(self.source, var=name, window=window), name)
+                entry, sfig.stream_spread(self.source, var=name, window=window), name, ax=ax)
             return out
         bins = opts.bins or (15 if self.multiclass else 10)
         state = self._cached_grid(bins) or self.grid(bins, log_loss=False)
@@ -407,14 +408,14 @@ class StreamEngine:
             label = "equal-width" if opts.binning == "uniform" else "equal-mass"
             out.values["figure"] = draw.reliability_figure(
                 res.bin_rows(), spread, top_label=self.multiclass,
-                title=f"Reliability diagram, {bins} {label} bins{view}")
+                title=f"Reliability diagram, {bins} {label} bins{view}", ax=ax)
             return out
         res = positional_results(self.source, state, ["tce"], ties=opts.ties)[0]["tce"]
         assert res.bins is not None
         points = sfig.violins(self.source, state, res.bins.count)
         out.values["figure"] = draw.tce_figure_from(
             res.bin_rows(), points, spread, value=res.value, yscale=opts.yscale,
-            top_label=self.multiclass, title=f"Test-based reliability diagram{view}")
+            top_label=self.multiclass, title=f"Test-based reliability diagram{view}", ax=ax)
         return out
 
     def spread(self) -> Any:

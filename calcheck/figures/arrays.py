@@ -19,27 +19,28 @@ from calcheck.metrics.tce import tce, tce_bounds
 
 
 def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
-                title: str | None = None, top_label: bool = False) -> Any:
+                title: str | None = None, top_label: bool = False, ax: Any = None) -> Any:
     """Reliability diagram of equal-width (``uniform``) or equal-mass (``quantile``) bins."""
     res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
     label = "equal-width" if binning == "uniform" else "equal-mass"
     return draw.reliability_figure(res.bin_rows(), data.scores, top_label=top_label,
-                                    title=title or f"Reliability diagram ({bins} {label} bins)")
+                                    title=title or f"Reliability diagram ({bins} {label} bins)",
+                                    ax=ax)
 
 
 def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto",
-               top_label: bool = False, **tce_options: Any) -> Any:
+               top_label: bool = False, ax: Any = None, **tce_options: Any) -> Any:
     """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given)."""
     res = tce(data, **tce_options)
     bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
                         tce_options.get("n_min"), tce_options.get("n_max"))
     return draw.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
                             title=title or "Test-based reliability diagram", yscale=yscale,
-                            top_label=top_label)
+                            top_label=top_label, ax=ax)
 
 
 def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
-         title: str | None = None, top_label: bool = False) -> Any:
+         title: str | None = None, top_label: bool = False, ax: Any = None) -> Any:
     """The CORP reliability diagram: PAV curve, consistency band, Brier and log decompositions."""
     from calcheck.metrics import corp as c
 
@@ -50,7 +51,7 @@ def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
               if top_label else {})
     return draw.corp_figure(rec.x, rec.fit, band, parts, data.scores,
-                             title=title or "CORP reliability diagram", **labels)
+                             title=title or "CORP reliability diagram", ax=ax, **labels)
 
 
 def per_class(probs: np.ndarray, labels: np.ndarray, classes: list[str], *, bins: int = 15,

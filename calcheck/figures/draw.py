@@ -132,9 +132,11 @@ def _pred_hist(ax: Any, scores: Spread, ylim: tuple[float, float], color: str,
 
 
 def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Spread, *,
-                       title: str = "Reliability diagram", top_label: bool = False) -> Any:
+                       title: str = "Reliability diagram", top_label: bool = False,
+                       ax: Any = None) -> Any:
     """Reliability diagram from a metric's bin table (``MetricResult.bin_rows()``) and the
-    predictions (or their :class:`Spread`)."""
+    predictions (or their :class:`Spread`); with ``ax``, only its main panel, in that Axes
+    (returned)."""
     plt = _mpl()
     scores = scores if isinstance(scores, Spread) else Spread.of(scores)
     rows = [r for r in bins_table if r["n"] > 0]
@@ -144,9 +146,11 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     k = np.array([r["positives"] for r in rows])
     lo, hi = _binom_interval(k, n)
     lim = _zoom(min(scores.lo, float(lo.min())), max(scores.hi, float(hi.max())))
-    fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
-    gs = fig.add_gridspec(2, 2, width_ratios=(4, 1), height_ratios=(4, 1.2))
-    ax = fig.add_subplot(gs[0, 0])
+    given = ax is not None
+    if ax is None:
+        fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
+        gs = fig.add_gridspec(2, 2, width_ratios=(4, 1), height_ratios=(4, 1.2))
+        ax = fig.add_subplot(gs[0, 0])
     ax.plot(lim, lim, ls="--", color="0.5", lw=1, label="perfect calibration")
     for edge in sorted({r["lower"] for r in rows} | {r["upper"] for r in rows}):
         ax.axvline(edge, color="0.85", lw=0.8, ls=":", zorder=0)
@@ -159,6 +163,8 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     ax.set_ylabel("accuracy (share correct)" if top_label else "empirical probability")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
+    if given:
+        return ax
     axh = fig.add_subplot(gs[0, 1], sharey=ax)
     _pred_hist(axh, scores, lim, "C0")
     axc = fig.add_subplot(gs[1, 0], sharex=ax)
@@ -172,12 +178,18 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     return fig
 
 
+MAX_OVERLAY = 10        # curves of one overlay (the largest groups): more are unreadable
+
+
 def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
-                   title: str = "Reliability diagrams", top_label: bool = False) -> Any:
-    """Several models' (or windows') reliability diagrams on one axes, with a legend:
-    ``tables`` is (label, bin table) per curve; markers sized by the bin's share of rows."""
+                   title: str = "Reliability diagrams", top_label: bool = False,
+                   ax: Any = None) -> Any:
+    """Several models' (or groups') reliability diagrams on one axes, with a legend:
+    ``tables`` is (label, bin table) per curve.  Returns the Figure, or ``ax`` when given."""
     plt = _mpl()
-    fig, ax = plt.subplots(figsize=(6.5, 6.0), layout="constrained")
+    given = ax is not None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.5, 6.0), layout="constrained")
     ax.plot((0, 1), (0, 1), ls="--", color="0.5", lw=1, label="perfect calibration")
     for j, (label, table) in enumerate(tables):
         rows = [r for r in table if r["n"] > 0]
@@ -198,11 +210,11 @@ def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
     ax.set_ylabel("accuracy (share correct)" if top_label else "empirical probability (95% CI)")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
-    return fig
+    return ax if given else fig
 
 
 def drift_figure(windows: list[dict[str, Any]], metric: str, name: str, *,
-                 window: str = "") -> Any:
+                 window: str = "", ax: Any = None) -> Any:
     """A metric over time: its value per window with the bootstrap interval as a band, and the
     rows per window below (empty windows leave a gap)."""
     from datetime import datetime
@@ -219,14 +231,18 @@ def drift_figure(windows: list[dict[str, Any]], metric: str, name: str, *,
     lo = np.array([end(w, "low") for w in windows])
     hi = np.array([end(w, "high") for w in windows])
     n = np.array([w["n"] for w in windows])
-    fig = plt.figure(figsize=(8.0, 5.0), layout="constrained")
-    gs = fig.add_gridspec(2, 1, height_ratios=(3, 1))
-    ax = fig.add_subplot(gs[0])
+    given = ax is not None
+    if ax is None:
+        fig = plt.figure(figsize=(8.0, 5.0), layout="constrained")
+        gs = fig.add_gridspec(2, 1, height_ratios=(3, 1))
+        ax = fig.add_subplot(gs[0])
     ax.fill_between(t, lo, hi, color="C0", alpha=0.2, label="bootstrap interval")
     ax.plot(t, v, "-o", color="C0", ms=3, label=name)
     ax.set_ylabel(name)
     ax.set_title(f"{name} over time" + (f" ({window})" if window else ""))
     ax.legend(loc="upper left", fontsize="small")
+    if given:
+        return ax
     axn = fig.add_subplot(gs[1], sharex=ax)
     days = [(datetime.fromisoformat(w["end"]) - s).total_seconds() / 86400.0
             for w, s in zip(windows, t)]
@@ -239,14 +255,17 @@ def drift_figure(windows: list[dict[str, Any]], metric: str, name: str, *,
 def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any],
                 scores: FloatArray | Spread, *, title: str = "CORP reliability diagram",
                 xlabel: str = "predicted probability",
-                ylabel: str = "conditional event probability (PAV)") -> Any:
+                ylabel: str = "conditional event probability (PAV)", ax: Any = None) -> Any:
     """The CORP reliability diagram: the PAV-recalibrated step function, the consistency band
-    of a calibrated model, the histogram of the predictions, and the decomposition."""
+    of a calibrated model, the histogram of the predictions, and the decomposition (with
+    ``ax``, all but the histogram, in that Axes)."""
     plt = _mpl()
     scores = scores if isinstance(scores, Spread) else Spread.of(scores)
-    fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
-    gs = fig.add_gridspec(2, 1, height_ratios=(4, 1.1))
-    ax = fig.add_subplot(gs[0, 0])
+    given = ax is not None
+    if ax is None:
+        fig = plt.figure(figsize=(7.5, 7.0), layout="constrained")
+        gs = fig.add_gridspec(2, 1, height_ratios=(4, 1.1))
+        ax = fig.add_subplot(gs[0, 0])
     ax.plot([0, 1], [0, 1], ls="--", color="0.5", lw=1, label="perfect calibration")
     ax.fill_between(band.x, band.low, band.high, step="post", color="C1", alpha=0.25,
                     label=f"{band.level:.0%} consistency band ({band.reps} draws)")
@@ -262,6 +281,8 @@ def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any]
     ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, ha="right", va="bottom",
             family="monospace", fontsize="small",
             bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
+    if given:
+        return ax
     axh = fig.add_subplot(gs[1, 0], sharex=ax)
     edges = np.linspace(0.0, 1.0, 51)
     counts = scores.histogram(edges, None)
@@ -323,7 +344,7 @@ def violin_ranks(bounds: IntArray) -> list[IntArray]:
 def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, bounds: IntArray, *,
                top_label: bool = False,
                title: str = "Test-based reliability diagram", value: float | None = None,
-               yscale: str = "auto") -> Any:
+               yscale: str = "auto", ax: Any = None) -> Any:
     """Test-based reliability diagram from the TCE bin table and the sorted scores.
 
     ``yscale`` is ``"linear"``, ``"logit"`` or ``"auto"`` (logit when most predictions are
@@ -332,14 +353,15 @@ def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, boun
     """
     return tce_figure_from(bins_table, [sorted_scores[r] for r in violin_ranks(bounds)],
                            Spread.of(sorted_scores), title=title, value=value, yscale=yscale,
-                           top_label=top_label)
+                           top_label=top_label, ax=ax)
 
 
 def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray], scores: Spread,
                     *, title: str = "Test-based reliability diagram", value: float | None = None,
-                    yscale: str = "auto", top_label: bool = False) -> Any:
+                    yscale: str = "auto", top_label: bool = False, ax: Any = None) -> Any:
     """:func:`tce_figure` from each bin's violin points (:func:`violin_ranks`) and the
-    predictions' :class:`Spread` — what the streaming engines compute."""
+    predictions' :class:`Spread` — what the streaming engines compute.  With ``ax``, the
+    violins and empirical probabilities only, in that Axes (returned)."""
     plt = _mpl()
     nb = len(bins_table)
     x = np.arange(1, nb + 1)
@@ -354,9 +376,11 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
         lim = (float(min(lo, np.nanmin(emp))) / 2, 1 - (1 - float(max(hi, np.nanmax(emp)))) / 2)
     else:
         lim = _zoom(min(lo, float(np.nanmin(emp))), max(hi, float(np.nanmax(emp))))
-    fig = plt.figure(figsize=(max(8.0, 0.95 * nb + 3), 7.5), layout="constrained")
-    gs = fig.add_gridspec(2, 2, width_ratios=(5, 1), height_ratios=(4, 1.6))
-    ax = fig.add_subplot(gs[0, 0])
+    given = ax is not None
+    if ax is None:
+        fig = plt.figure(figsize=(max(8.0, 0.95 * nb + 3), 7.5), layout="constrained")
+        gs = fig.add_gridspec(2, 2, width_ratios=(5, 1), height_ratios=(4, 1.6))
+        ax = fig.add_subplot(gs[0, 0])
     varying = [i for i in nonempty if np.ptp(data[i]) > 0]
     if varying:
         parts = ax.violinplot([data[i] for i in varying], positions=x[varying], widths=0.8,
@@ -374,6 +398,11 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
                   else r"predicted probability $P_\theta(y=1\mid x)$")
     ax.set_title(title + (f" — TCE {value:.2f}%" if value is not None else ""))
     ax.legend(loc="upper left", fontsize="small")
+    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\n{r['n']:,} rows" for r in bins_table]
+    if given:
+        ax.set_xticks(x, labels, rotation=30 if nb > 10 else 0,
+                      ha="right" if nb > 10 else "center", fontsize=8)
+        return ax
     ax.tick_params(labelbottom=False)
     axh = fig.add_subplot(gs[0, 1], sharey=ax)
     _pred_hist(axh, scores, lim, "C0", scale)
@@ -387,7 +416,6 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
             axb.text(xi, ni, f"{100 * ri / ni:.0f}%", ha="center", va="bottom", fontsize=8)
     axb.set_ylim(0, n.max() * 1.25 if n.size else 1)
     axb.set_ylabel("rows")
-    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\n{r['n']:,} rows" for r in bins_table]
     axb.set_xticks(x, labels, rotation=30 if nb > 10 else 0, ha="right" if nb > 10 else "center",
                    fontsize=9)
     axb.set_xlabel(("confidence" if top_label else "score") + " range of each bin")
@@ -395,7 +423,8 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
     return fig
 
 
-def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str) -> Any:
+def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str, *,
+                    ax: Any = None) -> Any:
     """Variable-based calibration plot from a ``variables.NAME`` report entry and the variable's
     values (or the :class:`Spread` of the values inside the curve's v range)."""
     plt = _mpl()
@@ -404,9 +433,11 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str)
     if not isinstance(values, Spread):
         ok = values[~np.isnan(values)]
         values = Spread.of(ok[(ok >= v.min()) & (ok <= v.max())])
-    fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
-    gs = fig.add_gridspec(2, 1, height_ratios=(4, 1))
-    ax = fig.add_subplot(gs[0])
+    given = ax is not None
+    if ax is None:
+        fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
+        gs = fig.add_gridspec(2, 1, height_ratios=(4, 1))
+        ax = fig.add_subplot(gs[0])
     for key, color, label in (("error_rate", "C0", "actual error (LOESS)"),
                               ("predicted_error", "C3", "predicted error (LOESS)")):
         mid = 100 * np.asarray(c[key], float)
@@ -420,6 +451,9 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str)
     ax.set_ylabel("% error")
     ax.set_title(f"Variable-based calibration along {name} — VECE {100 * var['vece']:.2f}%")
     ax.legend(loc="best", fontsize="small")
+    if given:
+        ax.set_xlabel(name)
+        return ax
     ax.tick_params(labelbottom=False)
     axh = fig.add_subplot(gs[1], sharex=ax)
     integer = values.integer and values.hi - values.lo <= 200
