@@ -138,9 +138,9 @@ def _inputs(command: str, values: Mapping[str, Any], *,
         if (scores is None) == (not _is_array(probs)):
             raise UsageError(f"{command}(): give scores= (binary: an array of n probabilities) "
                              "or probs= (multiclass: an n × K array), not both")
-        for key in ("by", "correct_from", "time"):
+        for key, name in (("by", "group"), ("correct_from", "correct_from"), ("time", "time")):
             if _is_array(values.get(key)):
-                columns[key], values[key] = values[key], key
+                columns[name], values[key] = values[key], name
         var = values.get("var")
         if isinstance(var, Mapping):
             columns.update({str(k): a for k, a in var.items()})
@@ -782,11 +782,12 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             metrics=m.values, bins_for=bins_for, gates=gates,
                             notes=reading.notes + m.notes + v.notes,
                             variables=var.to_dict() if var is not None else None, groups=groups,
-                            extra=extra, summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
+                            extra=extra, summary_bins=(sb := _summary_bins(eng, opts, m.values)),
+                            seed=opts.seed)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
-                  text_plot=plot_id, per_class=opts.per_class)
+                  text_plot=plot_id, per_class=opts.per_class, diagram=sb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -855,9 +856,9 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                                engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
                             settings=settings, tests=t.values, notes=reading.notes + t.notes,
-                            summary_bins=_summary_bins(eng, opts, {}), seed=opts.seed)
+                            summary_bins=(sb := _summary_bins(eng, opts, {})), seed=opts.seed)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
-                  fail_on_reject=opts.fail_on_reject)
+                  fail_on_reject=opts.fail_on_reject, diagram=sb)
 
 
 TCE_SKIPPED = "tce not computed: "
@@ -945,19 +946,20 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
     methods = (["tcal"] if opts.adaptive else []) + ["hl", "spiegelhalter", "cox"]
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
-        can = registry.streamable(mc) if eng.name != "memory" else registry.selectable(mc)
-        ids = [m for m in registry.default_ids(mc) if m in can]
-        m = _metrics(eng, ids, opts.replace(bins=None, ci=False), optional_tce=True)
-        tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes)
+        ids, _, planned = plan_metrics(opts, mc, eng.name)
+        m = _metrics(eng, ids, opts, optional_tce=opts.metrics is None)
+        ids = [i for i in ids if i in m.values]
+        tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes) or \
+            not any(i in ids for i in ("tce", "tce_top"))
         if mc and eng.name == "memory":
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
-        notes = m.notes + t.notes
-        left = [x for x in registry.default_ids(mc) if x not in ids]
-        if left:
-            notes.append(f"{', '.join(left)} not computed on --engine {eng.name} (the "
-                         "probabilistic count needs every distinct score; --engine memory has "
-                         "it)")
+        notes = planned + m.notes + t.notes
+        g = eng.groups(ids, opts) if opts.by else None
+        groups = None
+        if g is not None:
+            names = group_names(g.values)
+            groups = {names[k]: gr.to_dict() for k, gr in g.values.items()}
         var = None
         if opts.variables:
             v = eng.variables(opts.variable_list, opts)
@@ -966,8 +968,13 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         for kind, binning, caption in FIGURES:
             if kind == "tce" and tce_skipped:
                 continue
-            fopts = opts.replace(bins=None, binning=binning, yscale="auto")
+            fopts = opts.replace(binning=binning, yscale="auto")
             figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+        if g is not None:
+            over = _groups_figure(eng, opts)
+            figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
+                         "95% intervals)", over.values["figure"]))
+            notes += over.notes
         if eng.name == "memory" and mc:
             figs.append(("Per-class reliability diagrams (one-vs-rest)",
                          eng.figure("reliability", opts.replace(per_class=True, bins=None,
@@ -989,15 +996,19 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                          eng.figure("variable", fopts, variables=var).values["figure"]))
         check_dropped(eng, opts)
         reading = eng.reading()
-        settings = settings_of(opts, multiclass=mc, engine=_settings(eng), extra=t.settings)
+        settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
+                               extra={**m.settings, **t.settings,
+                                      **(g.settings if g else {})})
         data = build_report(command="report", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, tests=t.values, notes=reading.notes + notes,
                             variables=var.to_dict() if var is not None else None,
-                            summary_bins=_summary_bins(eng, opts, m.values), seed=opts.seed)
+                            groups=groups,
+                            summary_bins=(sb := _summary_bins(eng, opts, m.values)),
+                            seed=opts.seed)
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
-                  figures=pngs)
+                  figures=pngs, diagram=sb)
 
 
 def report_kind(opts: Options) -> str:

@@ -193,7 +193,7 @@ class _Bars:
     """The progress bars of one run (none when stderr is not a terminal or with -q)."""
 
     def __init__(self, quiet: bool) -> None:
-        self.on = sys.stderr.isatty() and not quiet
+        self.on = sys.stderr.isatty() and not quiet and not dumb_terminal()
         self.bars: list[_Progress] = []
 
     def __call__(self, label: str) -> Callable[[int, int], None] | None:
@@ -225,6 +225,11 @@ def _parse(command: str, file: str, values: dict[str, Any],
     return opts
 
 
+def dumb_terminal() -> bool:
+    """TERM=dumb: a terminal that shows no colour, no box drawing and no progress bar."""
+    return os.environ.get("TERM", "") == "dumb"
+
+
 def _emit(rep: Any, opts: O.Options) -> None:
     """The report file first (atomically), then stdout, then the notes on stderr."""
     from calcheck.report.render import format_for_path
@@ -234,7 +239,7 @@ def _emit(rep: Any, opts: O.Options) -> None:
     import shutil
 
     fmt = opts.out_format
-    tty = sys.stdout.isatty()
+    tty = sys.stdout.isatty() and not dumb_terminal()
     text = rep.render(fmt, color=tty and fmt == "table" and not os.environ.get("NO_COLOR"),
                       plain=not tty, width=shutil.get_terminal_size((80, 24)).columns,
                       details=opts.details)

@@ -396,7 +396,8 @@ BAND_LEVEL = Opt("band_level", ("--band-level",), 0.9, "Level of the CORP diagra
                  "band.", METRICS, check_open_unit, "LEVEL", "float")
 BAND_REPS = Opt("band_reps", ("--band-reps",), 200, "Draws of the CORP consistency band.",
                 METRICS, check_count(10, 100_000), "N", "int")
-PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Image file: .png, .svg or .pdf.", OUTPUT,
+PLOT_OUTPUT = Opt("output", ("--output", "-o"), None, "Required: the image file to write, "
+                  ".png, .svg or .pdf (from Python, calcheck.figure returns the figure).", OUTPUT,
                   check_path, "FILE", required=True)
 PLOT_VAR = Opt("variables", ("--var",), None, "The variable of --kind variable.", VARIABLES,
                check_list(check_column), "COLUMN", "list")
@@ -410,7 +411,8 @@ BINNING = Opt("binning", ("--binning",), "uniform", "Reliability diagram bins: u
 YSCALE = Opt("yscale", ("--yscale",), "auto", "Probability axis of the TCE diagram: auto (logit "
              "when predictions crowd near 0 or 1), linear or logit.", OUTPUT,
              choice("auto", "linear", "logit"), "SCALE")
-REPORT_OUTPUT = Opt("output", ("--output", "-o"), None, "The report: .html (or .pdf).", OUTPUT,
+REPORT_OUTPUT = Opt("output", ("--output", "-o"), None, "Required: the report file to write, "
+                    ".html (or .pdf).", OUTPUT,
                     check_path, "FILE", required=True)
 REPORT_FORMAT = Opt("format", ("--format", "-f"), None, "html (default) or pdf; default from "
                     "the extension.", OUTPUT, choice(*REPORT_FORMATS), "FORMAT")
@@ -660,7 +662,11 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
             given.append(name)
     for opt in opts_of:
         if required and opt.required and opt.name not in kwargs:
-            raise UsageError(f"{opt.label(style)} is required")
+            what = opt.help.removeprefix("Required: ")
+            if style == "cli":
+                raise UsageError(f"calcheck {command} needs {'/'.join(reversed(opt.flags))} "
+                                 f"{opt.metavar or ''}: {what}")
+            raise UsageError(f"{opt.kw}= is required: {what}")
         if opt.name not in kwargs and opt.default is not None:
             kwargs[opt.name] = opt.default
     if command == "plot" and "by" in given and "kind" not in given:

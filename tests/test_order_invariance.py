@@ -60,7 +60,7 @@ def numbers(rep):
 
 
 SCORE = {"metrics": ["all"], "ci": True, "ci_reps": 30, "seed": 1}
-TESTS = {"methods": ["all"], "trials": 100, "seed": 2}
+TESTS = {"method": ["all"], "trials": 100, "seed": 2}
 
 
 @pytest.mark.parametrize("engine", ["memory", "stream"])

@@ -28,6 +28,7 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.errors import CalcheckError
+from calcheck.formatting import number
 
 INSTALL_HINT = ('install it with: pip install "matplotlib>=3.7" (from a calcheck checkout: '
                 'pip install -e ".[plot]")')
@@ -183,13 +184,13 @@ MAX_OVERLAY = 10        # curves of one overlay (the largest groups): more are u
 
 def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
                    title: str = "Reliability diagrams", top_label: bool = False,
-                   ax: Any = None) -> Any:
+                   ax: Any = None, size: tuple[float, float] = (6.5, 6.0)) -> Any:
     """Several models' (or groups') reliability diagrams on one axes, with a legend:
     ``tables`` is (label, bin table) per curve.  Returns the Figure, or ``ax`` when given."""
     plt = _mpl()
     given = ax is not None
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6.5, 6.0), layout="constrained")
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
     ax.plot((0, 1), (0, 1), ls="--", color="0.5", lw=1, label="perfect calibration")
     for j, (label, table) in enumerate(tables):
         rows = [r for r in table if r["n"] > 0]
@@ -276,8 +277,8 @@ def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any]
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
-    lines = [f"{name:>5}  MCB {v['mcb']:.4f}  DSC {v['dsc']:.4f}  UNC {v['unc']:.4f}  "
-             f"score {v['score']:.4f}" for name, v in parts.items()]
+    lines = [f"{name:>5}  MCB {number(v['mcb'])}  DSC {number(v['dsc'])}  "
+             f"UNC {number(v['unc'])}  score {number(v['score'])}" for name, v in parts.items()]
     ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, ha="right", va="bottom",
             family="monospace", fontsize="small",
             bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
@@ -315,7 +316,7 @@ def per_class_figure(panels: list[tuple[str, list[dict[str, Any]], float]], *, t
         ax.plot([0, 1], [0, 1], ls="--", color="0.6", lw=0.8)
         ax.scatter(ms, ml, s=12 + 60 * n / max(float(n.max()), 1.0), color="C0", alpha=0.8)
         ax.plot(ms, ml, color="C0", lw=0.8, alpha=0.6)
-        ax.set_title(f"{name}  (ECE {ece:.3f})", fontsize=10)
+        ax.set_title(f"{name}  (ECE {number(ece, 3)})", fontsize=10)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
     for ax in list(axes.flat)[k:]:
@@ -396,7 +397,7 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
     ax.set_xlim(0.4, nb + 0.6)
     ax.set_ylabel("confidence (max probability)" if top_label
                   else r"predicted probability $P_\theta(y=1\mid x)$")
-    ax.set_title(title + (f" — TCE {value:.2f}%" if value is not None else ""))
+    ax.set_title(title + (f" — TCE {number(value, 2)} %" if value is not None else ""))
     ax.legend(loc="upper left", fontsize="small")
     labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\n{r['n']:,} rows" for r in bins_table]
     if given:
@@ -445,11 +446,11 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str,
         ax.fill_between(v, 100 * np.asarray(c[f"{key}_lo"], float),
                         100 * np.asarray(c[f"{key}_hi"], float), color=color, alpha=0.25)
     ax.axvline(var["v_star"], color="0.3", ls=":", lw=1)
-    ax.annotate(f"VCE(v*) = {100 * var['vce_max']:.1f} pts at {name} = {var['v_star']:.4g}",
+    ax.annotate(f"VCE(v*) = {number(100 * var['vce_max'], 1)} pts at {name} = {var['v_star']:.4g}",
                 xy=(var["v_star"], ax.get_ylim()[1]), xytext=(4, -14), textcoords="offset points",
                 fontsize=8)
     ax.set_ylabel("% error")
-    ax.set_title(f"Variable-based calibration along {name} — VECE {100 * var['vece']:.2f}%")
+    ax.set_title(f"Variable-based calibration along {name} — VECE {number(100 * var['vece'], 2)} %")
     ax.legend(loc="best", fontsize="small")
     if given:
         ax.set_xlabel(name)

@@ -64,10 +64,15 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
         if opts.by:
             out.update({"by": opts.by, "min_group_size": opts.min_group_size})
     else:                                                   # report
-        out = {"alpha": opts.alpha, "trials": opts.trials, "seed": opts.seed,
-               "tcal": opts.adaptive, "variables": opts.variable_list,
+        out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
+               (15 if multiclass else 10), "alpha": opts.alpha, "trials": opts.trials,
+               "seed": opts.seed, "tcal": opts.adaptive, "variables": opts.variable_list,
                "loess_span": opts.loess_span, "correct_from": opts.correct_from,
                "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties}
+        if opts.by:
+            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+        if opts.format == "pdf" or (opts.output or "").lower().endswith(".pdf"):
+            out["paper"] = opts.paper
     out.update(engine or {})
     out.update(extra or {})
     return out

@@ -8,7 +8,9 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
-from calcheck.report.render import _write_rows, format_value, to_json
+from calcheck.formatting import number
+from calcheck.formatting import value as format_value
+from calcheck.report.render import _write_rows, to_json
 from calcheck.report.text import ascii, clean, markdown
 
 COLUMNS = ("id", "metric", "old", "new", "change", "interval", "verdict")
@@ -94,7 +96,7 @@ def render_table(report: Mapping[str, Any], *, width: int = 100, color: bool = F
 def _gate_text(gate: Mapping[str, Any]) -> str:
     state = "FAILED" if gate["failed"] else "passed"
     return (f"gate --fail-if-worse {gate['condition']}: {state} (lower end of the change "
-            f"{gate['low']:.6g} {'>' if gate['failed'] else '<='} margin {gate['margin']:g})")
+            f"{number(gate['low'], 6)} {'>' if gate['failed'] else '<='} margin {gate['margin']:g})")
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

@@ -1,7 +1,14 @@
 """One self-contained HTML report: the summary first, then the input, the tests with their
-direction, the metrics, the figures (embedded as base64 PNG) and the settings as a list.  No
-script, stylesheet, font or image is fetched from anywhere: the file opens offline.  Every
-text from the data is escaped.
+direction, the metrics with their intervals, the groups, the figures (embedded as base64 PNG)
+and the settings as a list.  No script, stylesheet, font or image is fetched from anywhere: the
+file opens offline.  Every text from the data is escaped.
+
+Layout: a figure is shown at most at its natural size (the PNG's pixel width, given as the
+``<img>``'s width and height) and shrinks with a narrow window; tables wrap their cells instead
+of widening the page, so neither a 1600 px nor a 420 px window scrolls sideways.
+:func:`render_fragment` is the compact notebook view (``Report._repr_html_``): the same
+styles scoped to one ``<div>``, the verdict first, the intervals, the groups and a small
+reliability diagram.
 """
 
 from __future__ import annotations
@@ -11,37 +18,61 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from calcheck.formatting import number, statistic
+from calcheck.formatting import pvalue as format_p
+from calcheck.formatting import value as format_value
 from calcheck.registry import title
 from calcheck.report.render import (
+    _ci_level,
+    _ci_text,
+    _grouping,
     _test_note,
-    format_value,
+    groups_of,
     per_class_rows,
     short_settings,
 )
-from calcheck.report.summary import format_p
 from calcheck.report.text import clean, setting
 
+# every rule is scoped to .calcheck, so a notebook's page keeps its own styles
 CSS = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
-       max-width: 1280px; color: #222; line-height: 1.45; padding: 0 1.2rem; }
-h1 { font-size: 1.7rem; margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; font-size: 1.3rem; }
-.meta { color: #555; font-size: 0.92rem; }
-.summary { font-size: 1.08rem; padding: 0.9rem 1.1rem; border-radius: 6px; margin: 1rem 0;
-           border-left: 6px solid #888; background: #f5f5f5; }
-.summary.miscalibrated { border-color: #b00020; background: #fdecee; }
-.summary.ok { border-color: #1b5e20; background: #edf7ee; }
-.summary.inconclusive { border-color: #b26a00; background: #fff4e0; }
-.summary b { display: block; font-size: 1.2rem; margin-bottom: 0.3rem; }
-table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.95rem; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.35rem 0.8rem; text-align: left;
-         vertical-align: top; }
-th { background: #fafafa; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.reject { color: #b00020; font-weight: 600; } .accept { color: #1b5e20; }
-figure { margin: 1.4rem 0; } figure img { width: 100%; height: auto; border: 1px solid #eee; }
-figcaption { color: #444; font-size: 0.95rem; margin-top: 0.3rem; }
-dl.settings { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1.2rem;
-              font-size: 0.92rem; } dl.settings dt { color: #555; } dl.settings dd { margin: 0; }
+body { margin: 0; }
+.calcheck { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; color: #222;
+            line-height: 1.45; overflow-wrap: break-word; }
+.calcheck.page { max-width: 1100px; margin: 2rem auto; padding: 0 1.2rem; }
+.calcheck h1 { font-size: 1.7rem; margin-bottom: 0.2rem; }
+.calcheck h2 { margin-top: 2.2rem; font-size: 1.3rem; }
+.calcheck .meta { color: #555; font-size: 0.92rem; }
+.calcheck .summary { font-size: 1.05rem; padding: 0.8rem 1rem; border-radius: 6px;
+                     margin: 1rem 0; border-left: 6px solid #888; background: #f5f5f5; }
+.calcheck .summary.miscalibrated { border-color: #b00020; background: #fdecee; }
+.calcheck .summary.ok { border-color: #1b5e20; background: #edf7ee; }
+.calcheck .summary.inconclusive { border-color: #b26a00; background: #fff4e0; }
+.calcheck .summary b { display: block; font-size: 1.15rem; margin-bottom: 0.3rem; }
+.calcheck table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.95rem;
+                  max-width: 100%; }
+.calcheck th, .calcheck td { border-bottom: 1px solid #ddd; padding: 0.35rem 0.7rem;
+                             text-align: left; vertical-align: top; }
+.calcheck th { background: #fafafa; }
+.calcheck td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.calcheck .wide { overflow-x: auto; max-width: 100%; }
+.calcheck .ci { color: #555; font-size: 0.9em; }
+.calcheck .flag { color: #b26a00; }
+.calcheck .reject { color: #b00020; font-weight: 600; } .calcheck .accept { color: #1b5e20; }
+.calcheck figure { margin: 1.4rem 0; max-width: 100%; }
+.calcheck figure img { display: block; box-sizing: border-box; max-width: 100%; height: auto;
+                      border: 1px solid #eee; }
+.calcheck figcaption { color: #444; font-size: 0.95rem; margin-top: 0.3rem; }
+.calcheck dl.settings { display: grid; gap: 0.2rem 1.2rem; font-size: 0.92rem;
+                        grid-template-columns: minmax(5rem, max-content) minmax(0, 1fr); }
+.calcheck dl.settings dt { color: #555; } .calcheck dl.settings dd { margin: 0; }
+.calcheck.fragment { max-width: 760px; font-size: 0.92rem; }
+.calcheck.fragment h2 { font-size: 1.05rem; margin: 1rem 0 0.3rem; }
+.calcheck.fragment figure { margin: 0.6rem 0; }
+@media (max-width: 640px) {
+  .calcheck.page { margin: 1rem auto; padding: 0 0.6rem; }
+  .calcheck table { font-size: 0.82rem; }
+  .calcheck th, .calcheck td { padding: 0.25rem 0.35rem; }
+}
 """
 
 
@@ -49,10 +80,22 @@ def _e(x: Any) -> str:
     return html.escape(clean(x))
 
 
-def _img(png: bytes, caption: str) -> str:
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's width and height in pixels (its IHDR chunk)."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        raise ValueError("not a PNG")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def _img(png: bytes, caption: str, *, width: int | None = None) -> str:
+    """A figure at most at its natural width (or ``width`` px), shrinking with the window."""
     data = base64.b64encode(png).decode("ascii")
-    return (f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_e(caption)}</figcaption></figure>")
+    w, h = png_size(png)
+    if width is not None and width < w:
+        w, h = width, round(h * width / w)
+    return (f'<figure style="width: {w}px"><img alt="{_e(caption)}" width="{w}" height="{h}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{_e(caption)}</figcaption>'
+            "</figure>")
 
 
 def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> str:
@@ -62,7 +105,8 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
              "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
              "img-src data:; style-src 'unsafe-inline'\">"
              "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-             f"<title>calcheck report: {_e(inp['path'])}</title><style>{CSS}</style></head><body>",
+             f"<title>calcheck report: {_e(inp['path'])}</title><style>{CSS}</style></head><body>"
+             "<main class='calcheck page'>",
              f"<h1>Calibration report</h1><p class='meta'>{_e(inp['path'])} · calcheck "
              f"{_e(report['calcheck_version'])}</p>", *_sections(report, full=True)]
     if figures:
@@ -73,13 +117,23 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
                      + "</ul>")
     parts.append("<h2>Settings</h2><dl class='settings'>" + "".join(
         f"<dt>{_e(k.replace('_', ' '))}</dt><dd>{_e(setting(v))}</dd>"
-        for k, v in report.get("settings", {}).items()) + "</dl></body></html>")
+        for k, v in report.get("settings", {}).items()) + "</dl></main></body></html>")
     return "\n".join(parts)
 
 
-def render_fragment(report: Mapping[str, Any]) -> str:
-    """The report's summary and tables as an HTML fragment (a notebook's view of a Report)."""
-    return "<div class='calcheck-report'>" + "\n".join(_sections(report, full=False)) + "</div>"
+def render_fragment(report: Mapping[str, Any], figure: tuple[str, bytes] | None = None) -> str:
+    """The compact notebook view of a report: styled (a scoped ``<style>``), the verdict first,
+    the tests, the metrics with their intervals, the groups, and ``figure`` — (caption, PNG) —
+    drawn small.  Self-contained: nothing is loaded from anywhere."""
+    parts = [f"<div class='calcheck fragment'><style>{CSS.replace('body { margin: 0; }', '')}"
+             "</style>", *_sections(report, full=False)]
+    if figure is not None:
+        parts.append(_img(figure[1], figure[0], width=360))
+    if report.get("notes"):
+        parts.append(f"<p class='meta'>{len(report['notes'])} note(s): "
+                     + _e(" · ".join(report["notes"][:3]))
+                     + (" …" if len(report["notes"]) > 3 else "") + "</p>")
+    return "\n".join(parts) + "</div>"
 
 
 def _summary(report: Mapping[str, Any]) -> str:
@@ -125,11 +179,44 @@ def _input(report: Mapping[str, Any]) -> str:
                                               for k, v in rows) + "</table>")
 
 
-def number(v: Any) -> str:
-    return "–" if v is None else f"{v:.4f}"
+def _groups(report: Mapping[str, Any]) -> str:
+    """The ``--by`` groups (or ``--time`` windows): a row each, every metric with its
+    interval; groups under ``--min-group-size`` flagged."""
+    groups = groups_of(report)
+    if not groups:
+        return ""
+    ids = list(report.get("metrics", {}))
+    head = "".join(f"<th>{_e(title(mid))}</th>" for mid in ids)
+    out = [f"<h2>Groups {_e(_grouping(report))}</h2><table><tr><th>group</th><th>rows</th>"
+           f"{head}</tr>"]
+    for name, g in groups.items():
+        flag = " <span class='flag' title='under --min-group-size'>small</span>" \
+            if g.get("flagged") else ""
+        label = "(missing)" if g.get("missing") else name
+        cells = []
+        for mid in ids:
+            m = g.get("metrics", {}).get(mid, {})
+            text = _e(format_value(m.get("value"), m.get("unit", "fraction")))
+            if m.get("ci") and m["ci"].get("low") is not None:
+                text += f"<br><span class='ci'>{_e(_ci_text(m))}</span>"
+            cells.append(f"<td class='num'>{text}</td>")
+        out.append(f"<tr><td>{_e(label)}{flag}</td><td class='num'>{g.get('n', 0):,}</td>"
+                   + "".join(cells) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def _wide(html_text: str) -> str:
+    """Every table in a box that scrolls by itself when the window is narrower than the table
+    (the page never scrolls sideways)."""
+    return html_text.replace("<table>", "<div class='wide'><table>").replace(
+        "</table>", "</table></div>")
 
 
 def _sections(report: Mapping[str, Any], *, full: bool) -> list[str]:
+    return [_wide(part) for part in _section_parts(report, full=full)]
+
+
+def _section_parts(report: Mapping[str, Any], *, full: bool) -> list[str]:
     parts = [_summary(report)]
     if full:
         parts.append(_input(report))
@@ -144,19 +231,23 @@ def _sections(report: Mapping[str, Any], *, full: bool) -> list[str]:
             verdict = ("<span class='reject'>rejected</span>" if t["reject"]
                        else "<span class='accept'>not rejected</span>")
             stat = "∞" if t.get("infinite") else ("–" if t["statistic"] is None
-                                                   else f"{t['statistic']:.6g}")
+                                                   else statistic(t["statistic"]))
             parts.append(f"<tr><td>{_e(title(tid))}</td><td class='num'>{stat}</td>"
                          f"<td class='num'>{_e(format_p(t.get('pvalue')))}</td>"
                          f"<td>{verdict}</td><td>{_e(_test_note(tid, t))}</td></tr>")
         parts.append("</table>")
     if report.get("metrics"):
-        parts.append("<h2>Metrics</h2><table><tr><th>id</th><th>metric</th><th>value</th>"
-                     "<th>bins</th></tr>")
+        level = _ci_level(report)
+        cols = "<th>id</th><th>metric</th><th>value</th>" + (
+            f"<th>{level:.0%} interval</th>" if level is not None else "") + "<th>bins</th>"
+        parts.append(f"<h2>Metrics</h2><table><tr>{cols}</tr>")
         for mid, m in report["metrics"].items():
+            ci = f"<td class='num ci'>{_e(_ci_text(m))}</td>" if level is not None else ""
             parts.append(f"<tr><td>{_e(mid)}</td><td>{_e(title(mid))}</td>"
-                         f"<td class='num'>{_e(format_value(m['value'], m['unit']))}</td>"
+                         f"<td class='num'>{_e(format_value(m['value'], m['unit']))}</td>{ci}"
                          f"<td>{_e(short_settings(mid, m))}</td></tr>")
         parts.append("</table>")
+        parts.append(_groups(report))
         head, rows = per_class_rows(report)
         if rows:
             parts.append("<h2>Per class (one-vs-rest)</h2><table><tr>"
@@ -171,7 +262,7 @@ def _sections(report: Mapping[str, Any], *, full: bool) -> list[str]:
                      "<th>variable</th><th>VECE</th><th>VCE(v*)</th><th>v*</th></tr>")
         for name, v in report["variables"].items():
             parts.append(f"<tr><td>{v['rank']}</td><td>{_e(name)}</td>"
-                         f"<td class='num'>{v['vece']:.4f}</td><td class='num'>"
-                         f"{v['vce_max']:.4f}</td><td class='num'>{v['v_star']:.4g}</td></tr>")
+                         f"<td class='num'>{number(v['vece'])}</td><td class='num'>"
+                         f"{number(v['vce_max'])}</td><td class='num'>{v['v_star']:.4g}</td></tr>")
         parts.append("</table>")
     return parts

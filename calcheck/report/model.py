@@ -33,6 +33,9 @@ class Report:
         Diagnostics for stderr that are not part of the document (rows dropped, …).
     text_plot : str or None
         The metric whose terminal reliability diagram ``render("table")`` adds.
+    diagram : (str, list of dict) or None
+        The bin table behind the summary — (metric id, bin rows) — which the notebook view
+        draws as a small reliability diagram.
     """
 
     data: Mapping[str, Any]
@@ -42,6 +45,7 @@ class Report:
     fail_on_reject: bool = False
     figures: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
     per_class: bool = False
+    diagram: tuple[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
     # -- the document ------------------------------------------------------------------------
 
@@ -177,9 +181,24 @@ class Report:
         return f"Report({', '.join(parts)})"
 
     def _repr_html_(self) -> str:
+        """The notebook view: the compact, styled, self-contained HTML report, with a small
+        reliability diagram when matplotlib is installed."""
+        import importlib.util
+
         from calcheck.report.html import render_fragment
 
-        return render_fragment(self.data)
+        figure = None
+        if self.diagram is not None and importlib.util.find_spec("matplotlib") is not None:
+            from calcheck.figures import draw
+            from calcheck.registry import title
+
+            mid, rows = self.diagram
+            multiclass = self.data.get("input", {}).get("kind") == "multiclass"
+            fig = draw.overlay_figure([(f"{title(mid)} bins", rows)], title="Reliability",
+                                      top_label=multiclass, size=(3.8, 3.6))
+            figure = (f"Reliability diagram ({title(mid)} bins, 95% intervals)",
+                      draw.to_png_bytes(fig))
+        return render_fragment(self.data, figure)
 
     def _repr_json_(self) -> dict[str, Any]:
         return json.loads(self.to_json())  # type: ignore[no-any-return]

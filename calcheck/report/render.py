@@ -17,9 +17,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from calcheck.formatting import number, statistic
+from calcheck.formatting import pvalue as format_p
+from calcheck.formatting import value as format_value
 from calcheck.registry import METRICS, title
-from calcheck.report.summary import format_p
-from calcheck.report.text import ascii, clean, markdown, number, setting
+from calcheck.report.text import ascii, clean, markdown, setting
 
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 LEVELS_SHOWN = 6
@@ -34,19 +36,6 @@ def to_json(report: Mapping[str, Any]) -> str:
 # cells
 
 
-def format_value(value: float | None, unit: str) -> str:
-    """Human formatting of a metric value."""
-    if value is None:
-        return "–"
-    if unit == "percent":
-        return f"{value:.2f} %"
-    if unit == "count":
-        return f"{value:,.1f}"
-    if unit == "nats":
-        return f"{value:.4f} nats"
-    return f"{value:.4f}"
-
-
 def describe_settings(settings: Mapping[str, Any]) -> str:
     """Every setting of a metric, readably: ``binning uniform, bins 10, norm l1``."""
     return ", ".join(f"{k} {setting(v)}" for k, v in settings.items())
@@ -58,7 +47,7 @@ def short_settings(mid: str, m: Mapping[str, Any]) -> str:
     b = s.get("binning")
     parts = []
     if mid == "smece":
-        parts.append(f"σ = {m.get('sigma', 0.0):.4f}")
+        parts.append(f"σ = {number(m.get('sigma', 0.0))}")
     elif s.get("smoother"):
         parts.append(f"LOESS span {setting(s.get('span'))}" +
                      (" (grouped)" if s.get("approximation") else ""))
@@ -121,7 +110,7 @@ def _context_lines(report: Mapping[str, Any]) -> list[str]:
     for mid, m in report.get("metrics", {}).items():
         if _is_context(mid) and m.get("value") is not None:
             n = report["input"].get("rows_used")
-            out.append(f"{title(mid)}: {m['value']:,.1f} effectively distinct scores"
+            out.append(f"{title(mid)}: {number(float(m['value']), 1)} effectively distinct scores"
                        + (f" of {n:,} rows" if n else "") + " (a count, not an error)")
     return out
 
@@ -182,7 +171,7 @@ def _test_note(tid: str, t: Mapping[str, Any]) -> str:
 def _statistic(t: Mapping[str, Any]) -> str:
     if t.get("infinite"):
         return "∞"
-    return number(t.get("statistic"), 6)
+    return statistic(t.get("statistic"))
 
 
 def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -240,11 +229,11 @@ def _header_line(report: Mapping[str, Any]) -> str:
     if inp.get("kind") == "multiclass":
         acc = inp.get("accuracy")
         text = (f"{path}  n={inp['rows_used']:,}  classes={len(inp['classes'])}"
-                + (f"  accuracy={acc:.4f}" if acc is not None else ""))
+                + (f"  accuracy={number(acc)}" if acc is not None else ""))
     else:
         prev = inp.get("prevalence")
         text = (f"{path}  n={inp['rows_used']:,}  positives={inp['positives']:,}  "
-                f"prevalence={prev:.4f}" if prev is not None else path)
+                f"prevalence={number(prev)}" if prev is not None else path)
     if inp.get("rows_dropped"):
         text += f"  dropped={inp['rows_dropped']:,}"
     return text
@@ -264,7 +253,7 @@ def _cell(v: Any) -> str:
     if isinstance(v, float) and v != 0.0 and abs(v) < 1e-3:
         return f"{v:.3g}"
     return number(v) if isinstance(v, float) and abs(v) < 1e4 else \
-        (f"{v:.4g}" if isinstance(v, float) else number(v))
+        (f"{v:.4g}" if isinstance(v, float) else number(v) if isinstance(v, int) else clean(v))
 
 
 def _gate_line(gate: Mapping[str, Any]) -> tuple[str, bool]:
@@ -296,6 +285,58 @@ def per_class_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]
     return ["class", *ids], rows
 
 
+def _plain(cell: Any) -> str:
+    return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+def _fit(t: Any, width: int) -> bool:
+    """Set the columns' widths so that the table fits ``width`` with no word broken: each
+    column gets at least its longest word (a wrapping column) or its longest line (the
+    others), and the room left goes to the columns in proportion to what they lack.  False
+    when even that is too wide (the caller then stacks the rows)."""
+    lo, hi = [], []
+    for col in t.columns:
+        texts = [_plain(col.header), *(_plain(c) for c in col.cells)]
+        longest = max((len(line) for x in texts for line in x.splitlines() or [""]), default=0)
+        word = max((len(w) for x in texts for w in x.split()), default=0)
+        lo.append(longest if col.no_wrap else word)
+        hi.append(longest)
+    frame = 1 + 3 * len(lo)
+    if sum(lo) + frame > width:
+        return False
+    if sum(hi) + frame <= width:
+        return True
+    room, lack = width - frame - sum(lo), [h - m for h, m in zip(hi, lo)]
+    total = sum(lack) or 1
+    for col, m, need in zip(t.columns, lo, lack):
+        col.width = m + room * need // total
+    return True
+
+
+def _stacked(t: Any, width: int) -> list[str]:
+    """A table as text blocks: the title, then per row its first cell and ``column: value``
+    lines, wrapped between words (a word longer than the width is kept whole)."""
+    import textwrap
+
+    def wrap(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, width=max(width, 20), initial_indent=indent,
+                             subsequent_indent=indent + "  ", break_long_words=False,
+                             break_on_hyphens=False) or [indent.rstrip()]
+
+    out: list[str] = []
+    if t.title:
+        out += wrap(_plain(t.title), "")
+    cols = t.columns
+    cells = [list(c.cells) for c in cols]
+    for i in range(t.row_count):
+        out += wrap(" ".join(_plain(cells[0][i]).split()), "- ")
+        for j in range(1, len(cols)):
+            value = " ".join(_plain(cells[j][i]).split())
+            if value:
+                out += wrap(f"{' '.join(_plain(cols[j].header).split())}: {value}", "    ")
+    return out
+
+
 def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                  width: int | None = None, color: bool | None = None, plain: bool = False,
                  details: bool = False, per_class: bool = False) -> str:
@@ -325,6 +366,15 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
     def out(text: str, style: str = "") -> None:
         console.print(tx(text, style))
 
+    def show(t: Any) -> None:
+        """The table, or — when it cannot fit the width without breaking a word — each row
+        as a block of ``column: value`` lines wrapped between words."""
+        if _fit(t, console.width):
+            console.print(t)
+            return
+        for line in _stacked(t, console.width):
+            console.print(tx(line), soft_wrap=True)
+
     out(_header_line(report))
     summary = report.get("summary") or {}
     if summary.get("text"):
@@ -352,7 +402,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                 if row[0] in failed and color:
                     cells[2].stylize("bold red")
                 t.add_row(*cells)
-            console.print(t)
+            show(t)
         for line in _context_lines(report):
             out(line)
         common = _common_settings(report)
@@ -366,7 +416,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                 column(pt, c, "left" if i == 0 else "right", wrap=i == 0)
             for r in prow:
                 pt.add_row(*(tx(c) for c in r))
-            console.print(pt)
+            show(pt)
     if report.get("tests"):
         tt = table(f"calibration tests at α = {report['settings'].get('alpha')}")
         if details:
@@ -381,7 +431,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             if row[4] == "REJECT" and color:
                 cells[-2].stylize("bold red")
             tt.add_row(*cells)
-        console.print(tt)
+        show(tt)
         levels = report["tests"].get("tcal_adaptive", {}).get("levels")
         if levels:
             shown, left = shown_levels(levels, details)
@@ -390,7 +440,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                 column(lt, c, "right")
             for lv in shown:
                 lt.add_row(*(tx(c) for c in _level_cells(lv)))
-            console.print(lt)
+            show(lt)
             if left:
                 out(f"{left} finer levels not shown (--details shows all)", "dim")
     if report.get("variables"):
@@ -402,7 +452,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                                          number(v["vce_max"]), number(v["v_star"]),
                                          f"{v['n']:,}", str(len(v["bins"])),
                                          str(v["excluded_missing"]))))
-        console.print(vt)
+        show(vt)
         first = next(iter(report["variables"].values()), None)
         if first is not None:
             out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
@@ -446,7 +496,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                         cell.stylize("bold red")
                     cells.append(cell)
                 gt.add_row(*cells)
-            console.print(gt)
+            show(gt)
         if any(g["flagged"] for g in groups_of(report).values()):
             out(f"* fewer than {report['settings'].get('min_group_size')} rows")
     for mid in bins_for:
@@ -461,7 +511,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             column(bt, c, "right")
         for r in brows:
             bt.add_row(*(tx(_cell(r.get(c))) for c in cols))
-        console.print(bt)
+        show(bt)
     for gate in report.get("gates", []):
         line, bad = _gate_line(gate)
         out(line, "bold red" if bad else "green")
@@ -491,7 +541,7 @@ def render_text_reliability(report: Mapping[str, Any], metric: str, *,
     for c, j in (("bin", "left"), ("n", "right"), ("predicted / observed", "left"),
                  ("gap", "right")):
         t.add_column(c, justify=j)  # type: ignore[arg-type]
-    bar = 40
+    bar = max(8, min(40, console.width - 46))     # the bars shrink with the terminal
     for r in m["bins"]:
         if not r["n"]:
             continue

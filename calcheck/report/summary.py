@@ -28,21 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from calcheck.formatting import number
+from calcheck.formatting import pvalue as format_p
+from calcheck.formatting import value as format_value
 from calcheck.registry import METRICS, title
 
 DRAWS = 2000
 BIN_SOURCES = ("ace", "ace_top", "ece", "ece_top", "mce_q", "mce", "ece_l2")
-
-
-def format_p(p: float | None) -> str:
-    """A p-value as every output shows it: 4 significant digits, ``< 1e-300`` below."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "–"
-    if p < 1e-300:
-        return "< 1e-300"
-    if p < 1e-4:
-        return f"{p:.2e}"
-    return f"{p:.4g}"
 
 
 def consistency_pvalue(rows: list[Mapping[str, Any]], *, seed: int = 0,
@@ -71,8 +63,8 @@ def _average(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
     if abs(ms - my) <= 1.96 * se:
         return None
     what, rate = ("confidence", "accuracy") if multiclass else ("mean score", "observed rate")
-    return (f"{'over' if ms > my else 'under'}-predicting on average ({what} {ms:.4f} vs "
-            f"{rate} {my:.4f})")
+    return (f"{'over' if ms > my else 'under'}-predicting on average ({what} {number(ms)} vs "
+            f"{rate} {number(my)})")
 
 
 def _binned_slope(rows: list[Mapping[str, Any]]) -> str | None:
@@ -115,26 +107,35 @@ def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
             f"({worst['n']:,} rows)")
 
 
+def _strength(item: tuple[str, Mapping[str, Any]]) -> tuple[bool, float, bool]:
+    """Order of evidence: the smallest p-value first; at equal p, a test whose p-value is
+    exact (or asymptotic) before a Monte Carlo one sitting at its floor 1/(trials+1)."""
+    t = item[1]
+    p = t.get("pvalue")
+    return (p is None, p if p is not None else 1.0, t.get("min_attainable_pvalue") is not None)
+
+
 def decided_by(tests: Mapping[str, Any]) -> list[str]:
-    """The tests that decided the verdict: every rejecting test, else the one with the
-    smallest p-value."""
-    rejected = [tid for tid, t in tests.items() if t.get("reject")]
+    """The tests that decided the verdict, strongest evidence first: every rejecting test
+    (the first is the one the headline quotes), else the one with the smallest p-value."""
+    rejected = sorted(((tid, t) for tid, t in tests.items() if t.get("reject")), key=_strength)
     if rejected or not tests:
-        return rejected
-    return [min(tests.items(), key=lambda kv: (kv[1].get("pvalue") is None,
-                                               kv[1].get("pvalue") or 1.0))[0]]
+        return [tid for tid, _ in rejected]
+    return [min(tests.items(), key=_strength)[0]]
 
 
 def _tests_verdict(tests: Mapping[str, Any], alpha: float) -> tuple[str, str]:
     if not tests:
         return "not assessed", "no test ran"
-    rejected = [(tid, t) for tid, t in tests.items() if t.get("reject")]
+    rejected = sorted(((tid, t) for tid, t in tests.items() if t.get("reject")), key=_strength)
     if rejected:
-        basis = "rejected by " + ", ".join(f"{title(tid)} (p {_p_clause(t['pvalue'])})"
-                                          for tid, t in rejected)
+        (first, t0), others = rejected[0], rejected[1:]
+        basis = f"rejected by {title(first)} (p {_p_clause(t0['pvalue'])})"
+        if others:
+            basis += "; also by " + ", ".join(f"{title(tid)} (p {_p_clause(t['pvalue'])})"
+                                             for tid, t in others)
         return "miscalibrated", basis
-    best = min(tests.items(), key=lambda kv: (kv[1].get("pvalue") is None,
-                                              kv[1].get("pvalue") or 1.0))
+    best = min(tests.items(), key=_strength)
     basis = (f"no test rejects at α = {alpha:g} (smallest p: {title(best[0])} "
              f"{format_p(best[1].get('pvalue'))})")
     blind = {tid: t["min_attainable_pvalue"] for tid, t in tests.items()
@@ -165,7 +166,7 @@ def _worst_group(report: Mapping[str, Any]) -> str | None:
         return None
     name, value, n = max(scored, key=lambda t: t[1])
     unit = metrics[primary].get("unit", "fraction")
-    shown = f"{value:.2f} %" if unit == "percent" else f"{value:.4f}"
+    shown = format_value(value, unit)
     by = report.get("settings", {}).get("by")
     return f"worst group {by} = {name} ({title(primary)} {shown}, {n:,} rows)"
 
@@ -175,7 +176,7 @@ def _worst_variable(report: Mapping[str, Any]) -> str | None:
     if not variables:
         return None
     name, v = max(variables.items(), key=lambda kv: kv[1].get("vce_max") or 0.0)
-    return (f"worst along {name}: VCE(v*) {v['vce_max']:.4f} at {name} = {v['v_star']:.4g}"
+    return (f"worst along {name}: VCE(v*) {number(v['vce_max'])} at {name} = {v['v_star']:.4g}"
             if v.get("vce_max") is not None else None)
 
 
@@ -188,14 +189,16 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
     multiclass = report.get("input", {}).get("kind") == "multiclass"
     tests = report.get("tests") or {}
     rows = [r for r in (bins or []) if r.get("n") and r.get("mean_score") is not None]
+    p_value: float | None = None
     if tests:
         verdict, basis = _tests_verdict(tests, alpha)
     elif rows:
         draws = max(DRAWS, math.ceil(20 / alpha))      # the floor below α/10, as every test's
-        p = consistency_pvalue(rows, seed=seed, draws=draws)
+        p = p_value = consistency_pvalue(rows, seed=seed, draws=draws)
         m = report.get("metrics", {}).get(bins_of or "", {})
         value = m.get("value")
-        shown = f"{title(bins_of or '')} {value:.4f}" if isinstance(value, float) else \
+        shown = f"{title(bins_of or '')} {format_value(value, m.get('unit', ''))}" \
+            if isinstance(value, float) else \
             f"{title(bins_of or '')}"
         verdict = "miscalibrated" if p <= alpha else "consistent with calibration"
         chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
@@ -226,5 +229,7 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
         text += "; " + "; ".join(direction)
     if where:
         text += "; " + "; ".join(where)
-    return {"verdict": verdict, "basis": basis, "decided_by": decided_by(tests),
+    decided = decided_by(tests)
+    return {"verdict": verdict, "basis": basis, "decided_by": decided,
+            "pvalue": tests[decided[0]].get("pvalue") if decided else p_value,
             "direction": direction, "where": where, "text": text}

@@ -11,7 +11,6 @@ ASCII for output that is not a terminal.  Rich markup is never interpreted: rend
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -41,25 +40,6 @@ def markdown(value: Any) -> str:
 def ascii(text: str) -> str:
     """calcheck's typography as plain ASCII (data text outside the map is left as it is)."""
     return _ASCII_RE.sub(lambda m: _ASCII[m.group()], text)
-
-
-def number(v: Any, digits: int = 4) -> str:
-    """A number for a table: fixed digits, scientific when tiny or huge, ``–`` for none."""
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "∞" if v > 0 else "-∞"
-        if math.isnan(v):
-            return "–"
-        if v != 0.0 and (abs(v) < 10 ** -digits or abs(v) >= 1e6):
-            return f"{v:.3e}"
-        return f"{v:.{digits}f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return clean(v)
 
 
 def setting(v: Any) -> str:
