@@ -1025,28 +1025,13 @@ def save_report_file(rep: Report, opts: Options) -> None:
     if report_kind(opts) == "html":
         atomic_write(opts.output, rep.html(), label=opts.name_of("output"))
         return
-    import matplotlib.pyplot as plt
-    from matplotlib.backends.backend_pdf import PdfPages
+    from calcheck.figures.pdf import write_pdf
+    from calcheck.report.document import blocks
 
-    from calcheck.figures import draw
-    from calcheck.report.text import ascii, setting
-
-    text = rep.render("table", color=False, plain=True, width=120, details=False)
-    if rep.notes:
-        text += "\nNotes:\n" + "".join(f"  - {ascii(n)}\n" for n in rep.notes)
-    text += "\nSettings:\n" + "".join(f"  {k}: {ascii(setting(v))}\n"
-                                       for k, v in rep.data.get("settings", {}).items())
+    content = blocks(rep.data)
 
     def write(tmp: str) -> None:
-        stable = plt.rc_context(draw.STABLE_RC)  # type: ignore[arg-type]
-        with stable, PdfPages(tmp, metadata=draw.STABLE_METADATA["pdf"]) as pdf:
-            for page in draw.text_pages(text):         # summary, input, tables, notes
-                pdf.savefig(page)
-                plt.close(page)
-            for caption, fig in rep.figures:
-                fig.text(0.01, 0.005, caption, fontsize=8, color="0.3")
-                pdf.savefig(fig)
-                plt.close(fig)
+        write_pdf(tmp, content, list(rep.figures), paper=opts.paper)
 
     write_output(opts.output, write, label=opts.name_of("output"))
 

@@ -664,7 +664,7 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
         if required and opt.required and opt.name not in kwargs:
             what = opt.help.removeprefix("Required: ")
             if style == "cli":
-                raise UsageError(f"calcheck {command} needs {'/'.join(reversed(opt.flags))} "
+                raise UsageError(f"{command} needs {'/'.join(reversed(opt.flags))} "
                                  f"{opt.metavar or ''}: {what}")
             raise UsageError(f"{opt.kw}= is required: {what}")
         if opt.name not in kwargs and opt.default is not None:

@@ -485,23 +485,6 @@ def save(fig: Any, path: str, fmt: str | None = None) -> None:
     plt.close(fig)
 
 
-def text_pages(text: str, *, title: str = "Calibration report",
-               lines_per_page: int = 88) -> list[Any]:
-    """The report's text (the plain table rendering) as A4 pages for a PDF."""
-    plt = _mpl()
-    lines = text.rstrip("\n").splitlines() or [""]
-    pages = []
-    for start in range(0, len(lines), lines_per_page):
-        fig = plt.figure(figsize=(8.27, 11.69))
-        if start == 0:
-            fig.text(0.06, 0.965, title, fontsize=14, weight="bold", va="top")
-        fig.text(0.06, 0.94 if start == 0 else 0.965,
-                 "\n".join(lines[start:start + lines_per_page]), family="monospace",
-                 fontsize=6.6, va="top")
-        pages.append(fig)
-    return pages
-
-
 def to_png_bytes(fig: Any) -> bytes:
     """The figure as PNG bytes (for the HTML report)."""
     import io
