@@ -404,3 +404,47 @@ def test_matplotlib_is_imported_in_one_package_only():
     assert users == {("calcheck", "figures")}
     assert not (ROOT / "calcheck" / "plots.py").exists()
     assert not (ROOT / "calcheck" / "streaming" / "figures.py").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/api.md
+
+
+def _api_sections() -> tuple[str, dict[str, str]]:
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    parts = re.split(r"^### `([^`]+)`\n", text, flags=re.M)
+    return parts[0], dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_api_doc_lists_every_public_name_with_its_signature():
+    _, sections = _api_sections()
+    assert set(sections) == set(calcheck.__all__)
+    for name, body in sections.items():
+        obj = getattr(calcheck, name)
+        assert body.count("```python") >= 1, name
+        try:
+            params = inspect.signature(obj).parameters if callable(obj) else {}
+        except ValueError:                       # exception classes of the builtin kind
+            params = {}
+        if params:
+            shown = body.split("```python", 2)[1]
+            for p in params:
+                assert re.search(rf"\b{re.escape(p)}\b", shown), (name, p)
+
+
+def test_api_doc_examples_run(tmp_path, monkeypatch):
+    head, sections = _api_sections()
+    setup = re.search(r"```python\n(.*?)```", head, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(setup, "api.md setup", "exec"), ns)
+    for name, body in sections.items():
+        blocks = re.findall(r"```python\n(.*?)```", body, re.S)
+        example = blocks[-1]
+        try:
+            exec(compile(example, f"api.md {name}", "exec"), dict(ns))
+        except Exception as exc:                                 # noqa: BLE001
+            raise AssertionError(f"the example of {name} fails: {exc!r}") from exc
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
