@@ -542,7 +542,12 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
 
-    return StreamEngine(StreamSource(
+    engine: type[StreamEngine] = StreamEngine
+    if opts.engine == "dask":
+        from calcheck.engines.dask import DaskEngine
+
+        engine = DaskEngine
+    return engine(StreamSource(
         src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
         opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
         opts.renormalize, extra_columns=flags))

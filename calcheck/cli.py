@@ -261,7 +261,7 @@ def _score(file: str, values: dict[str, Any]) -> int:
     from calcheck import api
 
     opts = _parse("score", file, values)
-    bars = _Bars(opts.quiet)
+    bars = _Bars(opts.quiet or opts.no_progress)
     try:
         rep = api.run_score(file, opts, progress=bars)
     finally:
@@ -277,7 +277,7 @@ def _test(file: str, values: dict[str, Any]) -> int:
     from calcheck import api
 
     opts = _parse("test", file, values)
-    bars = _Bars(opts.quiet)
+    bars = _Bars(opts.quiet or opts.no_progress)
     try:
         rep = api.run_test(file, opts, progress=bars)
     finally:
@@ -305,7 +305,7 @@ def _report(file: str, values: dict[str, Any]) -> int:
 
     opts = _parse("report", file, values)
     figures.require_matplotlib()
-    bars = _Bars(opts.quiet)
+    bars = _Bars(opts.quiet or opts.no_progress)
     try:
         rep = api.run_report(file, opts, progress=bars)
     finally:
@@ -321,7 +321,7 @@ def _compare(files: list[str], values: dict[str, Any]) -> int:
     opts = _parse("compare", files[0], values, inputs=tuple(files))
     if opts.output and opts.output.lower().endswith((".html", ".htm")):
         figures.require_matplotlib()
-    bars = _Bars(opts.quiet)
+    bars = _Bars(opts.quiet or opts.no_progress)
     try:
         rep = api.run_compare(files, opts, progress=bars)
     finally:

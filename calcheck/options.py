@@ -367,6 +367,9 @@ TEXT_PLOT = Opt("plot", ("--plot",), False, "Also draw a compact reliability dia
                 "terminal (table output only).", OUTPUT, check_bool, type="bool")
 QUIET = Opt("quiet", ("--quiet", "-q"), False, "No notes on stderr.", OUTPUT, check_bool,
             type="bool")
+NO_PROGRESS = Opt("no_progress", ("--no-progress",), False, "No progress bar on stderr (there "
+                  "is none anyway when stderr is not a terminal, with -q or TERM=dumb).", OUTPUT,
+                  check_bool, type="bool")
 PER_CLASS = Opt("per_class", ("--per-class",), False, "Multiclass input: also show a table of "
                 "each class's classwise errors (SCE, classwise ACE, TACE, classwise TCE).",
                 OUTPUT, check_bool, type="bool")
@@ -482,11 +485,12 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
               SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM,
               BY, MAX_GROUPS, MIN_GROUP_SIZE, TIME, WINDOW, TZ, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
-              PER_CLASS, TEXT_PLOT, DETAILS, QUIET,
+              PER_CLASS, TEXT_PLOT, DETAILS, QUIET, NO_PROGRESS,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, ADAPTIVE_GRID,
              ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
-             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, *_ENGINE),
+             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, NO_PROGRESS,
+             *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BY, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
              SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
@@ -494,10 +498,11 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
                 WHERE, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
                 TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
                 COMPARE_CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE, QUIET,
-                *_ENGINE),
+                NO_PROGRESS, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
                REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
-               PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, *_ENGINE),
+               PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, NO_PROGRESS,
+               *_ENGINE),
 }
 
 
@@ -571,6 +576,7 @@ class Options:
     fail_if: list[str] | None = None
     plot: bool = False
     quiet: bool = False
+    no_progress: bool = False
     details: bool = False
     gate_groups: bool = False
     per_class: bool = False
@@ -626,6 +632,7 @@ DISPLAY_ONLY = {
     "format": "render it with report.render('json' | 'csv' | 'markdown' | 'table')",
     "json": "take report.to_dict() or report.to_json()",
     "quiet": "the API prints nothing; notes are in report.notes",
+    "no_progress": "the API draws no progress bar",
     "details": "render with report.render('table', details=True)",
 }
 

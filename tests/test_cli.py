@@ -240,6 +240,29 @@ def test_help_imports_no_heavy_modules():
     assert r.stdout.strip().splitlines()[-1] == "HEAVY="
 
 
+def _imported(argv: list[str]) -> set[str]:
+    """The top-level packages (and scipy.stats) a CLI run imports, in a fresh interpreter."""
+    code = ("import sys; from calcheck.cli import run\n"
+            "try:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "mods = {m.split('.')[0] for m in sys.modules} | "
+            "({'scipy.stats'} if 'scipy.stats' in sys.modules else set())\n"
+            "print('MODS=' + ','.join(sorted(mods)), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                       check=True)
+    return set(r.stderr.strip().splitlines()[-1].removeprefix("MODS=").split(","))
+
+
+def test_version_imports_no_numeric_library():
+    mods = _imported(["-V"])
+    assert not mods & {"numpy", "pandas", "pyarrow", "scipy", "matplotlib", "dask", "rich"}
+
+
+def test_simple_score_imports_no_pandas_and_no_scipy_stats(tmp_path):
+    mods = _imported(["score", str(SAMPLE / "calibrated_50.parquet"), "-m", "ece", "--json"])
+    assert "numpy" in mods and "pyarrow" in mods
+    assert not mods & {"pandas", "scipy.stats", "matplotlib", "dask"}, mods
+
+
 def test_parquet_directory(cli, tmp_path):
     s, y = sample_arrays()
     d = tmp_path / "parts"

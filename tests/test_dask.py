@@ -3,6 +3,7 @@ engines on a generated hive-partitioned dataset.  Skips (with the reason) withou
 ``calcheck[dask]`` extra; CI installs it."""
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -101,7 +102,7 @@ def test_dask_errors_name_the_file_and_row(cli, tmp_path, cluster):
 
 
 def test_unreachable_scheduler_is_a_usage_error(cli, hive, monkeypatch):
-    from calcheck.streaming import dask_engine
+    from calcheck.engines import dask as dask_engine
 
     monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 2)
     root, _ = hive
@@ -204,3 +205,17 @@ def test_dask_cox_and_hl_equal_memory(cli, hive, cluster):
     assert d["cox"]["statistic"] == pytest.approx(m["cox"]["statistic"], rel=1e-9)
     assert d["hosmer_lemeshow"]["statistic"] == pytest.approx(
         m["hosmer_lemeshow"]["statistic"], rel=1e-9)
+
+
+def test_dask_engine_in_a_plain_script(hive, tmp_path):
+    """No ``if __name__ == "__main__":`` guard: the default Dask run uses threads, so nothing
+    re-imports the script (a process pool would, and die with BrokenProcessPool)."""
+    root, _ = hive
+    script = tmp_path / "plain.py"
+    script.write_text("import calcheck\n"
+                      f"r = calcheck.score({str(root / 'ds')!r}, engine='dask', metrics=['ece'])\n"
+                      "print('ECE', r.value('ece'))\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ECE ") and "Traceback" not in r.stderr

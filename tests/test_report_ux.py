@@ -443,7 +443,7 @@ def test_api_doc_examples_run(tmp_path, monkeypatch):
         example = blocks[-1]
         try:
             exec(compile(example, f"api.md {name}", "exec"), dict(ns))
-        except Exception as exc:                                 # noqa: BLE001
+        except Exception as exc:
             raise AssertionError(f"the example of {name} fails: {exc!r}") from exc
         import matplotlib.pyplot as plt
 

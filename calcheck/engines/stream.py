@@ -47,11 +47,6 @@ class StreamEngine:
         self._spread: Any = None
 
     def __enter__(self) -> StreamEngine:
-        if self.source.engine == "dask" and self.source.scheduler and self.source.client is None:
-            from calcheck.streaming.dask_engine import connect
-
-            self.source.client = connect(self.source.scheduler)
-            self._own_client = True
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,7 @@ Hosmer–Lemeshow) take a few more passes: an exact rank search
 :mod:`calcheck.streaming.views` runs many of those (per class, per ``--by`` group) in shared
 passes; :mod:`calcheck.streaming.rowtests` runs Cox's Newton passes and counts discrete scores.
 :mod:`calcheck.streaming.engine` folds batches in this process;
-:mod:`calcheck.streaming.dask_engine` does it on a Dask cluster.
+:mod:`calcheck.engines.dask` runs the same passes on Dask.
 """
 
 from calcheck.streaming.states import GRID_METRICS, CompensatedSum, StreamState

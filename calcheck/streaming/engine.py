@@ -166,6 +166,7 @@ class StreamSource:
     renormalize: bool = False
     extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
     client: Any = None
+    passes: Any = None          # another executor of the passes (the Dask engine's), or this process
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -196,11 +197,8 @@ class StreamSource:
         from calcheck.io.stream import BatchExtras, StreamStats, stream_batches
 
         plan = self.plan
-        if self.engine == "dask":
-            from calcheck.streaming.dask_engine import dask_fold
-
-            return dask_fold(plan, spec, batch_rows=self.batch_rows, pos_label=self.pos_label,
-                             drop_invalid=self.drop_invalid, client=self.client)
+        if self.passes is not None:
+            return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
@@ -209,10 +207,8 @@ class StreamSource:
 
     def id_bound(self, n: int) -> int:
         """An upper bound of the row ids of a pass over ``n`` rows."""
-        if self.engine == "dask":
-            from calcheck.streaming.dask_engine import row_id_bound
-
-            return row_id_bound(self.plan)
+        if self.passes is not None:
+            return self.passes.id_bound(self, n)  # type: ignore[no-any-return]
         return n
 
 

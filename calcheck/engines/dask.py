@@ -1,4 +1,4 @@
-"""``--engine dask``: the streaming engine's partial states computed on a Dask cluster.
+"""``--engine dask``: the stream engine whose passes run on Dask (:class:`DaskEngine`).
 
 Each Dask partition is a group of dataset fragments (Parquet files); a worker scans its files
 file by file (``pyarrow.dataset``, ``--where`` pushed down), folds them into a
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calcheck.errors import UsageError
+from calcheck.engines.stream import StreamEngine
+from calcheck.errors import CalcheckError, UsageError
 from calcheck.io.stream import (
     BatchExtras,
     StreamPlan,
@@ -22,10 +23,40 @@ from calcheck.io.stream import (
     fragment_batches,
     validated_batches,
 )
+from calcheck.streaming.engine import StreamSource
 
 INSTALL = "pip install 'calcheck[dask]'"
 CONNECT_TIMEOUT = 15     # seconds to reach a --scheduler address
 FILE_ID_SHIFT = 40       # row ids are file index · 2^40 + row within the file (stream order)
+
+
+class DaskEngine(StreamEngine):
+    """The stream engine with every pass folded by Dask: on the ``--scheduler`` cluster (a
+    client opened for the run and closed after it), else on the caller's active
+    ``distributed.Client``, else on local threads (which work in a plain script, a notebook
+    and the CLI: no process pool re-imports the caller's module)."""
+
+    def __init__(self, source: StreamSource) -> None:
+        source.passes = DaskPasses()
+        super().__init__(source)
+
+    def __enter__(self) -> DaskEngine:
+        if self.source.scheduler and self.source.client is None:
+            self.source.client = connect(self.source.scheduler)
+            self._own_client = True
+        return self
+
+
+class DaskPasses:
+    """How a :class:`StreamSource` runs a pass on Dask."""
+
+    def run(self, source: StreamSource, spec: Any) -> tuple[Any, StreamStats]:
+        return dask_fold(source.plan, spec, batch_rows=source.batch_rows,
+                         pos_label=source.pos_label, drop_invalid=source.drop_invalid,
+                         client=source.client)
+
+    def id_bound(self, source: StreamSource, n: int) -> int:
+        return row_id_bound(source.plan)
 
 
 def row_id_bound(plan: StreamPlan) -> int:
@@ -102,9 +133,29 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
     total = bag.reduction(
         lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid),
         merge_partials, split_every=split_every)
-    if client is None:
-        return total.compute()  # type: ignore[no-any-return]
-    return client.compute(total).result()  # type: ignore[no-any-return]
+    client = client if client is not None else active_client()
+    try:
+        if client is None:
+            # threads, not a dask.bag's default process pool: a pool re-imports the caller's
+            # script (BrokenProcessPool in a plain script without a __main__ guard)
+            return total.compute(scheduler="threads")  # type: ignore[no-any-return]
+        return client.compute(total).result()  # type: ignore[no-any-return]
+    except CalcheckError:
+        raise
+    except Exception as exc:
+        raise CalcheckError(f"the Dask run failed: {type(exc).__name__}: {exc}") from exc
+
+
+def active_client() -> Any:
+    """The ``distributed.Client`` the caller has made the default, if any."""
+    try:
+        from distributed import get_client
+    except ImportError:
+        return None
+    try:
+        return get_client()
+    except ValueError:                          # no client is active
+        return None
 
 
 def connect(scheduler: str) -> Any:
