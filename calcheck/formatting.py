@@ -57,8 +57,9 @@ def value(v: float | None, unit: str) -> str:
         return "–"
     if unit == "percent":
         return f"{number(v, 2)} %"
-    if unit == "count":
-        return number(float(v), 1)
+    if unit == "count":                 # a (possibly fractional) count of rows or scores
+        text = f"{v:,.1f}"
+        return text if significant(text) <= MAX_SIGNIFICANT else f"{round(v):,}"
     if unit == "nats":
         return f"{number(v)} nats"
     return number(v)

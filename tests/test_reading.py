@@ -182,7 +182,7 @@ def test_figures_match_the_metrics(multiclass, tmp_path, cli):
     assert "accuracy" in ax.get_ylabel()
     tce = calcheck.figure(multiclass, kind="tce", probs=["prob_*"])
     value = calcheck.score(multiclass, probs=["prob_*"], metrics=["tce"]).value("tce")
-    assert f"TCE {value:.2f}%" in tce.axes[0].get_title()
+    assert f"TCE {value:.2f} %" in tce.axes[0].get_title()      # the report's percent style
     out = tmp_path / "pc.png"
     r = cli(["plot", multiclass, "--probs", "prob_*", "--kind", "reliability", "--per-class",
              "-o", out])

@@ -63,7 +63,7 @@ class _Flow:
             self.y = y
 
     def heading(self, text: str) -> None:
-        self._room(4 * LINE)
+        self._room(7 * LINE)                 # a heading never ends a page
         self.text(text, size=12, weight="bold", gap=0.12)
         self.y -= 0.04
 
