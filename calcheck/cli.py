@@ -100,9 +100,12 @@ def _parameter(opt: O.Opt) -> inspect.Parameter:
     shown = None if opt.default in (None, False) or opt.type == "toggle" else str(opt.default)
     text = opt.help + (f"  [default: {shown}]" if shown else "")
     common: dict[str, Any] = {"help": text, "rich_help_panel": opt.panel}
-    if opt.type in ("bool", "toggle"):
+    if opt.type == "bool":
         default = typer.Option(opt.default, *opt.flags, show_default=False, **common)
         annotation: Any = bool
+    elif opt.type == "toggle":                  # None when not typed: "given" means typed
+        default = typer.Option(None, *opt.flags, show_default=False, **common)
+        annotation = bool | None
     else:
         default = typer.Option(None, *opt.flags, metavar=opt.metavar, show_default=False,
                                **common)

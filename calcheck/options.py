@@ -665,7 +665,7 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
             continue
         name = opt.name
         kwargs[name] = opt.check(value, opt.label(style)) if opt.check else value
-        if opt.type not in ("bool", "toggle") or kwargs[name] != opt.default:
+        if opt.type != "bool" or kwargs[name] != opt.default:     # a toggle typed is given
             given.append(name)
     for opt in opts_of:
         if required and opt.required and opt.name not in kwargs:
