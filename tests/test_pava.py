@@ -71,3 +71,28 @@ def test_pava_hand_example():
 def test_invalid_sizes():
     with pytest.raises(ValueError):
         pava_bc_bounds(np.array([0, 1]), 3, 2)
+
+
+def test_the_compiled_scan_runs_where_numba_is_installed():
+    pytest.importorskip("numba")
+    from calcheck.binning import COMPILE_AT, compiled_pava
+
+    assert compiled_pava(COMPILE_AT) is not None
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=300), st.integers(1, 5),
+       st.integers(0, 40), st.integers(0, 120), st.booleans())
+def test_compiled_and_python_scans_agree(scores, coarse, n_min, extra, shared):
+    """The same block sizes from numba's scan and the Python loop: 0/1 labels (integers) and
+    tie-group mean labels (floats)."""
+    pytest.importorskip("numba")
+    from calcheck import binning
+
+    binning.compiled_pava(binning.COMPILE_AT)              # loaded: every scan is compiled now
+    s = np.sort(np.round(np.array(scores), coarse))
+    y = (np.random.default_rng(len(scores) + n_min).uniform(size=s.size) < s).astype(np.int64)
+    n_min = min(n_min, len(y))
+    labels = binning.shared_labels(s, y) if shared else y
+    compiled = binning.pava_bc_weights(labels, n_min, n_min + extra)
+    python = binning.pava_bc_runs(*binning.label_runs(labels), n_min, n_min + extra)
+    assert compiled == python
