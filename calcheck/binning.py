@@ -208,6 +208,8 @@ def shared_cumsum(values: np.ndarray, ties: IntArray, positions: IntArray) -> Fl
 def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> FloatArray:
     """Every sorted row's label replaced by its tie group's mean label."""
     t = tie_bounds(sorted_scores)
+    if t.shape[0] == sorted_scores.shape[0] + 1:          # no ties: each row its own mean
+        return np.asarray(sorted_labels, dtype=np.float64)
     w = np.diff(t)
     means = segment_sums(np.asarray(sorted_labels, dtype=np.float64), t) / np.maximum(w, 1)
     return np.asarray(np.repeat(means, w), dtype=np.float64)
