@@ -345,6 +345,18 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
 
 
+def plan_rows(plan: StreamPlan) -> int | None:
+    """The rows the planned files hold, from their Parquet footers (before ``--where``), for a
+    progress bar; None when a fragment does not say."""
+    total = 0
+    for fr in plan.fragments:
+        meta = getattr(fr, "metadata", None)
+        if meta is None:
+            return None
+        total += int(meta.num_rows)
+    return total
+
+
 def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
                    batch_rows: int = 1_000_000, drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),

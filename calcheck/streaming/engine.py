@@ -167,6 +167,8 @@ class StreamSource:
     extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
+    progress: Any = None        # label → callback(rows done, rows in total), or None
+    _pass: int = 0
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -203,7 +205,22 @@ class StreamSource:
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
                                  extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
-        return fold(batches, spec), stats
+        self._pass += 1
+        return fold(self._reported(batches), spec), stats
+
+    def _reported(self, batches: Any) -> Any:
+        """The batches, reporting the rows read to the progress bar of this pass."""
+        bar = self.progress(f"pass {self._pass} over {self.path}") if self.progress else None
+        if bar is None:
+            yield from batches
+            return
+        from calcheck.io.stream import plan_rows
+
+        total, done = plan_rows(self.plan), 0
+        for batch in batches:
+            done += int(batch[0].shape[0])
+            bar(done, max(total or done, done))
+            yield batch
 
     def id_bound(self, n: int) -> int:
         """An upper bound of the row ids of a pass over ``n`` rows."""
