@@ -466,3 +466,15 @@ def test_report_default_intervals_skip_the_slow_bootstraps(cli, tmp_path):
     r = cli(["report", SAMPLE / "calibrated_50.parquet", "-o", tmp_path / "d.html", "--no-tcal",
              "--ci", "--ci-reps", "20", "-m", "tce"])
     assert r.code == 0 and "no interval by default" not in r.stderr
+
+
+def test_compare_report_has_a_notebook_view_and_a_styled_page():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=3000)
+    df = pd.DataFrame({"a": p, "b": np.clip(p * 0.8, 0, 1),
+                       "label": (rng.uniform(size=3000) < p).astype(int)})
+    c = calcheck.compare(df, score=["a", "b"], ci_reps=50)
+    h = c._repr_html_()
+    assert "<style>" in h and "class='calcheck fragment'" in h and "Change per metric" in h
+    page = c.html()
+    assert "<main class='calcheck page'>" in page and page.rstrip().endswith("</html>")

@@ -145,16 +145,33 @@ def render(report: Mapping[str, Any], fmt: str, *, width: int = 100, color: bool
 
 def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> str:
     """The comparison as one self-contained HTML page."""
-    from calcheck.report.html import CSS, _img
+    from calcheck.report.html import CSS
+
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>calcheck compare"
+            f"</title><style>{CSS}</style></head><body><main class='calcheck page'>"
+            "<h1>Calibration comparison</h1>" + "\n".join(_parts(report, figures, full=True))
+            + "</main></body></html>\n")
+
+
+def render_fragment(report: Mapping[str, Any]) -> str:
+    """The comparison's notebook view: verdict, the change table per metric (and group),
+    the gates, in one styled ``<div>``."""
+    from calcheck.report.html import CSS
+
+    return (f"<div class='calcheck fragment'><style>{CSS.replace('body { margin: 0; }', '')}"
+            "</style>" + "\n".join(_parts(report, [], full=False)) + "</div>")
+
+
+def _parts(report: Mapping[str, Any], figures: list[tuple[str, bytes]], *,
+           full: bool) -> list[str]:
+    from calcheck.report.html import _img, _wide
 
     def e(x: Any) -> str:
         return _html.escape(clean(x))
 
     s = report.get("summary") or {}
     cls = {"worse": "miscalibrated", "better": "ok"}.get(s.get("verdict", ""), "inconclusive")
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>calcheck compare"
-             f"</title><style>{CSS}</style></head><body>",
-             "<h1>Calibration comparison</h1>", f"<p class='meta'>{e(_header(report))}</p>",
+    parts = [f"<p class='meta'>{e(_header(report))}</p>",
              f"<div class='summary {cls}'><b>{e(s.get('verdict', ''))}</b>{e(s.get('text', ''))}"
              "</div>"]
 
@@ -166,7 +183,7 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
             f"<td class='{'reject' if c == 'worse' else 'accept' if c == 'better' else ''}'>"
             f"{e(c)}</td>" if i == 6 else f"<td>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
             for r in _rows(metrics))
-        return f"<table><tr>{head}</tr>{body}</table>"
+        return _wide(f"<table><tr>{head}</tr>{body}</table>")
 
     parts += ["<h2>Change per metric (new − old)</h2>", tab(report["metrics"])]
     for gname, g in (report.get("groups") or {}).items():
@@ -178,7 +195,8 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
     parts += [_img(png, cap) for cap, png in figures]
     if report.get("notes"):
         parts += ["<h2>Notes</h2><ul>", *(f"<li>{e(n)}</li>" for n in report["notes"]), "</ul>"]
-    parts += ["<h2>Settings</h2><dl class='settings'>",
-              *(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report["settings"].items()),
-              "</dl></body></html>"]
-    return "\n".join(parts) + "\n"
+    if full:
+        parts += ["<h2>Settings</h2><dl class='settings'>",
+                  *(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report["settings"].items()),
+                  "</dl>"]
+    return parts

@@ -187,6 +187,10 @@ class Report:
 
         from calcheck.report.html import render_fragment
 
+        if self.data.get("command") == "compare":
+            from calcheck.report.comparison import render_fragment as compare_fragment
+
+            return compare_fragment(self.data)
         figure = None
         if self.diagram is not None and importlib.util.find_spec("matplotlib") is not None:
             from calcheck.figures import draw
