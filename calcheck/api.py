@@ -160,8 +160,7 @@ def _inputs(command: str, values: Mapping[str, Any], *,
             if _is_array(values.get(key)) or isinstance(values.get(key), Mapping):
                 raise UsageError(f"{key}= names a column of the source; arrays are for input "
                                  "given as arrays (scores= or probs= with labels=)")
-    cmd = "plot" if command == "plot" else command
-    return source, parse(cmd, _given(cmd, values), style="python", required=required)
+    return source, parse(command, _given(command, values), style="python", required=required)
 
 
 

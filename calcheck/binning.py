@@ -36,6 +36,8 @@ References
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -477,14 +479,17 @@ Number = int | float
 def label_runs(values: np.ndarray) -> tuple[list[Number], list[int]]:
     """Runs of equal per-row values (labels, or tie-group mean labels): (values, lengths).
     Whole values are kept as Python ints, so 0/1 labels are compared exactly."""
-    n = values.shape[0]
-    if n == 0:
+    if values.shape[0] == 0:
         return [], []
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    starts = np.concatenate(([0], change))
-    lengths = np.diff(np.concatenate((starts, [n]))).tolist()
+    starts, lengths = run_starts(values)
     vals = [int(v) if float(v).is_integer() else float(v) for v in values[starts].tolist()]
-    return vals, lengths
+    return vals, lengths.tolist()
+
+
+def run_starts(values: np.ndarray) -> tuple[IntArray, IntArray]:
+    """Where each run of equal values starts, and its length (``values`` not empty)."""
+    starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
+    return starts, np.diff(np.concatenate((starts, [values.shape[0]]))).astype(np.int64)
 
 
 def pava_bc_runs(values: list[Number], lengths: list[int], n_min: int,
@@ -578,15 +583,13 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
     values = np.asarray(sorted_labels)
     if values.shape[0] == 0:
         return pava_bc_runs([], [], n_min, n_max)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    kernel = compiled_pava(change.shape[0] + 1)
+    starts, lengths = run_starts(values)
+    kernel = compiled_pava(starts.shape[0])
     if kernel is None:
         return pava_bc_runs(*label_runs(values), n_min, n_max)
     if n_min < 0 or n_max < n_min:
         raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, "
                          f"n_max={n_max}")
-    starts = np.concatenate(([0], change))
-    lengths = np.diff(np.concatenate((starts, [values.shape[0]]))).astype(np.int64)
     runs = values[starts].astype(np.float64)
     integer = bool(np.all(runs == np.round(runs))) and float(np.abs(runs).max()) < 2 ** 52
     runs_typed = runs.astype(np.int64) if integer else runs
@@ -604,9 +607,6 @@ def compiled_pava(runs: int) -> Any:
     the scan is loaded once this call, or all the loop's calls so far (a bootstrap's
     replicates), reach :data:`COMPILE_AT` runs, so its one-off cost stays below the time it
     saves."""
-    import os
-    import sys
-
     global _loop_runs
     if not USE_COMPILED or os.environ.get("CALCHECK_NO_NUMBA"):
         return None

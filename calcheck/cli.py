@@ -14,12 +14,15 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from calcheck import options as O
 from calcheck.errors import CalcheckError, ExitCode
+
+if TYPE_CHECKING:
+    from calcheck.report.model import Report
 
 try:  # typer >= 0.22 vendors click; older releases raise click's own exceptions
     from typer import TyperException as _UsageBase
@@ -260,15 +263,20 @@ def _emit(rep: Any, opts: O.Options) -> None:
     _notes([*rep.messages, *rep.notes], opts.quiet)
 
 
+def _with_bars(opts: O.Options, run: Callable[..., Report], source: Any) -> Report:
+    """``run(source, opts)`` with the run's progress bars, closed however it ends."""
+    bars = _Bars(opts.quiet or opts.no_progress)
+    try:
+        return run(source, opts, progress=bars)
+    finally:
+        bars.close()
+
+
 def _score(file: str, values: dict[str, Any]) -> int:
     from calcheck import api
 
     opts = _parse("score", file, values)
-    bars = _Bars(opts.quiet or opts.no_progress)
-    try:
-        rep = api.run_score(file, opts, progress=bars)
-    finally:
-        bars.close()
+    rep = _with_bars(opts, api.run_score, file)
     _emit(rep, opts)
     for g in rep.failed_gates:
         where = f" in group {g['group']}" if g.get("group") is not None else ""
@@ -280,11 +288,7 @@ def _test(file: str, values: dict[str, Any]) -> int:
     from calcheck import api
 
     opts = _parse("test", file, values)
-    bars = _Bars(opts.quiet or opts.no_progress)
-    try:
-        rep = api.run_test(file, opts, progress=bars)
-    finally:
-        bars.close()
+    rep = _with_bars(opts, api.run_test, file)
     _emit(rep, opts)
     if rep.exit_code:
         note(f"calibration rejected by: {', '.join(rep.rejected)}")
@@ -308,11 +312,7 @@ def _report(file: str, values: dict[str, Any]) -> int:
 
     opts = _parse("report", file, values)
     figures.require_matplotlib()
-    bars = _Bars(opts.quiet or opts.no_progress)
-    try:
-        rep = api.run_report(file, opts, progress=bars)
-    finally:
-        bars.close()
+    rep = _with_bars(opts, api.run_report, file)
     api.save_report_file(rep, opts)
     _notes([*rep.messages, *rep.notes, f"wrote {opts.output}"], opts.quiet)
     return 0
@@ -324,11 +324,7 @@ def _compare(files: list[str], values: dict[str, Any]) -> int:
     opts = _parse("compare", files[0], values, inputs=tuple(files))
     if opts.output and opts.output.lower().endswith((".html", ".htm")):
         figures.require_matplotlib()
-    bars = _Bars(opts.quiet or opts.no_progress)
-    try:
-        rep = api.run_compare(files, opts, progress=bars)
-    finally:
-        bars.close()
+    rep = _with_bars(opts, api.run_compare, files)
     _emit(rep, opts)
     for g in rep.failed_gates:
         note(f"gate failed: --fail-if-worse {g['condition']} (change {g['delta']:.6g}, lower "

@@ -127,7 +127,7 @@ def decided_by(tests: Mapping[str, Any]) -> list[str]:
 def _tests_verdict(tests: Mapping[str, Any], alpha: float) -> tuple[str, str]:
     if not tests:
         return "not assessed", "no test ran"
-    rejected = sorted(((tid, t) for tid, t in tests.items() if t.get("reject")), key=_strength)
+    rejected = [(tid, tests[tid]) for tid in decided_by(tests) if tests[tid].get("reject")]
     if rejected:
         (first, t0), others = rejected[0], rejected[1:]
         basis = f"rejected by {title(first)} (p {_p_clause(t0['pvalue'])})"
