@@ -37,25 +37,48 @@ def _falls_at(wb: Any, sb: Any, wt: Any, st: Any, v: Any, n_max: int,
 
 @njit(cache=True)
 def pava_bc_runs_kernel(values: Any, lengths: Any, n_min: int, n_max: int,
-                        integer: bool) -> Any:  # pragma: no cover - compiled
+                        integer: bool, acc: Any) -> Any:  # pragma: no cover - compiled
     """Block sizes of PAVA-BC over runs (``values``, ``lengths``), as
-    :func:`calcheck.binning.pava_bc_runs`."""
+    :func:`calcheck.binning.pava_bc_runs`.  Empty ``lengths``: ``values`` are the rows
+    themselves and their runs are found here (no run arrays).  Sums are kept in ``acc``'s
+    dtype (int64 for whole values, float64 otherwise), whatever the dtype of ``values``."""
+    m = values.shape[0]
+    per_row = lengths.shape[0] == 0
     n = 0
+    if per_row:
+        n = m
     for r in lengths:
         n += r
     head = max(n - n_min, 0)
-    W = np.empty(head + 2, np.int64)
-    S = np.empty(head + 2, values.dtype)
+    # a block is pushed below the top when it holds more than n_min rows (so with n_min > 0
+    # the stack holds at most head/n_min of them), and a run of equal values pushes at most
+    # at its first row, where the top block reaches n_min, and at each n_max rows: the stack
+    # (plus the last top block and the tail) never needs more slots than that
+    cap = 2 * values.shape[0] + head // max(n_max, 1) + 3
+    if n_min > 0:
+        cap = min(cap, head // n_min + 3)
+    cap = min(cap, head + 3)
+    W = np.empty(cap, np.int64)
+    S = np.empty(cap, acc.dtype)
     k = 0
     wt = 0
-    zero = values[0] - values[0]
+    zero = acc[0] - acc[0]
     st = zero
     left = head
-    for idx in range(values.shape[0]):
+    i = 0
+    while i < m:
         if left <= 0:
             break
-        v = values[idx]
-        r = min(lengths[idx], left)
+        v = values[i] + zero
+        if per_row:
+            j0 = i + 1
+            while j0 < m and values[j0] == values[i]:
+                j0 += 1
+            r = min(j0 - i, left)
+            i = j0
+        else:
+            r = min(lengths[i], left)
+            i += 1
         left -= r
         while r > 0:
             if wt == 0:

@@ -669,12 +669,12 @@ def _summary_bins(eng: Engine, opts: Options,
 def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """In memory, each bin row with the smallest and largest score inside its edges, so the
     summary names the scores a bin really holds (all-equal scores: one value, not 0–0.3)."""
-    data = getattr(eng, "data", None)
-    if data is None or not rows:
+    sorted_scores = getattr(eng, "sorted_scores", None)
+    if sorted_scores is None or not rows:
         return rows
     import numpy as np
 
-    s = np.sort(np.asarray(data.top[0], dtype=np.float64))
+    s = sorted_scores()
     out = []
     for r in rows:
         lo = int(np.searchsorted(s, r["lower"], side="left"))

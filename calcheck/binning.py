@@ -179,6 +179,26 @@ def sort_order(scores: FloatArray, ties: str = "share") -> IntArray:
     return np.argsort(scores).astype(np.int64)
 
 
+def sorted_binary(scores: FloatArray, labels: np.ndarray) -> tuple[FloatArray, np.ndarray]:
+    """The scores in ascending order and their 0/1 labels (label 0 first inside a tie group),
+    by one sort of 64-bit keys instead of an argsort and two gathers.
+
+    For a double s ≥ 0 the IEEE 754 bit pattern, read as an unsigned integer, orders like s,
+    and its top (sign) bit is 0; so (bits(s) << 1) | y orders the rows by score, then label,
+    and both come back from the sorted keys (−0.0 becomes +0.0).  About 10× faster than
+    ``argsort`` and 16 bytes per row less at its peak.  ``scores`` must be non-negative and
+    ``labels`` 0/1 integers or booleans (not checked here); labels come back as int8.
+    """
+    key = np.left_shift(np.asarray(scores, dtype=np.float64).view(np.uint64), np.uint64(1))
+    key |= np.asarray(labels).astype(np.uint8, copy=False)
+    key.sort()
+    lab = np.bitwise_and(key.view(np.uint8)[::8], np.uint8(1)).view(np.int8)  # little-endian
+    if not np.little_endian:                                  # pragma: no cover
+        lab = (key & np.uint64(1)).astype(np.int8)
+    np.right_shift(key, np.uint64(1), out=key)
+    return key.view(np.float64), lab
+
+
 def count_value(x: Any) -> int | float:
     """A count or label sum for the report: an int when whole, else the float share."""
     f = float(x)
@@ -207,11 +227,39 @@ def shared_cumsum(values: np.ndarray, ties: IntArray, positions: IntArray) -> Fl
     return np.asarray(cum[a] + frac * (cum[b] - cum[a]), dtype=np.float64)
 
 
-def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> FloatArray:
-    """Every sorted row's label replaced by its tie group's mean label."""
+def shared_prefix(values: np.ndarray, sorted_scores: FloatArray,
+                  positions: IntArray) -> FloatArray:
+    """:func:`shared_cumsum` without an array of n rows: only the tie groups that a position
+    cuts are located (two binary searches each), and the prefix sums are taken at those few
+    points from one ``reduceat`` pass — for positional bins over 10⁷+ rows."""
+    s = sorted_scores
+    n = s.shape[0]
+    p = np.asarray(positions, dtype=np.int64)
+    a, b = p.copy(), p.copy()
+    inner = np.flatnonzero((p > 0) & (p < n))
+    cut = inner[s[p[inner] - 1] == s[p[inner]]]          # the rows on both sides tie
+    if cut.shape[0]:
+        v = s[p[cut]]
+        a[cut] = np.searchsorted(s, v, side="left")
+        b[cut] = np.searchsorted(s, v, side="right")
+    pts = np.unique(np.concatenate(([0, n], a, b, p)))
+    seg = segment_sums(values, pts)
+    prefix = np.concatenate(([0.0], np.cumsum(seg, dtype=np.float64)))
+
+    def at(x: IntArray) -> FloatArray:
+        return np.asarray(prefix[np.searchsorted(pts, x)], dtype=np.float64)
+
+    ca, cb = at(a), at(b)
+    frac = np.where(b > a, (p - a) / np.maximum(b - a, 1), 0.0)
+    return np.asarray(ca + frac * (cb - ca), dtype=np.float64)
+
+
+def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> np.ndarray:
+    """Every sorted row's label replaced by its tie group's mean label (the labels themselves,
+    in their own dtype, when no two scores tie)."""
+    if not np.any(sorted_scores[1:] == sorted_scores[:-1]):  # each row its own mean
+        return np.asarray(sorted_labels)
     t = tie_bounds(sorted_scores)
-    if t.shape[0] == sorted_scores.shape[0] + 1:          # no ties: each row its own mean
-        return np.asarray(sorted_labels, dtype=np.float64)
     w = np.diff(t)
     means = segment_sums(np.asarray(sorted_labels, dtype=np.float64), t) / np.maximum(w, 1)
     return np.asarray(np.repeat(means, w), dtype=np.float64)
@@ -294,9 +342,18 @@ def segment_sums(values: np.ndarray, bounds: IntArray) -> np.ndarray:
                    if values.dtype.kind in "biu" else np.float64)
     counts = np.diff(bounds)
     nonempty = counts > 0
-    if nonempty.any():
-        out[nonempty] = np.add.reduceat(values, bounds[:-1][nonempty])
+    if not nonempty.any():
+        return out
+    if values.dtype.itemsize < out.dtype.itemsize and n_bins <= FEW_SEGMENTS:
+        # reduceat would first cast all n values (8 bytes a row); sum each segment instead
+        for j in np.flatnonzero(nonempty):
+            out[j] = values[bounds[j]:bounds[j + 1]].sum(dtype=out.dtype)
+        return out
+    out[nonempty] = np.add.reduceat(values, bounds[:-1][nonempty])
     return out
+
+
+FEW_SEGMENTS = 4096         # up to this many segments of narrow values are summed one by one
 
 
 def positional_stats(sorted_scores: FloatArray, sorted_labels: np.ndarray, bounds: IntArray, *,
@@ -320,7 +377,7 @@ def label_sums(sorted_scores: FloatArray, sorted_labels: np.ndarray, bounds: Int
     ``ties="order"`` (then the rows on each side count as they lie)."""
     if ties == "order":
         return segment_sums(sorted_labels, bounds).astype(np.float64)
-    sums = np.diff(shared_cumsum(sorted_labels, tie_bounds(sorted_scores), bounds))
+    sums = np.diff(shared_prefix(sorted_labels, sorted_scores, bounds))
     whole = np.round(sums)
     return np.asarray(np.where(np.abs(sums - whole) < 1e-9, whole, sums), dtype=np.float64)
 
@@ -397,14 +454,17 @@ def quantile_stats(sorted_scores: FloatArray, sorted_labels: np.ndarray, n_bins:
                             params={"bins": n_bins}, ties=ties)
 
 
-def quantile_stats_select(scores: FloatArray, labels: np.ndarray, n_bins: int) -> BinStats:
+def quantile_stats_select(scores: FloatArray, labels: np.ndarray, n_bins: int, *,
+                          sorted_scores: FloatArray | None = None) -> BinStats:
     """The equal-mass bins of :func:`quantile_stats` (shared ties) without sorting the rows.
 
     The scores at the cut positions ⌊j·n/B⌋ come from one ``numpy.partition``; every row then
     falls either strictly between two neighbouring cut values (a run of sorted positions that
     lies inside one bin) or on a cut value (a tie group, shared pro rata between the bins its
     positions span).  One pass over cache-sized blocks counts each of those segments, its score
-    sum and its label sum; the bins follow from the segments' positions.
+    sum and its label sum; the bins follow from the segments' positions.  ``sorted_scores``,
+    when a sort was made anyway, gives the cut values instead (the same order statistics, so
+    the same bins, without the partition's copy of the scores).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
@@ -412,7 +472,7 @@ def quantile_stats_select(scores: FloatArray, labels: np.ndarray, n_bins: int) -
     bounds = quantile_bounds(n, n_bins)
     inner = bounds[1:-1]
     at = np.unique(np.clip(np.concatenate((inner - 1, inner)), 0, max(n - 1, 0)))
-    part = np.partition(s, at) if n else s
+    part = sorted_scores if sorted_scores is not None else np.partition(s, at) if n else s
     cuts = np.unique(part[inner[(inner > 0) & (inner < n)]])
     u = cuts.shape[0]
     # segment 2a: rows strictly between cut values a−1 and a; 2a+1: rows equal to cut value a
@@ -583,17 +643,24 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
     values = np.asarray(sorted_labels)
     if values.shape[0] == 0:
         return pava_bc_runs([], [], n_min, n_max)
-    starts, lengths = run_starts(values)
-    kernel = compiled_pava(starts.shape[0])
+    kernel = compiled_pava(values.shape[0])     # rows: at least the runs the loop would scan
     if kernel is None:
         return pava_bc_runs(*label_runs(values), n_min, n_max)
     if n_min < 0 or n_max < n_min:
         raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, "
                          f"n_max={n_max}")
-    runs = values[starts].astype(np.float64)
-    integer = bool(np.all(runs == np.round(runs))) and float(np.abs(runs).max()) < 2 ** 52
-    runs_typed = runs.astype(np.int64) if integer else runs
-    return kernel(runs_typed, lengths, int(n_min), int(n_max), integer).tolist()  # type: ignore[no-any-return]
+    # the compiled scan finds the runs itself: whole values (0/1 labels) summed as int64
+    if values.dtype.kind in "iub":
+        integer = True
+        rows = values.view(np.int8) if values.dtype.kind == "b" else values
+    else:
+        rows = np.asarray(values, dtype=np.float64)
+        integer = bool(np.all(rows == np.round(rows))) and float(np.abs(rows).max()) < 2 ** 52
+        if integer:
+            rows = rows.astype(np.int64)
+    acc = np.zeros(1, dtype=np.int64 if integer else np.float64)
+    return kernel(rows, np.zeros(0, dtype=np.int64), int(n_min), int(n_max), integer,  # type: ignore[no-any-return]
+                  acc).tolist()
 
 
 USE_COMPILED = True          # tests switch the compiled scan off to compare the two

@@ -138,7 +138,9 @@ class Predictions:
         else:
             self.scores = None if scores is None else np.asarray(scores, dtype=np.float64)
             self.probs = None if probs is None else np.asarray(probs, dtype=np.float64)
-            y = np.asarray(labels, dtype=np.int64)
+            y = np.asarray(labels)
+            if y.dtype.kind not in "iu":              # the reader's int8 0/1 labels stay int8
+                y = y.astype(np.int64)
         self.labels: IntArray = y
         k = None if self.probs is None else int(self.probs.shape[1])
         names = None if class_names is None else [str(c) for c in class_names]

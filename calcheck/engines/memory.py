@@ -65,8 +65,20 @@ def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[s
         return compute_multiclass_metrics(
             MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options)
     assert data.scores is not None
-    return compute_metrics(Prepared(data.scores, data.labels, validate=False,
-                                    order=data.sorted_order, ties=options.ties), ids, options)
+    return compute_metrics(prepared(data, options.ties), ids, options)
+
+
+def prepared(data: Predictions, ties: str) -> Prepared:
+    """The binary rows as a :class:`Prepared`, kept with ``data`` so that every metric, the
+    summary's score ranges and later calls share one sort."""
+    assert data.scores is not None
+    if data.sorted_order is not None:              # a bootstrap replicate, listed sorted
+        return Prepared(data.scores, data.labels, validate=False, order=data.sorted_order,
+                        ties=ties)
+    cache: dict[str, Prepared] = data.__dict__.setdefault("_prepared", {})
+    if ties not in cache:
+        cache[ties] = Prepared(data.scores, data.labels, validate=False, ties=ties)
+    return cache[ties]
 
 
 def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:
@@ -105,6 +117,15 @@ class MemoryEngine:
     @property
     def multiclass(self) -> bool:
         return self.data.multiclass
+
+    def sorted_scores(self) -> np.ndarray:
+        """The (top-label) scores in ascending order: the metrics' sort when they made one."""
+        if not self.multiclass:
+            for p in self.data.__dict__.get("_prepared", {}).values():
+                if "_sorted" in p.__dict__:
+                    out: np.ndarray = p.sorted_scores
+                    return out
+        return np.sort(np.asarray(self.data.top[0], dtype=np.float64))
 
     def input_info(self, top: bool = False) -> dict[str, Any]:
         info = self.data.input_info()

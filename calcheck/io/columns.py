@@ -111,14 +111,14 @@ def scores_array(src: Source, name: str,
 
 def labels_array(src: Source, name: str, col: pa.ChunkedArray,
                   pos_label: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """Labels as 0/1 int64, masks of missing and non-binary entries, and the raw values."""
+    """Labels as 0/1 int8, masks of missing and non-binary entries, and the raw values."""
     t = col.type
     n = len(col)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         raise not_utf8(src, name, col)
     missing = null_mask(col)
     if pa.types.is_null(t):
-        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool), np.zeros(n, dtype=bool), None
+        return np.zeros(n, dtype=np.int8), np.ones(n, dtype=bool), np.zeros(n, dtype=bool), None
     if pa.types.is_boolean(t):
         vals = np.asarray(numpy_of(col.fill_null(False)))
         if pos_label is not None:
@@ -127,15 +127,20 @@ def labels_array(src: Source, name: str, col: pa.ChunkedArray,
                 raise InputError(f"{src.name}: --pos-label {pos_label!r} is not a value of the "
                                  f"boolean column {name!r} (use true or false)", column=name)
             pos = BOOL_WORDS[word]
-            return (vals == pos).astype(np.int64), missing, np.zeros(n, dtype=bool), None
-        return vals.astype(np.int64), missing, np.zeros(n, dtype=bool), None
+            return (vals == pos).astype(np.int8), missing, np.zeros(n, dtype=bool), None
+        return vals.astype(np.int8), missing, np.zeros(n, dtype=bool), None
     numeric = pa.types.is_integer(t) or pa.types.is_floating(t)
+    if pa.types.is_integer(t) and pos_label is None and col.null_count == 0:
+        ints = np.asarray(numpy_of(col))
+        # one pass: the OR of all labels has no bit but the lowest iff every label is 0 or 1
+        if not ints.size or not int(np.bitwise_or.reduce(ints)) & ~1:
+            return (ints.astype(np.int8, copy=False), missing, np.zeros(n, dtype=bool), ints)
     if numeric:
         vals = np.asarray(numpy_of(pc.cast(col, pa.float64())))
         missing = missing | np.isnan(vals)
         if pos_label is None:
             nonbin = ~missing & (vals != 0) & (vals != 1)
-            return np.where(nonbin | missing, 0, vals).astype(np.int64), missing, nonbin, vals
+            return np.where(nonbin | missing, 0, vals).astype(np.int8), missing, nonbin, vals
         try:
             pos_value = float(pos_label)
         except ValueError:
@@ -164,8 +169,8 @@ def _pos_label_split(src: Source, name: str, vals: np.ndarray, missing: np.ndarr
         raise InputError(f"{src.name}: column {name!r} has {len(distinct)} distinct values "
                          f"({', '.join(map(str, distinct[:5]))}); labels must be binary",
                          column=name)
-    y = np.zeros(len(vals), dtype=np.int64)
-    y[~missing] = (present == pos_value).astype(np.int64)
+    y = np.zeros(len(vals), dtype=np.int8)
+    y[~missing] = present == pos_value
     return y, missing, np.zeros(len(vals), dtype=bool)
 
 

@@ -113,9 +113,13 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                                  f"{only}); calibration metrics are still computed but say "
                                  "little")
     del table
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()   # the reader's buffers: ~17 bytes per row kept
     prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
     if keep is not None:
         extras = {k: v[keep] for k, v in extras.items()}
-    return Predictions(labels=np.ascontiguousarray(y, dtype=np.int64), scores=scores,
+    return Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
+                                                   np.int8), scores=scores,
                        probs=None if P is None else np.ascontiguousarray(P), class_names=names,
                        columns=extras, validate=False, provenance=prov)

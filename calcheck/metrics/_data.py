@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import check_ties, sort_order
+from calcheck.binning import check_ties, sort_order, sorted_binary
 from calcheck.validation import (
     check_binary_labels,
     check_nonempty,
@@ -48,7 +48,9 @@ class Prepared:
             check_nonempty(len(s), where="scores")
         else:
             s = np.asarray(scores, dtype=np.float64)
-            y = np.asarray(labels, dtype=np.int64)
+            y = np.asarray(labels)
+            if y.dtype.kind not in "iu":              # int8 labels from the reader stay int8
+                y = y.astype(np.int64)
         self.scores: FloatArray = s
         self.labels: IntArray = y
         self.ties = check_ties(ties)
@@ -71,14 +73,25 @@ class Prepared:
         return sort_order(self.scores, self.ties)
 
     @cached_property
+    def _sorted(self) -> tuple[FloatArray, IntArray]:
+        # shared ties and 0/1 labels: one sort of packed keys (binning.sorted_binary), no
+        # order array; else the order (stable for ties="order", or the caller's)
+        y = self.labels
+        if "order" not in self.__dict__ and self.ties == "share" and y.shape[0] and \
+                y.dtype.kind in "iub" and not int(np.bitwise_or.reduce(y.view(np.uint8)
+                                                  if y.dtype.kind == "b" else y)) & ~1:
+            return sorted_binary(self.scores, y)
+        return self.scores[self.order], y[self.order]
+
+    @property
     def sorted_scores(self) -> FloatArray:
         """Scores in ascending order."""
-        return self.scores[self.order]
+        return self._sorted[0]
 
-    @cached_property
+    @property
     def sorted_labels(self) -> IntArray:
-        """Labels in the order of :attr:`sorted_scores`."""
-        return self.labels[self.order]
+        """Labels in the order of :attr:`sorted_scores` (label 0 first among equal scores)."""
+        return self._sorted[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,6 @@ from calcheck.binning import (
     quantile_bounds,
     quantile_stats,
     quantile_stats_select,
-    row_bin_ids,
     shared_cumsum,
     tie_bounds,
     uniform_stats,
@@ -47,7 +46,9 @@ def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
     # by selection, whichever other metrics sorted the rows, so a value never depends on them
     cache = data.__dict__.setdefault("_quantile_stats", {})
     if n_bins not in cache:
-        cache[n_bins] = quantile_stats_select(data.scores, data.labels, n_bins)
+        done = data.__dict__.get("_sorted")          # a sort another metric made
+        cache[n_bins] = quantile_stats_select(data.scores, data.labels, n_bins,
+                                              sorted_scores=done[0] if done else None)
     return cache[n_bins]  # type: ignore[no-any-return]
 
 
@@ -113,11 +114,13 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
     bounds = quantile_bounds(data.n, bins)
     stats = quantile_bins(data, bins)
     phat = np.nan_to_num(stats.mean_label)
-    dev = np.abs(data.sorted_scores - phat[row_bin_ids(bounds)])
+    s = data.sorted_scores
     per_bin = np.zeros(stats.n_bins)
     nonempty = stats.nonempty
-    if nonempty.any():
-        per_bin[nonempty] = np.add.reduceat(dev, bounds[:-1][nonempty])
+    for j in np.flatnonzero(nonempty):        # Σ|s_i − P̂_b| per bin, a block of rows at a time
+        for a in range(int(bounds[j]), int(bounds[j + 1]), DEV_CHUNK):
+            block = s[a:min(a + DEV_CHUNK, int(bounds[j + 1]))]
+            per_bin[j] += float(np.abs(block - phat[j]).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1), np.nan)
     return MetricResult(id="pde", value=float(per_bin.sum() / data.n),
@@ -127,6 +130,7 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
 
 
 SWEEP_MAX_BINS = 10_000
+DEV_CHUNK = 1 << 20         # rows per block of PDE's deviations (no temporary of n rows)
 
 
 def sweep_bins(data: Prepared, max_bins: int = SWEEP_MAX_BINS) -> tuple[int, bool]:
