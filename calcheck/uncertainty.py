@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._prefetch import prefetch
+from calcheck._threads import one_blas_thread
 from calcheck._typing import FloatArray
 from calcheck.errors import CalcheckError, UsageError
 
@@ -180,11 +181,13 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     # order of the rows in the file; listed in that order it is sorted by score.  They are
     # made in order in a background thread while this one computes the previous replicate.
     n = data.n
-    draws = prefetch((rng.integers(0, n, size=n) for _ in range(reps)), depth=4)
-    for r, idx in enumerate(draws):
-        model.add(r, np.bincount(idx, minlength=n))
-        if progress is not None:
-            progress(r + 1, reps)
+    draws = prefetch((np.bincount(rng.integers(0, n, size=n), minlength=n)
+                      for _ in range(reps)), depth=4)
+    with one_blas_thread():                 # the drawing thread and BLAS would share 2 cores
+        for r, counts in enumerate(draws):
+            model.add(r, counts)
+            if progress is not None:
+                progress(r + 1, reps)
     return model.intervals(level=level, seed=seed)
 
 
@@ -304,12 +307,15 @@ class BinVectors:
 
     def __init__(self, data: Any, canon: np.ndarray, ids: dict[str, tuple[str, str]],
                  bins: int, ties: str, reps: int,
-                 weighted: WeightedReplicates | None = None) -> None:
+                 weighted: WeightedReplicates | None = None,
+                 fast_uniform: WeightedReplicates | None = None) -> None:
         from calcheck.binning import uniform_assign
         from calcheck.metrics.debiased import quantile_residuals, uniform_residuals
 
         self.ids, self.bins, self.ties = ids, bins, ties
         kinds = {k for k, _ in ids.values()}
+        # the run's fast path already sums each uniform bin of a replicate (same bins)
+        self.fast_uniform = fast_uniform if "uniform" in kinds else None
         # equal-mass bins re-cut per replicate: from the replicate's counts where the binary
         # fast path applies (``weighted``: ties shared), else from the resampled copy
         self.weighted = weighted if "quantile" in kinds else None
@@ -360,8 +366,10 @@ class BinVectors:
         if any(k == "quantile" for k, _ in chosen.values()):     # the run's own fast path when
             weighted = fast if fast is not None and "ace" in fast.ids else \
                 WeightedReplicates.for_data(data, canon, ["ace"], options)  # it re-cuts ACE
+        uniform = fast if fast is not None and {"ece", "ece_l2", "mce"} & set(fast.ids) \
+            else None
         return cls(data, canon, chosen, int(options.bins), getattr(options, "ties", "share"),
-                   reps, weighted)
+                   reps, weighted, uniform)
 
     def add(self, r: int, counts: np.ndarray, sample: Any) -> None:
         """Replicate r: row i of the canonical order taken ``counts[i]`` times (``sample``:
@@ -370,7 +378,10 @@ class BinVectors:
 
         n = self.n
         c = np.asarray(counts, dtype=np.float64)
-        if "uniform" in self.reps:
+        if "uniform" in self.reps and self.fast_uniform is not None:
+            self.fast_uniform.values(counts)          # memoised: once per replicate
+            self.reps["uniform"].add(r, self.fast_uniform.uniform_m)
+        elif "uniform" in self.reps:
             m = np.bincount(self.u_ids, weights=c * self.u_r, minlength=self.bins) / n
             self.reps["uniform"].add(r, m)
         if "quantile" in self.reps and self.weighted is not None:
@@ -484,6 +495,7 @@ class WeightedReplicates:
         if uniform:
             bounds = at(np.append(self.uniform_starts, n))
             d = np.diff(bounds, axis=0)
+            self.uniform_m = (d[:, 2] - d[:, 1]) / n                      # signed, per bin
             out.update(_binned(d[:, 0], d[:, 1], d[:, 2], n, ids, ("ece", "ece_l2", "mce")))
         if equal_mass:
             pl, ph = at(lo), at(hi)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from calcheck._threads import one_blas_thread
 from calcheck.engines.stream import StreamEngine
 from calcheck.errors import CalcheckError, UsageError
 from calcheck.io.stream import (
@@ -138,7 +139,8 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
         if client is None:
             # threads, not a dask.bag's default process pool: a pool re-imports the caller's
             # script (BrokenProcessPool in a plain script without a __main__ guard)
-            return total.compute(scheduler="threads")  # type: ignore[no-any-return]
+            with one_blas_thread():         # Dask's threads, not BLAS's, share the cores
+                return total.compute(scheduler="threads")  # type: ignore[no-any-return]
         return client.compute(total).result()  # type: ignore[no-any-return]
     except CalcheckError:
         raise

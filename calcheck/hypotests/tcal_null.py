@@ -456,7 +456,9 @@ def simulate(p: NullPlan, *, trials: int, rng: np.random.Generator,
     else:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        from calcheck._threads import one_blas_thread
+
+        with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
             for t in pool.map(run, tasks):
                 done += t
                 if progress is not None:

@@ -36,7 +36,14 @@ from calcheck.io.columns import (
     numpy_of,
     variable_values,
 )
-from calcheck.io.source import Source, check_parts, one_line, parquet_dataset, to_expression
+from calcheck.io.source import (
+    Source,
+    check_parts,
+    one_line,
+    parquet_dataset,
+    parquet_format,
+    to_expression,
+)
 from calcheck.where import check_columns, parse_where
 
 MULTICLASS_BATCH_VALUES = 2_000_000   # probabilities per streamed multiclass batch (16 MB)
@@ -243,9 +250,7 @@ def _single_file_dataset(src: Source) -> Any:
     import pyarrow.dataset as pads
 
     try:
-        fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(
-            page_checksum_verification=True))
-        return pads.dataset(src.path, format=fmt)
+        return pads.dataset(src.path, format=parquet_format())
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)})") \
             from None

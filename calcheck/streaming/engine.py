@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calcheck import registry
+from calcheck._threads import one_blas_thread
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
@@ -79,18 +80,19 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
     workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
     for w in workers:
         w.start()
-    try:
-        start = 0
-        for j, b in enumerate(batches):
-            if errors:
-                break
-            queues[j % threads].put((b[0], b[1], start, *b[2:]))
-            start += int(b[0].shape[0])
-    finally:
-        for q in queues:
-            q.put(None)
-        for w in workers:
-            w.join()
+    with one_blas_thread():                 # our threads, not BLAS's, share the cores
+        try:
+            start = 0
+            for j, b in enumerate(batches):
+                if errors:
+                    break
+                queues[j % threads].put((b[0], b[1], start, *b[2:]))
+                start += int(b[0].shape[0])
+        finally:
+            for q in queues:
+                q.put(None)
+            for w in workers:
+                w.join()
     if errors:
         raise errors[0]
     for other in states[1:]:

@@ -1,0 +1,299 @@
+"""Every row of the README's performance table, each beside its floor, measured in one run.
+
+    python benchmarks/bench_scale.py                  # every row (~10 min, ~1.5 GB of data)
+    python benchmarks/bench_scale.py memory stream    # some rows
+    python benchmarks/bench_scale.py --rows 100000000 # the 10^8-row rows at another size
+    python benchmarks/bench_scale.py duckdb --duckdb-python /path/to/venv/bin/python
+
+Rows (the goal in brackets; "peak" is the process's peak resident memory):
+  tce        calcheck.tce (PAVA-BC) at 10^6 and 10^7 rows
+             vs one stable argsort + scipy.optimize.isotonic_regression           [<= 1.5x]
+  memory     calcheck score FILE (default metrics), --rows rows (default 3*10^7)
+             vs a pyarrow read + stable argsort script              [<= 3x, <= 45 B/row peak]
+  stream     calcheck score FILE --engine stream (default metrics, and -m ece)
+             vs a pyarrow scan of the same columns                  [<= 3x, <= 0.4 GB peak]
+  duckdb     calcheck score FILE -m ece --json vs DuckDB's one-SQL ECE, 10^6 and --rows rows
+             (DuckDB from --duckdb-python, a separate environment; skipped without it) [<= 1.5x]
+  startup    calcheck -V vs python -c pass; score SMALL -m ece --json (10^4 rows)
+             vs python -c "import numpy, pyarrow.parquet"                           [<= 2x]
+  mc10       multiclass K = 10, 5*10^6 rows, --engine stream vs a pyarrow scan [<= 4x, 0.6 GB]
+  mc1000     multiclass K = 1,000, n = 10^5, memory engine (default metrics)
+             vs a per-class sort of every column                       [<= 10x, <= 3 GB]
+  ci         calcheck score FILE --ci (default metrics), 500k rows, and the same with
+             OPENBLAS_NUM_THREADS=1                                     [<= 10 s, <= 1.3x]
+  dask       calcheck score DIR --engine dask vs --engine stream, 4 files         [<= 1.3x]
+
+Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
+seconds of whole processes (interpreter start included on both sides), best of a few runs for
+the short rows.  Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _common import DATA
+
+# runs a module ("calcheck") or a script in a child process and reports its peak RSS
+WRAP = ("import atexit, resource, runpy, sys\n"
+        "atexit.register(lambda: sys.stderr.write('PEAK_KB=%d\\n' % "
+        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
+        "sys.argv = sys.argv[1:]\n"
+        "if sys.argv[0] == 'calcheck':\n"
+        "    runpy.run_module('calcheck', run_name='__main__', alter_sys=True)\n"
+        "else:\n"
+        "    runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+READ_SORT = """
+import sys, numpy as np, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1], columns=["score", "label"])
+s = t.column("score").to_numpy(); y = t.column("label").to_numpy()
+o = np.argsort(s, kind="stable")
+print(s[o[0]], y[o].sum())
+"""
+
+SCAN = """
+import sys, pyarrow.dataset as ds
+n = 0
+for b in ds.dataset(sys.argv[1], format="parquet").to_batches(columns=sys.argv[2].split(",")):
+    n += b.num_rows
+print(n)
+"""
+
+DUCK = """
+import sys, duckdb
+q = f'''SELECT SUM(ABS(sy - ss)) / SUM(c) FROM (
+  SELECT LEAST(FLOOR(score * 10), 9) AS b, COUNT(*) AS c, SUM(score) AS ss, SUM(label) AS sy
+  FROM read_parquet('{sys.argv[1]}') GROUP BY b)'''
+print(duckdb.connect().execute(q).fetchone()[0])
+"""
+
+CLASSWISE_SORT = """
+import sys, numpy as np, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+y = t.column("label").to_numpy()
+for name in t.column_names:
+    if name.startswith("prob_"):
+        p = t.column(name).to_numpy()
+        o = np.argsort(p)
+        p[o].sum(); (y[o] == int(name[5:])).sum()
+"""
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak GB) of ``python WRAP args`` in a fresh process."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", WRAP, *args], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, check=False)
+    wall = time.perf_counter() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    peak = [ln for ln in r.stderr.splitlines() if ln.startswith("PEAK_KB=")]
+    return wall, int(peak[-1][8:]) / 2**20 if peak else float("nan")
+
+
+def script(folder: Path, name: str, text: str) -> str:
+    path = folder / name
+    path.write_text(text)
+    return str(path)
+
+
+def line(name: str, ours: float, ref: float | None, goal: str, extra: str = "") -> None:
+    ratio = f"{ours / ref:6.2f}x" if ref else "       "
+    refs = f"{ref:8.2f} s" if ref else " " * 10
+    print(f"{name:<22} {ours:8.2f} s  {refs}  {ratio}  {extra:<24} goal {goal}", flush=True)
+
+
+def binary_file(n: int) -> Path:
+    DATA.mkdir(exist_ok=True)
+    path = DATA / f"scale_{n}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(0)
+        chunks = []
+        for start in range(0, n, 10**7):                 # written in pieces: little memory
+            m = min(10**7, n - start)
+            s = 1.0 / (1.0 + np.exp(-(0.3 + 1.7 * rng.normal(size=m))))
+            chunks.append(pa.table({"score": s, "label": (rng.random(m) < s).astype(np.int8)}))
+        with pq.ParquetWriter(path, chunks[0].schema) as w:
+            for c in chunks:
+                w.write_table(c)
+    return path
+
+
+def multiclass_file(n: int, k: int) -> Path:
+    DATA.mkdir(exist_ok=True)
+    path = DATA / f"multiclass_{n}_{k}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(0)
+        with pq.ParquetWriter(path, pa.schema([*(pa.field(f"prob_{j}", pa.float64())
+                                                 for j in range(k)),
+                                               pa.field("label", pa.int64())])) as w:
+            step = max(1, 2 * 10**7 // k)
+            for start in range(0, n, step):
+                m = min(step, n - start)
+                z = rng.normal(size=(m, k)) * 2
+                p = np.exp(z - z.max(axis=1, keepdims=True))
+                p /= p.sum(axis=1, keepdims=True)
+                u = rng.random(m)[:, None]
+                y = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), k - 1)
+                w.write_table(pa.table({**{f"prob_{j}": p[:, j] for j in range(k)},
+                                        "label": y.astype(np.int64)}))
+    return path
+
+
+def directory(n: int, parts: int) -> Path:
+    root = DATA / f"scale_dir_{n}_{parts}"
+    if not root.exists():
+        root.mkdir(parents=True)
+        rng = np.random.default_rng(1)
+        for i in range(parts):
+            m = n // parts
+            s = rng.random(m)
+            pq.write_table(pa.table({"score": s, "label": (rng.random(m) < s).astype(np.int8)}),
+                           root / f"part-{i}.parquet")
+    return root
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _clock(f: Callable[..., object], *args: object, runs: int = 3) -> float:
+    out = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        f(*args)
+        out = min(out, time.perf_counter() - t)
+    return out
+
+
+def _tce_floor(s: np.ndarray, y: np.ndarray) -> None:
+    from scipy.optimize import isotonic_regression
+
+    o = np.argsort(s, kind="stable")
+    isotonic_regression(y[o].astype(np.float64))
+
+
+def row_tce(a: argparse.Namespace, folder: Path) -> None:
+    import calcheck
+
+    for n in (10**6, 10**7):
+        rng = np.random.default_rng(0)
+        s = rng.random(n)
+        y = (rng.random(n) < s).astype(np.int64)
+        calcheck.tce(s, y)                              # numba's one-off load
+        line(f"tce {n:.0e}", _clock(calcheck.tce, s, y), _clock(_tce_floor, s, y), "<= 1.5x")
+
+
+def row_memory(a: argparse.Namespace, folder: Path) -> None:
+    path = binary_file(a.rows)
+    floor = run([script(folder, "read_sort.py", READ_SORT), str(path)])
+    ours = run(["calcheck", "score", str(path), "--no-progress", "-q"])
+    line(f"memory {a.rows:.0e}", ours[0], floor[0], "<= 3x, <= 45 B/row",
+         f"peak {ours[1]:.2f} GB = {ours[1] * 2**30 / a.rows:.0f} B/row")
+
+
+def row_stream(a: argparse.Namespace, folder: Path) -> None:
+    path = binary_file(a.rows)
+    floor = run([script(folder, "scan.py", SCAN), str(path), "score,label"])
+    for name, extra in (("default", []), ("-m ece", ["-m", "ece"])):
+        ours = run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress", "-q",
+                    *extra])
+        line(f"stream {name}", ours[0], floor[0], "<= 3x, <= 0.4 GB", f"peak {ours[1]:.2f} GB")
+
+
+def row_duckdb(a: argparse.Namespace, folder: Path) -> None:
+    py = a.duckdb_python or sys.executable
+    if subprocess.run([py, "-c", "import duckdb"], capture_output=True).returncode:
+        print("duckdb: skipped (no duckdb in --duckdb-python; e.g. python -m venv /tmp/duck && "
+              "/tmp/duck/bin/pip install duckdb)")
+        return
+    duck = script(folder, "duck.py", DUCK)
+    for n in sorted({10**6, a.rows}):
+        path = binary_file(n)
+        ref = min(_timed([py, duck, str(path)]) for _ in range(3))
+        cmd = ["calcheck", "score", str(path), "-m", "ece", "--json", "--no-progress"]
+        ours = min(run(cmd)[0] for _ in range(3))
+        line(f"duckdb ece {n:.0e}", ours, ref, "<= 1.5x")
+
+
+def _timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def row_startup(a: argparse.Namespace, folder: Path) -> None:
+    floor_v = min(_timed([sys.executable, "-c", "pass"]) for _ in range(5))
+    ours_v = min(_timed([sys.executable, "-m", "calcheck", "-V"]) for _ in range(5))
+    line("startup -V", ours_v, floor_v, "no numpy/pandas/pyarrow/scipy (tested)")
+    small = binary_file(10**4)
+    floor = min(_timed([sys.executable, "-c", "import numpy, pyarrow.parquet"]) for _ in range(5))
+    ours = min(_timed([sys.executable, "-m", "calcheck", "score", str(small), "-m", "ece",
+                       "--json"]) for _ in range(5))
+    line("startup score -m ece", ours, floor, "<= 2x")
+
+
+def row_mc10(a: argparse.Namespace, folder: Path) -> None:
+    path = multiclass_file(5 * 10**6, 10)
+    cols = ",".join([*(f"prob_{j}" for j in range(10)), "label"])
+    floor = run([script(folder, "scan.py", SCAN), str(path), cols])
+    ours = run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress", "-q"])
+    line("multiclass K=10 stream", ours[0], floor[0], "<= 4x, <= 0.6 GB",
+         f"peak {ours[1]:.2f} GB")
+
+
+def row_mc1000(a: argparse.Namespace, folder: Path) -> None:
+    path = multiclass_file(10**5, 1000)
+    floor = run([script(folder, "classwise.py", CLASSWISE_SORT), str(path)])
+    ours = run(["calcheck", "score", str(path), "--no-progress", "-q"])
+    line("multiclass K=1000", ours[0], floor[0], "<= 10x, <= 3 GB", f"peak {ours[1]:.2f} GB")
+
+
+def row_ci(a: argparse.Namespace, folder: Path) -> None:
+    path = binary_file(500_000)
+    cmd = ["calcheck", "score", str(path), "--ci", "--no-progress", "-q"]
+    ours = run(cmd)
+    one = run(cmd, env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                        "MKL_NUM_THREADS": "1"})
+    line("ci 5e5 (vs 1 thread)", ours[0], one[0], "<= 10 s, <= 1.3x")
+
+
+def row_dask(a: argparse.Namespace, folder: Path) -> None:
+    root = directory(2 * 10**7, 4)
+    stream = run(["calcheck", "score", str(root), "--engine", "stream", "-m", "ece,brier,ace",
+                  "--no-progress", "-q"])
+    ours = run(["calcheck", "score", str(root), "--engine", "dask", "-m", "ece,brier,ace",
+                "--no-progress", "-q"])
+    line("dask vs stream 2e7", ours[0], stream[0], "<= 1.3x", f"peak {ours[1]:.2f} GB")
+
+
+ROWS = ["tce", "memory", "stream", "duckdb", "startup", "mc10", "mc1000", "ci", "dask"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("which", nargs="*", metavar="ROW", help=f"rows to run: {', '.join(ROWS)}")
+    p.add_argument("--rows", type=int, default=3 * 10**7,
+                   help="rows of the 10^8-row targets (default 3e7)")
+    p.add_argument("--duckdb-python", default=None, help="a python that can import duckdb")
+    a = p.parse_args()
+    unknown = set(a.which) - set(ROWS)
+    if unknown:
+        p.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
+    print(f"{'row':<22} {'calcheck':>10}  {'floor':>10}  {'ratio':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.which or ROWS:
+            globals()[f"row_{name}"](a, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
