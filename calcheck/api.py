@@ -1042,10 +1042,9 @@ def _split_intervals(eng: Engine, ids: list[str], opts: Options, *, skip_slow: b
     how = (f"{opts.name_of('ci')} computes it" if opts.command == "report" else
            f"name it to get one: metrics=[{first!r}], ci=True" if opts.style == "python" else
            f"name it to get one: -m {first} --ci")
-    note = (f"{', '.join(named)}: no interval with the default "
-            f"{'intervals of a report' if opts.command == 'report' else 'metrics'} (its "
-            f"bootstrap reruns its per-row tests for every replicate, ~1 min at 500k rows); "
-            f"{how}") if named else None
+    when = "by default in a report" if opts.command == "report" else "with the default metrics"
+    note = (f"{', '.join(named)}: no interval {when} (its bootstrap reruns its per-row tests "
+            f"for every replicate, ~1 min at 500k rows); {how}") if named else None
     return Outcome(values=values, notes=rest.notes + fast.notes + ([note] if note else []),
                    messages=fast.messages + rest.messages,
                    settings={**rest.settings, **fast.settings})

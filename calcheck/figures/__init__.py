@@ -9,7 +9,7 @@
 * :mod:`calcheck.figures.pdf` — the PDF report document.
 
 matplotlib is optional (the ``plot`` extra): it is imported inside functions, never when this
-package is imported, and its absence is a :class:`~calcheck.figures.draw.MissingExtra`.
+package is imported, and its absence is a :class:`~calcheck.figures.MissingExtra`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from calcheck.figures.draw import INSTALL_HINT, MissingExtra
+from calcheck.figures._extra import INSTALL_HINT, MissingExtra
 
 __all__ = ["INSTALL_HINT", "MissingExtra", "plot_corp", "plot_reliability", "plot_tce",
            "plot_variable", "require_matplotlib"]

@@ -27,16 +27,10 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.errors import CalcheckError
+from calcheck.figures._extra import INSTALL_HINT, MissingExtra
 from calcheck.formatting import number
 
-INSTALL_HINT = ('install it with: pip install "matplotlib>=3.7" (from a calcheck checkout: '
-                'pip install -e ".[plot]")')
 MAX_VIOLIN_POINTS = 4000
-
-
-class MissingExtra(CalcheckError):
-    """An optional dependency is not installed."""
 
 
 def _mpl() -> Any:

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.data import ROW_SUM_TOL
@@ -47,6 +46,14 @@ _NUMPY_TYPES = {pa.float64(): np.float64, pa.float32(): np.float32, pa.int64(): 
                 pa.int32(): np.int32, pa.int16(): np.int16, pa.int8(): np.int8,
                 pa.uint64(): np.uint64, pa.uint32(): np.uint32, pa.uint16(): np.uint16,
                 pa.uint8(): np.uint8}
+
+
+def _compute() -> Any:
+    """``pyarrow.compute``, imported by the paths that cast or search text only (25 ms of a
+    small run's start-up otherwise)."""
+    import pyarrow.compute as pc
+
+    return pc
 
 
 def numpy_of(col: Any) -> np.ndarray:
@@ -90,7 +97,7 @@ def scores_array(src: Source, name: str,
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         raise not_utf8(src, name, col)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        arr = numpy_of(pc.cast(col, pa.float64()))
+        arr = numpy_of(col if t == pa.float64() else _compute().cast(col, pa.float64()))
         return np.asarray(arr, dtype=np.float64), np.zeros(len(arr), dtype=bool), None
     if pa.types.is_null(t):
         return np.full(len(col), np.nan), np.zeros(len(col), dtype=bool), None
@@ -136,7 +143,7 @@ def labels_array(src: Source, name: str, col: pa.ChunkedArray,
         if not ints.size or not int(np.bitwise_or.reduce(ints)) & ~1:
             return (ints.astype(np.int8, copy=False), missing, np.zeros(n, dtype=bool), ints)
     if numeric:
-        vals = np.asarray(numpy_of(pc.cast(col, pa.float64())))
+        vals = np.asarray(numpy_of(_compute().cast(col, pa.float64())))
         missing = missing | np.isnan(vals)
         if pos_label is None:
             nonbin = ~missing & (vals != 0) & (vals != 1)
@@ -148,7 +155,7 @@ def labels_array(src: Source, name: str, col: pa.ChunkedArray,
                              f"column {name!r}", column=name) from None
         return (*_pos_label_split(src, name, vals, missing, pos_value, pos_label), vals)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-        vals = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+        vals = np.asarray(_compute().cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
         if pos_label is None:
             distinct = sorted(set(vals[~missing][:100000]))
             raise InputError(f"{src.name}: column {name!r} holds text labels "
@@ -240,7 +247,7 @@ def distinct_text(col: Any) -> list[Any]:
     more than 1,000 values: not class names)."""
     if not is_text(col.type):
         return []
-    values = pc.unique(pc.cast(col, pa.string()).drop_null())
+    values = _compute().unique(_compute().cast(col, pa.string()).drop_null())
     return values.to_pylist() if len(values) <= 1000 else []
 
 
@@ -319,16 +326,16 @@ def class_index(src: Source, name: str, col: pa.ChunkedArray,
     missing = null_mask(col)
     t = col.type
     if pa.types.is_integer(t) or pa.types.is_floating(t):
-        vals = np.asarray(numpy_of(pc.cast(col, pa.float64())))
+        vals = np.asarray(numpy_of(_compute().cast(col, pa.float64())))
         missing |= np.isnan(vals)
         bad = ~missing & ((vals != np.round(vals)) | (vals < 0) | (vals >= k))
         idx = np.where(missing | bad, 0, vals).astype(np.int64)
         return idx, missing, bad, vals
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-        text = pc.cast(col, pa.string())
+        text = _compute().cast(col, pa.string())
         lookup = {c: i for i, c in enumerate(class_names)}
         lookup.update({str(i): i for i in range(k)})
-        pos = pc.index_in(text, value_set=pa.array(list(lookup), pa.string()))
+        pos = _compute().index_in(text, value_set=pa.array(list(lookup), pa.string()))
         found = pos.is_valid().to_numpy(zero_copy_only=False)
         where = pos.fill_null(0).to_numpy(zero_copy_only=False)
         idx = np.where(found, np.fromiter(lookup.values(), np.int64, len(lookup))[where], 0)
