@@ -551,7 +551,7 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
         src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
         opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
         opts.renormalize, extra_columns=flags,
-        progress=progress if opts.engine == "stream" else None))
+        progress=progress))
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ Dask is an optional extra (``pip install 'calcheck[dask]'``); without it this mo
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from calcheck._threads import one_blas_thread
@@ -52,12 +54,35 @@ class DaskPasses:
     """How a :class:`StreamSource` runs a pass on Dask."""
 
     def run(self, source: StreamSource, spec: Any) -> tuple[Any, StreamStats]:
+        source._pass += 1
         return dask_fold(source.plan, spec, batch_rows=source.batch_rows,
                          pos_label=source.pos_label, drop_invalid=source.drop_invalid,
-                         client=source.client)
+                         client=source.client, report=rows_reporter(source))
 
     def id_bound(self, source: StreamSource, n: int) -> int:
         return row_id_bound(source.plan)
+
+
+def rows_reporter(source: StreamSource) -> Callable[[int], None] | None:
+    """For a pass on local threads, a thread-safe callback adding the rows each partition has
+    read to this pass's progress bar (None without a bar, or on a cluster, whose workers cannot
+    reach this process's terminal)."""
+    if source.progress is None or source.client is not None or active_client() is not None:
+        return None
+    bar = source.progress(f"pass {source._pass} over {source.path}")
+    if bar is None:
+        return None
+    from calcheck.io.stream import plan_rows
+
+    total = plan_rows(source.plan)
+    lock, done = threading.Lock(), [0]
+
+    def report(rows: int) -> None:
+        with lock:
+            done[0] += rows
+            bar(done[0], max(total or done[0], done[0]))
+
+    return report
 
 
 def row_id_bound(plan: StreamPlan) -> int:
@@ -87,9 +112,10 @@ def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
 
 
 def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int,
-                    pos_label: str | None, drop_invalid: bool) -> tuple[Any, StreamStats]:
+                    pos_label: str | None, drop_invalid: bool,
+                    report: Callable[[int], None] | None = None) -> tuple[Any, StreamStats]:
     """Fold the (index, file) pairs of one partition into ``spec.new()``; errors name the file
-    and the row within it."""
+    and the row within it.  ``report(rows)`` is told the rows of each batch read."""
     state = spec.new()
     stats = StreamStats(score_column=plan.score_column, label_column=plan.label_column)
     extras = BatchExtras.of(spec)               # --by codes, --var columns, --correct-from
@@ -103,6 +129,8 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
         for b in batches:                               # (scores, labels[, group codes])
             state.update(b[0], b[1], start, *b[2:])
             start += int(b[0].shape[0])
+            if report is not None:
+                report(int(b[0].shape[0]))
         stats = merge_stats(stats, file_stats)
     return state, stats
 
@@ -119,7 +147,8 @@ def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
 
 def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
               pos_label: str | None = None, drop_invalid: bool = False, client: Any = None,
-              files_per_partition: int = 1, split_every: int = 8) -> tuple[Any, StreamStats]:
+              files_per_partition: int = 1, split_every: int = 8,
+              report: Callable[[int], None] | None = None) -> tuple[Any, StreamStats]:
     """The merged state and read statistics of every file of ``plan``, computed by Dask.
 
     ``client`` is the run's ``distributed.Client`` (see :func:`connect`); without one the
@@ -129,12 +158,13 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
     if not plan.fragments:
         return spec.new(), StreamStats(score_column=plan.score_column,
                                        label_column=plan.label_column)
+    client = client if client is not None else active_client()
+    local = report if client is None else None      # a cluster's workers cannot report here
     nparts = max(1, -(-len(plan.fragments) // max(1, files_per_partition)))
     bag = db.from_sequence(list(enumerate(plan.fragments)), npartitions=nparts)
     total = bag.reduction(
-        lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid),
+        lambda frs: partition_state(frs, plan, spec, batch_rows, pos_label, drop_invalid, local),
         merge_partials, split_every=split_every)
-    client = client if client is not None else active_client()
     try:
         if client is None:
             # threads, not a dask.bag's default process pool: a pool re-imports the caller's
