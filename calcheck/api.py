@@ -1039,11 +1039,11 @@ def _split_intervals(eng: Engine, ids: list[str], opts: Options, *, skip_slow: b
               if i in fast.values or i in rest.values}
     named = [i for i in slow if i in rest.values]
     first = named[0] if named else "tce"
-    how = (f"{opts.name_of('ci')} computes it" if opts.command == "report" else
-           f"name it to get one: metrics=[{first!r}], ci=True" if opts.style == "python" else
-           f"name it to get one: -m {first} --ci")
+    how = (f"{opts.name_of('ci')} computes them" if opts.command == "report" else
+           f"name a metric to get its interval: metrics=[{first!r}], ci=True"
+           if opts.style == "python" else f"name a metric to get its interval: -m {first} --ci")
     when = "by default in a report" if opts.command == "report" else "with the default metrics"
-    note = (f"{', '.join(named)}: no interval {when} (its bootstrap reruns its per-row tests "
+    note = (f"{', '.join(named)}: no interval {when} (the bootstrap reruns the per-row tests "
             f"for every replicate, ~1 min at 500k rows); {how}") if named else None
     return Outcome(values=values, notes=rest.notes + fast.notes + ([note] if note else []),
                    messages=fast.messages + rest.messages,
