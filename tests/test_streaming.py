@@ -133,8 +133,9 @@ def test_streams_a_dataset_larger_than_a_memory_cap(tmp_path):
                 "--var", "score", "--json")
     assert var.returncode == 0, var.stderr[-500:]
     assert json.loads(var.stdout)["variables"]["score"]["n"] == 20_000_000
-    memory = probe(cap, "score", big, "-m", "tce,ece,brier,ace", "--json")
-    assert memory.returncode != 0          # the same run does not fit in memory under the cap
+    # no in-memory contrast any more: the memory engine now holds ~18 bytes a row and, without
+    # numba's compiled scan (it cannot load under the cap), runs PAVA-BC in the Python loop
+    # for minutes instead of failing; the stream engine's bound is what this test checks
 
 
 @pytest.mark.parametrize("extra", [["-m", "brier"], ["--probs-test"]])
