@@ -88,6 +88,14 @@ def check_scores(scores: ArrayLike, *, where: str = "scores", row_base: int = 0)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def zero_one(arr: np.ndarray) -> bool:
+    """Whether integer or boolean ``arr`` holds only 0 and 1, in one pass: the OR of all values
+    has no bit but the lowest (a negative value sets the sign bit).  Other dtypes: False."""
+    if arr.dtype.kind == "b":
+        return True
+    return arr.dtype.kind in "iu" and (not arr.size or not int(np.bitwise_or.reduce(arr)) & ~1)
+
+
 def check_binary_labels(labels: ArrayLike, *, where: str = "labels", row_base: int = 0) -> IntArray:
     """Return 0/1 labels as int64 (booleans and 0.0/1.0 accepted) or raise :class:`InputError`."""
     arr = np.asarray(labels)
@@ -103,9 +111,7 @@ def check_binary_labels(labels: ArrayLike, *, where: str = "labels", row_base: i
         nan = np.isnan(arr)
         if nan.any():
             raise _fail(where, "missing (NaN or empty)", nan, arr, row_base)
-    # one pass: the OR of all labels has no bit but the lowest iff every label is 0 or 1
-    # (a negative label sets the sign bit)
-    if arr.size and arr.dtype.kind in "iu" and not int(np.bitwise_or.reduce(arr)) & ~1:
+    if arr.size and zero_one(arr):
         return np.asarray(arr, dtype=np.int64)
     bad = (arr != 0) & (arr != 1)
     if bad.any():

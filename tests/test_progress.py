@@ -10,18 +10,24 @@ import calcheck.api as api
 from calcheck.options import parse
 
 
-def test_stream_passes_report_their_rows(tmp_path):
-    rng = np.random.default_rng(0)
-    s = rng.uniform(size=30_000)
-    path = tmp_path / "p.parquet"
-    pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}).to_parquet(
-        path, row_group_size=7_000)
+def recorder():
+    """A progress factory that records every (done, total) call per bar label."""
     calls: dict[str, list[tuple[int, int]]] = {}
 
     def factory(label):
         calls[label] = []
         return lambda done, total: calls[label].append((done, total))
 
+    return calls, factory
+
+
+def test_stream_passes_report_their_rows(tmp_path):
+    rng = np.random.default_rng(0)
+    s = rng.uniform(size=30_000)
+    path = tmp_path / "p.parquet"
+    pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}).to_parquet(
+        path, row_group_size=7_000)
+    calls, factory = recorder()
     opts = parse("score", {"engine": "stream", "batch_rows": 5_000,
                            "metrics": ["ece", "ace", "tce"]}, style="python")
     api.run_score(path, opts, progress=factory)
@@ -43,12 +49,7 @@ def test_dask_passes_report_their_rows_on_local_threads(tmp_path):
         s = rng.uniform(size=10_000)
         pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}
                      ).to_parquet(folder / f"part-{i}.parquet", row_group_size=4_000)
-    calls: dict[str, list[tuple[int, int]]] = {}
-
-    def factory(label):
-        calls[label] = []
-        return lambda done, total: calls[label].append((done, total))
-
+    calls, factory = recorder()
     opts = parse("score", {"engine": "dask", "batch_rows": 3_000,
                            "metrics": ["ece", "ace"]}, style="python")
     api.run_score(folder, opts, progress=factory)

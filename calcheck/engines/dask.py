@@ -12,7 +12,6 @@ Dask is an optional extra (``pip install 'calcheck[dask]'``); without it this mo
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +53,6 @@ class DaskPasses:
     """How a :class:`StreamSource` runs a pass on Dask."""
 
     def run(self, source: StreamSource, spec: Any) -> tuple[Any, StreamStats]:
-        source._pass += 1
         return dask_fold(source.plan, spec, batch_rows=source.batch_rows,
                          pos_label=source.pos_label, drop_invalid=source.drop_invalid,
                          client=source.client, report=rows_reporter(source))
@@ -64,25 +62,11 @@ class DaskPasses:
 
 
 def rows_reporter(source: StreamSource) -> Callable[[int], None] | None:
-    """For a pass on local threads, a thread-safe callback adding the rows each partition has
-    read to this pass's progress bar (None without a bar, or on a cluster, whose workers cannot
-    reach this process's terminal)."""
-    if source.progress is None or source.client is not None or active_client() is not None:
+    """For a pass on local threads, the pass's progress bar (:meth:`StreamSource.rows_bar`);
+    None on a cluster, whose workers cannot reach this process's terminal."""
+    if source.client is not None or active_client() is not None:
         return None
-    bar = source.progress(f"pass {source._pass} over {source.path}")
-    if bar is None:
-        return None
-    from calcheck.io.stream import plan_rows
-
-    total = plan_rows(source.plan)
-    lock, done = threading.Lock(), [0]
-
-    def report(rows: int) -> None:
-        with lock:
-            done[0] += rows
-            bar(done[0], max(total or done[0], done[0]))
-
-    return report
+    return source.rows_bar()
 
 
 def row_id_bound(plan: StreamPlan) -> int:

@@ -122,7 +122,7 @@ class MemoryEngine:
         """The (top-label) scores in ascending order: the metrics' sort when they made one."""
         if not self.multiclass:
             for p in self.data.__dict__.get("_prepared", {}).values():
-                if "_sorted" in p.__dict__:
+                if p.sort_made:
                     out: np.ndarray = p.sorted_scores
                     return out
         return np.sort(np.asarray(self.data.top[0], dtype=np.float64))

@@ -17,7 +17,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.data import ROW_SUM_TOL
 from calcheck.errors import InputError
 from calcheck.io.source import Source
-from calcheck.validation import describe_rows, invalid_score_masks
+from calcheck.validation import describe_rows, invalid_score_masks, zero_one
 
 BOOL_WORDS = {"1": True, "true": True, "t": True, "yes": True, "y": True,
               "0": False, "false": False, "f": False, "no": False, "n": False}
@@ -139,8 +139,7 @@ def labels_array(src: Source, name: str, col: pa.ChunkedArray,
     numeric = pa.types.is_integer(t) or pa.types.is_floating(t)
     if pa.types.is_integer(t) and pos_label is None and col.null_count == 0:
         ints = np.asarray(numpy_of(col))
-        # one pass: the OR of all labels has no bit but the lowest iff every label is 0 or 1
-        if not ints.size or not int(np.bitwise_or.reduce(ints)) & ~1:
+        if zero_one(ints):
             return (ints.astype(np.int8, copy=False), missing, np.zeros(n, dtype=bool), ints)
     if numeric:
         vals = np.asarray(numpy_of(_compute().cast(col, pa.float64())))

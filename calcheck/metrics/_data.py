@@ -16,6 +16,7 @@ from calcheck.validation import (
     check_nonempty,
     check_same_length,
     check_scores,
+    zero_one,
 )
 
 
@@ -77,11 +78,14 @@ class Prepared:
         # shared ties and 0/1 labels: one sort of packed keys (binning.sorted_binary), no
         # order array; else the order (stable for ties="order", or the caller's)
         y = self.labels
-        if "order" not in self.__dict__ and self.ties == "share" and y.shape[0] and \
-                y.dtype.kind in "iub" and not int(np.bitwise_or.reduce(y.view(np.uint8)
-                                                  if y.dtype.kind == "b" else y)) & ~1:
+        if "order" not in self.__dict__ and self.ties == "share" and y.shape[0] and zero_one(y):
             return sorted_binary(self.scores, y)
         return self.scores[self.order], y[self.order]
+
+    @property
+    def sort_made(self) -> bool:
+        """Whether the sorted scores and labels exist already (a metric asked for them)."""
+        return "_sorted" in self.__dict__
 
     @property
     def sorted_scores(self) -> FloatArray:

@@ -46,9 +46,9 @@ def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
     # by selection, whichever other metrics sorted the rows, so a value never depends on them
     cache = data.__dict__.setdefault("_quantile_stats", {})
     if n_bins not in cache:
-        done = data.__dict__.get("_sorted")          # a sort another metric made
-        cache[n_bins] = quantile_stats_select(data.scores, data.labels, n_bins,
-                                              sorted_scores=done[0] if done else None)
+        cache[n_bins] = quantile_stats_select(    # the cut values from another metric's sort
+            data.scores, data.labels, n_bins,
+            sorted_scores=data.sorted_scores if data.sort_made else None)
     return cache[n_bins]  # type: ignore[no-any-return]
 
 

@@ -7,7 +7,7 @@ import functools
 import os
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,27 +201,40 @@ class StreamSource:
         from calcheck.io.stream import BatchExtras, StreamStats, stream_batches
 
         plan = self.plan
+        self._pass += 1
         if self.passes is not None:
             return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
                                  extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
-        self._pass += 1
         return fold(self._reported(batches), spec), stats
+
+    def rows_bar(self) -> Callable[[int], None] | None:
+        """This pass's progress bar as ``report(rows)``, adding the rows just read (safe to
+        call from several threads), or None without a bar."""
+        bar = self.progress(f"pass {self._pass} over {self.path}") if self.progress else None
+        if bar is None:
+            return None
+        from calcheck.io.stream import plan_rows
+
+        total, lock, done = plan_rows(self.plan), threading.Lock(), [0]
+
+        def report(rows: int) -> None:
+            with lock:
+                done[0] += rows
+                bar(done[0], max(total or done[0], done[0]))
+
+        return report
 
     def _reported(self, batches: Any) -> Any:
         """The batches, reporting the rows read to the progress bar of this pass."""
-        bar = self.progress(f"pass {self._pass} over {self.path}") if self.progress else None
-        if bar is None:
+        report = self.rows_bar()
+        if report is None:
             yield from batches
             return
-        from calcheck.io.stream import plan_rows
-
-        total, done = plan_rows(self.plan), 0
         for batch in batches:
-            done += int(batch[0].shape[0])
-            bar(done, max(total or done, done))
+            report(int(batch[0].shape[0]))
             yield batch
 
     def id_bound(self, n: int) -> int:
