@@ -537,7 +537,8 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
         data = load_predictions(src, score=opts.score, label=opts.label,
                                 pos_label=opts.pos_label, probs=opts.probs,
                                 renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
-                                where=opts.where, numeric=numeric, raw=raw, flags=flags)
+                                where=opts.where, numeric=numeric, raw=raw, flags=flags,
+                                progress=progress(f"reading {src.name}") if progress else None)
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource

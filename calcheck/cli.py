@@ -167,32 +167,58 @@ def _notes(messages: list[str], quiet: bool) -> None:
 
 
 class _Progress:
-    """A progress bar on stderr, shown only on a TTY and only after the first second."""
+    """A progress bar on stderr, shown only on a TTY and only once its work has taken a
+    second: from the first report on, a timer shows it then even when the next report is
+    long in coming (one slow step), and rich keeps its clock running."""
 
     def __init__(self, label: str) -> None:
+        import threading
         import time
 
         self.label, self.start = label, time.monotonic()
         self.bar: Any = None
         self.task: Any = None
+        self.done, self.total = 0, 0
+        self.lock = threading.Lock()
+        self.timer: Any = None
+        self.closed = False
 
     def __call__(self, done: int, total: int) -> None:
+        import threading
         import time
 
-        if self.bar is None:
-            if time.monotonic() - self.start < 1.0:
+        with self.lock:
+            self.done, self.total = done, total
+            if self.bar is not None:
+                self.bar.update(self.task, completed=done, total=total)
+                return
+            wait = 1.0 - (time.monotonic() - self.start)
+            if wait > 0:
+                if self.timer is None:
+                    self.timer = threading.Timer(wait, self._show)
+                    self.timer.daemon = True
+                    self.timer.start()
+                return
+        self._show()
+
+    def _show(self) -> None:
+        with self.lock:
+            if self.closed or self.bar is not None:
                 return
             from rich.console import Console
             from rich.progress import Progress
 
             self.bar = Progress(console=Console(stderr=True), transient=True)
             self.bar.start()
-            self.task = self.bar.add_task(self.label, total=total)
-        self.bar.update(self.task, completed=done)
+            self.task = self.bar.add_task(self.label, total=self.total, completed=self.done)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        with self.lock:
+            self.closed = True
+            if self.timer is not None:
+                self.timer.cancel()
+            if self.bar is not None:
+                self.bar.stop()
 
 
 class _Bars:

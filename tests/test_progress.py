@@ -64,3 +64,55 @@ def test_no_progress_is_an_option_of_the_long_commands():
     for command in ("score", "test", "compare", "report"):
         extra = {"output": "r.html"} if command == "report" else {}
         assert parse(command, {"no_progress": True, **extra}, style="cli").no_progress
+
+
+def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
+    from calcheck.io import source
+
+    monkeypatch.setattr(source, "READ_STEP_ROWS", 5_000)        # several read steps
+    rng = np.random.default_rng(2)
+    s = rng.uniform(size=20_000)
+    path = tmp_path / "p.parquet"
+    pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}).to_parquet(
+        path, row_group_size=4_000)
+    calls, factory = recorder()
+    opts = parse("score", {"metrics": ["ece", "ace", "tce"]}, style="python")
+    rep = api.run_score(path, opts, progress=factory)
+    reading = calls[f"reading {path}"]
+    assert [d for d, _ in reading] == [8_000, 16_000, 20_000] and reading[-1][1] == 20_000
+    (label, seen), = [(k, v) for k, v in calls.items() if k.startswith("computing")]
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and "20,000 rows" in label
+    plain = api.run_score(path, opts)                   # the stepped read changes no value
+    assert rep.to_dict()["metrics"] == plain.to_dict()["metrics"]
+
+
+def test_memory_engine_reports_a_directory_read(tmp_path):
+    rng = np.random.default_rng(3)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i in range(3):
+        s = rng.uniform(size=5_000)
+        pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}
+                     ).to_parquet(folder / f"part-{i}.parquet")
+    calls, factory = recorder()
+    opts = parse("score", {"metrics": ["ece"]}, style="python")
+    rep = api.run_score(folder, opts, progress=factory)
+    reading = calls[f"reading {folder}"]
+    done = [d for d, _ in reading]
+    assert done == sorted(done) and reading[-1] == (15_000, 15_000)
+    assert rep.to_dict()["metrics"] == api.run_score(folder, opts).to_dict()["metrics"]
+
+
+def test_a_bar_shows_after_a_second_even_without_a_new_report(monkeypatch):
+    import time
+
+    from calcheck import cli
+
+    shown = []
+    bar = cli._Progress("one slow step")
+    monkeypatch.setattr(bar, "start", time.monotonic() - 0.9)     # 0.1 s left before it shows
+    monkeypatch.setattr(cli._Progress, "_show", lambda self: shown.append(self.done))
+    bar(0, 3)                                               # then nothing for a while
+    time.sleep(0.4)
+    bar.close()
+    assert shown == [0]

@@ -53,9 +53,10 @@ def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
                          skce_bandwidth=opts.skce_bandwidth, seed=opts.seed)
 
 
-def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[str, MetricResult]:
+def compute(data: Predictions, ids: list[str], options: MetricOptions,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, MetricResult]:
     """The metrics ``ids`` of binary or multiclass predictions (as a peer library computes
-    them under ``compat``)."""
+    them under ``compat``); ``progress`` (metrics done, in all) is told after each metric."""
     if options.compat:
         from calcheck import compat
 
@@ -63,9 +64,10 @@ def compute(data: Predictions, ids: list[str], options: MetricOptions) -> dict[s
                               tace_threshold=options.tace_threshold)
     if data.probs is not None:
         return compute_multiclass_metrics(
-            MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options)
+            MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options,
+            progress)
     assert data.scores is not None
-    return compute_metrics(prepared(data, options.ties), ids, options)
+    return compute_metrics(prepared(data, options.ties), ids, options, progress)
 
 
 def prepared(data: Predictions, ties: str) -> Prepared:
@@ -155,7 +157,9 @@ class MemoryEngine:
 
     def metrics(self, ids: list[str], opts: Options) -> Outcome:
         mopts = metric_options(opts, self.multiclass)
-        results = compute(self.data, ids, mopts)
+        bar = self.progress(f"computing {len(ids)} metrics on {self.data.n:,} rows") \
+            if self.progress else None
+        results = compute(self.data, ids, mopts, bar)
         out = Outcome(values=dict(results))
         if opts.compat:
             from calcheck import compat

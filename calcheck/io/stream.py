@@ -259,11 +259,19 @@ def _single_file_dataset(src: Source) -> Any:
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
                      extras: BatchExtras = BatchExtras()) -> Any:
     """Record batches of one fragment (one file), read one row group at a time (with the
-    columns of ``extras``)."""
+    columns of ``extras``).
+
+    A Parquet file is scanned row group by row group: a scan of the whole file decodes row
+    groups ahead of the consumer whatever its readahead settings (~0.15 GB of Arrow buffers at
+    the peak of a 3·10^7-row file of 1Mi-row groups, against ~30 MB this way).  The row order
+    is the same."""
     columns = list(dict.fromkeys([*plan.columns, *extras.columns]))
     try:
-        yield from fragment.to_batches(schema=plan.schema, columns=columns,
-                                       filter=plan.filter, batch_size=plan.batch_size(batch_rows),
+        split = getattr(fragment, "split_by_row_group", None)
+        parts = split(plan.filter, schema=plan.schema) if split is not None else [fragment]
+        for part in parts:
+            yield from part.to_batches(schema=plan.schema, columns=columns, filter=plan.filter,
+                                       batch_size=plan.batch_size(batch_rows),
                                        batch_readahead=0, fragment_readahead=0)
     except (pa.ArrowException, OSError) as exc:
         where = getattr(fragment, "path", plan.name)

@@ -9,6 +9,7 @@ This is the last place an Arrow table exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,13 +60,15 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                      renormalize: bool = False, drop_invalid: bool = False,
                      where: str | None = None, numeric: list[str] | None = None,
                      raw: list[str] | None = None,
-                     flags: dict[str, str] | None = None) -> Predictions:
+                     flags: dict[str, str] | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
     missing or invalid labels; probability rows not summing to 1) raise :class:`InputError`
     naming the first ones, unless ``drop_invalid`` is set: then they are removed and counted
-    by reason.  ``flags`` names the options of the extra columns in messages.
+    by reason.  ``flags`` names the options of the extra columns in messages; ``progress``
+    (rows read, rows in all) follows the read of a Parquet file or directory.
     """
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
@@ -82,7 +85,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     # reads (dropped again once it has been applied)
     table = read_columns(src, [*wanted, *numeric, *raw],
                          to_expression(flt) if flt is not None else None,
-                         filter_columns=flt.columns if flt is not None else None)
+                         filter_columns=flt.columns if flt is not None else None,
+                         progress=progress)
     n = table.num_rows
     if n == 0:
         if where:

@@ -10,7 +10,7 @@ kernels are listed once, in :mod:`calcheck.registry`; this module dispatches on 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from calcheck import registry
@@ -51,28 +51,44 @@ def resolve_metric_ids(ids: Iterable[str] | None, *, multiclass: bool = False,
 
 
 def compute_metrics(data: Prepared, ids: Iterable[str],
-                    options: MetricOptions | None = None) -> dict[str, MetricResult]:
-    """Compute the binary metrics ``ids`` on ``data``; the sort is done once and shared."""
+                    options: MetricOptions | None = None,
+                    progress: Callable[[int, int], None] | None = None,
+                    ) -> dict[str, MetricResult]:
+    """Compute the binary metrics ``ids`` on ``data``; the sort is done once and shared.
+    ``progress`` (metrics done, metrics in all) is told after each metric."""
     opts = options or MetricOptions()
     wanted = resolve_metric_ids(ids)
     # metrics that sort go first so that later ones can reuse the sorted arrays
     order = sorted(wanted, key=lambda m: registry.METRICS[m].stream not in _SORTING)
-    results = {m: registry.METRICS[m].compute(data, opts) for m in order}
+    results = {}
+    if progress is not None:
+        progress(0, len(order))
+    for m in order:
+        results[m] = registry.METRICS[m].compute(data, opts)
+        if progress is not None:
+            progress(len(results), len(order))
     return {m: results[m] for m in wanted}
 
 
 def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
-                               options: MetricOptions | None = None) -> dict[str, MetricResult]:
+                               options: MetricOptions | None = None,
+                               progress: Callable[[int, int], None] | None = None,
+                               ) -> dict[str, MetricResult]:
     """Compute multiclass metrics; binary ids (and the ``*_top`` ids) run on the top-label
-    view, reported with ``view: top-label``."""
+    view, reported with ``view: top-label``.  ``progress`` as in :func:`compute_metrics`."""
     opts = options or MetricOptions(bins=15)
     out: dict[str, MetricResult] = {}
-    for mid in resolve_metric_ids(ids, multiclass=True):
+    wanted = resolve_metric_ids(ids, multiclass=True)
+    if progress is not None:
+        progress(0, len(wanted))
+    for done, mid in enumerate(wanted, 1):
         spec = registry.METRICS[mid]
         binary = registry.binary_of(mid)
         if binary is None:
             out[mid] = spec.compute(data, opts)
-            continue
-        res = registry.METRICS[binary].compute(data.top, opts)
-        out[mid] = replace(res, id=mid, settings={**res.settings, "view": "top-label"})
+        else:
+            res = registry.METRICS[binary].compute(data.top, opts)
+            out[mid] = replace(res, id=mid, settings={**res.settings, "view": "top-label"})
+        if progress is not None:
+            progress(done, len(wanted))
     return out

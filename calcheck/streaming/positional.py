@@ -48,6 +48,7 @@ TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u":
 POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
 QUARTILES = (0.25, 0.5, 0.75)
 SAFETY = 1e-9
+PENDING_ROWS = 1 << 20         # TCE's row pass tests its rows this many (at most) at a time
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
 U_MAX = np.iinfo(np.uint64).max
@@ -161,6 +162,9 @@ class RowPassState:
     rows: list[IntArray] = field(default_factory=list)
     rejected: list[CompensatedSum] = field(default_factory=list)
     absdev: list[CompensatedSum] = field(default_factory=list)
+    # TCE: the (bin, score bits) of rows not tested yet, per binning — tested together, since
+    # the cost of a batch of binomial tests is mostly per call (:meth:`finish`)
+    pending: list[list[tuple[Any, Any]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -169,6 +173,28 @@ class RowPassState:
                 self.rows.append(np.zeros(size, dtype=np.int64))
                 self.rejected.append(CompensatedSum.zeros(size))
                 self.absdev.append(CompensatedSum.zeros(size))
+                self.pending.append([])
+
+    def _test(self, j: int) -> None:
+        """Test the pending rows of binning ``j``: one test per distinct (bin, score)."""
+        if not self.pending[j]:
+            return
+        b = self.spec.binnings[j]
+        bins = np.concatenate([p[0] for p in self.pending[j]])
+        u = np.concatenate([p[1] for p in self.pending[j]])
+        self.pending[j] = []
+        uniq, mult = np.unique(np.stack([bins, u]), axis=1, return_counts=True)
+        ub = uniq[0].astype(np.int64)
+        nn = np.asarray(b.n, dtype=np.float64)
+        kk = np.asarray(b.k, dtype=np.float64)
+        w = _row_weights(kk[ub], nn[ub], uniq[1].view(np.float64), b.alpha, b.test)
+        self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
+
+    def finish(self) -> RowPassState:
+        """Test every pending row (before reading ``rejected``)."""
+        for j in range(len(self.pending)):
+            self._test(j)
+        return self
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> RowPassState:
@@ -196,12 +222,10 @@ class RowPassState:
             self.rows[j] += np.bincount(bins, minlength=size)
             nn = np.asarray(b.n, dtype=np.float64)
             kk = np.asarray(b.k, dtype=np.float64)
-            if b.tce:                      # one test per distinct (bin, score)
-                uniq, mult = np.unique(np.stack([bins.astype(np.uint64), u]), axis=1,
-                                       return_counts=True)
-                ub = uniq[0].astype(np.int64)
-                w = rejection_weight(kk[ub], nn[ub], uniq[1].view(np.float64), b.alpha, b.test)
-                self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=size))
+            if b.tce:
+                self.pending[j].append((bins.astype(np.uint64), u))
+                if sum(p[0].shape[0] for p in self.pending[j]) > PENDING_ROWS:
+                    self._test(j)
             if b.pde:
                 phat = np.where(nn > 0, kk / np.maximum(nn, 1), 0.0)
                 self.absdev[j].add(np.bincount(bins, weights=np.abs(ss - phat[bins]),
@@ -215,6 +239,7 @@ class RowPassState:
             self.rows[j] += other.rows[j]
             self.rejected[j].merge(other.rejected[j])
             self.absdev[j].merge(other.absdev[j])
+            self.pending[j].extend(other.pending[j])
         return self
 
 
@@ -253,12 +278,60 @@ def rejection_weight(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
     return t_test_reject(p, k / n, n, alpha).astype(np.float64)
 
 
+def _row_weights(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
+                 test: str) -> FloatArray:
+    """:func:`rejection_weight` of predictions ``p`` sorted by (bin, score): for the binomial
+    test most are decided by the bounds of runs of neighbours (:func:`_decide_cells` on
+    one-point intervals, whose bounds are the p-value itself), and only the others are
+    tested one by one — the same weights for a fraction of the binomial searches."""
+    if test != "binomial":
+        return rejection_weight(k, n, p, alpha, test)
+    decided, weight = _decide_cells(k, n, p, p, alpha, test)
+    rest = np.flatnonzero(~decided)
+    if rest.size:
+        weight[rest] = rejection_weight(k[rest], n[rest], p[rest], alpha, test)
+    return weight
+
+
 def _cell_interval(cells: IntArray, bits: int) -> tuple[FloatArray, FloatArray]:
     """Smallest and largest float of each grid cell."""
     c = cells.astype(np.float64)
     lo = np.ldexp(c, -bits)
     hi = np.nextafter(np.ldexp(c + 1.0, -bits), -np.inf)
     return lo, np.where(cells >= 1 << bits, 1.0, hi)
+
+
+CELL_CHUNK = 64      # cells bounded together before one by one (see _bounds_decide)
+
+
+def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
+                   below: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rejected for sure, accepted for sure) of cells in score order, each on one side of its
+    bin's k/N (``below``: p·N < k).  Runs of up to :data:`CELL_CHUNK` neighbouring cells of one
+    bin and side are bounded together first: the bounds of an interval hold on every interval
+    inside it, so a run decided as a whole decides each of its cells as their own bounds would
+    (see :func:`calcheck.hypotests.binom.interval_bounds`); the other cells are bounded one by
+    one.  Far fewer binomial searches, the same decisions."""
+    from calcheck.hypotests.binom import interval_bounds
+
+    m = k.shape[0]
+    new = np.ones(m, dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (n[1:] != n[:-1]) | (below[1:] != below[:-1])
+    run = np.cumsum(new) - 1
+    within = np.arange(m) - np.flatnonzero(new)[run]
+    new |= within % CELL_CHUNK == 0
+    chunk = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], m) - 1
+    lower, upper = interval_bounds(k[first], n[first], lo[first], hi[last])
+    yes = (upper <= alpha * (1 - SAFETY))[chunk]
+    no = (lower > alpha * (1 + SAFETY))[chunk]
+    rest = np.flatnonzero(~yes & ~no)
+    if rest.size:
+        lower, upper = interval_bounds(k[rest], n[rest], lo[rest], hi[rest])
+        yes[rest] = upper <= alpha * (1 - SAFETY)
+        no[rest] = lower > alpha * (1 + SAFETY)
+    return yes, no
 
 
 def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, alpha: float,
@@ -271,8 +344,6 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
         r_lo = rejection_weight(k, n, lo, alpha, test)
         r_hi = rejection_weight(k, n, hi, alpha, test)
         return same & (r_lo == r_hi), r_lo
-    from calcheck.hypotests.binom import interval_bounds
-
     k_lo, k_hi, frac = _split_k(k)
     decided = np.ones(k.shape[0], dtype=bool)
     weight = np.zeros(k.shape[0])
@@ -283,9 +354,7 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
         no = np.zeros(k.shape[0], dtype=bool)
         i = np.flatnonzero(below | above)
         if i.size:
-            lower, upper = interval_bounds(kk[i], n[i], lo[i], hi[i])
-            yes[i] = upper <= alpha * (1 - SAFETY)
-            no[i] = lower > alpha * (1 + SAFETY)
+            yes[i], no[i] = _bounds_decide(kk[i], n[i], lo[i], hi[i], below[i], alpha)
         used = share > 0
         decided &= ~used | yes | no
         weight += np.where(yes, share, 0.0)
@@ -479,6 +548,7 @@ class PositionalPass:
         N = stats.count.astype(np.float64)
         K = stats.sum_label.astype(np.float64)
         seen = set()
+        bins, rows, values = [], [], []       # (bin, rows of the group in it, the group's score)
         for b in bounds[1:-1].tolist():
             if not 0 < b < self.n:
                 continue
@@ -490,13 +560,18 @@ class PositionalPass:
             hi = lo + r.eq_n
             overlap = np.maximum(0, np.minimum(bounds[1:], hi) - np.maximum(bounds[:-1], lo))
             j = np.flatnonzero(overlap)
-            out["rows"][j] += overlap[j]
-            if tce:
-                w = rejection_weight(K[j], N[j], np.full(j.shape[0], r.value), self.alpha,
-                                     self.test)
-                out["rejected"][j] += overlap[j] * w
-            if pde:
-                out["absdev"][j] += overlap[j] * np.abs(r.value - K[j] / N[j])
+            bins.append(j)
+            rows.append(overlap[j])
+            values.append(np.full(j.shape[0], r.value))
+        if not bins:
+            return out
+        j, overlap, value = np.concatenate(bins), np.concatenate(rows), np.concatenate(values)
+        np.add.at(out["rows"], j, overlap)     # one test call for every group (in cut order)
+        if tce:
+            w = rejection_weight(K[j], N[j], value, self.alpha, self.test)
+            np.add.at(out["rejected"], j, overlap * w)
+        if pde:
+            np.add.at(out["absdev"], j, overlap * np.abs(value - K[j] / N[j]))
         return out
 
     def row_binning(self, bounds: IntArray, stats: BinStats, *, tce: bool,
@@ -574,7 +649,7 @@ class PositionalPass:
                 specs.append(spec)
         if specs:
             self.passes += 1
-            done: RowPassState = yield RowPassSpec(self.bits, tuple(specs))
+            done: RowPassState = (yield RowPassSpec(self.bits, tuple(specs))).finish()
             for j, name in enumerate(partials):
                 part = partials[name]
                 rows = np.round(part["rows"]).astype(np.int64) + done.rows[j]

@@ -38,7 +38,8 @@ from calcheck._typing import FloatArray, IntArray
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
 HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
 MIN_SUB_BITS = 4              # ... but always ≥ 2^4 each
-COLLECT_ROWS = 1 << 23        # collect ranges outright while they hold ≤ this many rows in all
+COLLECT_ROWS = 1 << 21        # collect ranges outright while they hold ≤ this many rows in all
+                              # (~45 B a row at the sort that reads them: ≤ ~0.1 GB)
 SMALL_RANGE = 64              # ... and always when it holds at most this many
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 
@@ -177,7 +178,8 @@ class SelectState:
         mine = owner >= 0
         coll = mine & tb["collect"][np.maximum(owner, 0)]
         if coll.any():
-            self.rows.append((owner[coll], u[coll], ids[coll], yy[coll].astype(np.int8)))
+            self.rows.append((owner[coll].astype(np.int32), u[coll], ids[coll],
+                              yy[coll].astype(np.int8)))
         hist = np.flatnonzero(mine & ~coll)
         if hist.shape[0]:
             o = owner[hist]
@@ -234,14 +236,34 @@ class SelectState:
 
     def collected(self) -> dict[int, tuple[Any, Any, Any]]:
         """Rows of each collect task, stably sorted: task → (u, id, y)."""
-        if not self.rows:
+        rows = [r for r in self.rows if r[0].shape[0]]
+        self.rows = []
+        if not rows:
             return {}
-        task = np.concatenate([r[0] for r in self.rows])
-        u = np.concatenate([r[1] for r in self.rows])
-        ids = np.concatenate([r[2] for r in self.rows])
-        y = np.concatenate([r[3] for r in self.rows])
-        order = np.lexsort((ids, u, task))
-        task, u, ids, y = task[order], u[order], ids[order], y[order]
+        fields = []
+        for j in range(4):                         # each field's batches freed once joined
+            fields.append(np.concatenate([r[j] for r in rows]))
+            rows = [(*r[:j], None, *r[j + 1:]) for r in rows]
+        del rows
+        # the (score, row id) order, which is the order of the tasks too (disjoint key ranges
+        # sorted by (u_lo, id_lo)): numpy's quick argsort by score bits (3x a stable one),
+        # then the rows of equal scores by row id
+        u, ids = fields[1], fields[2]
+        order = np.argsort(u, kind="quicksort")
+        us = u[order]
+        tie = us[1:] == us[:-1]
+        del us
+        if tie.any():
+            pos = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
+            sub = order[pos]
+            order[pos] = sub[np.lexsort((ids[sub], u[sub]))]
+        for j in range(4):                         # one reordered copy at a time
+            fields[j] = fields[j][order]
+        del order
+        task, u, ids, y = fields
+        if task.shape[0] > 1 and (np.any(task[1:] < task[:-1]) or np.any(
+                (u[1:] == u[:-1]) & (ids[1:] < ids[:-1]))):
+            raise RuntimeError("search pass: collected rows out of (score, row id) order")
         starts = np.flatnonzero(np.concatenate(([True], task[1:] != task[:-1])))
         ends = np.append(starts[1:], task.shape[0])
         return {int(task[a]): (u[a:b], ids[a:b], y[a:b]) for a, b in zip(starts, ends)}
