@@ -399,11 +399,19 @@ class PositionalPass:
         self._rows: tuple[FloatArray, np.ndarray] | None = None
 
     def run(self) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
-        """plan → scan → resolve (see the module docstring)."""
+        """plan → scan → resolve (see the module docstring).  The row pass needs only the
+        cuts of its binnings resolved (for PAVA blocks, by the blocks' search already), so it
+        shares its pass with the search of the other ranks (bin edges, quartiles)."""
         bounds = yield from self.plan()
-        yield from self.scan(self.ranks(bounds))
+        ranks = self.ranks(bounds)
+        names = self._row_pass_binnings(bounds)
+        yield from self.scan([b for name in names for b in bounds[name][0].tolist()
+                              if 0 < b < self.n])
+        counts = {name: self.bin_stats(bounds[name][0], name, bounds[name][1], edges=False)
+                  for name in names}
+        rows = yield from self.row_pass(bounds, counts, ranks)
+        yield from self.scan(ranks)              # whatever the shared pass left open
         stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
-        rows = yield from self.row_pass(bounds, stats)
         details = {"extra_passes": self.passes, "ranks_resolved": len(self.resolved)}
         return self.results(bounds, stats, rows), details
 
@@ -423,8 +431,10 @@ class PositionalPass:
             counts = self.state.binned("ece")["count"]
             out["uniform"] = (np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
                               {"bins": self.bins})
+        # cuts known already, searched with PAVA's blocks (the row pass needs them resolved)
+        known = [b for bounds, _ in out.values() for b in bounds.tolist() if 0 < b < n]
         if "tce_v" in ids:
-            out["pava"] = yield from self._pava(0, n + 1)
+            out["pava"] = yield from self._pava(0, n + 1, known)
         if "tce" in ids:
             check_pava_bc_rows(n, self.n_min, self.n_max)
             d_min, d_max = default_pava_bc_sizes(n)
@@ -433,15 +443,17 @@ class PositionalPass:
             if lo < 0 or hi < lo:
                 raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, "
                                  f"n_max={hi}")
-            b, how = yield from self._pava(lo, hi)
+            b, how = yield from self._pava(lo, hi, known)
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
             out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
         return out
 
-    def _pava(self, n_min: int, n_max: int) -> Passes[tuple[IntArray, dict[str, Any]]]:
+    def _pava(self, n_min: int, n_max: int, also: list[int] = ()
+              ) -> Passes[tuple[IntArray, dict[str, Any]]]:
         """PAVA-BC bounds: exact over the sorted rows when at most ``exact_rows`` rows (one
-        pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks."""
+        pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks (searched
+        with the ranks ``also``)."""
         n = self.n
         if n <= self.exact_rows:
             if self._rows is None:
@@ -452,7 +464,7 @@ class PositionalPass:
                                sorted_scores=scores if self.share else None)
             return b, {"pava_input": "exact"}
         blocks = quantile_bounds(n, min(self.blocks, n))
-        yield from self.scan([b for b in blocks.tolist() if 0 < b < n])
+        yield from self.scan([b for b in blocks.tolist() if 0 < b < n] + list(also))
         cum = [self._at(int(b)) for b in blocks.tolist()]
         count = np.diff(blocks)
         pos = np.array([self.cum_pos[c1] - self.cum_pos[c0] + p1 - p0
@@ -477,14 +489,20 @@ class PositionalPass:
 
     # -- 2. scan ------------------------------------------------------------------------------
 
-    def scan(self, ranks: list[int]) -> Passes[None]:
-        """The exact rank search: passes until the row (or, with shared ties, the score and
-        its tie group) at every rank is known."""
+    def _search(self, ranks: list[int]) -> Search | None:
+        """A search for the ``ranks`` not resolved yet (None when there are none)."""
         need = sorted(set(ranks) - set(self.resolved))
         if not need:
+            return None
+        return Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
+                      self.collect_rows, by_value=self.share, cell_positives=self.cell_pos)
+
+    def scan(self, ranks: list[int], search: Search | None = None) -> Passes[None]:
+        """The exact rank search: passes until the row (or, with shared ties, the score and
+        its tie group) at every rank is known (``search``: one already under way)."""
+        search = search or self._search(ranks)
+        if search is None:
             return
-        search = Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
-                        self.collect_rows, by_value=self.share, cell_positives=self.cell_pos)
         while (spec := search.next_spec()) is not None:
             search.absorb((yield spec))
         self.passes += search.passes
@@ -507,9 +525,11 @@ class PositionalPass:
         return (r.cell, within, r.before_pos + k * r.eq_pos / r.eq_n,
                 r.before_score + k * r.value)
 
-    def bin_stats(self, bounds: IntArray, name: str, params: dict[str, Any]) -> BinStats:
+    def bin_stats(self, bounds: IntArray, name: str, params: dict[str, Any], *,
+                  edges: bool = True) -> BinStats:
         """A binning's counts, positives and Σ score: the whole cells between two cuts, plus
-        and minus the parts of the cut cells."""
+        and minus the parts of the cut cells (``edges=False``: the bins' score edges left at
+        0, before the ranks next to the cuts are resolved)."""
         at = [self._at(int(b)) for b in bounds.tolist()]
         count = np.diff(bounds).astype(np.int64)
         pos = np.array([self.cum_pos[c1] - self.cum_pos[c0] + p1 - p0
@@ -521,6 +541,8 @@ class PositionalPass:
         if name == "uniform":
             e = uniform_edges(self.bins)
             lower, upper = e[:-1].copy(), e[1:].copy()
+        elif not edges:
+            lower, upper = np.zeros(count.shape[0]), np.zeros(count.shape[0])
         else:
             mids = [0.0 if b <= 0 else 1.0 if b >= self.n else
                     (self.resolved[b - 1].value + self.resolved[b].value) / 2.0
@@ -634,22 +656,44 @@ class PositionalPass:
                           alpha=self.alpha, test=self.test, tce=tce, pde=pde)
         return spec, partial
 
+    def _row_pass_binnings(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]
+                           ) -> list[str]:
+        """The binnings the row pass evaluates: TCE's, and the equal-mass one for PDE."""
+        tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
+        return [name for name in bounds
+                if name in tce_bins or (name == "quantile" and "pde" in self.ids)]
+
     def row_pass(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]],
-                 stats: dict[str, BinStats]) -> Passes[dict[str, dict[str, FloatArray]]]:
+                 stats: dict[str, BinStats], ranks: list[int] = ()
+                 ) -> Passes[dict[str, dict[str, FloatArray]]]:
         """TCE's rejections and PDE's deviations per bin of the binnings that need them: one
-        pass over the rows the grid cannot decide."""
+        pass over the rows the grid cannot decide, which also makes the first pass of the
+        search for ``ranks``."""
+        from calcheck.streaming.views import ALL, SubStream, ViewsSpec
+
         tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
         specs: list[RowBinning] = []
         partials: dict[str, dict[str, FloatArray]] = {}
-        for name in bounds:
+        for name in self._row_pass_binnings(bounds):
             tce, pde = name in tce_bins, name == "quantile" and "pde" in self.ids
-            if tce or pde:
-                spec, partials[name] = self.row_binning(bounds[name][0], stats[name], tce=tce,
-                                                        pde=pde)
-                specs.append(spec)
+            spec, partials[name] = self.row_binning(bounds[name][0], stats[name], tce=tce,
+                                                    pde=pde)
+            specs.append(spec)
         if specs:
             self.passes += 1
-            done: RowPassState = (yield RowPassSpec(self.bits, tuple(specs))).finish()
+            row_spec = RowPassSpec(self.bits, tuple(specs))
+            search = self._search(list(ranks))
+            first = search.next_spec() if search is not None else None
+            if first is None:
+                done: RowPassState = (yield row_spec).finish()
+            else:                              # one pass for both
+                both = yield ViewsSpec(((SubStream(group=ALL), row_spec),
+                                        (SubStream(group=ALL), first)))
+                done = both.states[0].finish()
+                assert search is not None
+                search.absorb(both.states[1])
+                self.passes -= 1                       # counted by the search
+                yield from self.scan(ranks, search)
             for j, name in enumerate(partials):
                 part = partials[name]
                 rows = np.round(part["rows"]).astype(np.int64) + done.rows[j]
