@@ -67,10 +67,11 @@ ROOT_EPILOG = ("Examples:\n\n  calcheck score preds.parquet\n\n  calcheck test p
                "--method all\n\n  calcheck report preds.parquet -o report.html\n\n"
                "  calcheck COMMAND -h  (every option of a command)\n\n" + EXIT_CODES)
 
+HELP_OPTIONS = ["-h", "--help"]
 app = typer.Typer(name="calcheck", help=HELP, epilog=ROOT_EPILOG, add_completion=True,
                   no_args_is_help=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
-                  context_settings={"help_option_names": ["-h", "--help"]})
+                  context_settings={"help_option_names": HELP_OPTIONS})
 
 
 def _version(value: bool) -> None:
@@ -383,8 +384,16 @@ def _pass_through(command: Any) -> None:
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             return list(value) if isinstance(value, tuple) else value
 
-    for sub in getattr(command, "commands", {}).values():
-        for p in sub.params:
+    from types import SimpleNamespace
+
+    names = SimpleNamespace(help_option_names=HELP_OPTIONS)
+    for cmd in (command, *getattr(command, "commands", {}).values()):
+        params = list(cmd.params)
+        try:           # -h/--help, made (and kept) here rather than during parsing
+            params.append(cmd.get_help_option(names))
+        except (AttributeError, TypeError):  # pragma: no cover - depends on the installed typer
+            pass
+        for p in params:                    # with the root's completion options
             desc = getattr(p, "type_descriptor", None)
             if desc is not None and hasattr(p, "_runtime_param"):
                 p._runtime_param = Text(annotation=desc.annotation,
