@@ -668,14 +668,18 @@ def _summary_bins(eng: Engine, opts: Options,
 
 
 def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """In memory, each bin row with the smallest and largest score inside its edges, so the
-    summary names the scores a bin really holds (all-equal scores: one value, not 0–0.3)."""
+    """In memory, when the metrics sorted the scores, each bin row with the smallest and
+    largest score inside its edges, so the summary names the scores a bin really holds
+    (all-equal scores: one value, not 0–0.3).  Without a sort the summary asks the engine
+    for the one bin it names (``score_range``), rather than sort every score for it."""
     sorted_scores = getattr(eng, "sorted_scores", None)
     if sorted_scores is None or not rows:
         return rows
     import numpy as np
 
-    s = sorted_scores()
+    s = sorted_scores(sort=False)
+    if s is None:
+        return rows
     out = []
     for r in rows:
         lo = int(np.searchsorted(s, r["lower"], side="left"))
@@ -790,7 +794,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             metrics=m.values, bins_for=bins_for, gates=gates,
                             notes=reading.notes + m.notes + v.notes,
                             variables=var.to_dict() if var is not None else None, groups=groups,
-                            extra=extra, summary_bins=(sb := _summary_bins(eng, opts, m.values)),
+                            extra=extra, score_range=getattr(eng, "score_range", None),
+                            summary_bins=(sb := _summary_bins(eng, opts, m.values)),
                             seed=opts.seed)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
@@ -864,6 +869,7 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                                engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
                             settings=settings, tests=t.values, notes=reading.notes + t.notes,
+                            score_range=getattr(eng, "score_range", None),
                             summary_bins=(sb := _summary_bins(eng, opts, {})), seed=opts.seed)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject, diagram=sb)
@@ -1012,6 +1018,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                             metrics=m.values, tests=t.values, notes=reading.notes + notes,
                             variables=var.to_dict() if var is not None else None,
                             groups=groups,
+                            score_range=getattr(eng, "score_range", None),
                             summary_bins=(sb := _summary_bins(eng, opts, m.values)),
                             seed=opts.seed)
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \

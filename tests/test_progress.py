@@ -79,7 +79,8 @@ def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
     opts = parse("score", {"metrics": ["ece", "ace", "tce"]}, style="python")
     rep = api.run_score(path, opts, progress=factory)
     reading = calls[f"reading {path}"]
-    assert [d for d, _ in reading] == [8_000, 16_000, 20_000] and reading[-1][1] == 20_000
+    assert [d for d, _ in reading] == [4_000, 8_000, 12_000, 16_000, 20_000]   # by row group
+    assert reading[-1][1] == 20_000
     (label, seen), = [(k, v) for k, v in calls.items() if k.startswith("computing")]
     assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and "20,000 rows" in label
     plain = api.run_score(path, opts)                   # the stepped read changes no value

@@ -286,3 +286,27 @@ def test_csv_has_every_result(cli, tmp_path):
     assert {r["metric"] for r in rows if r["variable"] == "age"} == {"vece", "vce_max",
                                                                     "ece_qcut"}
     assert "{" not in text and "settings.bins" in rows[0]
+
+
+def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monkeypatch):
+    """Past READ_STEP_ROWS a file is read row group by row group, numeric columns into one
+    numpy array each: the same values and types, also for a column that gets nulls (or any
+    non-numeric column) partway."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calcheck.io import source
+
+    rng = np.random.default_rng(4)
+    n = 10_000
+    late_nulls = pa.array([None if i >= 7_000 and i % 97 == 0 else float(i) for i in range(n)])
+    table = pa.table({"score": rng.uniform(size=n), "label": rng.integers(0, 2, n).astype(np.int8),
+                      "age": late_nulls, "site": pa.array([f"s{i % 3}" for i in range(n)]),
+                      "w": pa.array(rng.integers(0, 9, n), type=pa.int32())})
+    path = tmp_path / "big.parquet"
+    pq.write_table(table, path, row_group_size=3_000)
+    monkeypatch.setattr(source, "READ_STEP_ROWS", 1_000)
+    src = source.open_source(str(path), "parquet")
+    got = source.read_columns(src, ["score", "label", "age", "site", "w"])
+    assert got.equals(table.select(["score", "label", "age", "site", "w"]))
+    assert [str(t) for t in got.schema.types] == ["double", "int8", "double", "string", "int32"]

@@ -120,14 +120,25 @@ class MemoryEngine:
     def multiclass(self) -> bool:
         return self.data.multiclass
 
-    def sorted_scores(self) -> np.ndarray:
-        """The (top-label) scores in ascending order: the metrics' sort when they made one."""
+    def sorted_scores(self, sort: bool = True) -> np.ndarray | None:
+        """The (top-label) scores in ascending order: the metrics' sort when they made one,
+        else a new sort (``sort=False``: None)."""
         if not self.multiclass:
             for p in self.data.__dict__.get("_prepared", {}).values():
                 if p.sort_made:
                     out: np.ndarray = p.sorted_scores
                     return out
+        if not sort:
+            return None
         return np.sort(np.asarray(self.data.top[0], dtype=np.float64))
+
+    def score_range(self, lower: float, upper: float) -> tuple[float, float] | None:
+        """The smallest and largest (top-label) score in [lower, upper] (None: no score)."""
+        s = np.asarray(self.data.top[0], dtype=np.float64)
+        inside = s[(s >= lower) & (s <= upper)]
+        if inside.shape[0] == 0:
+            return None
+        return float(inside.min()), float(inside.max())
 
     def input_info(self, top: bool = False) -> dict[str, Any]:
         info = self.data.input_info()

@@ -10,7 +10,7 @@ streaming engines add their own: batch size, passes, the grid).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from calcheck._json import jsonable
@@ -125,10 +125,12 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  groups: Mapping[str, Any] | None = None,
                  extra: Mapping[str, Any] | None = None,
                  summary_bins: tuple[str, list[dict[str, Any]]] | None = None,
-                 seed: int = 0) -> dict[str, Any]:
+                 score_range: Callable[[float, float], tuple[float, float] | None] | None
+                 = None, seed: int = 0) -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
     adds top-level sections (after ``groups``).  ``summary_bins`` — (metric id, its bin rows)
-    — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`)."""
+    — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`), and ``score_range``
+    gives the scores of the bin it names when the rows do not carry them."""
     from calcheck.report.summary import summarize
 
     with_bins = set(bins_for)
@@ -159,5 +161,6 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
             if isinstance(entry.get("per_class"), list):
                 entry["per_class"] = per_class_by_name(entry["per_class"], classes)
     of, rows = summary_bins if summary_bins is not None else (None, None)
-    report["summary"] = summarize(report, bins=list(rows or []), bins_of=of, seed=seed)
+    report["summary"] = summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
+                                  score_range=score_range)
     return report

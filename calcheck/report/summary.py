@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -94,13 +94,17 @@ def _confidence(slope: float, se: float, name: str) -> str | None:
     return f"under-confident: predictions too cautious ({name} {slope:.2f})"
 
 
-def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
+def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool,
+               score_range: Callable[[float, float], tuple[float, float] | None] | None = None
+               ) -> str | None:
     use = [r for r in rows if r["n"]]
     if len(use) < 2:
         return None
     worst = max(use, key=lambda r: r["n"] * abs(r["mean_label"] - r["mean_score"]))
     what = "confidence" if multiclass else "scores"
     lo, hi = worst.get("min_score", worst["lower"]), worst.get("max_score", worst["upper"])
+    if "min_score" not in worst and score_range is not None:
+        lo, hi = score_range(worst["lower"], worst["upper"]) or (lo, hi)
     span = f"= {lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
     return (f"{what} {span}: predicted "
             f"{worst['mean_score']:.3f}, observed {worst['mean_label']:.3f} "
@@ -181,10 +185,13 @@ def _worst_variable(report: Mapping[str, Any]) -> str | None:
 
 
 def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None = None,
-              bins_of: str | None = None, seed: int = 0) -> dict[str, Any]:
+              bins_of: str | None = None, seed: int = 0,
+              score_range: Callable[[float, float], tuple[float, float] | None] | None = None
+              ) -> dict[str, Any]:
     """The report's ``summary``: ``verdict``, ``basis``, ``direction``, ``where`` and the
     one-line ``text``; ``bins`` is the bin table behind the direction and the verdict of a
-    report without tests (that of metric ``bins_of``)."""
+    report without tests (that of metric ``bins_of``); ``score_range(lower, upper)`` gives
+    the smallest and largest score of the bin ``where`` names when its row does not."""
     alpha = float(report.get("settings", {}).get("alpha", 0.05))
     multiclass = report.get("input", {}).get("kind") == "multiclass"
     tests = report.get("tests") or {}
@@ -219,7 +226,7 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
             d = tests["spiegelhalter"].get("direction")
             average = f"{d} on average (Spiegelhalter)" if d and d != "none" else None
         direction = [d for d in (average, conf) if d]
-    where = [w for w in (_worst_bin(rows, multiclass) if rows and verdict == "miscalibrated"
+    where = [w for w in (_worst_bin(rows, multiclass, score_range) if rows and verdict == "miscalibrated"
                          else None, _worst_group(report), _worst_variable(report)) if w]
     head = {"miscalibrated": "MISCALIBRATED", "no evidence of miscalibration": "no evidence of "
             "miscalibration", "consistent with calibration": "consistent with calibration",
