@@ -42,12 +42,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import DATA
+from _common import DATA, PEAK_KB
 
 # runs a module ("calcheck") or a script in a child process and reports its peak RSS
 WRAP = ("import atexit, resource, runpy, sys\n"
-        "atexit.register(lambda: sys.stderr.write('PEAK_KB=%d\\n' % "
-        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
+        "atexit.register(lambda: sys.stderr.write('PEAK_KB=%d\\n' % " + PEAK_KB + "))\n"
         "sys.argv = sys.argv[1:]\n"
         "if sys.argv[0] == 'calcheck':\n"
         "    runpy.run_module('calcheck', run_name='__main__', alter_sys=True)\n"

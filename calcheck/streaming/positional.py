@@ -86,28 +86,41 @@ def bound_ranks(bounds: IntArray, n: int) -> list[int]:
 @dataclass(frozen=True)
 class SortedRowsSpec:
     """A pass that keeps every row's (score bits, label): the exact sort of a dataset small
-    enough to hold (9 bytes a row)."""
+    enough to hold (9 bytes a row; 8 with ``packed``)."""
 
+    packed: bool = False            # shared ties: the order inside a tie group is not used
     holds_rows = True               # drive_lockstep counts its rows against a budget
 
     def new(self) -> SortedRowsState:
-        return SortedRowsState()
+        return SortedRowsState(packed=self.packed)
 
 
 @dataclass
 class SortedRowsState:
     """Each batch's (first row id, score bits, labels).  A batch's rows have ascending ids and
     batches do not interleave, so the parts ordered by first id list the rows in id order, and
-    a stable sort by score alone is the (score, row id) order."""
+    a stable sort by score alone is the (score, row id) order.
+
+    ``packed`` (shared ties, where rows of one score are pooled): each row is one 64-bit key
+    (score bits << 1) | label — the bits of a score in [0, 1] order like the score and leave
+    the top bit free — sorted in place, so ties are ordered by label instead of row id: half
+    the memory and a fraction of the time of a stable argsort."""
 
     parts: list[tuple[int, Any, Any]] = field(default_factory=list)
+    packed: bool = False
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> SortedRowsState:
         s = np.asarray(scores, dtype=np.float64) + 0.0
         if s.shape[0]:
             first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
-            self.parts.append((first, s.view(np.uint64), np.asarray(labels).astype(np.int8)))
+            if self.packed:
+                key = s.view(np.uint64) << np.uint64(1)
+                key |= np.asarray(labels).astype(np.uint64)
+                self.parts.append((first, key, None))
+            else:
+                self.parts.append((first, s.view(np.uint64),
+                                   np.asarray(labels).astype(np.int8)))
         return self
 
     def merge(self, other: SortedRowsState) -> SortedRowsState:
@@ -115,10 +128,17 @@ class SortedRowsState:
         return self
 
     def sorted_rows(self) -> tuple[FloatArray, np.ndarray]:
-        """(scores, labels) in the (score, row id) order."""
+        """(scores, labels) in the (score, row id) order (packed: (score, label))."""
         if not self.parts:
             return np.zeros(0), np.zeros(0, dtype=np.int8)
         self.parts.sort(key=lambda p: p[0])
+        if self.packed:
+            key = np.concatenate([p[1] for p in self.parts])
+            self.parts = []
+            key.sort()
+            labels = (key & np.uint64(1)).astype(np.int8)
+            key >>= np.uint64(1)
+            return key.view(np.float64), labels
         u = np.concatenate([p[1] for p in self.parts])
         order = np.argsort(u, kind="stable")
         return u[order].view(np.float64), np.concatenate([p[2] for p in self.parts])[order]
@@ -447,6 +467,7 @@ class PositionalPass:
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
             out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
+        self._rows = None            # the sorted rows of exact PAVA are not needed again
         return out
 
     def _pava(self, n_min: int, n_max: int, also: list[int] = ()
@@ -458,7 +479,7 @@ class PositionalPass:
         if n <= self.exact_rows:
             if self._rows is None:
                 self.passes += 1
-                self._rows = (yield SortedRowsSpec()).sorted_rows()
+                self._rows = (yield SortedRowsSpec(packed=self.share)).sorted_rows()
             scores, labels = self._rows
             b = pava_bc_bounds(labels, n_min, n_max,
                                sorted_scores=scores if self.share else None)
