@@ -69,7 +69,7 @@ def test_no_progress_is_an_option_of_the_long_commands():
 def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
     from calcheck.io import source
 
-    monkeypatch.setattr(source, "READ_STEP_ROWS", 5_000)        # several read steps
+    monkeypatch.setattr(source, "READ_STEP_VALUES", 5_000)        # several read steps
     rng = np.random.default_rng(2)
     s = rng.uniform(size=20_000)
     path = tmp_path / "p.parquet"

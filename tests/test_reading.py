@@ -289,7 +289,7 @@ def test_csv_has_every_result(cli, tmp_path):
 
 
 def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monkeypatch):
-    """Past READ_STEP_ROWS a file is read row group by row group, numeric columns into one
+    """Past READ_STEP_VALUES values a file is read row group by row group, numeric columns into one
     numpy array each: the same values and types, also for a column that gets nulls (or any
     non-numeric column) partway."""
     import pyarrow as pa
@@ -305,7 +305,7 @@ def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monk
                       "w": pa.array(rng.integers(0, 9, n), type=pa.int32())})
     path = tmp_path / "big.parquet"
     pq.write_table(table, path, row_group_size=3_000)
-    monkeypatch.setattr(source, "READ_STEP_ROWS", 1_000)
+    monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
     src = source.open_source(str(path), "parquet")
     got = source.read_columns(src, ["score", "label", "age", "site", "w"])
     assert got.equals(table.select(["score", "label", "age", "site", "w"]))

@@ -413,7 +413,7 @@ def column_names(src: Source) -> list[str]:
     return [str(c) for c in _read_csv(src).column_names]
 
 
-READ_STEP_ROWS = 1 << 23      # a larger Parquet file is read this many rows at a time
+READ_STEP_VALUES = 1 << 24    # a Parquet file holding more values is read row group by row group
 
 
 def read_columns(src: Source, wanted: list[str], flt: Any = None,
@@ -433,7 +433,8 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
             return _read_reported(ds, cols, flt, progress)
         if src.fmt == "parquet":
             pf = parquet_file(src)
-            if pf.metadata.num_rows <= READ_STEP_ROWS:
+            meta = pf.metadata
+            if meta.num_rows * len(read) <= READ_STEP_VALUES or meta.num_row_groups < 2:
                 table = pf.read(columns=read)
             else:
                 table = _read_steps(pf, read, progress)
@@ -454,7 +455,8 @@ def _read_steps(pf: Any, columns: list[str],
     read is), reporting the rows read.  Numeric columns without nulls are copied into one
     numpy array each as they come — the table holds those arrays, so the columns cost their
     own size once: at 3·10^7 rows 0.4 s and 0.43 GB against 1.3 s and 0.87 GB for one read
-    (whose chunks the engine then joins into a copy).  Other columns keep Arrow's chunks.
+    (whose chunks the engine then joins into a copy); 1,000 probability columns of 10^5 rows
+    in 5 row groups: 0.8 GB of buffers against 1.7 GB.  Other columns keep Arrow's chunks.
     The same table either way."""
     import numpy as np
 

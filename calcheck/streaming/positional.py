@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -470,7 +470,7 @@ class PositionalPass:
         self._rows = None            # the sorted rows of exact PAVA are not needed again
         return out
 
-    def _pava(self, n_min: int, n_max: int, also: list[int] = ()
+    def _pava(self, n_min: int, n_max: int, also: Sequence[int] = ()
               ) -> Passes[tuple[IntArray, dict[str, Any]]]:
         """PAVA-BC bounds: exact over the sorted rows when at most ``exact_rows`` rows (one
         pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks (searched
@@ -685,7 +685,7 @@ class PositionalPass:
                 if name in tce_bins or (name == "quantile" and "pde" in self.ids)]
 
     def row_pass(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]],
-                 stats: dict[str, BinStats], ranks: list[int] = ()
+                 stats: dict[str, BinStats], ranks: Sequence[int] = ()
                  ) -> Passes[dict[str, dict[str, FloatArray]]]:
         """TCE's rejections and PDE's deviations per bin of the binnings that need them: one
         pass over the rows the grid cannot decide, which also makes the first pass of the
@@ -714,7 +714,7 @@ class PositionalPass:
                 assert search is not None
                 search.absorb(both.states[1])
                 self.passes -= 1                       # counted by the search
-                yield from self.scan(ranks, search)
+                yield from self.scan(list(ranks), search)
             for j, name in enumerate(partials):
                 part = partials[name]
                 rows = np.round(part["rows"]).astype(np.int64) + done.rows[j]
