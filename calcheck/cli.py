@@ -167,80 +167,6 @@ def _notes(messages: list[str], quiet: bool) -> None:
         note(m, quiet=quiet)
 
 
-class _Progress:
-    """A progress bar on stderr, shown only on a TTY and only once its work has taken a
-    second: from the first report on, a timer shows it then even when the next report is
-    long in coming (one slow step), and rich keeps its clock running."""
-
-    def __init__(self, label: str) -> None:
-        import threading
-        import time
-
-        self.label, self.start = label, time.monotonic()
-        self.bar: Any = None
-        self.task: Any = None
-        self.done, self.total = 0, 0
-        self.lock = threading.Lock()
-        self.timer: Any = None
-        self.closed = False
-
-    def __call__(self, done: int, total: int) -> None:
-        import threading
-        import time
-
-        with self.lock:
-            self.done, self.total = done, total
-            if self.bar is not None:
-                self.bar.update(self.task, completed=done, total=total)
-                return
-            wait = 1.0 - (time.monotonic() - self.start)
-            if wait > 0:
-                if self.timer is None:
-                    self.timer = threading.Timer(wait, self._show)
-                    self.timer.daemon = True
-                    self.timer.start()
-                return
-        self._show()
-
-    def _show(self) -> None:
-        with self.lock:
-            if self.closed or self.bar is not None:
-                return
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self.bar = Progress(console=Console(stderr=True), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(self.label, total=self.total, completed=self.done)
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            if self.timer is not None:
-                self.timer.cancel()
-            if self.bar is not None:
-                self.bar.stop()
-
-
-class _Bars:
-    """The progress bars of one run (none when stderr is not a terminal or with -q)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.on = sys.stderr.isatty() and not quiet and not dumb_terminal()
-        self.bars: list[_Progress] = []
-
-    def __call__(self, label: str) -> Callable[[int, int], None] | None:
-        if not self.on:
-            return None
-        bar = _Progress(label)
-        self.bars.append(bar)
-        return bar
-
-    def close(self) -> None:
-        for b in self.bars:
-            b.close()
-
-
 def _parse(command: str, file: str, values: dict[str, Any],
            inputs: tuple[str, ...] = ()) -> O.Options:
     """Parse and check everything that can be checked before any input is read (the output
@@ -258,13 +184,9 @@ def _parse(command: str, file: str, values: dict[str, Any],
     return opts
 
 
-def dumb_terminal() -> bool:
-    """TERM=dumb: a terminal that shows no colour, no box drawing and no progress bar."""
-    return os.environ.get("TERM", "") == "dumb"
-
-
 def _emit(rep: Any, opts: O.Options) -> None:
     """The report file first (atomically), then stdout, then the notes on stderr."""
+    from calcheck.report.progress import dumb_terminal
     from calcheck.report.render import format_for_path
 
     if opts.output:
@@ -292,7 +214,9 @@ def _emit(rep: Any, opts: O.Options) -> None:
 
 def _with_bars(opts: O.Options, run: Callable[..., Report], source: Any) -> Report:
     """``run(source, opts)`` with the run's progress bars, closed however it ends."""
-    bars = _Bars(opts.quiet or opts.no_progress)
+    from calcheck.report.progress import Bars
+
+    bars = Bars(opts.quiet or opts.no_progress)
     try:
         return run(source, opts, progress=bars)
     finally:

@@ -21,21 +21,30 @@ def recorder():
     return calls, factory
 
 
-def test_stream_passes_report_their_rows(tmp_path):
-    rng = np.random.default_rng(0)
-    s = rng.uniform(size=30_000)
-    path = tmp_path / "p.parquet"
+def write_predictions(path, rng, n, row_group_size=None):
+    """n calibrated binary predictions as a Parquet file."""
+    s = rng.uniform(size=n)
     pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}).to_parquet(
-        path, row_group_size=7_000)
+        path, row_group_size=row_group_size)
+
+
+def assert_pass_bars(calls, where, rows):
+    """One bar per pass over ``where``, each counting up to every row."""
+    assert len(calls) >= 2
+    for label, seen in calls.items():
+        assert label.startswith("pass ") and str(where) in label
+        done = [d for d, _ in seen]
+        assert done == sorted(done) and done[-1] == rows and seen[-1][1] == rows
+
+
+def test_stream_passes_report_their_rows(tmp_path):
+    path = tmp_path / "p.parquet"
+    write_predictions(path, np.random.default_rng(0), 30_000, row_group_size=7_000)
     calls, factory = recorder()
     opts = parse("score", {"engine": "stream", "batch_rows": 5_000,
                            "metrics": ["ece", "ace", "tce"]}, style="python")
     api.run_score(path, opts, progress=factory)
-    assert len(calls) >= 2                                      # one bar per pass
-    for label, seen in calls.items():
-        assert label.startswith("pass ") and str(path) in label
-        done = [d for d, _ in seen]
-        assert done == sorted(done) and done[-1] == 30_000 and seen[-1][1] == 30_000
+    assert_pass_bars(calls, path, 30_000)
 
 
 def test_dask_passes_report_their_rows_on_local_threads(tmp_path):
@@ -46,18 +55,12 @@ def test_dask_passes_report_their_rows_on_local_threads(tmp_path):
     folder = tmp_path / "parts"
     folder.mkdir()
     for i in range(3):
-        s = rng.uniform(size=10_000)
-        pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}
-                     ).to_parquet(folder / f"part-{i}.parquet", row_group_size=4_000)
+        write_predictions(folder / f"part-{i}.parquet", rng, 10_000, row_group_size=4_000)
     calls, factory = recorder()
     opts = parse("score", {"engine": "dask", "batch_rows": 3_000,
                            "metrics": ["ece", "ace"]}, style="python")
     api.run_score(folder, opts, progress=factory)
-    assert len(calls) >= 2                                      # one bar per pass
-    for label, seen in calls.items():
-        assert label.startswith("pass ") and str(folder) in label
-        done = [d for d, _ in seen]
-        assert done == sorted(done) and done[-1] == 30_000 and seen[-1][1] == 30_000
+    assert_pass_bars(calls, folder, 30_000)
 
 
 def test_no_progress_is_an_option_of_the_long_commands():
@@ -70,11 +73,8 @@ def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
     from calcheck.io import source
 
     monkeypatch.setattr(source, "READ_STEP_VALUES", 5_000)        # several read steps
-    rng = np.random.default_rng(2)
-    s = rng.uniform(size=20_000)
     path = tmp_path / "p.parquet"
-    pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}).to_parquet(
-        path, row_group_size=4_000)
+    write_predictions(path, np.random.default_rng(2), 20_000, row_group_size=4_000)
     calls, factory = recorder()
     opts = parse("score", {"metrics": ["ece", "ace", "tce"]}, style="python")
     rep = api.run_score(path, opts, progress=factory)
@@ -92,9 +92,7 @@ def test_memory_engine_reports_a_directory_read(tmp_path):
     folder = tmp_path / "parts"
     folder.mkdir()
     for i in range(3):
-        s = rng.uniform(size=5_000)
-        pd.DataFrame({"score": s, "label": (rng.uniform(size=s.size) < s).astype(int)}
-                     ).to_parquet(folder / f"part-{i}.parquet")
+        write_predictions(folder / f"part-{i}.parquet", rng, 5_000)
     calls, factory = recorder()
     opts = parse("score", {"metrics": ["ece"]}, style="python")
     rep = api.run_score(folder, opts, progress=factory)
@@ -107,12 +105,12 @@ def test_memory_engine_reports_a_directory_read(tmp_path):
 def test_a_bar_shows_after_a_second_even_without_a_new_report(monkeypatch):
     import time
 
-    from calcheck import cli
+    from calcheck.report.progress import ProgressBar
 
     shown = []
-    bar = cli._Progress("one slow step")
+    bar = ProgressBar("one slow step")
     monkeypatch.setattr(bar, "start", time.monotonic() - 0.9)     # 0.1 s left before it shows
-    monkeypatch.setattr(cli._Progress, "_show", lambda self: shown.append(self.done))
+    monkeypatch.setattr(ProgressBar, "_show", lambda self: shown.append(self.done))
     bar(0, 3)                                               # then nothing for a while
     time.sleep(0.4)
     bar.close()

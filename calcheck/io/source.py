@@ -476,7 +476,9 @@ def _read_steps(pf: Any, columns: list[str],
             dt = _NUMPY_TYPES.get(col.type)
             fast = dt is not None and col.null_count == 0 and col.type == types[name]
             if fast and (name in bufs or g == 0):
-                buf = bufs.setdefault(name, np.empty(total, dtype=dt))
+                if name not in bufs:
+                    bufs[name] = np.empty(total, dtype=dt)
+                buf = bufs[name]
                 at = done
                 for ch in col.chunks:
                     np.copyto(buf[at:at + len(ch)], numpy_of(ch))
