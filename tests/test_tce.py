@@ -54,6 +54,30 @@ def test_pvalue_vectorized_many():
     np.testing.assert_array_equal(binomtest_pvalue(k, n, p), ref)
 
 
+def test_binom_functions_are_scipys_without_importing_scipy_stats():
+    """The pmf/cdf/sf that the test calls equal scipy.stats.binom's, entry for entry, on a grid
+    with every branch of scipy's wrappers: outside the support, fractional and infinite k,
+    invalid n and p, boundary and subnormal p (NaN where scipy gives NaN)."""
+    from scipy.stats import binom
+
+    from calcheck.hypotests._binom_dist import BINOM
+
+    rng = np.random.default_rng(11)
+    n = np.concatenate([rng.integers(1, 5000, 3000), [0, 1, 2, 10, 10, 10, 7, 7, 5, 5]])
+    k = np.concatenate([rng.integers(-2, n[:3000] + 3), [0, 1, 3, 2.5, -np.inf, np.inf,
+                                                      np.nan, 7, 5, 4]]).astype(float)
+    p = np.concatenate([rng.uniform(size=3000) ** 4, [0.0, 1.0, 0.5, 0.3, 0.3, 0.3, 0.5, 1e-305,
+                                                     1.5, -0.1]])
+    n = n.astype(float)
+    n[-3] = 2.5                                                    # not a whole number
+    for name in ("pmf", "cdf", "sf"):
+        np.testing.assert_array_equal(getattr(BINOM, name)(k, n, p),
+                                      getattr(binom, name)(k, n, p), err_msg=name)
+        assert getattr(BINOM, name)(3.0, 10.0, 0.25) == getattr(binom, name)(3.0, 10.0, 0.25)
+    with pytest.raises(OverflowError):        # Boost's overflow reaches the caller as in scipy
+        BINOM.pmf(1.0, 10.0, 1e-308)
+
+
 @given(st.integers(0, 2**31), st.sampled_from([0.05, 0.01, 0.5]), st.integers(2, 40))
 def test_fast_rejection_equals_exact(seed, alpha, chunk):
     rng = np.random.default_rng(seed)

@@ -2,7 +2,8 @@
 
 ``scipy.stats.binomtest(k, n, p).pvalue`` ("minlike": the sum of the pmf over the outcomes no
 more likely than k, with a relative tolerance 1e-7) is a Python call per test.  Here the same
-arithmetic runs on arrays: the same ``binom.pmf/cdf/sf`` calls and the same binary search for
+arithmetic runs on arrays: the same ``binom.pmf/cdf/sf`` calls (:mod:`._binom_dist`: scipy's
+own wrappers and ufuncs, without the start-up of ``scipy.stats``) and the same binary search for
 the outcome on the other side of the mode, step for step, so the p-values are identical.
 
 For TCE, where every prediction of a bin is tested against the bin's (k, N), most rows are far
@@ -24,9 +25,9 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import binom
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.hypotests._binom_dist import BINOM as binom
 
 P_FLOOR = 1e-300          # probabilities in (0, 1e-300) are tested as 1e-300 (see _normal)
 RERR = 1 + 1e-7          # scipy's relative tolerance for "as likely as k"
