@@ -117,3 +117,41 @@ def test_cli_test_multiclass_is_top_label(cli, tmp_path):
     assert "top-label view" in r.stderr
     g = cli(["test", path, "--probs", "prob_*", "--json", "--method", "cox"])
     assert json.loads(g.stdout)["tests"]["cox"] == calcheck.cox(conf, correct).to_dict()
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 300])
+@pytest.mark.parametrize("n", [0, 1, 6_553, 20_001])
+def test_row_major_fill_is_the_column_assignment(k, n):
+    from calcheck.io.columns import row_major
+
+    rng = np.random.default_rng(k + n)
+    cols = [rng.uniform(size=n) for _ in range(k)]
+    want = np.empty((n, k))
+    for j, c in enumerate(cols):
+        want[:, j] = c
+    got = row_major(cols, n)
+    assert got.flags.c_contiguous and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("labels", [[0, 2, 1, 2], [0, 3, -1, 1]])
+@pytest.mark.parametrize("type_", ["int8", "int64", "uint16", "float64"])
+def test_class_index_of_integer_and_float_labels_agree(labels, type_):
+    """Integer labels take a path without the float round trip; same indices, masks and
+    (for the error message) values as float labels."""
+    import pyarrow as pa
+
+    from calcheck.io.columns import class_index
+    from calcheck.io.source import Source
+
+    if type_ == "uint16" and min(labels) < 0:
+        pytest.skip("no negative unsigned labels")
+    col = pa.chunked_array([pa.array(labels, type=getattr(pa, type_)())])
+    ref = pa.chunked_array([pa.array(labels, type=pa.float64())])
+    src = Source("x", "parquet")
+    got, want = class_index(src, "label", col, ["a", "b", "c"]), \
+        class_index(src, "label", ref, ["a", "b", "c"])
+    for a, b in zip(got[:3], want[:3]):
+        assert np.array_equal(a, b)
+    assert got[0].dtype == np.int64
+    if want[2].any():
+        assert np.array_equal(got[3], want[3])

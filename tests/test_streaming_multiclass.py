@@ -278,3 +278,77 @@ def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
             want = (y[keep] == sub.cls)[np.argsort(p[keep], kind="stable")]
             np.testing.assert_array_equal(got.states[j].sorted_rows()[1], want)
             np.testing.assert_array_equal(ref.states[j].sorted_rows()[1], want)
+
+
+def _spy_passes(monkeypatch):
+    """The ``classes`` each streamed pass was asked to read (None: every column, validated)."""
+    import calcheck.io.stream as stream
+
+    seen: list = []
+    original = stream.stream_batches
+
+    def spy(plan, **kw):
+        seen.append(kw.get("classes"))
+        return original(plan, **kw)
+
+    monkeypatch.setattr(stream, "stream_batches", spy)
+    return seen
+
+
+def test_class_passes_read_only_their_classes_and_give_the_full_passes_numbers(
+        cli, tmp_path, monkeypatch):
+    """Once a pass has validated every row (none dropped or renormalized), the passes of class
+    sub-streams read only their classes' columns: the report is the same, byte for byte, as
+    with every pass reading and validating every column."""
+    from calcheck.streaming.engine import StreamSource
+
+    path = tmp_path / "mc.parquet"
+    frame(8, 9_000, k=6).to_parquet(path, row_group_size=2_000)
+    args = [path, "--engine", "stream", "--batch-rows", "1500", "-m",
+            "ece_top,sce,ace_cw,tace,tce_cw"]
+    seen = _spy_passes(monkeypatch)
+    fast = run_json(cli, *args)
+    assert seen[0] is None, seen                 # the first pass validates every column
+    assert any(c is not None for c in seen), seen   # later passes: their classes' columns
+    monkeypatch.setattr(StreamSource, "_class_subset", lambda self, spec: None)
+    full = run_json(cli, *args)
+    for rep in (fast, full):
+        rep.pop("timing", None)
+        rep.get("engine", {}).pop("seconds", None)
+    assert fast["metrics"] == full["metrics"]
+    assert fast["input"] == full["input"]
+
+
+def test_renormalized_rows_keep_every_pass_validating(cli, tmp_path, monkeypatch):
+    """Rows renormalized on reading (probabilities written with rounding) are changed by the
+    validation, so every pass reads and validates every column again."""
+    df = frame(9, 3_000, k=5)
+    probs_ = [f"prob_{j}" for j in range(5)]
+    df[probs_] = df[probs_].round(4)                     # row sums off by up to ~2.5e-4
+    path = tmp_path / "rounded.parquet"
+    df.to_parquet(path)
+    seen = _spy_passes(monkeypatch)
+    rep = run_json(cli, path, "--engine", "stream", "-m", "ace_cw,tce_cw")
+    assert rep["input"]["rows_renormalized"] > 0
+    assert seen and all(c is None for c in seen)
+    mem = run_json(cli, path, "-m", "ace_cw,tce_cw")
+    for m in ("ace_cw", "tce_cw"):
+        assert rep["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"],
+                                                           rel=1e-12, abs=1e-15)
+
+
+def test_a_file_changed_between_passes_is_an_error(tmp_path):
+    """The column-subset reader re-checks what it reads: a value out of [0, 1] (the file was
+    rewritten after the validating pass) stops the run with an input error."""
+    from calcheck.errors import InputError
+    from calcheck.io.stream import StreamStats, _class_columns_batches
+
+    path = tmp_path / "mc.parquet"
+    frame(3, 100, k=3).to_parquet(path)
+    plan = plan_stream(open_source(str(path)))
+    good = pa.record_batch({"prob_1": pa.array([0.2, 0.7]), "label": pa.array([0, 2])})
+    cols, y = next(_class_columns_batches(plan, iter([good]), (1,), StreamStats()))
+    assert list(cols) == [1] and cols[1].tolist() == [0.2, 0.7] and y.tolist() == [0, 2]
+    bad = pa.record_batch({"prob_1": pa.array([0.2, 1.5]), "label": pa.array([0, 2])})
+    with pytest.raises(InputError, match="changed between two passes"):
+        list(_class_columns_batches(plan, iter([bad]), (1,), StreamStats()))

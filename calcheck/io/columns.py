@@ -324,6 +324,11 @@ def class_index(src: Source, name: str, col: pa.ChunkedArray,
     k = len(class_names)
     missing = null_mask(col)
     t = col.type
+    if pa.types.is_integer(t) and col.null_count == 0:
+        ints = np.asarray(numpy_of(col))          # whole numbers already: no float round trip
+        bad = (ints < 0) | (ints >= k)
+        idx = np.where(bad, 0, ints).astype(np.int64) if bad.any() else ints.astype(np.int64)
+        return idx, missing, bad, ints.astype(np.float64) if bad.any() else ints
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         vals = np.asarray(numpy_of(_compute().cast(col, pa.float64())))
         missing |= np.isnan(vals)
@@ -370,6 +375,20 @@ def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
     return scores, labels, keep, rows_dropped, dropped
 
 
+def row_major(columns: list[FloatArray], n: int) -> np.ndarray:
+    """The (n, K) row-major matrix of K columns, filled by blocks of rows that stay in cache
+    (~0.5 MB): column by column over all rows, each write touches a new cache line — twice
+    as slow at K = 10."""
+    k = len(columns)
+    out = np.empty((n, k))
+    step = max(512, (1 << 16) // max(k, 1))
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        for j, v in enumerate(columns):
+            out[start:stop, j] = v[start:stop]
+    return out
+
+
 def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
                        names: list[str], *, renormalize: bool, drop_invalid: bool,
                        row_offset: int = 0, detected: bool = False,
@@ -384,13 +403,14 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
     error unless ``renormalize`` (then entries above 1 are accepted too).  ``detected``: the
     columns were found by their names, so the error suggests ``--probs``."""
     n = table.num_rows
-    P = np.empty((n, len(cols)))
     problems: list[Problem] = []
-    for j, c in enumerate(cols):
+    columns = []
+    for c in cols:
         vals, nonnum, text = scores_array(src, c, table.column(c))
-        P[:, j] = vals
+        columns.append(vals)
         problems += probability_problems(c, vals, nonnum, text, "prob", above_one=renormalize,
                                          source=src.name)
+    P = row_major(columns, n)
     y, missing, bad, raw = class_index(src, label_col, table.column(label_col), names)
     if missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))

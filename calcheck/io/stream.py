@@ -29,11 +29,13 @@ from calcheck.errors import InputError
 from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
+    class_index,
     distinct_text,
     is_text,
     multiclass_columns,
     named_note,
     numpy_of,
+    scores_array,
     variable_values,
 )
 from calcheck.io.source import (
@@ -257,15 +259,16 @@ def _single_file_dataset(src: Source) -> Any:
 
 
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
-                     extras: BatchExtras = BatchExtras()) -> Any:
+                     extras: BatchExtras = BatchExtras(),
+                     columns: list[str] | None = None) -> Any:
     """Record batches of one fragment (one file), read one row group at a time (with the
-    columns of ``extras``).
+    columns of ``extras``; ``columns`` instead of the plan's prediction and label columns).
 
     A Parquet file is scanned row group by row group: a scan of the whole file decodes row
     groups ahead of the consumer whatever its readahead settings (~0.15 GB of Arrow buffers at
     the peak of a 3·10^7-row file of 1Mi-row groups, against ~30 MB this way).  The row order
     is the same."""
-    columns = list(dict.fromkeys([*plan.columns, *extras.columns]))
+    columns = list(dict.fromkeys([*(columns or plan.columns), *extras.columns]))
     try:
         split = getattr(fragment, "split_by_row_group", None)
         parts = split(plan.filter, schema=plan.schema) if split is not None else [fragment]
@@ -373,15 +376,56 @@ def plan_rows(plan: StreamPlan) -> int | None:
 def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
                    batch_rows: int = 1_000_000, drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
-                   view: str = "top") -> Any:
+                   view: str = "top", classes: tuple[int, ...] | None = None) -> Any:
     """Validated (scores, labels) batches of a planned Parquet file, directory or
     hive-partitioned tree, read file by file through ``pyarrow.dataset`` in bounded memory (one
     row group decoding ahead of the computation).
 
     The ``--where`` filter is pushed down to the scan (partition pruning and row-group
     statistics).  Row numbers in error messages count the rows of the (filtered) stream.
+
+    ``classes`` (multiclass input that an earlier pass validated whole, with no row dropped or
+    renormalized): read only those classes' probability columns and the label, and give each
+    batch as ({class: probabilities}, class indices) — see :func:`_class_columns_batches`.
     """
+    if classes is not None:
+        assert plan.prob_columns is not None and not extras.columns
+        cols = [*(plan.prob_columns[k] for k in classes), plan.label_column]
+        raw = (b for fr in plan.fragments
+               for b in fragment_batches(plan, fr, batch_rows, columns=cols))
+        yield from _class_columns_batches(plan, prefetch(raw), classes, stats)
+        return
     raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, extras))
     yield from validated_batches(plan, prefetch(raw), name=plan.name, pos_label=pos_label,
                                  drop_invalid=drop_invalid, stats=stats, extras=extras,
                                  view=view)
+
+
+def _class_columns_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
+                           stats: StreamStats | None) -> Any:
+    """({class: probabilities}, class indices) of batches holding only ``classes``' columns and
+    the label, for a pass after one that validated every row (every value was then finite in
+    [0, 1], every row summed to 1 and every label was a class; nothing was dropped or
+    renormalized, so these are the values a full pass gives).  The columns read are checked
+    again (finite, in [0, 1], labels classes): a file changed between passes is an error."""
+    assert plan.prob_columns is not None and plan.class_names is not None
+    src = Source(name=plan.name, fmt="parquet", path=plan.name)
+    st = stats if stats is not None else StreamStats()
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        cols: dict[int, FloatArray] = {}
+        bad = False
+        for k in classes:
+            vals, nonnum, _ = scores_array(src, plan.prob_columns[k],
+                                           table.column(plan.prob_columns[k]))
+            bad |= bool(nonnum.any()) or not (vals.min() >= 0.0 and vals.max() <= 1.0)
+            cols[k] = vals
+        y, missing, wrong, _ = class_index(src, plan.label_column,
+                                           table.column(plan.label_column), plan.class_names)
+        if bad or missing.any() or wrong.any():
+            raise InputError(f"{plan.name}: the data changed between two passes of the "
+                             "stream (an earlier pass found every row valid)")
+        st.tally(batch.num_rows)
+        yield cols, y

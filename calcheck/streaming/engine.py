@@ -60,7 +60,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
         start = 0
         for b in batches:                   # (scores, labels[, group codes])
             state.update(b[0], b[1], start, *b[2:])
-            start += int(b[0].shape[0])
+            start += int(b[1].shape[0])
         return state
     states = [spec.new() for _ in range(threads)]
     queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(threads)]
@@ -87,7 +87,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
                 if errors:
                     break
                 queues[j % threads].put((b[0], b[1], start, *b[2:]))
-                start += int(b[0].shape[0])
+                start += int(b[1].shape[0])
         finally:
             for q in queues:
                 q.put(None)
@@ -171,6 +171,7 @@ class StreamSource:
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
     _pass: int = 0
+    _clean: bool = False        # a pass validated every multiclass row: none dropped or changed
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -205,10 +206,33 @@ class StreamSource:
         if self.passes is not None:
             return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
+        classes = self._class_subset(spec)
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
-                                 extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"))
-        return fold(self._reported(batches), spec), stats
+                                 extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"),
+                                 classes=classes)
+        state = fold(self._reported(batches), spec)
+        if plan.prob_columns and classes is None:
+            self._clean = stats.rows_dropped == 0 and stats.rows_renormalized == 0
+        return state, stats
+
+    def _class_subset(self, spec: Any) -> tuple[int, ...] | None:
+        """The classes whose columns alone a pass reads: a pass of class sub-streams only
+        (``ViewsSpec`` of view "classes", no ``--by``/extras) over multiclass input that an
+        earlier pass found valid throughout — nothing dropped or renormalized, so its values
+        need no row sums.  The classwise passes of K = 10 classes then read 3 of 11 columns.
+        None: read and validate every column."""
+        parts = getattr(spec, "parts", None)
+        if not (self._clean and parts and getattr(spec, "view", None) == "classes"):
+            return None
+        from calcheck.io.stream import BatchExtras
+        from calcheck.streaming.views import ALL
+
+        if BatchExtras.of(spec).columns or getattr(spec, "by", None):
+            return None
+        if any(sub.cls is None or sub.group is not ALL for sub, _ in parts):
+            return None
+        return tuple(sorted({sub.cls for sub, _ in parts}))
 
     def rows_bar(self) -> Callable[[int], None] | None:
         """This pass's progress bar as ``report(rows)``, adding the rows just read (safe to
@@ -234,7 +258,7 @@ class StreamSource:
             yield from batches
             return
         for batch in batches:
-            report(int(batch[0].shape[0]))
+            report(int(batch[1].shape[0]))
             yield batch
 
     def id_bound(self, n: int) -> int:

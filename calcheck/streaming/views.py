@@ -84,8 +84,9 @@ class ViewsState:
 
     def update(self, first: Any, labels: IntArray, start: int = 0,
                groups: tuple[list[str | None], IntArray] | None = None) -> ViewsState:
-        """Add a batch: (scores, labels) or, for class sub-streams, (probabilities (n, K),
-        class indices); with ``by``, its (group keys, code per row)."""
+        """Add a batch: (scores, labels) or, for class sub-streams, (probabilities (n, K) —
+        or {class: probabilities} of the classes this pass needs —, class indices); with
+        ``by``, its (group keys, code per row)."""
         rows_of = _group_rows(groups) if groups is not None else {}
         column: dict[int, tuple[FloatArray, IntArray]] = {}
         for (sub, _), state in zip(self.spec.parts, self.states):
@@ -93,8 +94,9 @@ class ViewsState:
                 s, y = first, labels
             else:
                 if sub.cls not in column:
-                    column[sub.cls] = (np.ascontiguousarray(first[:, sub.cls]),
-                                       (labels == sub.cls).astype(np.int8))
+                    probs = first[sub.cls] if isinstance(first, dict) else \
+                        np.ascontiguousarray(first[:, sub.cls])
+                    column[sub.cls] = (probs, (labels == sub.cls).astype(np.int8))
                 s, y = column[sub.cls]
             rows: IntArray | None = None
             if sub.group is not ALL:
@@ -191,7 +193,25 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
         spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
         state = source.run(spec)[0]
         passes += 1
-        for key, part in zip(keys, state.states):
-            sub, _, gen = pending[key]
-            step(key, sub, gen, part)
+        _step_all(step, [(key, pending[key][0], pending[key][2], part)
+                         for key, part in zip(keys, state.states)])
     return passes
+
+
+def _step_all(step: Any, todo: list[tuple[Any, SubStream, Passes[Any], Any]]) -> None:
+    """Advance every computation to its next pass: on two threads when there are several and
+    two cores — their work between passes (sorting a class's rows, PAVA, the binomial tests) is
+    independent and mostly numpy that releases the GIL — else in order."""
+    import os
+
+    if len(todo) < 2 or (os.cpu_count() or 1) < 2:
+        for item in todo:
+            step(*item)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from calcheck._threads import one_blas_thread
+
+    with one_blas_thread(), ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(step, *item) for item in todo]:
+            future.result()
