@@ -211,9 +211,11 @@ class RowPassState:
         self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
 
     def finish(self) -> RowPassState:
-        """Test every pending row (before reading ``rejected``)."""
-        for j in range(len(self.pending)):
-            self._test(j)
+        """Test every pending row (before reading ``rejected``), the binnings two at a time
+        (each its own rows and sums)."""
+        from calcheck._threads import map_two
+
+        map_two(self._test, [(j,) for j in range(len(self.pending))])
         return self
 
     def update(self, scores: FloatArray, labels: IntArray,
@@ -690,16 +692,17 @@ class PositionalPass:
         """TCE's rejections and PDE's deviations per bin of the binnings that need them: one
         pass over the rows the grid cannot decide, which also makes the first pass of the
         search for ``ranks``."""
+        from calcheck._threads import map_two
         from calcheck.streaming.views import ALL, SubStream, ViewsSpec
 
         tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
-        specs: list[RowBinning] = []
-        partials: dict[str, dict[str, FloatArray]] = {}
-        for name in self._row_pass_binnings(bounds):
-            tce, pde = name in tce_bins, name == "quantile" and "pde" in self.ids
-            spec, partials[name] = self.row_binning(bounds[name][0], stats[name], tce=tce,
-                                                    pde=pde)
-            specs.append(spec)
+        names = self._row_pass_binnings(bounds)
+        split = map_two(lambda name: self.row_binning(         # each binning's own cells
+            bounds[name][0], stats[name], tce=name in tce_bins,
+            pde=name == "quantile" and "pde" in self.ids), [(name,) for name in names])
+        specs: list[RowBinning] = [spec for spec, _ in split]
+        partials: dict[str, dict[str, FloatArray]] = {
+            name: part for name, (_, part) in zip(names, split)}
         if specs:
             self.passes += 1
             row_spec = RowPassSpec(self.bits, tuple(specs))

@@ -199,19 +199,9 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
 
 
 def _step_all(step: Any, todo: list[tuple[Any, SubStream, Passes[Any], Any]]) -> None:
-    """Advance every computation to its next pass: on two threads when there are several and
-    two cores — their work between passes (sorting a class's rows, PAVA, the binomial tests) is
-    independent and mostly numpy that releases the GIL — else in order."""
-    import os
+    """Advance every computation to its next pass, two at a time: their work between passes
+    (sorting a class's rows, PAVA, the binomial tests) is independent and mostly numpy that
+    releases the GIL."""
+    from calcheck._threads import map_two
 
-    if len(todo) < 2 or (os.cpu_count() or 1) < 2:
-        for item in todo:
-            step(*item)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from calcheck._threads import one_blas_thread
-
-    with one_blas_thread(), ThreadPoolExecutor(max_workers=2) as pool:
-        for future in [pool.submit(step, *item) for item in todo]:
-            future.result()
+    map_two(step, todo)
