@@ -85,6 +85,23 @@ def test_dask_local_threads_without_scheduler(cli, hive):
                                                           rel=1e-12)
 
 
+def test_dask_local_run_does_not_import_distributed(hive):
+    """Without --scheduler and without a client, a Dask run takes its local threads without
+    importing distributed (~0.2 s): no client can exist before distributed is imported."""
+    import subprocess
+    import sys
+
+    root, _ = hive
+    code = ("import sys; from calcheck.cli import run\n"
+            "try:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('DISTRIBUTED=%s' % ('distributed' in sys.modules), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, "score", str(root / "ds"), "--engine",
+                        "dask", "-m", "ece", "--json"], capture_output=True, text=True,
+                       check=True)
+    assert '"ece"' in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "DISTRIBUTED=False", r.stderr
+
+
 def test_dask_errors_name_the_file_and_row(cli, tmp_path, cluster):
     d = tmp_path / "bad"
     for i in range(3):
