@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from collections.abc import Generator
+from typing import Any, TypeVar, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -11,3 +12,10 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 JSONValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
+
+T = TypeVar("T")
+Passes = Generator[Any, Any, T]
+"""A streamed computation that needs passes over the data: it yields each pass's spec, is sent
+the merged state of that pass, and returns its result (:func:`calcheck.streaming.positional.drive`
+runs one on a source; :func:`calcheck.streaming.views.drive_lockstep` runs many in shared
+passes)."""

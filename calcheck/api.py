@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 from calcheck import registry
 from calcheck._quiet import quiet
 from calcheck.data import Predictions
+from calcheck.engines import Progress, open_engine
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
@@ -44,7 +45,6 @@ from calcheck.report.model import Report
 
 __all__ = ["compare", "figure", "run_tests", "score", "write_report"]
 
-Progress = Callable[[str], Callable[[int, int], None] | None]
 
 FIGURES = (("tce", "uniform", "Test-based reliability diagram (TCE, PAVA-BC bins)"),
            ("reliability", "uniform", "Reliability diagram, equal-width bins (ECE)"),
@@ -491,68 +491,6 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None 
 
 # ---------------------------------------------------------------------------------------------
 # engines
-
-
-def source_of(source: Any, opts: Options) -> Any:
-    """An io Source for a path, ``"-"`` or an in-memory table."""
-    from calcheck.io.source import from_table, open_source
-
-    if isinstance(source, (str, os.PathLike)):
-        return open_source(os.fspath(source), opts.input_format)
-    kind = type(source).__module__.split(".")[0]
-    name = {"pandas": "<DataFrame>", "polars": "<DataFrame>", "pyarrow": "<Table>"}.get(
-        kind, f"<{type(source).__name__}>")
-    return from_table(source, name)
-
-
-def _columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
-    """The extra columns a run reads: numeric (``--var``) and raw (``--by``,
-    ``--correct-from``), and the option naming each."""
-    numeric = opts.variable_list
-    raw = [c for c in (opts.by, opts.time, opts.correct_from) if c]
-    flags = {c: opts.name_of("variables") for c in numeric}
-    flags.update({c: opts.name_of(n) for n in ("by", "time", "correct_from")
-                  if (c := getattr(opts, n))})
-    return numeric, raw, flags
-
-
-def open_engine(source: Any, opts: Options, *, progress: Progress | None = None) -> Engine:
-    """The engine ``opts.engine`` on ``source``."""
-    from calcheck.engines.memory import MemoryEngine
-
-    numeric, raw, flags = _columns(opts)
-    if isinstance(source, Predictions):
-        if opts.engine != "memory":
-            raise UsageError(f"{opts.name_of('engine')} {opts.engine} reads files or tables; "
-                             "Predictions are already in memory (engine='memory')")
-        from calcheck.data import check_columns_exist
-
-        check_columns_exist(list(source.columns), [*numeric, *raw], source.provenance.path,
-                            flags)
-        return MemoryEngine(source, progress=progress)
-    src = source_of(source, opts)
-    if opts.engine == "memory":
-        from calcheck.io.tabular import load_predictions
-
-        data = load_predictions(src, score=opts.score, label=opts.label,
-                                pos_label=opts.pos_label, probs=opts.probs,
-                                renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
-                                where=opts.where, numeric=numeric, raw=raw, flags=flags,
-                                progress=progress(f"reading {src.name}") if progress else None)
-        return MemoryEngine(data, progress=progress)
-    from calcheck.engines.stream import StreamEngine
-    from calcheck.streaming.engine import StreamSource
-
-    engine: type[StreamEngine] = StreamEngine
-    if opts.engine == "dask":
-        from calcheck.engines.dask import DaskEngine
-
-        engine = DaskEngine
-    return engine(StreamSource(
-        src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
-        opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
-        opts.renormalize, extra_columns=flags,
-        progress=progress))
 
 
 @contextlib.contextmanager

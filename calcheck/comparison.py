@@ -19,7 +19,6 @@ with confidence ``--ci-level`` (one-sided level (1 + level)/2).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,41 +27,10 @@ import numpy as np
 from calcheck import registry
 from calcheck.data import Predictions
 from calcheck.errors import InputError, UsageError
+from calcheck.gates import WorseGate, parse_worse_gate
 from calcheck.options import Options
 
 VERDICTS = ("worse", "better", "no detectable difference")
-
-
-@dataclass(frozen=True)
-class Gate:
-    """One ``--fail-if-worse`` condition."""
-
-    text: str
-    metric: str
-    margin: float
-
-
-def parse_gate(text: str, label: str = "--fail-if-worse") -> Gate:
-    m = re.fullmatch(r"\s*([A-Za-z0-9_]+)\s*(?::\s*([-+0-9.eE]+)\s*)?", text)
-    if m is None:
-        raise UsageError(f"{label} {text!r}: expected METRIC or METRIC:MARGIN, e.g. ece or "
-                         "ece:0.005")
-    try:
-        margin = float(m.group(2)) if m.group(2) is not None else 0.0
-    except ValueError:
-        raise UsageError(f"{label} {text!r}: the margin must be a number") from None
-    if margin != margin or margin in (float("inf"), float("-inf")):
-        raise UsageError(f"{label} {text!r}: the margin must be finite")
-    return Gate(text.strip(), m.group(1).lower(), margin)
-
-
-def check_gates(v: Any, label: str) -> list[str]:
-    from calcheck.options import check_list, check_text
-
-    values = check_list(check_text)(v, label)
-    for g in values:
-        parse_gate(g, label)
-    return values
 
 
 def verdict_of(ci: dict[str, Any] | None, error: bool = True) -> str | None:
@@ -222,7 +190,7 @@ def _load(src: Any, score: str | None, probs: list[str] | None, raw: list[str],
 
 def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictions, dict[str, Any]]:
     """Both models' predictions on the same rows in OLD's order, and how they were matched."""
-    from calcheck.api import source_of
+    from calcheck.engines import source_of
 
     pair = resolve_pair(sources, opts)
     src_old = source_of(pair.old[0], opts)
@@ -306,7 +274,7 @@ def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Opt
 # the run
 
 
-def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[Gate]]:
+def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[WorseGate]]:
     """The metric ids compared (``-m``, default the ``score`` default set, plus the gated
     ones) and the parsed ``--fail-if-worse`` gates; a gate on a metric without an interval is
     refused before any work."""
@@ -321,7 +289,7 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
         ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
     gates = []
     for text in opts.fail_if_worse or []:
-        g = parse_gate(text, opts.name_of("fail_if_worse"))
+        g = parse_worse_gate(text, opts.name_of("fail_if_worse"))
         mid = resolve_metric_ids([g.metric], multiclass=multiclass,
                                  name=opts.name_of("fail_if_worse"), allowed=can)[0]
         spec = registry.METRICS[mid]
@@ -329,13 +297,13 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
             raise UsageError(f"{opts.name_of('fail_if_worse')} {text}: {mid} has no interval "
                              f"for its change{' on --engine ' + engine if engine != 'memory' else ''}"
                              "; gate on a metric with one (e.g. ece, ace, brier)")
-        gates.append(Gate(g.text, mid, g.margin))
+        gates.append(WorseGate(g.text, mid, g.margin))
         if mid not in ids:
             ids.append(mid)
     return ids, gates
 
 
-def evaluate(gates: list[Gate], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def evaluate(gates: list[WorseGate], metrics: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for g in gates:
         ci = (metrics.get(g.metric) or {}).get("ci") or {}
@@ -427,7 +395,7 @@ def with_figure(rep: Any, tables: list[tuple[str, list[dict[str, Any]]]], top: b
 
 
 def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: list[str],
-          groups: dict[str, Any] | None, gates: list[Gate], *, engine: str,
+          groups: dict[str, Any] | None, gates: list[WorseGate], *, engine: str,
           engine_settings: dict[str, Any] | None = None) -> Any:
     """The comparison report (JSON document and :class:`Report`)."""
     from calcheck import __version__
@@ -462,7 +430,7 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
 
 def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
     """``compare`` with ``--engine stream`` or ``dask``."""
-    from calcheck.api import open_engine
+    from calcheck.engines import open_engine
     from calcheck.io.stream import stream_batches
     from calcheck.metrics._result import MetricResult
     from calcheck.streaming.paired import PairedUnits, in_step, paired_intervals

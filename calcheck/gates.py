@@ -1,4 +1,5 @@
-"""``--fail-if`` gates: conditions on metric values that make the run exit 1 when they hold."""
+"""Gates that make a run exit 1: ``--fail-if`` conditions on metric values (``score``, ``test``)
+and ``--fail-if-worse`` conditions on the change of a metric (``compare``)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,31 @@ def evaluate_gates(gates: list[Gate], values: Mapping[str, float | None]) -> lis
         out.append({"condition": g.text, "metric": g.metric, "op": g.op,
                     "threshold": g.threshold, "value": v, "failed": g.trips(v)})
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class WorseGate:
+    """One ``--fail-if-worse METRIC[:MARGIN]`` condition of ``compare``: it trips when the
+    metric's interval of the change new − old lies above ``margin``."""
+
+    text: str
+    metric: str
+    margin: float
+
+
+_WORSE = re.compile(r"\s*([A-Za-z0-9_]+)\s*(?::\s*([-+0-9.eE]+)\s*)?")
+
+
+def parse_worse_gate(text: str, label: str = "--fail-if-worse") -> WorseGate:
+    """Parse ``"ece"`` or ``"ece:0.005"``; raise :class:`UsageError` on anything else."""
+    m = _WORSE.fullmatch(text)
+    if m is None:
+        raise UsageError(f"{label} {text!r}: expected METRIC or METRIC:MARGIN, e.g. ece or "
+                         "ece:0.005")
+    try:
+        margin = float(m.group(2)) if m.group(2) is not None else 0.0
+    except ValueError:
+        raise UsageError(f"{label} {text!r}: the margin must be a number") from None
+    if margin != margin or margin in (float("inf"), float("-inf")):
+        raise UsageError(f"{label} {text!r}: the margin must be finite")
+    return WorseGate(text.strip(), m.group(1).lower(), margin)

@@ -428,9 +428,12 @@ TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-C
                   "or skip it.", TESTS, check_bool, type="toggle")
 
 def _check_gates_worse(v: Any, label: str) -> list[str]:
-    from calcheck.comparison import check_gates
+    from calcheck.gates import parse_worse_gate
 
-    return check_gates(v, label)
+    values = check_list(check_text)(v, label)
+    for g in values:
+        parse_worse_gate(g, label)
+    return values
 
 
 def check_window(v: Any, label: str) -> str:
@@ -792,3 +795,14 @@ def _meaningless(o: Options) -> None:
     if o.command == "plot":
         needs(("band_level", "band_reps"), o.kind == "corp", f"{lab('kind')} corp")
         needs(("ci_reps", "ci_level"), o.kind == "drift", f"{lab('kind')} drift")
+
+
+def default_bins(opts: Options, multiclass: bool) -> int:
+    """``--bins``, else the compat library's default, else 10 (binary) or 15 (multiclass)."""
+    if opts.bins is not None:
+        return opts.bins
+    if opts.compat:
+        from calcheck import compat
+
+        return compat.mode(opts.compat).default_bins
+    return 15 if multiclass else 10

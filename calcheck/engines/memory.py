@@ -17,6 +17,7 @@ import numpy as np
 from calcheck import registry
 from calcheck._typing import IntArray
 from calcheck.data import Predictions
+from calcheck.engines import Progress
 from calcheck.engines.base import Outcome, top_label_note
 from calcheck.errors import CalcheckError, InputError
 from calcheck.metrics import (
@@ -28,20 +29,7 @@ from calcheck.metrics import (
     compute_multiclass_metrics,
 )
 from calcheck.metrics._result import GroupResult
-from calcheck.options import Options
-
-Progress = Callable[[str], Callable[[int, int], None] | None]
-
-
-def default_bins(opts: Options, multiclass: bool) -> int:
-    """``--bins``, else the compat library's default, else 10 (binary) or 15 (multiclass)."""
-    if opts.bins is not None:
-        return opts.bins
-    if opts.compat:
-        from calcheck import compat
-
-        return compat.mode(opts.compat).default_bins
-    return 15 if multiclass else 10
+from calcheck.options import Options, default_bins
 
 
 def metric_options(opts: Options, multiclass: bool) -> MetricOptions:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from calcheck._typing import FloatArray, IntArray
 from calcheck.data import ROW_SUM_TOL
 from calcheck.errors import InputError
+from calcheck.io.arrays import numpy_of
 from calcheck.io.source import Source
 from calcheck.validation import describe_rows, invalid_score_masks, zero_one
 
@@ -42,45 +43,12 @@ def not_utf8(src: Source, name: str, col: pa.ChunkedArray) -> InputError:
                       rows=[bad[0] + 1] if bad else None)
 
 
-_NUMPY_TYPES = {pa.float64(): np.float64, pa.float32(): np.float32, pa.int64(): np.int64,
-                pa.int32(): np.int32, pa.int16(): np.int16, pa.int8(): np.int8,
-                pa.uint64(): np.uint64, pa.uint32(): np.uint32, pa.uint16(): np.uint16,
-                pa.uint8(): np.uint8}
-
-
 def _compute() -> Any:
     """``pyarrow.compute``, imported by the paths that cast or search text only (25 ms of a
     small run's start-up otherwise)."""
     import pyarrow.compute as pc
 
     return pc
-
-
-def numpy_of(col: Any) -> np.ndarray:
-    """An Arrow array or chunked array as numpy.  Numbers and booleans without nulls are read
-    from the Arrow buffers directly (pyarrow's own ``to_numpy`` imports pandas, a fifth of a
-    small run's time); anything else goes through ``to_numpy``."""
-    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    parts = []
-    for a in chunks:
-        dt = _NUMPY_TYPES.get(a.type)
-        if len(a) == 0:
-            continue
-        if a.null_count == 0 and dt is not None:
-            size = np.dtype(dt).itemsize
-            parts.append(np.frombuffer(a.buffers()[1], dtype=dt, count=len(a),
-                                       offset=a.offset * size))
-        elif a.null_count == 0 and pa.types.is_boolean(a.type):
-            bits = np.frombuffer(a.buffers()[1], dtype=np.uint8)
-            parts.append(np.unpackbits(bits, count=a.offset + len(a),
-                                       bitorder="little")[a.offset:].astype(bool))
-        else:
-            parts.append(a.to_numpy(zero_copy_only=False))
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return np.asarray(pa.chunked_array([], type=col.type).to_numpy())
-    return np.concatenate(parts)
 
 
 def null_mask(col: Any) -> np.ndarray:

@@ -464,7 +464,7 @@ def _read_steps(pf: Any, columns: list[str],
     import numpy as np
 
     from calcheck._prefetch import prefetch
-    from calcheck.io.columns import _NUMPY_TYPES, numpy_of
+    from calcheck.io.arrays import NUMPY_TYPES, arrow_of, numpy_of
 
     meta = pf.metadata
     total, done = meta.num_rows, 0
@@ -479,7 +479,7 @@ def _read_steps(pf: Any, columns: list[str],
         for name in columns:
             col = tb.column(name)
             types.setdefault(name, col.type)
-            dt = _NUMPY_TYPES.get(col.type)
+            dt = NUMPY_TYPES.get(col.type)
             fast = dt is not None and col.null_count == 0 and col.type == types[name]
             if fast and (name in bufs or g == 0):
                 if name not in bufs:
@@ -491,7 +491,7 @@ def _read_steps(pf: Any, columns: list[str],
                     at += len(ch)
                 continue
             if name in bufs:                     # numeric so far: its rows become a chunk
-                chunks[name].append(_wrap(bufs.pop(name)[:done], types[name]))
+                chunks[name].append(arrow_of(bufs.pop(name)[:done], types[name]))
             chunks[name].extend(col.chunks)
         done += rows
         if progress is not None:
@@ -499,16 +499,10 @@ def _read_steps(pf: Any, columns: list[str],
     out = {}
     for name in columns:
         if name in bufs:
-            out[name] = pa.chunked_array([_wrap(bufs[name][:done], types[name])])
+            out[name] = pa.chunked_array([arrow_of(bufs[name][:done], types[name])])
         else:
             out[name] = pa.chunked_array(chunks[name], type=types.get(name))
     return pa.Table.from_arrays(list(out.values()), names=list(out))
-
-
-def _wrap(values: Any, type_: Any) -> Any:
-    """A numpy array without nulls as an Arrow array of ``type_`` over the same memory
-    (``pa.array`` would import pandas to check what it was given)."""
-    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
 def _read_reported(ds: Any, columns: list[str], flt: Any,

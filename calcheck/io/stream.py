@@ -26,6 +26,7 @@ from calcheck.data import (
     top_label_view,
 )
 from calcheck.errors import InputError
+from calcheck.io.arrays import numpy_of
 from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
@@ -34,7 +35,6 @@ from calcheck.io.columns import (
     is_text,
     multiclass_columns,
     named_note,
-    numpy_of,
     scores_array,
     variable_values,
 )

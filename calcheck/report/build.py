@@ -84,7 +84,7 @@ def _ties(opts: Options) -> str:
 
 
 def _bins(opts: Options, multiclass: bool) -> int:
-    from calcheck.engines.memory import default_bins
+    from calcheck.options import default_bins
 
     return default_bins(opts, multiclass)
 

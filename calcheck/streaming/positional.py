@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.binning import (
     BinStats,
     count_value,
@@ -54,10 +54,6 @@ PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass block
 U_MAX = np.iinfo(np.uint64).max
 
 T = TypeVar("T")
-Passes = Generator[Any, Any, T]
-"""A computation that needs passes over the data: it yields each pass's spec, is sent the
-merged state of that pass, and returns its result (:func:`drive` runs one on a source;
-:func:`calcheck.streaming.views.drive_lockstep` runs many in shared passes)."""
 
 
 def drive(source: Any, passes: Passes[T]) -> T:

@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.errors import CalcheckError
-from calcheck.streaming.positional import Passes
 
 CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
 
