@@ -121,11 +121,13 @@ def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> A
     from calcheck.streaming.positional import positional_passes
 
     grid = yield StateSpec(bins=bins, log_loss=False)
-    if grid.n == 0:
+    n = grid.n
+    if n == 0:
         return 0, {}
-    results, _ = yield from positional_passes(grid, ids, id_bound=id_bound, bins=bins,
-                                              **options)
-    return grid.n, results
+    passes = positional_passes(grid, ids, id_bound=id_bound, bins=bins, **options)
+    del grid                               # the passes keep what they need of it
+    results, _ = yield from passes
+    return n, results
 
 
 def classwise_positional(source: Any, classes: int, ids: list[str], *,

@@ -394,7 +394,11 @@ class PositionalPass:
                  hl_df: str = "external",
                  exact_rows: int | None = None, blocks: int | None = None,
                  collect_rows: int = COLLECT_ROWS) -> None:
-        self.state, self.ids = state, ids
+        self.ids = ids
+        # of the grid state, only what the passes use (the state itself is not kept: many
+        # sub-streams' computations are alive at once)
+        self._uniform_counts = (state.binned("ece")["count"]
+                                if "tce_u" in ids and bins == state.bins else None)
         self.id_bound, self.collect_rows = id_bound, collect_rows
         self.bins, self.alpha, self.test = bins, alpha, test
         self.n_min, self.n_max, self.hl_groups = n_min, n_max, hl_groups
@@ -444,11 +448,10 @@ class PositionalPass:
         if any(m in ids for m in ("ace", "mce_q", "pde", "tce_q")):
             out["quantile"] = quantile_bounds(n, self.bins), {"bins": self.bins}
         if "tce_u" in ids:
-            if self.bins != self.state.bins:
+            if self._uniform_counts is None:
                 raise UsageError("uniform bins must equal the grid state's --bins")
-            counts = self.state.binned("ece")["count"]
-            out["uniform"] = (np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-                              {"bins": self.bins})
+            out["uniform"] = (np.concatenate(([0], np.cumsum(self._uniform_counts)))
+                              .astype(np.int64), {"bins": self.bins})
         # cuts known already, searched with PAVA's blocks (the row pass needs them resolved)
         known = [b for bounds, _ in out.values() for b in bounds.tolist() if 0 < b < n]
         if "tce_v" in ids:
