@@ -288,7 +288,7 @@ def _spy_passes(monkeypatch):
     original = stream.stream_batches
 
     def spy(plan, **kw):
-        seen.append(kw.get("classes"))
+        seen.append(kw.get("trusted"))
         return original(plan, **kw)
 
     monkeypatch.setattr(stream, "stream_batches", spy)
@@ -298,19 +298,19 @@ def _spy_passes(monkeypatch):
 def test_class_passes_read_only_their_classes_and_give_the_full_passes_numbers(
         cli, tmp_path, monkeypatch):
     """Once a pass has validated every row (none dropped or renormalized), the passes of class
-    sub-streams read only their classes' columns: the report is the same, byte for byte, as
-    with every pass reading and validating every column."""
+    sub-streams read only their classes' columns, and a top-label pass skips the row checks:
+    the report is the same as with every pass reading and validating every column."""
     from calcheck.streaming.engine import StreamSource
 
     path = tmp_path / "mc.parquet"
     frame(8, 9_000, k=6).to_parquet(path, row_group_size=2_000)
     args = [path, "--engine", "stream", "--batch-rows", "1500", "-m",
-            "ece_top,sce,ace_cw,tace,tce_cw"]
+            "ece_top,ace_top,sce,ace_cw,tace,tce_cw"]
     seen = _spy_passes(monkeypatch)
     fast = run_json(cli, *args)
     assert seen[0] is None, seen                 # the first pass validates every column
     assert any(c is not None for c in seen), seen   # later passes: their classes' columns
-    monkeypatch.setattr(StreamSource, "_class_subset", lambda self, spec: None)
+    monkeypatch.setattr(StreamSource, "_trusted", lambda self, spec: None)
     full = run_json(cli, *args)
     for rep in (fast, full):
         rep.pop("timing", None)
@@ -341,14 +341,38 @@ def test_a_file_changed_between_passes_is_an_error(tmp_path):
     """The column-subset reader re-checks what it reads: a value out of [0, 1] (the file was
     rewritten after the validating pass) stops the run with an input error."""
     from calcheck.errors import InputError
-    from calcheck.io.stream import StreamStats, _class_columns_batches
+    from calcheck.io.stream import StreamStats, _trusted_batches
 
     path = tmp_path / "mc.parquet"
     frame(3, 100, k=3).to_parquet(path)
     plan = plan_stream(open_source(str(path)))
     good = pa.record_batch({"prob_1": pa.array([0.2, 0.7]), "label": pa.array([0, 2])})
-    cols, y = next(_class_columns_batches(plan, iter([good]), (1,), StreamStats()))
+    cols, y = next(_trusted_batches(plan, iter([good]), (1,), StreamStats()))
     assert list(cols) == [1] and cols[1].tolist() == [0.2, 0.7] and y.tolist() == [0, 2]
     bad = pa.record_batch({"prob_1": pa.array([0.2, 1.5]), "label": pa.array([0, 2])})
     with pytest.raises(InputError, match="changed between two passes"):
-        list(_class_columns_batches(plan, iter([bad]), (1,), StreamStats()))
+        list(_trusted_batches(plan, iter([bad]), (1,), StreamStats()))
+
+
+def test_trusted_top_label_view_is_the_matrix_one():
+    """The top-label view built column by column (first largest probability, its class) is
+    calcheck.data.top_label_view's, ties between classes included."""
+    from calcheck.data import top_label_view
+    from calcheck.io.stream import StreamStats, _trusted_batches
+
+    rng = np.random.default_rng(12)
+    P = np.round(rng.dirichlet(np.full(4, 0.3), size=3_000), 1)    # many equal maxima
+    P[:50] = 0.25
+    P = P / P.sum(axis=1, keepdims=True)
+    y = rng.integers(0, 4, len(P))
+    batch = pa.record_batch({**{f"prob_{j}": P[:, j] for j in range(4)}, "label": y})
+    df = pd.DataFrame({f"prob_{j}": P[:, j] for j in range(4)})
+    df["label"] = y
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        df.to_parquet(f"{d}/p.parquet")
+        plan = plan_stream(open_source(f"{d}/p.parquet"))
+    conf, correct = next(_trusted_batches(plan, iter([batch]), (0, 1, 2, 3), StreamStats(),
+                                          top=True))
+    want_conf, want_correct = top_label_view(P, y)
+    assert np.array_equal(conf, want_conf) and np.array_equal(correct, want_correct)

@@ -437,7 +437,7 @@ def plan_rows(plan: StreamPlan) -> int | None:
 def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
                    batch_rows: int = 1_000_000, drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
-                   view: str = "top", classes: tuple[int, ...] | None = None) -> Any:
+                   view: str = "top", trusted: tuple[int, ...] | None = None) -> Any:
     """Validated (scores, labels) batches of a planned Parquet file, directory or
     hive-partitioned tree, read file by file through ``pyarrow.dataset`` in bounded memory (one
     row group decoding ahead of the computation).
@@ -445,16 +445,17 @@ def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
     The ``--where`` filter is pushed down to the scan (partition pruning and row-group
     statistics).  Row numbers in error messages count the rows of the (filtered) stream.
 
-    ``classes`` (multiclass input that an earlier pass validated whole, with no row dropped or
+    ``trusted`` (multiclass input that an earlier pass validated whole, with no row dropped or
     renormalized): read only those classes' probability columns and the label, and give each
-    batch as ({class: probabilities}, class indices) — see :func:`_class_columns_batches`.
+    batch as ({class: probabilities}, class indices) — or, with ``view="top"`` (``trusted``
+    then names every class), as its top-label view — see :func:`_trusted_batches`.
     """
-    if classes is not None:
+    if trusted is not None:
         assert plan.prob_columns is not None and not extras.columns
-        cols = [*(plan.prob_columns[k] for k in classes), plan.label_column]
+        cols = [*(plan.prob_columns[k] for k in trusted), plan.label_column]
         raw = (b for fr in plan.fragments
                for b in fragment_batches(plan, fr, batch_rows, columns=cols))
-        yield from _class_columns_batches(plan, prefetch(raw), classes, stats)
+        yield from _trusted_batches(plan, prefetch(raw), trusted, stats, top=view == "top")
         return
     raw = (b for fr in plan.fragments for b in fragment_batches(plan, fr, batch_rows, extras))
     yield from validated_batches(plan, prefetch(raw), name=plan.name, pos_label=pos_label,
@@ -462,13 +463,16 @@ def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
                                  view=view)
 
 
-def _class_columns_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
-                           stats: StreamStats | None) -> Any:
+def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
+                     stats: StreamStats | None, *, top: bool = False) -> Any:
     """({class: probabilities}, class indices) of batches holding only ``classes``' columns and
-    the label, for a pass after one that validated every row (every value was then finite in
-    [0, 1], every row summed to 1 and every label was a class; nothing was dropped or
-    renormalized, so these are the values a full pass gives).  The columns read are checked
-    again (finite, in [0, 1], labels classes): a file changed between passes is an error."""
+    the label — or with ``top`` (every class read) the top-label view (confidence, correct) —
+    for a pass after one that validated every row (every value was then finite in [0, 1],
+    every row summed to 1 and every label was a class; nothing was dropped or renormalized,
+    so these are the values a full pass gives).  The columns read are checked again (finite,
+    in [0, 1], labels classes): a file changed between passes is an error.  The top-label
+    view is :func:`calcheck.data.top_label_view` column by column: the first largest
+    probability and its class, without the (n, K) matrix."""
     assert plan.prob_columns is not None and plan.class_names is not None
     src = Source(name=plan.name, fmt="parquet", path=plan.name)
     st = stats if stats is not None else StreamStats()
@@ -489,4 +493,13 @@ def _class_columns_batches(plan: StreamPlan, batches: Any, classes: tuple[int, .
             raise InputError(f"{plan.name}: the data changed between two passes of the "
                              "stream (an earlier pass found every row valid)")
         st.tally(batch.num_rows)
-        yield cols, y
+        if not top:
+            yield cols, y
+            continue
+        conf = np.array(cols[classes[0]], dtype=np.float64)      # a writable copy
+        pred = np.zeros(conf.shape[0], dtype=np.int64)
+        for k in classes[1:]:
+            above = cols[k] > conf          # strictly: the first maximum keeps its class
+            np.copyto(conf, cols[k], where=above)
+            pred[above] = k
+        yield conf, (pred == y).astype(np.int8)

@@ -206,29 +206,36 @@ class StreamSource:
         if self.passes is not None:
             return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
-        classes = self._class_subset(spec)
+        trusted = self._trusted(spec)
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
                                  extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"),
-                                 classes=classes)
+                                 trusted=trusted)
         state = fold(self._reported(batches), spec)
-        if plan.prob_columns and classes is None:
+        if plan.prob_columns and trusted is None:
             self._clean = stats.rows_dropped == 0 and stats.rows_renormalized == 0
         return state, stats
 
-    def _class_subset(self, spec: Any) -> tuple[int, ...] | None:
-        """The classes whose columns alone a pass reads: a pass of class sub-streams only
-        (``ViewsSpec`` of view "classes", no ``--by``/extras) over multiclass input that an
-        earlier pass found valid throughout — nothing dropped or renormalized, so its values
-        need no row sums.  The classwise passes of K = 10 classes then read 3 of 11 columns.
-        None: read and validate every column."""
-        parts = getattr(spec, "parts", None)
-        if not (self._clean and parts and getattr(spec, "view", None) == "classes"):
-            return None
+    def _trusted(self, spec: Any) -> tuple[int, ...] | None:
+        """How a pass may read multiclass input that an earlier pass found valid throughout —
+        nothing dropped or renormalized, so its values need no row sums: a pass of class
+        sub-streams only (``ViewsSpec`` of view "classes") reads the columns of its classes
+        alone (the classwise passes of K = 10 classes read 3 of 11 columns), a top-label pass
+        every column without the row checks; the classes to read (all of them for the
+        top-label view).  None (also with ``--by`` or other extra columns): read and validate
+        every column."""
         from calcheck.io.stream import BatchExtras
         from calcheck.streaming.views import ALL
 
-        if BatchExtras.of(spec).columns or getattr(spec, "by", None):
+        plan = self.plan
+        if not (self._clean and plan.prob_columns) or BatchExtras.of(spec).columns \
+                or getattr(spec, "by", None):
+            return None
+        view = getattr(spec, "view", "top")
+        if view == "top":
+            return tuple(range(len(plan.prob_columns)))
+        parts = getattr(spec, "parts", None)
+        if view != "classes" or not parts:
             return None
         if any(sub.cls is None or sub.group is not ALL for sub, _ in parts):
             return None
