@@ -212,3 +212,55 @@ def test_streaming_a_single_file_imports_no_pandas(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "score", str(path), "--engine", "stream",
                         "--json"], capture_output=True, text=True, check=True)
     assert r.stderr.strip().splitlines()[-1] == "PANDAS=False", r.stderr
+
+
+def test_a_plain_directory_streams_part_by_part_without_pyarrow_dataset(tmp_path):
+    """A directory without hive partitions (and without --where) is read part by part with
+    pyarrow.parquet: the dataset's batches in the dataset's order; a hive tree still goes
+    through pyarrow.dataset (its keys are columns)."""
+    import pyarrow.dataset as pads
+
+    from calcheck.io import open_source
+    from calcheck.io.source import parquet_format
+    from calcheck.io.stream import FileFragment, fragment_batches, plan_stream
+
+    rng = np.random.default_rng(6)
+    root = tmp_path / "parts"
+    (root / "sub").mkdir(parents=True)
+    for i, (n, group) in enumerate([(2_500, 1_000), (700, 300), (4_000, 4_000)]):
+        s = rng.uniform(size=n)
+        where = root / ("sub" if i == 1 else ".") / f"part-{i}.parquet"
+        pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=n) < s).astype("i8")}),
+                       where, row_group_size=group)
+    plan = plan_stream(open_source(str(root)))
+    assert all(isinstance(f, FileFragment) for f in plan.fragments)
+    got = [b for f in plan.fragments for b in fragment_batches(plan, f, 800)]
+    ds = pads.dataset(sorted(str(p) for p in root.rglob("*.parquet")), format=parquet_format())
+    want = [b for fr in ds.get_fragments()
+            for part in fr.split_by_row_group(None, schema=ds.schema)
+            for b in part.to_batches(columns=["score", "label"], batch_size=800)]
+    assert [b.num_rows for b in got] == [b.num_rows for b in want]
+    assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
+
+    hive = tmp_path / "hive" / "day=1"
+    hive.mkdir(parents=True)
+    pq.write_table(pa.table({"score": [0.2, 0.7], "label": [0, 1]}), hive / "p.parquet")
+    plan = plan_stream(open_source(str(tmp_path / "hive")))
+    assert not any(isinstance(f, FileFragment) for f in plan.fragments)
+    assert "day" in plan.schema.names
+
+
+def test_streaming_a_plain_directory_imports_no_pandas(tmp_path):
+    rng = np.random.default_rng(7)
+    for i in range(3):
+        s = rng.uniform(size=2_000)
+        pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=s.size) < s)
+                                 .astype("i1")}), tmp_path / f"p{i}.parquet")
+    code = ("import sys; from calcheck.cli import run\n"
+            "try:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('PANDAS=%s' % ('pandas' in sys.modules), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, "score", str(tmp_path), "--engine", "stream",
+                        "-m", "ece,ace,tce", "--json"], capture_output=True, text=True,
+                       check=True)
+    assert json.loads(r.stdout)["input"]["rows_used"] == 6_000
+    assert r.stderr.strip().splitlines()[-1] == "PANDAS=False", r.stderr

@@ -235,50 +235,80 @@ def parquet_format() -> Any:
         buffer_size=1 << 20))
 
 
-def parquet_dataset(src: Source) -> Any:
-    """The ``pyarrow.dataset`` of a directory of Parquet parts (hive partitions included);
-    other files in it (a README, checksums) are ignored with a note."""
-    import pyarrow.dataset as pads
-
-    if "dataset" not in src.cache:
+def parquet_parts(src: Source) -> list[str]:
+    """The Parquet parts of a directory source, in path order; other files in it (a README,
+    checksums) are ignored with a note, and a directory without parts is an input error."""
+    if "parts" not in src.cache:
         assert src.path is not None
         parts, others = _parquet_parts(src.path)
         if not parts:
             found = f" (it has {len(others)} other file(s))" if others else ""
             raise InputError(f"{src.name}: the directory holds no Parquet files{found}")
+        if others:
+            shown = ", ".join(str(Path(o).relative_to(src.path)) for o in others[:3])
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            src.notes.append(f"{src.name}: ignored {len(others)} file(s) that are "
+                             f"not Parquet: {shown}{more}")
+        src.cache["parts"] = parts
+    return list(src.cache["parts"])
+
+
+def hive_partitioned(src: Source) -> bool:
+    """Whether some part of a directory source lies in a ``key=value`` folder (a hive
+    partition, whose key becomes a column)."""
+    assert src.path is not None
+    return any("=" in folder for p in parquet_parts(src)
+               for folder in Path(p).relative_to(src.path).parts[:-1])
+
+
+def parquet_dataset(src: Source) -> Any:
+    """The ``pyarrow.dataset`` of a directory of Parquet parts (hive partitions included)."""
+    import pyarrow.dataset as pads
+
+    if "dataset" not in src.cache:
+        parts = parquet_parts(src)
         try:
             ds = pads.dataset(parts, format=parquet_format(), partitioning="hive",
                               partition_base_dir=src.path)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise InputError(f"{src.name}: not a readable Parquet file or directory "
                              f"({one_line(exc)})") from None
-        if others:
-            shown = ", ".join(str(Path(o).relative_to(src.path)) for o in others[:3])
-            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-            src.notes.append(f"{src.name}: ignored {len(others)} file(s) that are "
-                                         f"not Parquet: {shown}{more}")
         src.cache["dataset"] = ds
     return src.cache["dataset"]
 
 
 def check_parts(src: Source, columns: list[str]) -> None:
     """Every part of a Parquet directory has ``columns`` (or has them as hive partition keys):
-    a part without one would otherwise read as all-missing values in that column."""
-    import pyarrow.dataset as pads
-
-    ds = parquet_dataset(src)
+    a part without one would otherwise read as all-missing values in that column.  Without
+    hive partitions the parts' footers are read with ``pyarrow.parquet`` alone."""
     if "parts_checked" in src.cache and set(columns) <= src.cache["parts_checked"]:
         return
-    for frag in ds.get_fragments():
-        try:
-            have = set(frag.physical_schema.names)
-        except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"{frag.path}: not a readable Parquet file ({one_line(exc)})") \
-                from None
-        have |= set(pads.get_partition_keys(frag.partition_expression))
+    if hive_partitioned(src):
+        import pyarrow.dataset as pads
+
+        schemas = []
+        for frag in parquet_dataset(src).get_fragments():
+            try:
+                have = set(frag.physical_schema.names)
+            except (pa.ArrowException, OSError) as exc:
+                raise InputError(f"{frag.path}: not a readable Parquet file "
+                                 f"({one_line(exc)})") from None
+            schemas.append((frag.path, have | set(pads.get_partition_keys(
+                frag.partition_expression))))
+    else:
+        import pyarrow.parquet as pq
+
+        schemas = []
+        for path in parquet_parts(src):
+            try:
+                schemas.append((path, set(pq.read_schema(path).names)))
+            except (pa.ArrowException, OSError) as exc:
+                raise InputError(f"{path}: not a readable Parquet file ({one_line(exc)})") \
+                    from None
+    for path, have in schemas:
         lacking = [c for c in columns if c not in have]
         if lacking:
-            raise InputError(f"{frag.path}: this part of {src.name} has no column "
+            raise InputError(f"{path}: this part of {src.name} has no column "
                              f"{lacking[0]!r} (its columns: {', '.join(sorted(have))})",
                              column=lacking[0])
     src.cache["parts_checked"] = set(columns) | src.cache.get("parts_checked", set())

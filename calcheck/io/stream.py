@@ -41,6 +41,7 @@ from calcheck.io.columns import (
 from calcheck.io.source import (
     Source,
     check_parts,
+    hive_partitioned,
     one_line,
     parquet_dataset,
     parquet_format,
@@ -207,7 +208,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
 
         ds = pads.dataset(src.table)
     elif src.directory:
-        ds = parquet_dataset(src)
+        ds = parquet_dataset(src) if where or hive_partitioned(src) else FileSet.open(src)
     else:
         ds = _single_file_dataset(src) if where else FileFragment.open(src)
     available = [str(n) for n in ds.schema.names]
@@ -261,52 +262,59 @@ def _single_file_dataset(src: Source) -> Any:
 
 
 class FileFragment:
-    """A single Parquet file as the one fragment of a stream without ``--where``, read row
-    group by row group with ``pyarrow.parquet`` — the batches ``pyarrow.dataset`` gives (same
-    boundaries: ``batch_size`` rows within each row group) without importing it: its import
-    loads pandas, ~0.15 s and 50 MB of every run.  It also stands for the dataset while the
-    stream is planned (``schema``, ``to_batches``, ``get_fragments``).  Pickles by path."""
+    """One Parquet file as a fragment of a stream without ``--where`` (a single file, or a part
+    of a directory without hive partitions), read row group by row group with
+    ``pyarrow.parquet`` — the batches ``pyarrow.dataset`` gives (same boundaries: ``batch_size``
+    rows within each row group) without importing it: its import loads pandas, ~0.15 s and
+    50 MB of every run.  A single file also stands for the dataset while the stream is planned
+    (``schema``, ``to_batches``, ``get_fragments``).  Pickles by path; the file is open only
+    while a pass reads it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pf: Any = None
+        self._meta: Any = None
 
     @classmethod
     def open(cls, src: Source) -> FileFragment:
         assert src.path is not None
         fr = cls(src.path)
         try:
-            fr.file()
+            fr.footer()
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)})") \
                 from None
         return fr
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "_pf": None}
+        return {"path": self.path, "_meta": None}
 
-    def file(self) -> Any:
-        """The open ``ParquetFile`` (page checksums verified, 1 MiB buffered column reads and
-        no pre-buffering, as :func:`calcheck.io.source.parquet_format` sets for datasets)."""
-        if self._pf is None:
+    def footer(self) -> Any:
+        """The file's footer metadata (read once)."""
+        if self._meta is None:
             import pyarrow.parquet as pq
 
-            self._pf = pq.ParquetFile(self.path, page_checksum_verification=True,
-                                      buffer_size=1 << 20, pre_buffer=False)
-        return self._pf
+            self._meta = pq.read_metadata(self.path)
+        return self._meta
 
     @property
     def metadata(self) -> Any:
-        return self.file().metadata
+        return self.footer()
 
     @property
     def schema(self) -> Any:
-        return self.file().schema_arrow
+        return self.metadata.schema.to_arrow_schema()
 
     def batches(self, columns: list[str], batch_size: int) -> Any:
-        pf = self.file()
-        for g in range(pf.num_row_groups):
-            yield from pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=columns)
+        """Record batches of ``columns``, row group by row group (page checksums verified,
+        1 MiB buffered column reads, no pre-buffering: as
+        :func:`calcheck.io.source.parquet_format` sets for datasets)."""
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(self.path, page_checksum_verification=True,
+                            buffer_size=1 << 20, pre_buffer=False) as pf:
+            for g in range(pf.num_row_groups):
+                yield from pf.iter_batches(batch_size=batch_size, row_groups=[g],
+                                           columns=columns)
 
     def to_batches(self, columns: list[str]) -> Any:
         return self.batches(columns, 1 << 17)
@@ -314,6 +322,40 @@ class FileFragment:
     def get_fragments(self, filter: Any = None) -> list[FileFragment]:
         assert filter is None, "a --where filter scans through pyarrow.dataset"
         return [self]
+
+
+class FileSet:
+    """The parts of a Parquet directory without hive partitions, as the stream plans them
+    without ``pyarrow.dataset``: one :class:`FileFragment` a part, in path order (the
+    dataset's order), and the first part's schema (the dataset's, which reads it from its
+    first fragment)."""
+
+    def __init__(self, parts: list[FileFragment]) -> None:
+        self.parts = parts
+
+    @classmethod
+    def open(cls, src: Source) -> FileSet:
+        from calcheck.io.source import parquet_parts
+
+        parts = [FileFragment(p) for p in parquet_parts(src)]
+        try:
+            parts[0].footer()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(f"{src.name}: not a readable Parquet file or directory "
+                             f"({one_line(exc)})") from None
+        return cls(parts)
+
+    @property
+    def schema(self) -> Any:
+        return self.parts[0].schema
+
+    def to_batches(self, columns: list[str]) -> Any:
+        for part in self.parts:
+            yield from part.to_batches(columns)
+
+    def get_fragments(self, filter: Any = None) -> list[FileFragment]:
+        assert filter is None, "a --where filter scans through pyarrow.dataset"
+        return list(self.parts)
 
 
 def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
