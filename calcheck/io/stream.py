@@ -210,7 +210,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     elif src.directory:
         ds = parquet_dataset(src) if where or hive_partitioned(src) else FileSet.open(src)
     else:
-        ds = _single_file_dataset(src) if where else FileFragment.open(src)
+        ds = _single_file_dataset(src) if where else FileFragment.open(str(src.path), src.name)
     available = [str(n) for n in ds.schema.names]
     check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
     where_filter = parse_where(where) if where else None
@@ -275,13 +275,14 @@ class FileFragment:
         self._meta: Any = None
 
     @classmethod
-    def open(cls, src: Source) -> FileFragment:
-        assert src.path is not None
-        fr = cls(src.path)
+    def open(cls, path: str, name: str | None = None) -> FileFragment:
+        """The file at ``path``, its footer read: an unreadable file is an input error naming
+        ``name`` (default: the path)."""
+        fr = cls(path)
         try:
             fr.footer()
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise InputError(f"{src.name}: not a readable Parquet file ({one_line(exc)})") \
+            raise InputError(f"{name or path}: not a readable Parquet file ({one_line(exc)})") \
                 from None
         return fr
 
@@ -337,13 +338,8 @@ class FileSet:
     def open(cls, src: Source) -> FileSet:
         from calcheck.io.source import parquet_parts
 
-        parts = [FileFragment(p) for p in parquet_parts(src)]
-        try:
-            parts[0].footer()
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise InputError(f"{src.name}: not a readable Parquet file or directory "
-                             f"({one_line(exc)})") from None
-        return cls(parts)
+        first, *rest = parquet_parts(src)
+        return cls([FileFragment.open(first), *(FileFragment(p) for p in rest)])
 
     @property
     def schema(self) -> Any:

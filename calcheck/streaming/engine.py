@@ -228,9 +228,8 @@ class StreamSource:
         from calcheck.streaming.views import ALL
 
         plan = self.plan
-        if not (self._clean and plan.prob_columns) or BatchExtras.of(spec).columns \
-                or getattr(spec, "by", None):
-            return None
+        if not (self._clean and plan.prob_columns) or BatchExtras.of(spec).columns:
+            return None                                   # (--by is among the extra columns)
         view = getattr(spec, "view", "top")
         if view == "top":
             return tuple(range(len(plan.prob_columns)))

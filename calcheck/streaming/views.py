@@ -3,7 +3,7 @@
 The classwise metrics of multiclass input (``ace_cw``, ``tace``, ``tce_cw``) are the binary
 positional metrics of each class's one-vs-rest view (p_ik, 1[c_i = k]) — TACE's of the rows
 with p_ik ≥ ε only — and ``--by``'s per-group positional metrics are those of each group's
-rows.  Each such computation is a :data:`~calcheck.streaming.positional.Passes` generator (a
+rows.  Each such computation is a :data:`~calcheck._typing.Passes` generator (a
 grid pass, then the rank search and row passes of
 :mod:`calcheck.streaming.positional`); :func:`drive_lockstep` runs many of them together: every
 pass folds one :class:`ViewsSpec`, whose state hands each batch's sub-streams to their own
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from calcheck._threads import map_two
 from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.errors import CalcheckError
 
@@ -192,15 +193,8 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
         spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
         state = source.run(spec)[0]
         passes += 1
-        _step_all(step, [(key, pending[key][0], pending[key][2], part)
-                         for key, part in zip(keys, state.states)])
+        # the computations' work between passes (sorting a class's rows, PAVA, the binomial
+        # tests) is independent and mostly numpy that releases the GIL: two at a time
+        map_two(step, [(key, pending[key][0], pending[key][2], part)
+                       for key, part in zip(keys, state.states)])
     return passes
-
-
-def _step_all(step: Any, todo: list[tuple[Any, SubStream, Passes[Any], Any]]) -> None:
-    """Advance every computation to its next pass, two at a time: their work between passes
-    (sorting a class's rows, PAVA, the binomial tests) is independent and mostly numpy that
-    releases the GIL."""
-    from calcheck._threads import map_two
-
-    map_two(step, todo)
