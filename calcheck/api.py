@@ -528,7 +528,6 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
     messages: ``metrics`` (default: the input kind's default set), plus the ``--fail-if`` and
     ``--bins-table`` metrics, plus ECE for ``--plot``.  On the streaming engines ``all`` is
     every id they compute; any other id they cannot compute is an error naming it."""
-    from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
     label = opts.name_of("metrics")
@@ -556,6 +555,8 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
         return resolve_metric_ids([raw], multiclass=multiclass, name=name)
 
     for g in opts.fail_if or []:
+        from calcheck.gates import parse_gate
+
         ids += [m for m in resolve(parse_gate(g).metric, opts.name_of("fail_if")) if m not in ids]
     bins_for: list[str] = []
     for raw in opts.bins_table or []:
@@ -668,8 +669,6 @@ def check_dropped(eng: Engine, opts: Options) -> None:
 
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""
-    from calcheck.gates import evaluate_gates, parse_gate
-
     window, run_opts = None, opts
     if opts.time:                  # windows are groups keyed by each window's start
         from calcheck.io.windows import WindowColumn, parse_window
@@ -688,6 +687,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         reading = eng.reading()
         gates = None
         if opts.fail_if:
+            from calcheck.gates import evaluate_gates, parse_gate
+
             conditions = [parse_gate(x) for x in opts.fail_if]
             values = {k: r.value for k, r in m.values.items()}
             for c in conditions:                      # a gate gates or refuses, never passes

@@ -398,52 +398,107 @@ def assigned_stats(assign: IntArray, scores: FloatArray, labels: IntArray, n_bin
 
 FEW_CUTS = 64               # up to this many cut values, rows are binned by comparisons
 UNIFORM_CHUNK = 1 << 16     # rows per block of the fused uniform-bin pass (fits in L2 cache)
+UNIFORM_THREADS_ROWS = 1 << 21   # from this many rows the blocks are shared by two threads
 
 
 def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int, *,
                   binary: bool = False) -> BinStats:
-    """Uniform-bin statistics without sorting, in one fused pass over cache-sized blocks: each
-    block's bin ids (as :func:`uniform_assign`, exact) are combined with the 0/1 label into one
-    key, so two ``bincount`` calls give the counts, the label sums (exact integers) and the
-    score sums of every bin.  ``binary``: the labels are known to be 0/1 integers."""
-    edges = uniform_edges(n_bins)
+    """Uniform-bin statistics without sorting, in one fused pass over cache-sized blocks
+    (:class:`UniformSums`).  ``binary``: the labels are known to be 0/1 integers.
+
+    From ``UNIFORM_THREADS_ROWS`` rows on a machine with two cores, the first and the second
+    half of the blocks go to two threads (the ufuncs release the GIL; ``bincount`` does not):
+    3·10^7 rows 0.18 → 0.14 s.  Each block's sums are kept and added in block order, so the
+    score sums are the same floating-point numbers whatever the threads do."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
     if not binary and (y.dtype.kind not in "iub" or (y.size and (y.min() < 0 or y.max() > 1))):
+        edges = uniform_edges(n_bins)
         return assigned_stats(uniform_assign(s, n_bins), s, y, n_bins, kind="uniform",
                               lower=edges[:-1].copy(), upper=edges[1:].copy(),
                               params={"bins": n_bins})
-    # ⌊B·s⌋ ∈ [0, B] for s ∈ [0, 1]; B (s = 1) is moved down by lower[B] = inf
-    lower = edges.copy()
-    lower[0], lower[-1] = -np.inf, np.inf
-    upper = np.empty(n_bins + 1)
-    upper[:-1] = edges[1:]
-    upper[-2:] = np.inf
-    counts = np.zeros(2 * n_bins, dtype=np.int64)
-    sums = np.zeros(2 * n_bins)
-    chunk = min(UNIFORM_CHUNK, max(s.shape[0], 1))
-    guess = np.empty(chunk)
-    flag = np.empty(chunk, dtype=bool)
-    key = np.empty(chunk, dtype=np.intp)
-    for start in range(0, s.shape[0], chunk):
-        sc = s[start:start + chunk]
-        m = sc.shape[0]
-        k = key[:m]
-        g, f = guess[:m], flag[:m]
-        k[...] = np.multiply(sc, float(n_bins), out=g)
-        np.less(sc, lower.take(k, mode="clip", out=g), out=f)
-        np.subtract(k, f, out=k, casting="unsafe")
-        np.greater_equal(sc, upper.take(k, mode="clip", out=g), out=f)
-        np.add(k, f, out=k, casting="unsafe")
-        k *= 2
-        k += y[start:start + chunk]
-        counts += np.bincount(k, minlength=2 * n_bins)
-        sums += np.bincount(k, weights=sc, minlength=2 * n_bins)
-    count = counts[0::2] + counts[1::2]
-    assert int(count.sum()) == s.shape[0], "every row lands in exactly one bin"
-    return BinStats(kind="uniform", lower=edges[:-1].copy(), upper=edges[1:].copy(),
-                    count=count, sum_score=sums[0::2] + sums[1::2],
-                    sum_label=counts[1::2].astype(np.float64), params={"bins": n_bins})
+    sums = UniformSums(s.shape[0], n_bins)
+    if s.shape[0] >= UNIFORM_THREADS_ROWS and (os.cpu_count() or 1) >= 2:
+        import threading
+
+        half, errors = sums.blocks // 2, []
+
+        def second() -> None:
+            try:
+                sums.run(s, y, half, sums.blocks)
+            except BaseException as exc:            # re-raised in the caller's thread
+                errors.append(exc)
+
+        other = threading.Thread(target=second)
+        other.start()
+        try:
+            sums.run(s, y, 0, half)
+        finally:
+            other.join()
+        if errors:
+            raise errors[0]
+    else:
+        sums.run(s, y, 0, sums.blocks)
+    return sums.stats()
+
+
+class UniformSums:
+    """The per-block sums behind :func:`uniform_stats` for ``n`` rows, filled block by block.
+
+    Rows are taken in blocks of ``UNIFORM_CHUNK`` (cache-sized).  Each block's bin ids (as
+    :func:`uniform_assign`, exact) are combined with the 0/1 label into one key, so two
+    ``bincount`` calls give its counts, label sums (exact integers) and score sums per bin;
+    :meth:`stats` adds the blocks in block order, so the result is the same floating-point
+    numbers however the blocks were shared out (:meth:`run` on two threads, or on one).
+    """
+
+    def __init__(self, n: int, n_bins: int) -> None:
+        self.n, self.n_bins = n, n_bins
+        self.blocks = -(-n // UNIFORM_CHUNK)
+        self.counts = np.zeros((self.blocks, 2 * n_bins), dtype=np.int64)
+        self.sums = np.zeros((self.blocks, 2 * n_bins))
+        edges = uniform_edges(n_bins)
+        # ⌊B·s⌋ ∈ [0, B] for s ∈ [0, 1]; B (s = 1) is moved down by lower[B] = inf
+        self.lower = edges.copy()
+        self.lower[0], self.lower[-1] = -np.inf, np.inf
+        self.upper = np.empty(n_bins + 1)
+        self.upper[:-1] = edges[1:]
+        self.upper[-2:] = np.inf
+
+    def run(self, s: FloatArray, y: np.ndarray, first: int, last: int) -> None:
+        """Blocks ``first`` … ``last − 1`` of the scores ``s`` in [0, 1] and 0/1 labels ``y``
+        (integers or booleans; arrays of all ``n`` rows, or at least of those blocks)."""
+        chunk, size = UNIFORM_CHUNK, 2 * self.n_bins
+        m = min(chunk, self.n)
+        guess, flag, key = np.empty(m), np.empty(m, dtype=bool), np.empty(m, dtype=np.intp)
+        lower, upper = self.lower, self.upper
+        for j in range(first, last):
+            sc = s[j * chunk:(j + 1) * chunk]
+            m = sc.shape[0]
+            k = key[:m]
+            g, f = guess[:m], flag[:m]
+            k[...] = np.multiply(sc, float(self.n_bins), out=g)
+            np.less(sc, lower.take(k, mode="clip", out=g), out=f)
+            np.subtract(k, f, out=k, casting="unsafe")
+            np.greater_equal(sc, upper.take(k, mode="clip", out=g), out=f)
+            np.add(k, f, out=k, casting="unsafe")
+            k *= 2
+            k += y[j * chunk:(j + 1) * chunk]
+            self.counts[j] = np.bincount(k, minlength=size)
+            self.sums[j] = np.bincount(k, weights=sc, minlength=size)
+
+    def stats(self) -> BinStats:
+        """The bins' statistics, once every block is filled."""
+        edges = uniform_edges(self.n_bins)
+        total = np.zeros(2 * self.n_bins)
+        for row in self.sums:                         # block order, one block at a time
+            total += row
+        both = self.counts.sum(axis=0)
+        count = both[0::2] + both[1::2]
+        assert int(count.sum()) == self.n, "every row lands in exactly one bin"
+        return BinStats(kind="uniform", lower=edges[:-1].copy(), upper=edges[1:].copy(),
+                        count=count, sum_score=total[0::2] + total[1::2],
+                        sum_label=both[1::2].astype(np.float64), params={"bins": self.n_bins})
 
 
 def quantile_stats(sorted_scores: FloatArray, sorted_labels: np.ndarray, n_bins: int, *,

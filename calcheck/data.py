@@ -189,6 +189,12 @@ class Predictions:
             return self.scores, self.labels
         return top_label_view(self.probs, self.labels)
 
+    @cached_property
+    def positives(self) -> int:
+        """The number of positive labels (binary) or of correct top-label predictions (0/1
+        values either way, so their nonzero count: a quarter of the time of a sum)."""
+        return int(np.count_nonzero(self.labels if self.probs is None else self.top[1]))
+
     def error_view(self) -> tuple[FloatArray, FloatArray]:
         """(pred_error, incorrect) of the top-label view, as variable-based calibration reads
         it; binary scores predict 1 when s >= 0.5, pred_error = 1 − max(s, 1 − s)."""
@@ -225,7 +231,7 @@ class Predictions:
         n = self.n
         read = n + p.rows_dropped if p.rows_read is None else p.rows_read
         if self.probs is None:
-            pos = int(self.labels.sum())
+            pos = self.positives
             return {"path": p.path, "format": p.format, "score_column": p.score_column,
                     "label_column": p.label_column, "rows_read": read,
                     "rows_dropped": p.rows_dropped,

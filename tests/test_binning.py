@@ -48,6 +48,32 @@ def test_uniform_stats_hand_computed():
     np.testing.assert_allclose(st_.gap[[0, 1, 2, 9]], [0.05, 0.365, 0.0, 0.025])
 
 
+@pytest.mark.parametrize("n", [0, 1, 65_535, 65_536, 65_537, 300_001])
+def test_uniform_stats_on_two_threads_are_the_one_thread_sums(n, monkeypatch):
+    """The blocks shared by two threads give the same floating-point sums as one thread
+    adding them in order (per-block sums, added in block order)."""
+    import calcheck.binning as binning
+
+    rng = np.random.default_rng(n)
+    s = rng.random(n)
+    s[: min(n, 11)] = np.linspace(0.0, 1.0, 11)[: min(n, 11)]      # the edges themselves
+    y = (rng.random(n) < s).astype(np.int8)
+    one = uniform_stats(s, y, 10, binary=True)
+    monkeypatch.setattr(binning, "UNIFORM_THREADS_ROWS", 1)
+    monkeypatch.setattr(binning.os, "cpu_count", lambda: 2)
+    two = uniform_stats(s, y, 10, binary=True)
+    expected = np.zeros(10)
+    for start in range(0, n, binning.UNIFORM_CHUNK):     # block sums, in block order
+        part = slice(start, start + binning.UNIFORM_CHUNK)
+        expected += np.bincount(uniform_assign(s[part], 10), weights=s[part], minlength=10)
+    for st_ in (one, two):
+        assert st_.count.tolist() == np.bincount(uniform_assign(s, 10), minlength=10).tolist()
+        assert st_.sum_label.tolist() == np.bincount(uniform_assign(s, 10), weights=y,
+                                                     minlength=10).tolist()
+    assert one.sum_score.tobytes() == two.sum_score.tobytes()
+    np.testing.assert_allclose(one.sum_score, expected, rtol=1e-13, atol=1e-12)
+
+
 def test_quantile_bounds_split_by_index():
     assert quantile_bounds(10, 3).tolist() == [0, 3, 6, 10]
     assert quantile_bounds(5, 10).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5]

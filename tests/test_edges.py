@@ -314,3 +314,22 @@ def test_reps_beyond_the_budget_are_refused():
     with pytest.raises(UsageError, match="replicates fit"):
         check_reps_size(10_000_000, 30)
     check_reps_size(1000, 30)
+
+
+@pytest.mark.parametrize("value, inside", [
+    (0.0, True), (-0.0, True), (1.0, True), (5e-324, True), (0.5, True),
+    (np.nextafter(1.0, 2.0), False), (-5e-324, False), (-1.0, False), (np.inf, False),
+    (-np.inf, False), (np.nan, False), (-np.nan, False), (2.0, False)])
+def test_in_unit_is_the_range_check(value, inside):
+    """The one-maximum check over bit patterns agrees with 0 <= v <= 1 (NaN outside) for
+    every kind of double, in any position of any layout."""
+    from calcheck.validation import in_unit
+
+    for arr in (np.array([value]), np.array([0.25, value, 0.75]),
+                np.array([[0.2, 0.3], [value, 0.4]]).reshape(-1),
+                np.array([0.1, 0.2, value, 0.9])[::2], np.array([value], dtype=np.float32)):
+        with np.errstate(invalid="ignore"):
+            expected = bool(np.all((arr >= 0.0) & (arr <= 1.0)))   # NaN compares False
+        assert in_unit(arr) is expected, (value, arr)
+    assert in_unit(np.array([0.3, value])) is inside
+    assert in_unit(np.array([], dtype=np.float64))

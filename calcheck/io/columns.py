@@ -18,7 +18,7 @@ from calcheck.data import ROW_SUM_TOL
 from calcheck.errors import InputError
 from calcheck.io.arrays import numpy_of
 from calcheck.io.source import Source
-from calcheck.validation import describe_rows, invalid_score_masks, zero_one
+from calcheck.validation import describe_rows, in_unit, invalid_score_masks, zero_one
 
 BOOL_WORDS = {"1": True, "true": True, "t": True, "yes": True, "y": True,
               "0": False, "false": False, "f": False, "no": False, "n": False}
@@ -187,8 +187,8 @@ def probability_problems(column: str, values: FloatArray, nonnum: np.ndarray, te
     out: list[Problem] = []
     if nonnum.any():
         out.append((f"non_numeric_{kind}", column, "not numeric", nonnum, text))
-    elif values.size == 0 or (values.min() >= 0.0 and values.max() <= 1.0):
-        return out                          # NaN fails both comparisons: all finite in [0, 1]
+    elif in_unit(values):
+        return out                          # all finite in [0, 1]
     if kind == "score":                   # a binary score column (class columns: row sums)
         check_scale(source, column, values[~nonnum] if nonnum.any() else values)
     for reason, mask in invalid_score_masks(values).items():

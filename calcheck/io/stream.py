@@ -47,7 +47,7 @@ from calcheck.io.source import (
     parquet_format,
     to_expression,
 )
-from calcheck.where import check_columns, parse_where
+from calcheck.validation import in_unit, zero_one
 
 MULTICLASS_BATCH_VALUES = 2_000_000   # probabilities per streamed multiclass batch (16 MB)
 
@@ -148,10 +148,10 @@ def _fast_binary(batch: pa.RecordBatch, score_col: str,
     if not (pa.types.is_integer(lc.type) or pa.types.is_boolean(lc.type)):
         return None
     s = numpy_of(sc)                                   # zero-copy, and no pandas import
-    if not (s.min() >= 0.0 and s.max() <= 1.0):        # NaN fails both comparisons
+    if not in_unit(s):
         return None
     y = numpy_of(lc)
-    if y.dtype != np.bool_ and (y.min() < 0 or y.max() > 1):
+    if not zero_one(y):
         return None
     return s, y
 
@@ -213,8 +213,12 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
         ds = _single_file_dataset(src) if where else FileFragment.open(str(src.path), src.name)
     available = [str(n) for n in ds.schema.names]
     check_columns_exist(available, list(extra_columns or {}), src.name, extra_columns)
-    where_filter = parse_where(where) if where else None
-    check_columns(where_filter, available, src.name)
+    where_filter = None
+    if where:                       # the filter's grammar is imported only when one is given
+        from calcheck.where import check_columns, parse_where
+
+        where_filter = parse_where(where)
+        check_columns(where_filter, available, src.name)
     named = class_named_columns(available, score, label, probs,
                                 lambda c: _distinct_text(ds, c))
     if named is not None:
@@ -523,7 +527,7 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
         for k in classes:
             vals, nonnum, _ = scores_array(src, plan.prob_columns[k],
                                            table.column(plan.prob_columns[k]))
-            bad |= bool(nonnum.any()) or not (vals.min() >= 0.0 and vals.max() <= 1.0)
+            bad |= bool(nonnum.any()) or not in_unit(vals)
             cols[k] = vals
         y, missing, wrong, _ = class_index(src, plan.label_column,
                                            table.column(plan.label_column), plan.class_names)

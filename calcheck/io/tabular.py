@@ -32,7 +32,6 @@ from calcheck.io.columns import (
     variable_values,
 )
 from calcheck.io.source import Source, column_names, read_columns, to_expression
-from calcheck.where import check_columns, parse_where
 
 
 def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
@@ -73,8 +72,12 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
     check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
-    flt = parse_where(where) if where else None
-    check_columns(flt, available, src.name)
+    flt = None
+    if where:                       # the filter's grammar is imported only when one is given
+        from calcheck.where import check_columns, parse_where
+
+        flt = parse_where(where)
+        check_columns(flt, available, src.name)
     named = class_named_columns(available, score, label, probs,
                                 lambda c: distinct_text(read_columns(src, [c]).column(0)))
     if named is not None:
@@ -110,12 +113,6 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                                                         pos_label, drop_invalid)
         prov.score_column = score_col
         scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
-        pos = int(y.sum())
-        if pos == 0 or pos == y.shape[0]:
-            only = "1" if pos else "0"
-            prov.warnings.append(f"{src.name}: column {label_col!r} holds only one class (all "
-                                 f"{only}); calibration metrics are still computed but say "
-                                 "little")
     del table
     import pyarrow as pa
 
@@ -123,7 +120,12 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
     if keep is not None:
         extras = {k: v[keep] for k, v in extras.items()}
-    return Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
+    data = Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
                                                    np.int8), scores=scores,
                        probs=None if P is None else np.ascontiguousarray(P), class_names=names,
                        columns=extras, validate=False, provenance=prov)
+    if scores is not None and data.positives in (0, data.n):
+        only = "1" if data.positives else "0"
+        prov.warnings.append(f"{src.name}: column {label_col!r} holds only one class (all "
+                             f"{only}); calibration metrics are still computed but say little")
+    return data

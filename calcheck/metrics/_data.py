@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import check_ties, sort_order, sorted_binary
+from calcheck.binning import BinStats, check_ties, sort_order, sorted_binary
 from calcheck.validation import (
     check_binary_labels,
     check_nonempty,
@@ -57,6 +57,7 @@ class Prepared:
         self.ties = check_ties(ties)
         if order is not None:
             self.__dict__["order"] = order        # fills the cached property below
+        self.uniform: dict[int, BinStats] = {}    # uniform-bin statistics by bins, once each
 
     @property
     def n(self) -> int:

@@ -31,11 +31,14 @@ from calcheck.metrics._result import MetricResult
 
 
 def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
-    """Uniform bins by row assignment + bincount.
+    """Uniform bins by row assignment + bincount, computed once per number of bins (ECE,
+    ECE-L2 and MCE share them).
 
     Always the same summation path, so a value never depends on which other metrics ran.
     """
-    return uniform_stats(data.scores, data.labels, n_bins, binary=True)
+    if n_bins not in data.uniform:
+        data.uniform[n_bins] = uniform_stats(data.scores, data.labels, n_bins, binary=True)
+    return data.uniform[n_bins]
 
 
 def quantile_bins(data: Prepared, n_bins: int) -> BinStats:

@@ -30,6 +30,7 @@ from calcheck import registry
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
+from calcheck.validation import in_unit, zero_one
 
 # binary metric ids the grid state computes in its one pass (the registry's "grid" ones)
 GRID_METRICS = tuple(m.id for m in registry.METRICS.values()
@@ -235,7 +236,8 @@ class StreamState:
             return self
         if y.shape != s.shape:
             raise ValueError("scores and labels differ in length")
-        if not (s.min() >= 0.0 and s.max() <= 1.0) or y.min() < 0 or y.max() > 1:
+        labels_ok = zero_one(y) if y.dtype.kind in "iub" else not (y.min() < 0 or y.max() > 1)
+        if not (in_unit(s) and labels_ok):
             raise ValueError("scores must lie in [0, 1] and labels be 0/1")
         assert self.cell_score is not None and self.cell_sq is not None
         assert self.scalars is not None
