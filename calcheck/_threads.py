@@ -42,3 +42,32 @@ def map_two(fn: Callable[..., T], items: Sequence[Any]) -> list[T]:
     with one_blas_thread(), ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(fn, *item) for item in items]
         return [f.result() for f in futures]
+
+
+def halves(run: Callable[[int, int], None], count: int) -> None:
+    """``run(0, count)`` as ``run(0, h)`` on this thread and ``run(h, count)`` on a second one
+    (h = count // 2) when there are two items or more and two cores.  For block-wise numpy
+    work that releases the GIL (ufuncs; ``bincount`` holds it only briefly), where ``run``
+    writes each block's result to its own slot and the caller combines the slots in block
+    order — so the result does not depend on the threads.  An exception is raised here."""
+    if count < 2 or (os.cpu_count() or 1) < 2:
+        run(0, count)
+        return
+    import threading
+
+    half, errors = count // 2, []
+
+    def second() -> None:
+        try:
+            run(half, count)
+        except BaseException as exc:            # re-raised in the caller's thread
+            errors.append(exc)
+
+    other = threading.Thread(target=second)
+    other.start()
+    try:
+        run(0, half)
+    finally:
+        other.join()
+    if errors:
+        raise errors[0]

@@ -32,12 +32,25 @@ def brier(data: Prepared) -> MetricResult:
 
 def log_loss(data: Prepared) -> MetricResult:
     """Mean negative log-likelihood with scores clipped to [1e-15, 1 − 1e-15]: log s_i where
-    y_i = 1, log1p(−s_i) where y_i = 0."""
+    y_i = 1, log1p(−s_i) where y_i = 0.  Each block's two sums are computed on two threads
+    (the first and the second half of the blocks: 3·10^7 rows 0.37 → 0.2 s) and added in
+    block order, so the total is the same number either way."""
+    from calcheck._threads import halves
+
+    starts = _blocks(data.n)
+    parts = np.zeros((len(starts), 2))
+
+    def run(first: int, last: int) -> None:
+        for j in range(first, last):
+            a = starts[j]
+            s = np.clip(data.scores[a:a + CHUNK], LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+            y = data.labels[a:a + CHUNK].astype(bool)
+            parts[j] = np.log(s[y]).sum(), np.log1p(-s[~y]).sum()
+
+    halves(run, len(starts))
     total = 0.0
-    for a in _blocks(data.n):
-        s = np.clip(data.scores[a:a + CHUNK], LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
-        y = data.labels[a:a + CHUNK].astype(bool)
-        total += float(np.log(s[y]).sum()) + float(np.log1p(-s[~y]).sum())
+    for ones, zeros in parts.tolist():
+        total += ones + zeros
     return MetricResult(id="log_loss", value=-total / data.n, unit="nats",
                         settings={"clip": LOG_LOSS_EPS}, n_samples=data.n)
 
