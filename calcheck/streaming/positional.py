@@ -199,11 +199,18 @@ class RowPassState:
         bins = np.concatenate([p[0] for p in self.pending[j]])
         u = np.concatenate([p[1] for p in self.pending[j]])
         self.pending[j] = []
-        uniq, mult = np.unique(np.stack([bins, u]), axis=1, return_counts=True)
-        ub = uniq[0].astype(np.int64)
+        # the distinct (bin, score) pairs in (bin, score) order and their multiplicities, as
+        # np.unique(axis=1) gives them — by one lexsort, 3-4x faster
+        order = np.lexsort((u, bins))
+        bins, u = bins[order], u[order]
+        first = np.ones(bins.shape[0], dtype=bool)
+        first[1:] = (bins[1:] != bins[:-1]) | (u[1:] != u[:-1])
+        at = np.flatnonzero(first)
+        mult = np.diff(np.append(at, bins.shape[0]))
+        ub = bins[at].astype(np.int64)
         nn = np.asarray(b.n, dtype=np.float64)
         kk = np.asarray(b.k, dtype=np.float64)
-        w = _row_weights(kk[ub], nn[ub], uniq[1].view(np.float64), b.alpha, b.test)
+        w = _row_weights(kk[ub], nn[ub], u[at].view(np.float64), b.alpha, b.test)
         self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
 
     def finish(self) -> RowPassState:
