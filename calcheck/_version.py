@@ -1,2 +1,2 @@
-__version__ = "0.5.3"
+__version__ = "0.5.4"
 SCHEMA_VERSION = "1"

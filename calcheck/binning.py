@@ -408,8 +408,9 @@ def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int, *,
 
     From ``UNIFORM_THREADS_ROWS`` rows on a machine with two cores, the first and the second
     half of the blocks go to two threads (:func:`calcheck._threads.halves`; numpy releases the
-    GIL in these calls): 3·10^7 rows 0.18 → 0.14 s.  Each block's sums are kept and added in block order, so the
-    score sums are the same floating-point numbers whatever the threads do."""
+    GIL in these calls): 3·10^7 rows 0.18 → 0.14 s.  Each block's sums are kept and added in
+    block order, so the score sums are the same floating-point numbers whatever the threads
+    do."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
     if not binary and (y.dtype.kind not in "iub" or (y.size and (y.min() < 0 or y.max() > 1))):

@@ -142,3 +142,25 @@ def test_registry_drives_compute_metrics():
     for mid, res in r.items():
         assert res.id == mid
         assert res.n_samples == len(S)
+
+
+def test_log_loss_on_two_threads_is_the_one_thread_number(monkeypatch):
+    """Log loss's blocks computed on two threads and added in block order give the one-thread
+    sum exactly (and sklearn's value to rounding)."""
+    import os
+
+    from calcheck.metrics import scoring
+
+    rng = np.random.default_rng(11)
+    n = 2 * scoring.CHUNK + 12_345                 # three blocks, the last one short
+    s = rng.random(n)
+    s[:4] = [0.0, 1.0, 1e-300, 1 - 1e-16]          # clipped at both ends
+    y = (rng.random(n) < s).astype(np.int8)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    one = scoring.log_loss(Prepared(s, y)).value
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    two = scoring.log_loss(Prepared(s, y)).value
+    assert one == two
+    c = np.clip(s, scoring.LOG_LOSS_EPS, 1 - scoring.LOG_LOSS_EPS)
+    direct = -np.mean(np.where(y == 1, np.log(c), np.log1p(-c)))
+    assert one == pytest.approx(direct, rel=1e-12)
