@@ -24,7 +24,7 @@ _API = {
     "pc": _F, "tce": _F, "tcal": _F, "hosmer_lemeshow": _F, "spiegelhalter": _F, "cox": _F,
     "binomial_discrete": _F, "evaluate": _F, "smece": _F, "ici": _F, "corp": _F,
     "ece_sweep": _F, "ecce": _F, "ks": _F, "kuiper": _F, "skce": _F, "skce_test": _F,
-    "binomtest_pvalue": "calcheck.hypotests.binom", "TestResult": "calcheck.hypotests._result",
+    "binomtest_pvalue": "calcheck.binomial", "TestResult": "calcheck.hypotests._result",
     "MetricResult": "calcheck.metrics._result", "BinStats": "calcheck.binning",
     # figures of arrays
     "plot_reliability": "calcheck.figures.arrays", "plot_tce": "calcheck.figures.arrays",

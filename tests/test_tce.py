@@ -7,8 +7,8 @@ from scipy.stats import t as student_t
 
 import calcheck
 from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
+from calcheck.binomial import binomtest_pvalue, rejections_sorted
 from calcheck.errors import InputError
-from calcheck.hypotests.binom import binomtest_pvalue, rejections_sorted
 
 # ------------------------------------------------------------------ exact binomial p-values
 
@@ -60,7 +60,7 @@ def test_binom_functions_are_scipys_without_importing_scipy_stats():
     invalid n and p, boundary and subnormal p (NaN where scipy gives NaN)."""
     from scipy.stats import binom
 
-    from calcheck.hypotests._binom_dist import BINOM
+    from calcheck._binom_dist import BINOM
 
     rng = np.random.default_rng(11)
     n = np.concatenate([rng.integers(1, 5000, 3000), [0, 1, 2, 10, 10, 10, 7, 7, 5, 5]])

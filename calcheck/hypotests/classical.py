@@ -288,7 +288,7 @@ def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.
 def binomial_discrete_counts(values: FloatArray, counts: IntArray, k: IntArray, *,
                              alpha: float = 0.05) -> TestResult:
     """:func:`binomial_discrete` from the distinct values (sorted), their rows and positives."""
-    from calcheck.hypotests.binom import flat, pvalues  # scipy.stats, on first use
+    from calcheck.binomial import flat, pvalues  # scipy.stats, on first use
 
     pv = pvalues(*flat(k, counts, values))
     V = int(values.shape[0])

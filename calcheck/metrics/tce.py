@@ -95,7 +95,7 @@ def binomial_rejections(sorted_scores: FloatArray, bounds: IntArray, positives: 
     (k_b, N_b).  A bin that shares a tie group has a fractional k_b = ⌊k⌋ + f (the expected
     positives of its share); its predictions count (1 − f)·1[p(⌊k⌋) ≤ α] + f·1[p(⌈k⌉) ≤ α] —
     the rejection expected when the share's positives are drawn at random."""
-    from calcheck.hypotests.binom import rejections_sorted  # scipy, on first use
+    from calcheck.binomial import rejections_sorted  # scipy, on first use
 
     k = np.asarray(positives, dtype=np.float64)
     lo = np.floor(k + 1e-9)

@@ -289,7 +289,7 @@ def rejection_weight(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
     binomial test with fractional k = ⌊k⌋ + f — (1 − f)·rej(⌊k⌋) + f·rej(⌈k⌉) (as in memory,
     :func:`calcheck.metrics.tce.binomial_rejections`)."""
     if test == "binomial":
-        from calcheck.hypotests.binom import flat, pvalues
+        from calcheck.binomial import flat, pvalues
 
         lo, hi, frac = _split_k(k)
         rej = (pvalues(*flat(lo, n, p)) <= alpha).astype(np.float64)
@@ -335,9 +335,9 @@ def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
     bin's k/N (``below``: p·N < k).  Runs of up to :data:`CELL_CHUNK` neighbouring cells of one
     bin and side are bounded together first: the bounds of an interval hold on every interval
     inside it, so a run decided as a whole decides each of its cells as their own bounds would
-    (see :func:`calcheck.hypotests.binom.interval_bounds`); the other cells are bounded one by
+    (see :func:`calcheck.binomial.interval_bounds`); the other cells are bounded one by
     one.  Far fewer binomial searches, the same decisions."""
-    from calcheck.hypotests.binom import interval_bounds
+    from calcheck.binomial import interval_bounds
 
     m = k.shape[0]
     new = np.ones(m, dtype=bool)

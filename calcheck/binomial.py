@@ -26,8 +26,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from calcheck._binom_dist import BINOM as binom
 from calcheck._typing import FloatArray, IntArray
-from calcheck.hypotests._binom_dist import BINOM as binom
 
 P_FLOOR = 1e-300          # probabilities in (0, 1e-300) are tested as 1e-300 (see _normal)
 RERR = 1 + 1e-7          # scipy's relative tolerance for "as likely as k"

@@ -9,7 +9,7 @@ cdf and sf, call the ufunc on the entries inside the support only, and clip to [
 functions here are those wrappers, line for line (identical in scipy 1.14 to 1.17), calling
 the same ufuncs on the same entries, so every value — and every Boost overflow error — is
 scipy's own.  With an older scipy (the ufuncs live in ``scipy.stats._boost`` there) ``BINOM``
-is ``scipy.stats.binom`` itself.  ``tests/test_binom.py`` compares the two on a grid.
+is ``scipy.stats.binom`` itself.  ``tests/test_tce.py`` compares the two on a grid.
 """
 
 from __future__ import annotations
