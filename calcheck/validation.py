@@ -98,9 +98,7 @@ def in_unit(arr: np.ndarray) -> bool:
     only −0.0, which is in [0, 1], then needs the comparisons."""
     if arr.size == 0:
         return True
-    if arr.dtype != np.float64:
-        return bool(arr.min() >= 0.0 and arr.max() <= 1.0)
-    if int(arr.view(np.uint64).max()) <= _ONE_BITS:
+    if arr.dtype == np.float64 and int(arr.view(np.uint64).max()) <= _ONE_BITS:
         return True
     return bool(arr.min() >= 0.0 and arr.max() <= 1.0)   # NaN fails both comparisons
 

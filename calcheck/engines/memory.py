@@ -131,8 +131,7 @@ class MemoryEngine:
     def input_info(self, top: bool = False) -> dict[str, Any]:
         info = self.data.input_info()
         if top and self.multiclass:                  # tested on the top-label view
-            correct = self.data.top[1]
-            info.update({"view": "top-label", "positives": int(correct.sum()),
+            info.update({"view": "top-label", "positives": self.data.positives,
                          "prevalence": info["accuracy"]})
         return info
 
