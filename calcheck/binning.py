@@ -189,9 +189,20 @@ def sorted_binary(scores: FloatArray, labels: np.ndarray) -> tuple[FloatArray, n
     ``argsort`` and 16 bytes per row less at its peak.  ``scores`` must be non-negative and
     ``labels`` 0/1 integers or booleans (not checked here); labels come back as int8.
     """
+    key = binary_keys(scores, labels)
+    key.sort()
+    return unpack_keys(key)
+
+
+def binary_keys(scores: FloatArray, labels: np.ndarray) -> np.ndarray:
+    """The 64-bit keys (bits(s) << 1) | y of :func:`sorted_binary` (a new array)."""
     key = np.left_shift(np.asarray(scores, dtype=np.float64).view(np.uint64), np.uint64(1))
     key |= np.asarray(labels).astype(np.uint8, copy=False)
-    key.sort()
+    return key
+
+
+def unpack_keys(key: np.ndarray) -> tuple[FloatArray, np.ndarray]:
+    """(scores, int8 labels) of sorted :func:`binary_keys`, the scores in the keys' memory."""
     lab = np.bitwise_and(key.view(np.uint8)[::8], np.uint8(1)).view(np.int8)  # little-endian
     if not np.little_endian:                                  # pragma: no cover
         lab = (key & np.uint64(1)).astype(np.int8)

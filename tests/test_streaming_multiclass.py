@@ -1,6 +1,7 @@
 """Multiclass input on the streaming engines: top-label metrics through the binary engine on the
-top-label view, SCE from a mergeable (class, bin) state, ACE/TACE/TCE classwise from a rank
-search per class; all equal the in-memory engine."""
+top-label view, SCE from a mergeable (class, bin) state, ACE/TACE/TCE classwise from each
+class's rows held (up to HOLD_ROWS rows) or a rank search per class; all equal the in-memory
+engine."""
 
 
 import numpy as np
@@ -96,7 +97,12 @@ def test_default_metrics_are_the_in_memory_ones(cli, hive):
     ["--tace-threshold", "0.9", "--bins", "7"],          # classes with few or no kept values
     ["--test", "t", "--alpha", "0.1", "--tce-nmin", "30", "--tce-nmax", "3000"],
 ])
-def test_classwise_options_stream_equal_memory(cli, hive, args):
+@pytest.mark.parametrize("hold", [True, False])
+def test_classwise_options_stream_equal_memory(cli, hive, args, monkeypatch, hold):
+    import calcheck.streaming.classwise as cw
+
+    if not hold:
+        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
     ids = ["ace_cw", "tace", "tce_cw"]
     mem = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args)
     st = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args,
@@ -108,12 +114,19 @@ def test_classwise_options_stream_equal_memory(cli, hive, args):
                   list(mem["metrics"][m]["per_class"].values()))
 
 
-def test_tiny_classes_and_sub_streams(tmp_path):
+@pytest.mark.parametrize("hold", [True, False])
+def test_tiny_classes_and_sub_streams(tmp_path, monkeypatch, hold):
     """Every class of a small file through drive_lockstep directly: a class never predicted
-    above the threshold keeps no value (TACE adds 0) and ties at p = 0 break by row order."""
+    above the threshold keeps no value (TACE adds 0) and ties at p = 0 break by row order.
+    Held (the group fits HOLD_ROWS): one pass keeps every class's rows; else a grid pass, a
+    rank search and a row pass per class."""
+    import calcheck.streaming.classwise as cw
     from calcheck.metrics.multiclass import ace_cw, tace, tce_cw
     from calcheck.streaming.classwise import classwise_positional
     from calcheck.streaming.engine import StreamSource
+
+    if not hold:
+        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
 
     rng = np.random.default_rng(4)
     n = 400
@@ -134,7 +147,8 @@ def test_tiny_classes_and_sub_streams(tmp_path):
         assert got[m].value == pytest.approx(r.value, rel=1e-12, abs=1e-15), m
         same_rows(got[m].extra["per_class"], r.extra["per_class"])
     assert got["tace"].extra["per_class"][2] == {"class": 2, "error": 0.0, "kept": 0}
-    assert passes >= 3
+    assert got["tce_cw"].settings["pava_input"] == "exact"
+    assert passes == 1 if hold else passes >= 3
 
 
 @given(st.integers(0, 2**31), st.integers(3, 1500), st.integers(1, 10), st.randoms())
@@ -208,9 +222,15 @@ def test_what_needs_memory_is_refused(cli, hive):
     assert r.code == 2 and "--engine memory" in r.stderr
 
 
-def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path):
+@pytest.mark.parametrize("hold", [True, False])
+def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path, monkeypatch, hold):
     """--by on multiclass input: per group the top-label grid and positional metrics, SCE and
-    the classwise rank searches; a 12-row group reports TCE's error, as in memory."""
+    the classwise metrics (each (group, class)'s rows held, or its rank search); a 12-row group
+    reports TCE's error, as in memory."""
+    import calcheck.streaming.classwise as cw
+
+    if not hold:
+        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
     df = pq.read_table(hive).to_pandas()
     df["day"] = df["day"].astype(int)
     df["site"] = np.where(np.arange(len(df)) % 2000 == 3, "tiny", "big")

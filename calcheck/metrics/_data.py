@@ -59,6 +59,15 @@ class Prepared:
             self.__dict__["order"] = order        # fills the cached property below
         self.uniform: dict[int, BinStats] = {}    # uniform-bin statistics by bins, once each
 
+    @classmethod
+    def presorted(cls, sorted_scores: FloatArray, sorted_labels: np.ndarray, *,
+                  ties: str = "share") -> Prepared:
+        """Rows already in ascending score order — for ``ties="order"``, ties in the order
+        the metrics should see them — so no metric sorts again (not checked)."""
+        data = cls(sorted_scores, sorted_labels, validate=False, ties=ties)
+        data.__dict__["_sorted"] = (data.scores, data.labels)
+        return data
+
     @property
     def n(self) -> int:
         """Number of rows."""

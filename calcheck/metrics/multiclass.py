@@ -35,6 +35,7 @@ from calcheck.binning import (
     quantile_stats_select,
     segment_sums,
     sort_order,
+    sorted_binary,
     uniform_assign,
 )
 from calcheck.data import top_label_view
@@ -103,9 +104,7 @@ class MulticlassPrepared:
         key = (bins, eps, None if tce_opts is None else tuple(sorted(tce_opts.items())))
         if key in self._classwise:
             return self._classwise[key]  # type: ignore[no-any-return]
-        from calcheck.metrics.tce import tce
-
-        n, K = self.n, self.k
+        K = self.k
         ace_err = np.zeros(K)
         tace_err = np.zeros(K)
         kept = np.zeros(K, dtype=np.int64)
@@ -116,29 +115,58 @@ class MulticlassPrepared:
             self._classwise[key] = out
             return out
         for k in range(K):
-            p, y = self.column(k)
-            order = sort_order(p, self.ties)
-            ps, ys = p[order], y[order]
-            b = quantile_bounds(n, bins)
-            cnt = np.diff(b)
-            gap = _gaps(segment_sums(ps, b), label_sums(ps, ys, b, self.ties), cnt)
-            ace_err[k] = float(np.sum(cnt * gap) / n)
-            first = int(np.searchsorted(ps, eps, side="left"))   # kept values: a sorted suffix
-            m = n - first
-            kept[k] = m
-            if m:
-                bk = quantile_bounds(m, bins)
-                ck = np.diff(bk)
-                gk = _gaps(segment_sums(ps[first:], bk),
-                           label_sums(ps[first:], ys[first:], bk, self.ties), ck)
-                tace_err[k] = float(np.sum(ck * gk) / m)
-            if tce_vals is not None and tce_opts is not None:
-                data = Prepared(p, y, validate=False, ties=self.ties)
-                data.__dict__["order"] = order                   # reuse the sort
-                tce_vals[k] = tce(data, **tce_opts).value
+            ps, ys = sorted_class(*self.column(k), self.ties)
+            one = class_errors(ps, ys, bins=bins, eps=eps, ties=self.ties, tce_opts=tce_opts)
+            ace_err[k], tace_err[k], kept[k] = one["ace"], one["tace"], one["kept"]
+            if tce_vals is not None:
+                tce_vals[k] = one["tce"].value
         out = {"ace": ace_err, "tace": tace_err, "kept": kept, "tce": tce_vals}
         self._classwise[key] = out
         return out
+
+
+def sorted_class(p: FloatArray, y: np.ndarray, ties: str) -> tuple[FloatArray, np.ndarray]:
+    """One class's one-vs-rest rows (p_ik, 1[c_i = k]) in ascending order of p: by one sort
+    of packed keys for shared ties (the order inside a tie group is not used), else the
+    stable order (ties in row order)."""
+    if ties == "share":
+        return sorted_binary(p, y)
+    order = sort_order(p, ties)
+    return p[order], y[order]
+
+
+def class_errors(ps: FloatArray, ys: np.ndarray, *, bins: int, eps: float | None,
+                 ties: str = "share", ace: bool = True,
+                 tce_opts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One class's classwise errors from its rows sorted by p (:func:`sorted_class`): ``ace``
+    (equal-mass bins over all rows, weights n_b/n; when ``ace``), ``tace`` and ``kept`` (the
+    same over the rows with p ≥ ``eps`` — a sorted suffix —, weights n_b/n_kept; when ``eps``
+    is given) and ``tce`` (the binary TCE result, when ``tce_opts`` are given).  The streaming
+    engine calls it on the rows a pass collected for the class, so both engines give the
+    same numbers."""
+    from calcheck.metrics.tce import tce
+
+    out: dict[str, Any] = {"ace": 0.0, "tace": 0.0, "kept": 0, "tce": None}
+    n = int(ps.shape[0])
+    if ace and n:
+        out["ace"] = _ace_sorted(ps, ys, bins, ties)
+    if eps is not None:
+        first = int(np.searchsorted(ps, eps, side="left"))      # kept values: a sorted suffix
+        out["kept"] = n - first
+        if n > first:
+            out["tace"] = _ace_sorted(ps[first:], ys[first:], bins, ties)
+    if tce_opts is not None:
+        out["tce"] = tce(Prepared.presorted(ps, ys, ties=ties), **tce_opts)
+    return out
+
+
+def _ace_sorted(ps: FloatArray, ys: np.ndarray, bins: int, ties: str) -> float:
+    """Σ_b (n_b/n)·|ȳ_b − p̄_b| over equal-mass bins of rows sorted by score."""
+    n = int(ps.shape[0])
+    b = quantile_bounds(n, bins)
+    cnt = np.diff(b)
+    gap = _gaps(segment_sums(ps, b), label_sums(ps, ys, b, ties), cnt)
+    return float(np.sum(cnt * gap) / n)
 
 
 def _ace_of(stats: Any, n: int) -> float:

@@ -113,10 +113,26 @@ class ClasswiseState:
 # classwise positional metrics: a binary computation per class (calcheck.streaming.views)
 
 POSITIONAL_CLASSWISE = ("ace_cw", "tace", "tce_cw")
+HOLD_ROWS = 10_000_000      # a group of at most this many rows: its classes' rows are held
+
+
+def _class_rows(share: bool, **errors: Any) -> Any:
+    """A sub-stream small enough to hold (:data:`HOLD_ROWS` rows): one pass keeps its rows,
+    sorted, then the in-memory engine's :func:`~calcheck.metrics.multiclass.class_errors` on
+    them — the in-memory numbers, in one pass instead of a grid pass, a rank search and a row
+    pass."""
+    from calcheck.metrics.multiclass import class_errors
+    from calcheck.streaming.positional import SortedRowsSpec
+
+    state = yield SortedRowsSpec(packed=share)
+    ps, ys = state.sorted_rows()
+    del state
+    return class_errors(ps, ys, **errors)
 
 
 def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> Any:
-    """One sub-stream's grid pass, then its positional metrics: (rows, results by id)."""
+    """A larger sub-stream: one grid pass, then its positional metrics (a rank search and a
+    row pass): (rows, results by id)."""
     from calcheck.streaming.engine import StateSpec
     from calcheck.streaming.positional import positional_passes
 
@@ -141,7 +157,14 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     in-memory engine defines them.  ``sizes`` maps each ``--by`` group (``ALL``: all rows;
     None: the rows with a missing group value) to its rows; every group's classes run in
     shared passes.  Returns, per group, the results and the errors (a metric that cannot be
-    computed on that group, with the reason), and the passes taken."""
+    computed on that group, with the reason), and the passes taken.
+
+    A group of at most :data:`HOLD_ROWS` rows (every class's view has the group's rows)
+    takes one pass per few classes: each keeps its class's rows sorted (8 bytes a row with
+    shared ties; the classes held at once stay within that many rows) and computes the three
+    metrics on them as the in-memory engine does.  A larger group runs a grid pass, a rank
+    search and a row pass per class (TACE: per class's kept rows), PAVA-BC on equal-mass
+    blocks beyond the exact budget."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS
@@ -154,7 +177,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     if not wanted:
         return out, 0
     tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
-    subs: dict[Any, tuple[SubStream, list[str]]] = {}
+    held: dict[Any, tuple[SubStream, Any]] = {}          # groups held in memory, per class
+    subs: dict[Any, tuple[SubStream, list[str]]] = {}    # larger groups: grid and search
     for g, n in sizes.items():
         errors = out[g][1]
         if "tce_cw" in wanted:
@@ -162,6 +186,16 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                 check_pava_bc_rows(n, n_min, n_max)
             except CalcheckError as exc:
                 errors["tce_cw"] = str(exc)
+        if n <= HOLD_ROWS:
+            only_tace = wanted == ["tace"]
+            errs = {"bins": bins, "ties": ties, "ace": "ace_cw" in wanted,
+                    "eps": threshold if "tace" in wanted else None,
+                    "tce_opts": ({"binning": "pava-bc", **tce_opts}
+                                 if "tce_cw" in wanted and "tce_cw" not in errors else None)}
+            for k in range(classes):
+                sub = SubStream(cls=k, group=g, min_score=threshold if only_tace else None)
+                held[(g, "rows", k)] = (sub, _class_rows(ties == "share", **errs))
+            continue
         per_class = [m for m in ("ace", "tce") if f"{m}_cw" in wanted and f"{m}_cw" not in errors]
         for k in range(classes):
             if per_class:
@@ -169,50 +203,79 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             if "tace" in wanted:
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
-    comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
-                                      collect_rows=COLLECT_ROWS // CHUNK))
-             for key, (sub, ids_) in subs.items()}
-    done, passes = drive_lockstep(source, comps, view="classes", by=by,
-                                  rows={key: sizes[key[0]] for key in subs},
-                                  max_rows=EXACT_PAVA_ROWS)
+    done: dict[Any, Any] = {}
+    passes = 0
+    if held:                       # no grids: every class in one lockstep, within the budget
+        got, passes = drive_lockstep(source, held, view="classes", by=by,
+                                     rows={key: sizes[key[0]] for key in held},
+                                     max_rows=HOLD_ROWS, chunk=len(held))
+        done.update(got)
+    if subs:
+        id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
+        comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
+                                          collect_rows=COLLECT_ROWS // CHUNK))
+                 for key, (sub, ids_) in subs.items()}
+        got, more = drive_lockstep(source, comps, view="classes", by=by,
+                                   rows={key: sizes[key[0]] for key in subs},
+                                   max_rows=EXACT_PAVA_ROWS)
+        done.update(got)
+        passes += more
     for g, n in sizes.items():
         results, errors = out[g]
         failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}
         for kind, err in failed.items():
-            for m in (["tace"] if kind == "tace" else [m for m in wanted if m != "tace"]):
+            for m in (["tace"] if kind == "tace" else
+                      wanted if kind == "rows" else [m for m in wanted if m != "tace"]):
                 errors.setdefault(m, str(err))
-        results.update(_classwise_results(
-            {key[1:]: r for key, r in done.items() if key[0] == g},
-            [m for m in wanted if m not in errors], classes, n, bins, threshold,
-            {**tce_opts, "ties": ties}))
+        per = _per_class({key[1:]: r for key, r in done.items()
+                          if key[0] == g and not isinstance(r, Exception)}, classes)
+        results.update(_classwise_results(per, [m for m in wanted if m not in errors],
+                                          classes, n, bins, threshold, {**tce_opts, "ties": ties}))
     return out, passes
 
 
-def _classwise_results(done: dict[Any, Any], wanted: list[str], classes: int, n: int,
-                       bins: int, threshold: float,
+def _per_class(done: dict[Any, Any], classes: int) -> list[dict[str, Any]]:
+    """Each class's {ace, tace, kept, tce (a result), pava_input} from either computation: the
+    held rows' :func:`~calcheck.metrics.multiclass.class_errors`, or the grid computations'
+    (rows, binary results) of the class and of its kept rows (a failed computation is left
+    out of ``done``: its metrics are among the group's errors)."""
+    out = []
+    for k in range(classes):
+        if ("rows", k) in done:
+            one = dict(done[("rows", k)])
+            one["pava_input"] = "exact"
+        else:
+            _, res = done.get(("class", k), (0, {}))
+            kept, tres = done.get(("tace", k), (0, {}))
+            one = {"ace": res["ace"].value if "ace" in res else 0.0,
+                   "tace": tres["ace"].value if kept and "ace" in tres else 0.0,
+                   "kept": kept, "tce": res.get("tce")}
+            one["pava_input"] = one["tce"].settings.get("pava_input") if one["tce"] else None
+        out.append(one)
+    return out
+
+
+def _classwise_results(per_class: list[dict[str, Any]], wanted: list[str], classes: int,
+                       n: int, bins: int, threshold: float,
                        tce_opts: dict[str, Any]) -> dict[str, MetricResult]:
-    """The classwise results from each class's (rows, binary results)."""
+    """The classwise results from each class's errors (:func:`_per_class`)."""
     out: dict[str, MetricResult] = {}
     if "ace_cw" in wanted:
-        err = np.array([done[("class", k)][1]["ace"].value for k in range(classes)])
+        err = np.array([c["ace"] for c in per_class])
         out["ace_cw"] = classwise_result("ace_cw", err, n, {"binning": "quantile", "bins": bins,
                                                             "classes": classes,
                                                             "ties": tce_opts["ties"]})
     if "tace" in wanted:
-        kept = [done[("tace", k)][0] for k in range(classes)]
-        err = np.array([done[("tace", k)][1]["ace"].value if m else 0.0
-                        for k, m in enumerate(kept)])
+        err = np.array([c["tace"] for c in per_class])
         out["tace"] = classwise_result("tace", err, n,
                                        {"binning": "quantile", "bins": bins,
                                         "threshold": threshold, "classes": classes,
                                         "ties": tce_opts["ties"]},
-                                       extra={"kept": kept})
+                                       extra={"kept": [int(c["kept"]) for c in per_class]})
     if "tce_cw" in wanted:
-        tces = [done[("class", k)][1]["tce"] for k in range(classes)]
-        how = sorted({str(r.settings.get("pava_input")) for r in tces})
-        out["tce_cw"] = classwise_result("tce_cw", np.array([r.value for r in tces]), n,
-                                         {"binning": "pava-bc", **tce_opts, "classes": classes,
-                                          "pava_input": how[0] if len(how) == 1 else how,
-                                          "unit": "percent"})
+        how = sorted({str(c["pava_input"]) for c in per_class})
+        out["tce_cw"] = classwise_result("tce_cw", np.array([c["tce"].value for c in per_class]),
+                                         n, {"binning": "pava-bc", **tce_opts, "classes": classes,
+                                             "pava_input": how[0] if len(how) == 1 else how,
+                                             "unit": "percent"})
     return out

@@ -33,12 +33,14 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.binning import (
     BinStats,
+    binary_keys,
     count_value,
     default_pava_bc_sizes,
     pava_bc_blocks,
     pava_bc_bounds,
     quantile_bounds,
     uniform_edges,
+    unpack_keys,
 )
 from calcheck.errors import UsageError
 from calcheck.streaming.select import COLLECT_ROWS, Resolved, Search, row_ids
@@ -111,9 +113,7 @@ class SortedRowsState:
         if s.shape[0]:
             first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
             if self.packed:
-                key = s.view(np.uint64) << np.uint64(1)
-                key |= np.asarray(labels).astype(np.uint64)
-                self.parts.append((first, key, None))
+                self.parts.append((first, binary_keys(s, labels), None))
             else:
                 self.parts.append((first, s.view(np.uint64),
                                    np.asarray(labels).astype(np.int8)))
@@ -132,9 +132,7 @@ class SortedRowsState:
             key = np.concatenate([p[1] for p in self.parts])
             self.parts = []
             key.sort()
-            labels = (key & np.uint64(1)).astype(np.int8)
-            key >>= np.uint64(1)
-            return key.view(np.float64), labels
+            return unpack_keys(key)
         u = np.concatenate([p[1] for p in self.parts])
         order = np.argsort(u, kind="stable")
         return u[order].view(np.float64), np.concatenate([p[2] for p in self.parts])[order]
