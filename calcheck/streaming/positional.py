@@ -109,13 +109,13 @@ class SortedRowsState:
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> SortedRowsState:
-        s = np.asarray(scores, dtype=np.float64) + 0.0
+        s = np.asarray(scores, dtype=np.float64)
         if s.shape[0]:
             first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
-            if self.packed:
+            if self.packed:                  # the shift drops −0.0's sign bit: no copy first
                 self.parts.append((first, binary_keys(s, labels), None))
-            else:
-                self.parts.append((first, s.view(np.uint64),
+            else:                            # a copy with −0.0 → +0.0 before taking bits
+                self.parts.append((first, (s + 0.0).view(np.uint64),
                                    np.asarray(labels).astype(np.int8)))
         return self
 
