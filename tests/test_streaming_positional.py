@@ -183,3 +183,23 @@ def test_cli_notes_pava_on_blocks(cli, tied, monkeypatch):
     st = json.loads(r.stdout)["metrics"]["tce"]["settings"]
     assert st["pava_input"] == "approximate: equal-mass blocks" and st["pava_blocks"] == 4096
     assert "n > 1,000 rows, so PAVA ran on 4,096 equal-mass blocks" in r.stderr
+
+
+@pytest.mark.parametrize("k_extra", [0.0, 0.37])          # a whole and a fractional count
+def test_row_pass_decisions_equal_one_test_a_row(k_extra):
+    """The row pass bounds runs of 64, then 8 neighbouring predictions of one grid cell before
+    testing one by one: every weight must be the one the row's own binomial test gives, on rows
+    packed around both rejection boundaries of a large bin (where p-values sit near alpha)."""
+    from calcheck.streaming.positional import _row_weights, rejection_weight
+
+    rng = np.random.default_rng(11)
+    n_bin, k = 3_000_000.0, 1_650_000.0 + k_extra
+    phat, sd = k / n_bin, np.sqrt(k / n_bin * (1 - k / n_bin) / n_bin)
+    p = np.sort(np.concatenate([phat + side * 1.96 * sd + rng.normal(0, sd / 4, 3000)
+                                for side in (-1, 1)] + [rng.uniform(0.5, 0.6, 2000)]))
+    N, K = np.full(p.shape, n_bin), np.full(p.shape, k)
+    cell = (p * float(1 << 16)).astype(np.intp)
+    got = _row_weights(K, N, p, 0.05, "binomial", cell)
+    ref = rejection_weight(K, N, p, 0.05, "binomial")
+    np.testing.assert_array_equal(got, ref)
+    assert 0 < (ref > 0).sum() < p.shape[0]             # both outcomes occur

@@ -44,7 +44,7 @@ from calcheck.binning import (
 )
 from calcheck.errors import UsageError
 from calcheck.streaming.select import COLLECT_ROWS, Resolved, Search, row_ids
-from calcheck.streaming.states import CompensatedSum, StreamState
+from calcheck.streaming.states import CompensatedSum, StreamState, flagged_rows, grid_cells
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
 POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
@@ -208,7 +208,9 @@ class RowPassState:
         ub = bins[at].astype(np.int64)
         nn = np.asarray(b.n, dtype=np.float64)
         kk = np.asarray(b.k, dtype=np.float64)
-        w = _row_weights(kk[ub], nn[ub], u[at].view(np.float64), b.alpha, b.test)
+        p = u[at].view(np.float64)
+        cell = (p * float(1 << self.spec.grid_bits)).astype(np.intp)
+        w = _row_weights(kk[ub], nn[ub], p, b.alpha, b.test, cell)
         self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
 
     def finish(self) -> RowPassState:
@@ -224,9 +226,9 @@ class RowPassState:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape[0] == 0:
             return self
-        cell = (s * float(1 << self.spec.grid_bits)).astype(np.intp)
+        cell = grid_cells(s, self.spec.grid_bits)
         for j, b in enumerate(self.spec.binnings):
-            sel = np.flatnonzero(_cell_flags(b.cells, self.spec.grid_bits).take(cell))
+            sel = flagged_rows(_cell_flags(b.cells, self.spec.grid_bits), cell)
             if sel.shape[0] == 0:
                 continue
             ss = s[sel] + 0.0
@@ -302,14 +304,15 @@ def rejection_weight(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
 
 
 def _row_weights(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
-                 test: str) -> FloatArray:
+                 test: str, cell: IntArray | None = None) -> FloatArray:
     """:func:`rejection_weight` of predictions ``p`` sorted by (bin, score): for the binomial
     test most are decided by the bounds of runs of neighbours (:func:`_decide_cells` on
-    one-point intervals, whose bounds are the p-value itself), and only the others are
-    tested one by one — the same weights for a fraction of the binomial searches."""
+    one-point intervals, whose bounds are the p-value itself; runs do not cross the rows' grid
+    ``cell``), and only the others are tested one by one — the same weights for a fraction of
+    the binomial searches."""
     if test != "binomial":
         return rejection_weight(k, n, p, alpha, test)
-    decided, weight = _decide_cells(k, n, p, p, alpha, test)
+    decided, weight = _decide_cells(k, n, p, p, alpha, test, cell)
     rest = np.flatnonzero(~decided)
     if rest.size:
         weight[rest] = rejection_weight(k[rest], n[rest], p[rest], alpha, test)
@@ -324,43 +327,56 @@ def _cell_interval(cells: IntArray, bits: int) -> tuple[FloatArray, FloatArray]:
     return lo, np.where(cells >= 1 << bits, 1.0, hi)
 
 
-CELL_CHUNK = 64      # cells bounded together before one by one (see _bounds_decide)
+RUN_SIZES = (64, 8, 1)   # neighbours bounded together, then smaller runs (see _bounds_decide)
 
 
 def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
-                   below: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """(rejected for sure, accepted for sure) of cells in score order, each on one side of its
-    bin's k/N (``below``: p·N < k).  Runs of up to :data:`CELL_CHUNK` neighbouring cells of one
-    bin and side are bounded together first: the bounds of an interval hold on every interval
-    inside it, so a run decided as a whole decides each of its cells as their own bounds would
-    (see :func:`calcheck.binomial.interval_bounds`); the other cells are bounded one by
-    one.  Far fewer binomial searches, the same decisions."""
+                   below: np.ndarray, alpha: float,
+                   breaks: IntArray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rejected for sure, accepted for sure) of cells (or rows: one-point intervals) in score
+    order, each on one side of its bin's k/N (``below``: p·N < k).  Runs of up to 64
+    neighbours of one bin and side (and one ``breaks`` value: the rows' grid cell, so that a
+    run never bridges a gap between cells) are bounded together first, the runs left undecided
+    then in runs of 8, and what is left one by one.  The bounds of an interval hold on every
+    interval inside it (:func:`calcheck.binomial.interval_bounds`: both ends move the bounds
+    monotonically), so a run decided as a whole decides each member as its own bounds would:
+    far fewer binomial searches, the same decisions."""
     from calcheck.binomial import interval_bounds
 
     m = k.shape[0]
-    new = np.ones(m, dtype=bool)
-    new[1:] = (k[1:] != k[:-1]) | (n[1:] != n[:-1]) | (below[1:] != below[:-1])
-    run = np.cumsum(new) - 1
-    within = np.arange(m) - np.flatnonzero(new)[run]
-    new |= within % CELL_CHUNK == 0
-    chunk = np.cumsum(new) - 1
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], m) - 1
-    lower, upper = interval_bounds(k[first], n[first], lo[first], hi[last])
-    yes = (upper <= alpha * (1 - SAFETY))[chunk]
-    no = (lower > alpha * (1 + SAFETY))[chunk]
-    rest = np.flatnonzero(~yes & ~no)
-    if rest.size:
-        lower, upper = interval_bounds(k[rest], n[rest], lo[rest], hi[rest])
-        yes[rest] = upper <= alpha * (1 - SAFETY)
-        no[rest] = lower > alpha * (1 + SAFETY)
+    seg = np.ones(m, dtype=bool)
+    seg[1:] = (k[1:] != k[:-1]) | (n[1:] != n[:-1]) | (below[1:] != below[:-1])
+    if breaks is not None:
+        seg[1:] |= breaks[1:] != breaks[:-1]
+    yes = np.zeros(m, dtype=bool)
+    no = np.zeros(m, dtype=bool)
+    todo = np.arange(m)                         # undecided, in order
+    for size in RUN_SIZES:
+        if todo.size == 0:
+            break
+        # runs: consecutive undecided members of one segment, cut every `size` members
+        new = np.ones(todo.shape[0], dtype=bool)
+        new[1:] = seg[todo[1:]] | (todo[1:] != todo[:-1] + 1)
+        run = np.cumsum(new) - 1
+        within = np.arange(todo.shape[0]) - np.flatnonzero(new)[run]
+        new |= within % size == 0
+        member = np.cumsum(new) - 1
+        first = todo[new]
+        last = todo[np.append(np.flatnonzero(new)[1:], todo.shape[0]) - 1]
+        lower, upper = interval_bounds(k[first], n[first], lo[first], hi[last])
+        ry = (upper <= alpha * (1 - SAFETY))[member]
+        rn = (lower > alpha * (1 + SAFETY))[member]
+        yes[todo[ry]] = True
+        no[todo[rn]] = True
+        todo = todo[~ry & ~rn]
     return yes, no
 
 
 def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, alpha: float,
-                  test: str) -> tuple[np.ndarray, FloatArray]:
+                  test: str, breaks: IntArray | None = None) -> tuple[np.ndarray, FloatArray]:
     """For cells with score interval [lo, hi]: (decided, rejection weight of each row).  A cell
-    is decided when every prediction in it gets the same weight."""
+    is decided when every prediction in it gets the same weight.  ``breaks``: see
+    :func:`_bounds_decide`."""
     if test != "binomial":
         phat = k / n
         same = (hi <= phat) | (lo >= phat)
@@ -377,7 +393,8 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
         no = np.zeros(k.shape[0], dtype=bool)
         i = np.flatnonzero(below | above)
         if i.size:
-            yes[i], no[i] = _bounds_decide(kk[i], n[i], lo[i], hi[i], below[i], alpha)
+            yes[i], no[i] = _bounds_decide(kk[i], n[i], lo[i], hi[i], below[i], alpha,
+                                           None if breaks is None else breaks[i])
         used = share > 0
         decided &= ~used | yes | no
         weight += np.where(yes, share, 0.0)

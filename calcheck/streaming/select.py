@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.streaming.states import flagged_rows, grid_cells
 
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
 HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
@@ -166,8 +167,8 @@ class SelectState:
         if not self.spec.tasks or s.shape[0] == 0:
             return self
         tb = self._table
-        cell = (s * float(1 << self.spec.grid_bits)).astype(np.intp)
-        sel = np.flatnonzero(tb["cells"].take(cell))
+        cell = grid_cells(s, self.spec.grid_bits)
+        sel = flagged_rows(tb["cells"], cell)
         if sel.shape[0] == 0:
             return self
         ss = s[sel] + 0.0                                   # −0.0 → +0.0 before taking bits
