@@ -203,3 +203,57 @@ def test_row_pass_decisions_equal_one_test_a_row(k_extra):
     ref = rejection_weight(K, N, p, 0.05, "binomial")
     np.testing.assert_array_equal(got, ref)
     assert 0 < (ref > 0).sum() < p.shape[0]             # both outcomes occur
+
+
+def test_one_score_cells_are_resolved_from_the_grid():
+    """Tied scores (three decimals: every grid cell holds one score) keep the grid's per-cell
+    extremes, so every rank — PAVA's blocks, the equal-mass cuts — is resolved without a search
+    pass, with the numbers the search gives bit for bit."""
+    rng = np.random.default_rng(3)
+    n = 60_000
+    s = np.round(rng.beta(2, 5, n), 3)
+    y = (rng.random(n) < s).astype(np.int8)
+    src = ArraySource(s, y, [20_000, 40_000])
+    ids = ["ace", "mce_q", "pde", "tce_q", "tce"]
+    options = {"exact_rows": 1_000, "blocks": 256, "ties": "share"}
+    grid = src.run(StateSpec())[0]
+    values = grid.cell_values()
+    assert values is not None and np.isnan(values).sum() < values.shape[0]
+    got, details = positional_results(src, grid, ids, **options)
+    blind = src.run(StateSpec())[0]
+    blind.cell_min = blind.cell_max = None               # as if the extremes were not kept
+    ref, ref_details = positional_results(src, blind, ids, **options)
+    assert details["extra_passes"] == 1 < ref_details["extra_passes"]    # the row pass alone
+    for mid in ids:
+        assert got[mid].value == ref[mid].value, mid
+        np.testing.assert_array_equal(got[mid].bins.count, ref[mid].bins.count)
+        np.testing.assert_array_equal(got[mid].bins.sum_label, ref[mid].bins.sum_label)
+        np.testing.assert_array_equal(got[mid].bins.sum_score, ref[mid].bins.sum_score)
+    mem = compute_metrics(Prepared(s, y), ["ace", "mce_q", "pde", "tce_q"], MetricOptions())
+    for mid in mem:
+        assert got[mid].value == pytest.approx(mem[mid].value, rel=1e-12, abs=1e-12), mid
+
+
+def test_grid_extremes_kept_only_for_tied_batches_and_merged_conservatively():
+    from calcheck.streaming.states import StreamState
+
+    rng = np.random.default_rng(4)
+    tied = np.round(rng.random(5_000), 2)
+    smooth = rng.random(5_000)
+    y = np.zeros(5_000, dtype=np.int8)
+    a, b, c = StreamState(), StreamState(), StreamState()
+    a.update(tied, y)
+    b.update(smooth, y)
+    assert a.cell_values() is not None and b.cell_values() is None
+    one = a.cell_values()
+    cells = np.flatnonzero(~np.isnan(one))                    # each distinct score, in its cell
+    np.testing.assert_array_equal(one[cells], np.unique(tied))
+    np.testing.assert_array_equal(cells, (np.unique(tied) * 2 ** 16).astype(int))
+    c.merge(a)                                                # an empty state takes a's
+    assert np.array_equal(c.cell_values(), one, equal_nan=True)
+    a.merge(b)                                                # one side did not keep them
+    assert a.cell_values() is None
+    d = StreamState()
+    d.update(np.array([-0.0, 0.0, -0.0, 0.5, 0.5, 0.5]), np.zeros(6, dtype=np.int8))
+    v = d.cell_values()
+    assert v[0] == 0.0 and np.signbit(v[0]) == False and v[2 ** 15] == 0.5  # noqa: E712

@@ -43,7 +43,7 @@ from calcheck.binning import (
     unpack_keys,
 )
 from calcheck.errors import UsageError
-from calcheck.streaming.select import COLLECT_ROWS, Resolved, Search, row_ids
+from calcheck.streaming.select import COLLECT_ROWS, U_MAX, Resolved, Search, row_ids
 from calcheck.streaming.states import CompensatedSum, StreamState, flagged_rows, grid_cells
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
@@ -53,7 +53,6 @@ SAFETY = 1e-9
 PENDING_ROWS = 1 << 18         # TCE's row pass tests its rows this many (at most) at a time
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
-U_MAX = np.iinfo(np.uint64).max
 
 T = TypeVar("T")
 
@@ -430,6 +429,7 @@ class PositionalPass:
         self.exact_rows = EXACT_PAVA_ROWS if exact_rows is None else exact_rows
         self.blocks = PAVA_BLOCKS if blocks is None else blocks
         cnt = state.cell_count.reshape(-1, 2)
+        self.cell_values = state.cell_values()      # one-score cells, when the grid knows
         self.cell_n = cnt.sum(axis=1)
         self.cell_pos = cnt[:, 1].copy()
         assert state.cell_score is not None
@@ -539,7 +539,8 @@ class PositionalPass:
         if not need:
             return None
         return Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
-                      self.collect_rows, by_value=self.share, cell_positives=self.cell_pos)
+                      self.collect_rows, by_value=self.share, cell_positives=self.cell_pos,
+                      cell_values=self.cell_values)
 
     def scan(self, ranks: list[int], search: Search | None = None) -> Passes[None]:
         """The exact rank search: passes until the row (or, with shared ties, the score and

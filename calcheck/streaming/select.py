@@ -43,6 +43,7 @@ COLLECT_ROWS = 1 << 21        # collect ranges outright while they hold ≤ this
                               # (~45 B a row at the sort that reads them: ≤ ~0.1 GB)
 SMALL_RANGE = 64              # ... and always when it holds at most this many
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
+U_MAX = np.iinfo(np.uint64).max
 
 
 def cell_key_range(cell: int, grid_bits: int) -> tuple[int, int]:
@@ -97,6 +98,7 @@ class SelectSpec:
 
     grid_bits: int
     tasks: tuple[Task, ...]
+    by_value: bool = False            # keep each sub-range's key extremes (shared ties)
 
     def new(self) -> SelectState:
         return SelectState(self)
@@ -114,6 +116,10 @@ class SelectState:
     count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     positives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     score: FloatArray = field(default_factory=lambda: np.zeros(0))
+    # the smallest and largest key of each sub-range: equal when its rows share one score, so a
+    # tie group is resolved by the pass that first isolates it, not bits-per-pass later
+    key_min: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    key_max: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     n: int = 0
 
     def __post_init__(self) -> None:
@@ -122,6 +128,9 @@ class SelectState:
             self.count = np.zeros(total, dtype=np.int64)
             self.positives = np.zeros(total, dtype=np.int64)
             self.score = np.zeros(total)
+            if self.spec.by_value:
+                self.key_min = np.full(total, U_MAX, dtype=np.uint64)
+                self.key_max = np.zeros(total, dtype=np.uint64)
 
     @functools.cached_property
     def offsets(self) -> IntArray:
@@ -194,6 +203,9 @@ class SelectState:
             self.count += np.bincount(key, minlength=size)
             self.positives += np.bincount(key, weights=yy[hist], minlength=size).astype(np.int64)
             self.score += np.bincount(key, weights=ss[hist], minlength=size)
+            if self.spec.by_value:
+                np.minimum.at(self.key_min, key, u[hist])
+                np.maximum.at(self.key_max, key, u[hist])
         return self
 
     def _owner(self, u: Any, ids: IntArray, cell: IntArray) -> IntArray:
@@ -232,6 +244,9 @@ class SelectState:
         self.count += other.count
         self.positives += other.positives
         self.score += other.score
+        if self.spec.by_value:
+            np.minimum(self.key_min, other.key_min, out=self.key_min)
+            np.maximum(self.key_max, other.key_max, out=self.key_max)
         self.n += other.n
         return self
 
@@ -257,7 +272,7 @@ class SelectState:
         if tie.any():
             pos = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
             sub = order[pos]
-            order[pos] = sub[np.lexsort((ids[sub], u[sub]))]
+            order[pos] = sub[_by_group_then_id(u[sub], ids[sub])]
         for j in range(4):                         # one reordered copy at a time
             fields[j] = fields[j][order]
         del order
@@ -268,6 +283,19 @@ class SelectState:
         starts = np.flatnonzero(np.concatenate(([True], task[1:] != task[:-1])))
         ends = np.append(starts[1:], task.shape[0])
         return {int(task[a]): (u[a:b], ids[a:b], y[a:b]) for a, b in zip(starts, ends)}
+
+
+def _by_group_then_id(u: np.ndarray, ids: IntArray) -> IntArray:
+    """The order of rows by (u, id), for ``u`` already grouped in ascending order (the tie
+    groups of a sort by score) and unique ``ids``: one quick argsort of (group number, id)
+    packed into an int64 — a lexsort of 2·10^6 tied rows took 1 s — or that lexsort when the
+    packed key would not fit."""
+    group = np.cumsum(np.concatenate(([0], u[1:] != u[:-1])))
+    low = int(ids.min())
+    span = int(ids.max()) - low + 1
+    if (int(group[-1]) + 1) > (1 << 62) // span:
+        return np.lexsort((ids, u))
+    return np.argsort(group * span + (ids - low), kind="quicksort")
 
 
 @dataclass
@@ -311,13 +339,20 @@ class Search:
     """Drive the passes that resolve ``ranks`` (0-based positions in the stable sort).
 
     ``cell_counts`` are the grid's per-cell row counts (all 2^G + 1 cells); ``id_bound`` bounds
-    the row ids the engine assigns.  Use: ``while (spec := search.next_spec()) is not None:
-    search.absorb(run_pass(spec))``; then :meth:`result`.
+    the row ids the engine assigns; ``cell_values`` (optional) the one score of each cell whose
+    rows share one, else NaN.  With ``by_value`` (shared ties) a rank in such a cell is
+    resolved without a pass (as in the cell s = 1.0), and a histogram sub-range whose rows
+    share one score resolves its rank at once.  By row id (``--ties order``) the search keeps
+    its own course, so its float sums keep their order.
+
+    Use: ``while (spec := search.next_spec()) is not None: search.absorb(run_pass(spec))``;
+    then :meth:`result`.
     """
 
     def __init__(self, ranks: IntArray, cell_counts: IntArray, grid_bits: int, id_bound: int,
                  collect_rows: int = COLLECT_ROWS, *, by_value: bool = False,
-                 cell_positives: IntArray | None = None) -> None:
+                 cell_positives: IntArray | None = None,
+                 cell_values: FloatArray | None = None) -> None:
         self.grid_bits = grid_bits
         self.id_bound = max(int(id_bound), 1)
         self.collect_rows = collect_rows
@@ -334,8 +369,11 @@ class Search:
             t = Target(rank=r, cell=c, within=r - first, range_rows=int(cell_counts[c]),
                        u_lo=lo, u_hi=hi, id_lo=0, id_hi=self.id_bound,
                        range_pos=0 if cell_positives is None else int(cell_positives[c]))
-            if by_value and hi - lo == 1:              # a one-score cell (s = 1.0)
-                t.value, t.done = bits_to_score(lo), True
+            if by_value and cell_values is not None and not np.isnan(cell_values[c]):
+                t.u_lo = int(np.float64(cell_values[c]).view(np.uint64))
+                t.u_hi = t.u_lo + 1
+            if by_value and t.u_hi - t.u_lo == 1:      # a one-score cell: its tie group
+                t.value, t.done = bits_to_score(t.u_lo), True
             self.targets[r] = t
         self._tasks: tuple[Task, ...] = ()
 
@@ -369,7 +407,7 @@ class Search:
             tasks.append(Task(cell=t.cell, u_lo=key[0], u_hi=key[1], id_lo=key[2], id_hi=key[3],
                               collect=collect, shift=shift))
         self._tasks = tuple(sorted(tasks, key=lambda x: (x.u_lo, x.id_lo)))
-        return SelectSpec(self.grid_bits, self._tasks)
+        return SelectSpec(self.grid_bits, self._tasks, self.by_value)
 
     def absorb(self, state: SelectState) -> None:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
@@ -421,6 +459,9 @@ class Search:
             else:
                 t.u_lo = task.u_lo + (b << task.shift)
                 t.u_hi = min(task.u_hi, t.u_lo + (1 << task.shift))
+                if self.by_value and state.key_min[off[i] + b] == state.key_max[off[i] + b]:
+                    t.u_lo = int(state.key_min[off[i] + b])    # one score: its tie group
+                    t.u_hi = t.u_lo + 1
                 if t.u_hi - t.u_lo == 1:
                     t.value = bits_to_score(t.u_lo)
             if t.value is not None and (t.range_rows == 1 or self.by_value):
