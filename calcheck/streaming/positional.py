@@ -232,12 +232,13 @@ class RowPassState:
                 continue
             ss = s[sel] + 0.0
             u = ss.view(np.uint64)
-            cut_u = np.array(b.cut_u, dtype=np.uint64)
-            bins = np.searchsorted(cut_u, u, side="left").astype(np.int64)
+            bins, on_cut = _cut_bins(b.cut_u, self.spec.grid_bits, cell[sel], u)
             if b.share:                  # cut_u: the scores at the cuts inside (0, n)
                 bins += b.below
-                keep = ~np.isin(u, cut_u)              # a cut value's tie group: from counts
-                ss, u, bins = ss[keep], u[keep], bins[keep]
+                if on_cut.shape[0]:                     # a cut value's tie group: from counts
+                    keep = np.ones(bins.shape[0], dtype=bool)
+                    keep[on_cut] = False
+                    ss, u, bins = ss[keep], u[keep], bins[keep]
             else:
                 ids = row_ids(start, sel)
                 for cu, ci in zip(b.cut_u, b.cut_id):
@@ -265,6 +266,50 @@ class RowPassState:
             self.absdev[j].merge(other.absdev[j])
             self.pending[j].extend(other.pending[j])
         return self
+
+
+def _cut_bins(cut_u: tuple[int, ...], bits: int, cells: IntArray, u: np.ndarray
+              ) -> tuple[IntArray, IntArray]:
+    """``searchsorted(cut_u, u, "left")`` of score bits ``u`` (in grid cells ``cells``), and
+    the rows whose score is a cut's.  By cell: a cell without a cut's score gives every row
+    the same count; a cell with one (maybe repeated r times) adds r above it; a cell with
+    several searches row by row."""
+    base, value, reps, several = _cut_table(cut_u, bits)
+    bins = base.take(cells)
+    r, v = reps.take(cells), value.take(cells)          # r = 0 where no cut's score lies
+    bins += r * (u > v)
+    on_cut = np.flatnonzero((u == v) & (r > 0))
+    many = np.flatnonzero(several.take(cells))
+    if many.shape[0]:
+        cuts = np.array(cut_u, dtype=np.uint64)
+        bins[many] = np.searchsorted(cuts, u[many], side="left")
+        on_cut = np.sort(np.concatenate((on_cut, many[np.isin(u[many], cuts)])))
+    return bins, on_cut
+
+
+@functools.lru_cache(maxsize=8)
+def _cut_table(cut_u: tuple[int, ...], bits: int
+               ) -> tuple[IntArray, np.ndarray, IntArray, np.ndarray]:
+    """Per grid cell: the cuts below it (``searchsorted`` of its smallest score), the score
+    bits of the one cut value inside it and how often it repeats (0: none), and whether it
+    holds several cut values (``cut_u``'s placeholders 0 and U_MAX: 0 falls in cell 0)."""
+    size = (1 << bits) + 1
+    lo = np.ldexp(np.arange(size, dtype=np.float64), -bits)
+    lo[-1] = 1.0
+    cuts = np.array(cut_u, dtype=np.uint64)
+    base = np.searchsorted(cuts, lo.view(np.uint64), side="left").astype(np.int64)
+    inside = cuts[cuts <= np.float64(1.0).view(np.uint64)]
+    where = np.minimum((inside.view(np.float64) * float(1 << bits)).astype(np.int64), size - 1)
+    value = np.zeros(size, dtype=np.uint64)
+    reps = np.zeros(size, dtype=np.int64)
+    several = np.zeros(size, dtype=bool)
+    for c in np.unique(where).tolist():
+        vals, counts = np.unique(inside[where == c], return_counts=True)
+        if vals.shape[0] == 1:
+            value[c], reps[c] = vals[0], counts[0]
+        else:
+            several[c] = True
+    return base, value, reps, several
 
 
 @functools.lru_cache(maxsize=8)

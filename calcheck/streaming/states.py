@@ -98,6 +98,15 @@ def grid_table(kind: str, size: int, bits: int) -> tuple[IntArray, IntArray]:
     return a, np.flatnonzero(a != b)
 
 
+@functools.lru_cache(maxsize=32)
+def straddle_index(kind: str, size: int, bits: int) -> IntArray:
+    """Per grid cell, its position among the straddling cells of :func:`grid_table`, or −1."""
+    out = np.full((1 << bits) + 1, -1, dtype=np.intp)
+    straddle = grid_table(kind, size, bits)[1]
+    out[straddle] = np.arange(straddle.shape[0])
+    return out
+
+
 STATE_BUDGET = 256 * 2 ** 20      # bytes of one binning's straddling-cell sums
 EDGE_BYTES = 2 * (8 + 16 + 16)     # per (cell, bin): count and two compensated sums, 2 labels
 
@@ -343,9 +352,8 @@ class StreamState:
         rr = ss - yy
         for name, (kind, size) in self.binnings.items():
             part = self.edges[name]
-            pos = np.searchsorted(part.cells, cells)
-            pos = np.minimum(pos, max(part.cells.shape[0] - 1, 0))
-            mine = part.cells.shape[0] > 0 and part.cells[pos] == cells
+            pos = straddle_index(kind, size, self.grid_bits).take(cells)
+            mine = pos >= 0
             if not np.any(mine):
                 continue
             ids = binning_ids(kind, size, ss[mine])
