@@ -250,17 +250,44 @@ class SelectState:
         self.n += other.n
         return self
 
-    def collected(self) -> dict[int, tuple[Any, Any, Any]]:
-        """Rows of each collect task, stably sorted: task → (u, id, y)."""
+    def _joined(self) -> list[np.ndarray]:
+        """The collected (task, u, id, y) of every batch, each field joined (and freed)."""
         rows = [r for r in self.rows if r[0].shape[0]]
         self.rows = []
-        if not rows:
-            return {}
         fields = []
         for j in range(4):                         # each field's batches freed once joined
-            fields.append(np.concatenate([r[j] for r in rows]))
+            fields.append(np.concatenate([r[j] for r in rows]) if rows else np.zeros(0))
             rows = [(*r[:j], None, *r[j + 1:]) for r in rows]
-        del rows
+        return fields
+
+    def collected_scores(self) -> dict[int, tuple[Any, Any]]:
+        """With shared ties only the scores of a collect task's rows, in order, matter (a rank
+        resolves to its score's whole tie group, and its row id is not used): task → (sorted
+        u, y in that order), by one sort of the keys (u, y) packed into a uint64 (u < 2^62:
+        scores in [0, 1]) — a fifth of the argsort of :meth:`collected`."""
+        task, u, _, y = self._joined()
+        if task.shape[0] == 0:
+            return {}
+        key = np.left_shift(u, np.uint64(1))
+        key |= y.astype(np.uint64)
+        key.sort()
+        us = np.right_shift(key, np.uint64(1))
+        ys = (key & np.uint64(1)).astype(np.int8)
+        del key
+        count = np.bincount(task, minlength=len(self.spec.tasks))
+        end = np.cumsum(count)
+        has = np.flatnonzero(count)                         # tasks: disjoint ranges in order
+        a, b = end[has] - count[has], end[has]
+        tb = self._table
+        if np.any(us[a] < tb["lo"][has]) or np.any(us[b - 1] >= tb["hi"][has]):
+            raise RuntimeError("search pass: collected rows out of score order")
+        return {i: (us[x:z], ys[x:z]) for i, x, z in zip(has.tolist(), a.tolist(), b.tolist())}
+
+    def collected(self) -> dict[int, tuple[Any, Any, Any]]:
+        """Rows of each collect task, stably sorted: task → (u, id, y)."""
+        fields = self._joined()
+        if fields[0].shape[0] == 0:
+            return {}
         # the (score, row id) order, which is the order of the tasks too (disjoint key ranges
         # sorted by (u_lo, id_lo)): numpy's quick argsort by score bits (3x a stable one),
         # then the rows of equal scores by row id
@@ -328,6 +355,7 @@ class Resolved:
     cell: int
     value: float
     row_id: int                       # rows with this score and a smaller id sort before it
+                                      # (by row id only: 0 with shared ties)
     before_n: int
     before_pos: int
     before_score: float
@@ -413,7 +441,12 @@ class Search:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
         self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
-        collected = state.collected()
+        collected: dict[int, Any] = {}
+        scores: dict[int, Any] = {}
+        if self.by_value:
+            scores = state.collected_scores()
+        else:
+            collected = state.collected()
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
         off = state.offsets
         for t in self.targets.values():
@@ -422,20 +455,24 @@ class Search:
             i = index[self._key(t)]
             task = self._tasks[i]
             if task.collect:
-                u, ids, y = collected.get(i, empty)
+                if self.by_value:                  # the tie group of the rank's score
+                    u, y = scores.get(i, empty[::2])
+                else:
+                    u, ids, y = collected.get(i, empty)
                 if u.shape[0] != t.range_rows:
                     raise RuntimeError(f"search pass found {u.shape[0]} rows in a range of "
                                        f"{t.range_rows}: the data changed between passes")
                 k = t.within
-                if self.by_value:                  # the tie group of the rank's score
+                if self.by_value:
                     k = int(np.searchsorted(u, u[k], side="left"))
                     end = int(np.searchsorted(u, u[k], side="right"))
                     t.range_rows, t.range_pos = end - k, int(y[k:end].sum())
+                else:
+                    t.id_lo = int(ids[k])
                 t.before_n += k
                 t.before_pos += int(y[:k].sum())
                 t.before_score += float(np.sum(u[:k].view(np.float64)))
                 t.value = bits_to_score(int(u[k]))
-                t.id_lo = int(ids[k])
                 t.done = True
                 continue
             cnt = state.count[off[i]:off[i + 1]]
