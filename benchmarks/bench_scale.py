@@ -10,7 +10,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              vs one stable argsort + scipy.optimize.isotonic_regression           [<= 1.5x]
   memory     calcheck score FILE (default metrics), --rows rows (default 3*10^7)
              vs a pyarrow read + stable argsort script              [<= 3x, <= 45 B/row peak]
-  stream     calcheck score FILE --engine stream (default metrics, and -m ece)
+  stream     calcheck score FILE --engine stream (default metrics, and -m ece; and the default
+             metrics on the scores rounded to 3 decimals: tied)
              vs a pyarrow scan of the same columns                  [<= 3x, <= 0.4 GB peak]
   duckdb     calcheck score FILE -m ece --json vs DuckDB's one-SQL ECE, 10^6 and --rows rows
              (DuckDB from --duckdb-python, a separate environment; skipped without it) [<= 1.5x]
@@ -117,15 +118,19 @@ def line(name: str, ours: float, ref: float | None, goal: str, extra: str = "") 
     print(f"{name:<22} {ours:8.2f} s  {refs}  {ratio}  {extra:<24} goal {goal}", flush=True)
 
 
-def binary_file(n: int) -> Path:
+def binary_file(n: int, decimals: int | None = None) -> Path:
+    """n rows of logistic-normal scores (rounded to ``decimals`` places: tied scores)."""
     DATA.mkdir(exist_ok=True)
-    path = DATA / f"scale_{n}.parquet"
+    path = DATA / (f"scale_{n}.parquet" if decimals is None else
+                   f"scale_{n}_round{decimals}.parquet")
     if not path.exists():
         rng = np.random.default_rng(0)
         chunks = []
         for start in range(0, n, 10**7):                 # written in pieces: little memory
             m = min(10**7, n - start)
             s = 1.0 / (1.0 + np.exp(-(0.3 + 1.7 * rng.normal(size=m))))
+            if decimals is not None:
+                s = np.round(s, decimals)
             chunks.append(pa.table({"score": s, "label": (rng.random(m) < s).astype(np.int8)}))
         with pq.ParquetWriter(path, chunks[0].schema) as w:
             for c in chunks:
@@ -208,8 +213,10 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
     path = binary_file(a.rows)
     scan = script(folder, "scan.py", SCAN)
     floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
-    for name, extra in (("default", []), ("-m ece", ["-m", "ece"])):
-        cmd = ["calcheck", "score", str(path), "--engine", "stream", "--no-progress", "-q",
+    tied = binary_file(a.rows, decimals=3)                # the same scores to 3 decimals
+    for name, file, extra in (("default", path, []), ("-m ece", path, ["-m", "ece"]),
+                              ("tied default", tied, [])):
+        cmd = ["calcheck", "score", str(file), "--engine", "stream", "--no-progress", "-q",
                *extra]
         ours = min(run(cmd) for _ in range(2))        # (best wall, its peak)
         line(f"stream {name}", ours[0], floor, "<= 3x, <= 0.4 GB", f"peak {ours[1]:.2f} GB")

@@ -1,2 +1,2 @@
-__version__ = "0.5.5"
+__version__ = "0.5.6"
 SCHEMA_VERSION = "1"
