@@ -124,6 +124,21 @@ def test_simulate_null_is_the_trials_seeded_in_order():
         np.testing.assert_array_equal(null[:, j], tcal_null.one_trial(plan, int(seeds[j]))[0])
 
 
+def test_null_plan_bin_sums_are_the_same_taken_a_chunk_of_bins_at_a_time(monkeypatch):
+    """The null plan sums every level's bins in chunks of whole bins (bounded memory): the same
+    plan, bit for bit, as with every bin at once, down to chunks of one bin."""
+    s = np.sort(np.random.default_rng(5).uniform(size=3_000))
+    ms = list(range(2, 60, 3))
+    whole = tcal_null.plan(s, ms)
+    monkeypatch.setattr(tcal_null, "BIN_SUM_ROWS", 1)
+    chunked = tcal_null.plan(s, ms)
+    np.testing.assert_array_equal(chunked.fine.A, whole.fine.A)
+    np.testing.assert_array_equal(chunked.dense_A, whole.dense_A)
+    for seed in (1, 2):
+        np.testing.assert_array_equal(tcal_null.one_trial(chunked, seed)[0],
+                                      tcal_null.one_trial(whole, seed)[0])
+
+
 def _bounds(ss, m):
     ids = bin_ids(ss, m)
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
