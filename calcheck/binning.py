@@ -793,10 +793,33 @@ def pava_bc_bounds(sorted_labels: np.ndarray, n_min: int, n_max: int, *,
                    sorted_scores: FloatArray | None = None) -> IntArray:
     """Cut positions of the PAVA-BC blocks; with ``sorted_scores`` (shared ties) every tied row
     takes its tie group's mean label, so equal scores are pooled."""
-    labels = sorted_labels if sorted_scores is None else \
-        shared_labels(sorted_scores, sorted_labels)
-    w = pava_bc_weights(labels, n_min, n_max)
+    runs = None if sorted_scores is None else tied_label_runs(sorted_scores, sorted_labels)
+    if runs is not None:
+        w = pava_bc_runs(*runs, n_min, n_max)
+    else:
+        labels = sorted_labels if sorted_scores is None else \
+            shared_labels(sorted_scores, sorted_labels)
+        w = pava_bc_weights(labels, n_min, n_max)
     return np.concatenate(([0], np.cumsum(w, dtype=np.int64))).astype(np.int64)
+
+
+def tied_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray
+                    ) -> tuple[list[Number], list[int]] | None:
+    """:func:`label_runs` of :func:`shared_labels`, from the tie groups themselves, when the
+    scores hold at most one distinct value per 8 rows (rounded probabilities, a model with few
+    outputs): the PAVA-BC scan then walks a few runs, without the per-row float64 labels
+    (8 bytes a row) or loading the compiled scan.  None otherwise (no ties, or many groups:
+    the per-row scan)."""
+    n = sorted_scores.shape[0]
+    if n < 2 or np.count_nonzero(sorted_scores[1:] != sorted_scores[:-1]) + 1 > n // 8:
+        return None
+    t = tie_bounds(sorted_scores)
+    w = np.diff(t)
+    means = segment_sums(np.asarray(sorted_labels), t) / np.maximum(w, 1)
+    starts = np.flatnonzero(np.concatenate(([True], means[1:] != means[:-1])))
+    lengths = np.add.reduceat(w, starts)
+    vals = [int(v) if float(v).is_integer() else float(v) for v in means[starts].tolist()]
+    return vals, lengths.tolist()
 
 
 def pava_bounds(sorted_labels: np.ndarray, *,

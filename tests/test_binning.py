@@ -147,3 +147,31 @@ def test_stable_argsort_few_ties_path():
     s = rng.uniform(size=10_000)
     s[rng.integers(0, 10_000, 300)] = 0.5  # a minority of ties: the lexsort repair path
     np.testing.assert_array_equal(stable_argsort(s), np.argsort(s, kind="stable"))
+
+
+@pytest.mark.parametrize("case", ["tenths", "hundredths", "one_atom", "halves", "continuous"])
+def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
+    """With heavily tied scores PAVA-BC walks the runs of equal tie-group means directly: the
+    same runs as the per-row shared labels and the same blocks, for any n_min / n_max."""
+    from calcheck import binning as B
+
+    rng = np.random.default_rng(len(case))
+    make = {"tenths": lambda n: np.round(rng.random(n), 1),
+            "hundredths": lambda n: np.round(rng.random(n), 2),
+            "one_atom": lambda n: np.where(rng.random(n) < 0.95, 0.5, rng.random(n)),
+            "halves": lambda n: rng.integers(0, 3, n) / 2.0,
+            "continuous": lambda n: rng.random(n)}[case]
+    for _ in range(40):
+        n = int(rng.integers(1, 4_000))
+        s = np.sort(make(n))
+        y = (rng.random(n) < s).astype(np.int8)
+        runs = B.tied_label_runs(s, y)
+        per_row = B.shared_labels(s, y)
+        if case == "continuous" or np.unique(s).shape[0] > n // 8:
+            assert runs is None                     # many tie groups: the per-row scan
+        else:
+            assert runs == B.label_runs(per_row)
+        lo = int(rng.integers(0, n // 10 + 1))
+        hi = int(rng.integers(lo, n + 2))
+        want = np.concatenate(([0], np.cumsum(B.pava_bc_weights(per_row, lo, hi))))
+        np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
