@@ -441,12 +441,9 @@ class Search:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
         self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
-        collected: dict[int, Any] = {}
-        scores: dict[int, Any] = {}
-        if self.by_value:
-            scores = state.collected_scores()
-        else:
-            collected = state.collected()
+        # task → (u, y) with shared ties (a tie group needs no row ids), else (u, id, y)
+        collected: dict[int, Any] = \
+            state.collected_scores() if self.by_value else state.collected()
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
         off = state.offsets
         for t in self.targets.values():
@@ -456,7 +453,7 @@ class Search:
             task = self._tasks[i]
             if task.collect:
                 if self.by_value:                  # the tie group of the rank's score
-                    u, y = scores.get(i, empty[::2])
+                    u, y = collected.get(i, empty[::2])
                 else:
                     u, ids, y = collected.get(i, empty)
                 if u.shape[0] != t.range_rows:

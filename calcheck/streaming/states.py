@@ -222,8 +222,7 @@ class StreamState:
     scalars: CompensatedSum | None = None     # Σ log-likelihood, Σ (s(1 − s))²
     cell_ll: CompensatedSum | None = None     # Σ log-likelihood per (cell, label), with ci
     # smallest and largest score per (cell, label), kept when the first batch looks tied (see
-    # :meth:`_start_extremes`); "unset" before any row, then "kept" or "off"
-    extremes: str = "unset"
+    # :meth:`_start_extremes`); None otherwise
     cell_min: FloatArray | None = None
     cell_max: FloatArray | None = None
 
@@ -284,7 +283,7 @@ class StreamState:
         np.copyto(k, f, casting="unsafe")                  # ⌊2^G·s⌋ (s ≥ 0: truncation)
         np.left_shift(k, 1, out=k)
         np.add(k, y, out=k, casting="unsafe")               # key = 2·cell + y
-        if self.extremes == "unset":
+        if self.n == 0:                                     # the first rows: tied?
             self._start_extremes(s)
         if self.cell_min is not None and self.cell_max is not None:
             np.minimum.at(self.cell_min, k, s)
@@ -328,9 +327,7 @@ class StreamState:
         it without a search (:meth:`cell_values`); continuous scores skip the cost (two
         ``ufunc.at`` a batch, ~13 % of the pass)."""
         sample = s[:: max(1, s.shape[0] // 4096)]
-        tied = np.unique(sample).shape[0] < sample.shape[0] / 2
-        self.extremes = "kept" if tied else "off"
-        if tied:
+        if np.unique(sample).shape[0] < sample.shape[0] / 2:
             self.cell_min = np.full(2 * self.n_cells, np.inf)
             self.cell_max = np.full(2 * self.n_cells, -np.inf)
 
@@ -388,11 +385,11 @@ class StreamState:
         return self
 
     def _merge_extremes(self, other: StreamState) -> None:
-        """Kept extremes survive a merge only when both sides kept them (or one saw no row)."""
-        if other.extremes == "unset":
+        """Kept extremes survive a merge only when both sides kept them (or one saw no row;
+        called before the counts are merged)."""
+        if other.n == 0:
             return
-        if self.extremes == "unset":
-            self.extremes = other.extremes
+        if self.n == 0:
             self.cell_min = None if other.cell_min is None else other.cell_min.copy()
             self.cell_max = None if other.cell_max is None else other.cell_max.copy()
             return
@@ -401,7 +398,7 @@ class StreamState:
             np.minimum(self.cell_min, other.cell_min, out=self.cell_min)
             np.maximum(self.cell_max, other.cell_max, out=self.cell_max)
             return
-        self.extremes, self.cell_min, self.cell_max = "off", None, None
+        self.cell_min = self.cell_max = None
 
     # -- finalize ----------------------------------------------------------------------------
 
