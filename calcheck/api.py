@@ -682,7 +682,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                              optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
-        g = eng.groups(ids, run_opts) if run_opts.by else None
+        g = eng.groups(ids, run_opts, slow_intervals(ids, run_opts, opts.metrics is None)) \
+            if run_opts.by else None
         check_dropped(eng, opts)
         reading = eng.reading()
         gates = None
@@ -909,7 +910,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
         notes = planned + m.notes + t.notes
-        g = eng.groups(ids, opts) if opts.by else None
+        g = eng.groups(ids, opts, slow_intervals(ids, opts, "ci" not in opts.given)) \
+            if opts.by else None
         groups = None
         if g is not None:
             names = group_names(g.values)
@@ -973,15 +975,21 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
 SLOW_INTERVALS = ("tce", "tce_q", "tce_u", "tce_v", "tce_cw", "pde")
 
 
+def slow_intervals(ids: list[str], opts: Options, skip_slow: bool) -> tuple[str, ...]:
+    """The metrics among ``ids`` computed without an interval: with ``skip_slow`` and intervals
+    on, those of :data:`SLOW_INTERVALS` — for the whole data and for every ``--by`` group."""
+    return tuple(i for i in ids if i in SLOW_INTERVALS) if opts.ci and skip_slow else ()
+
+
 def _split_intervals(eng: Engine, ids: list[str], opts: Options, *, skip_slow: bool,
                      optional_tce: bool) -> Outcome:
     """The metrics ``ids``; with ``skip_slow`` and intervals on, those of
     :data:`SLOW_INTERVALS` are computed without one (said in a note)."""
-    slow = [i for i in ids if i in SLOW_INTERVALS] if opts.ci and skip_slow else []
+    slow = slow_intervals(ids, opts, skip_slow)
     if not slow:
         return _metrics(eng, ids, opts, optional_tce=optional_tce)
     fast = _metrics(eng, [i for i in ids if i not in slow], opts, optional_tce=False)
-    rest = _metrics(eng, slow, opts.replace(ci=False), optional_tce=optional_tce)
+    rest = _metrics(eng, list(slow), opts.replace(ci=False), optional_tce=optional_tce)
     values = {i: (fast.values.get(i) or rest.values.get(i)) for i in ids
               if i in fast.values or i in rest.values}
     named = [i for i in slow if i in rest.values]

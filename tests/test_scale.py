@@ -132,3 +132,32 @@ def test_score_ci_with_default_metrics_leaves_out_the_slow_intervals(tmp_path, c
     assert run(["score", str(path), "-m", "tce", "--ci", "--ci-reps", "20", "--json"]) == 0
     named = json.loads(capsys.readouterr().out)
     assert named["metrics"]["tce"]["ci"]["reps"] == 20
+
+
+@pytest.mark.parametrize("engine", ["memory", "stream"])
+def test_group_intervals_leave_out_the_slow_ones_as_the_overall_ones_do(tmp_path, capsys, engine):
+    """`--by` with `--ci` and the default metrics: every group gets the intervals the whole
+    data gets (not TCE's, TCE(Q)'s or PDE's, whose bootstraps rerun the per-row tests); naming
+    TCE gives it one in every group too."""
+    from calcheck.cli import run
+
+    rng = np.random.default_rng(11)
+    n = 900
+    s = rng.random(n)
+    seg = np.array(["a", "b", "c"])[rng.integers(0, 3, n)]
+    path = tmp_path / "g.parquet"
+    pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
+                             "seg": seg}), path)
+    base = ["score", str(path), "--by", "seg", "--ci", "--ci-reps", "20", "--json",
+            "--engine", engine]
+    assert run(base) == 0
+    out = json.loads(capsys.readouterr().out)
+    with_ci = {m for m, r in out["metrics"].items() if "ci" in r}
+    assert "ece" in with_ci and not with_ci & {"tce", "tce_q", "pde"}
+    for g in out["groups"].values():
+        assert {m for m, r in g["metrics"].items() if "ci" in r} == with_ci
+    if engine == "memory":                      # the stream engine has no TCE interval at all
+        assert run([*base, "-m", "tce,ece"]) == 0
+        named = json.loads(capsys.readouterr().out)
+        assert all("ci" in g["metrics"]["tce"] and "ci" in g["metrics"]["ece"]
+                   for g in named["groups"].values())

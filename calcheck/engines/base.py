@@ -52,8 +52,11 @@ class Engine(Protocol):
     def metrics(self, ids: list[str], opts: Options) -> Outcome:
         """The metrics ``ids`` (values: id → MetricResult), with ``--ci`` intervals when asked."""
 
-    def groups(self, ids: list[str], opts: Options) -> Outcome:
-        """Every metric per ``--by`` group (values: group key → GroupResult)."""
+    def groups(self, ids: list[str], opts: Options, no_interval: tuple[str, ...] = ()
+               ) -> Outcome:
+        """Every metric per ``--by`` group (values: group key → GroupResult), with ``--ci``
+        intervals when asked — except for the metrics ``no_interval`` (computed without one,
+        as the pipeline computes them for the whole data)."""
 
     def variables(self, names: list[str], opts: Options) -> Outcome:
         """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""

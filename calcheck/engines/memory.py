@@ -187,7 +187,8 @@ class MemoryEngine:
                   for m, c in cis.items() if c.failed]
         return with_intervals(results, cis), notes
 
-    def groups(self, ids: list[str], opts: Options) -> Outcome:
+    def groups(self, ids: list[str], opts: Options, no_interval: tuple[str, ...] = ()
+               ) -> Outcome:
         assert opts.by is not None
         from calcheck.io.windows import WindowColumn, window_keys
 
@@ -214,8 +215,10 @@ class MemoryEngine:
                     results.update(compute(sub, [mid], mopts))
                 except CalcheckError as exc:
                     errors[mid] = str(exc)
-            if opts.ci and results:
-                results, _ = self._intervals(sub, results, mopts, opts)
+            wanted = {k: r for k, r in results.items() if k not in no_interval}
+            if opts.ci and wanted:
+                with_ci, _ = self._intervals(sub, wanted, mopts, opts)
+                results = {k: with_ci.get(k, r) for k, r in results.items()}
             n = int(mask.sum())
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
                                           metrics=results, errors=errors)
