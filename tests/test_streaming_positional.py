@@ -68,6 +68,40 @@ def test_rank_search_gives_the_in_memory_bins(case, budget, ties):
             assert pos.passes >= 2               # narrowed by score bits, then by row id
 
 
+def test_shared_ties_collect_four_times_the_rows_in_one_pass(monkeypatch):
+    """With shared ties the search keeps each collected row as one packed 8-byte key instead
+    of (task, score, row id, label), so the same memory collects 4x the rows: ranges over the
+    row-id budget but within 4x of it resolve in one pass (with coarse histograms, as 10^8
+    rows' 4,096 PAVA blocks get, a histogram pass comes first otherwise), with the same
+    bins."""
+    from calcheck.streaming import select
+
+    assert select.COLLECT_KEYS // select.COLLECT_ROWS == 4
+    monkeypatch.setattr(select, "HIST_BUCKETS", 64)      # 16 sub-ranges of a range
+    rng = np.random.default_rng(3)
+    n = 200_000
+    s = 0.5 + rng.random(n) / 256               # 256 grid cells of ~780 rows
+    y = (rng.random(n) < s).astype(np.int8)
+    src = ArraySource(s, y, [70_000, 140_000])
+    grid = src.run(StateSpec())[0]
+    b = quantile_bounds(n, 40)
+    ranks = bound_ranks(b, n)
+    rows = int(sum(grid.cell_count.reshape(-1, 2).sum(axis=1)[np.unique(
+        np.floor(np.sort(s)[ranks] * 65536).astype(int))]))
+    budget = rows // 2                          # rows > budget, rows <= 4 budget
+    passes, stats = {}, {}
+    for ties in ("share", "order"):
+        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=budget)
+        drive(src, pos.scan(ranks))
+        passes[ties], stats[ties] = pos.passes, pos.bin_stats(b, "quantile", {})
+    assert passes["share"] == 1 and passes["order"] >= 2
+    order = stable_argsort(s)
+    ref = positional_stats(s[order], y[order], b, kind="quantile", ties="share")
+    np.testing.assert_array_equal(stats["share"].count, ref.count)
+    np.testing.assert_array_equal(stats["share"].upper, ref.upper)
+    np.testing.assert_allclose(stats["share"].sum_score, ref.sum_score, rtol=1e-12)
+
+
 @pytest.mark.parametrize("ties", ["share", "order"])
 @pytest.mark.parametrize("case", CASES)
 def test_streamed_positional_metrics_equal_in_memory(case, ties):

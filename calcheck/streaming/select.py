@@ -40,7 +40,10 @@ SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^1
 HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
 MIN_SUB_BITS = 4              # ... but always ≥ 2^4 each
 COLLECT_ROWS = 1 << 21        # collect ranges outright while they hold ≤ this many rows in all
-                              # (~45 B a row at the sort that reads them: ≤ ~0.1 GB)
+                              # (~45 B a row at the sort that reads them: ≤ ~0.1 GB) ...
+COLLECT_KEYS = 1 << 23        # ... with shared ties, rows kept as packed 8-byte keys (16 B a
+                              # row while joined: ≤ ~0.13 GB): 10^8 rows' 4,096 PAVA blocks
+                              # (~6.3·10^6 rows in their cells) in one pass
 SMALL_RANGE = 64              # ... and always when it holds at most this many
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 U_MAX = np.iinfo(np.uint64).max
@@ -112,7 +115,7 @@ class SelectState:
     costs one ``bincount`` whatever the number of tasks."""
 
     spec: SelectSpec
-    rows: list[tuple[Any, Any, Any, Any]] = field(default_factory=list)   # (task, u, id, y)
+    rows: list[Any] = field(default_factory=list)   # (task, u, id, y), or packed keys
     count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     positives: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     score: FloatArray = field(default_factory=lambda: np.zeros(0))
@@ -188,8 +191,11 @@ class SelectState:
         mine = owner >= 0
         coll = mine & tb["collect"][np.maximum(owner, 0)]
         if coll.any():
-            self.rows.append((owner[coll].astype(np.int32), u[coll], ids[coll],
-                              yy[coll].astype(np.int8)))
+            if self.spec.by_value:              # (u, y) packed: a row's task follows from u
+                self.rows.append(np.left_shift(u[coll], np.uint64(1)) | yy[coll].astype(np.uint64))
+            else:
+                self.rows.append((owner[coll].astype(np.int32), u[coll], ids[coll],
+                                  yy[coll].astype(np.int8)))
         hist = np.flatnonzero(mine & ~coll)
         if hist.shape[0]:
             o = owner[hist]
@@ -260,28 +266,27 @@ class SelectState:
             rows = [(*r[:j], None, *r[j + 1:]) for r in rows]
         return fields
 
-    def collected_scores(self) -> dict[int, tuple[Any, Any]]:
+    def collected_keys(self) -> dict[int, np.ndarray]:
         """With shared ties only the scores of a collect task's rows, in order, matter (a rank
-        resolves to its score's whole tie group, and its row id is not used): task → (sorted
-        u, y in that order), by one sort of the keys (u, y) packed into a uint64 (u < 2^62:
-        scores in [0, 1]) — a fifth of the argsort of :meth:`collected`."""
-        task, u, _, y = self._joined()
-        if task.shape[0] == 0:
+        resolves to its score's whole tie group, and its row id is not used): task → its rows'
+        keys (u, y) packed into a uint64 (u·2 + y; u < 2^62 for scores in [0, 1]), sorted —
+        one sort of the keys the pass kept (8 bytes a row; a fifth of the argsort of
+        :meth:`collected`).  The tasks are disjoint score ranges (a one-score range is resolved
+        without a pass), so each task's rows are the sorted keys between its bounds."""
+        parts = [r for r in self.rows if r.shape[0]]
+        self.rows = []
+        if not parts:
             return {}
-        key = np.left_shift(u, np.uint64(1))
-        key |= y.astype(np.uint64)
+        key = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        del parts
         key.sort()
-        us = np.right_shift(key, np.uint64(1))
-        ys = (key & np.uint64(1)).astype(np.int8)
-        del key
-        count = np.bincount(task, minlength=len(self.spec.tasks))
-        end = np.cumsum(count)
-        has = np.flatnonzero(count)                         # tasks: disjoint ranges in order
-        a, b = end[has] - count[has], end[has]
         tb = self._table
-        if np.any(us[a] < tb["lo"][has]) or np.any(us[b - 1] >= tb["hi"][has]):
-            raise RuntimeError("search pass: collected rows out of score order")
-        return {i: (us[x:z], ys[x:z]) for i, x, z in zip(has.tolist(), a.tolist(), b.tolist())}
+        has = np.flatnonzero(tb["collect"])
+        a = np.searchsorted(key, tb["lo"][has] << np.uint64(1))
+        b = np.searchsorted(key, tb["hi"][has] << np.uint64(1))
+        if int((b - a).sum()) != key.shape[0]:
+            raise RuntimeError("search pass: collected rows outside their ranges")
+        return {i: key[x:z] for i, x, z in zip(has.tolist(), a.tolist(), b.tolist()) if z > x}
 
     def collected(self) -> dict[int, tuple[Any, Any, Any]]:
         """Rows of each collect task, stably sorted: task → (u, id, y)."""
@@ -371,7 +376,9 @@ class Search:
     rows share one, else NaN.  With ``by_value`` (shared ties) a rank in such a cell is
     resolved without a pass (as in the cell s = 1.0), and a histogram sub-range whose rows
     share one score resolves its rank at once.  By row id (``--ties order``) the search keeps
-    its own course, so its float sums keep their order.
+    its own course, so its float sums keep their order.  ``collect_rows`` bounds the rows a
+    pass collects with their row ids; by value, which keeps 8-byte keys instead, the bound is
+    ``COLLECT_KEYS / COLLECT_ROWS`` times larger (the same memory).
 
     Use: ``while (spec := search.next_spec()) is not None: search.absorb(run_pass(spec))``;
     then :meth:`result`.
@@ -383,7 +390,7 @@ class Search:
                  cell_values: FloatArray | None = None) -> None:
         self.grid_bits = grid_bits
         self.id_bound = max(int(id_bound), 1)
-        self.collect_rows = collect_rows
+        self.collect_rows = collect_rows * (COLLECT_KEYS // COLLECT_ROWS if by_value else 1)
         self.by_value = by_value
         self.passes = 0
         cum = np.cumsum(cell_counts)
@@ -443,8 +450,9 @@ class Search:
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
         # task → (u, y) with shared ties (a tie group needs no row ids), else (u, id, y)
         collected: dict[int, Any] = \
-            state.collected_scores() if self.by_value else state.collected()
+            state.collected_keys() if self.by_value else state.collected()
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+        unpacked: tuple[int, Any, Any] = (-1, None, None)     # by value: (task, u, y)
         off = state.offsets
         for t in self.targets.values():
             if t.done:
@@ -453,7 +461,11 @@ class Search:
             task = self._tasks[i]
             if task.collect:
                 if self.by_value:                  # the tie group of the rank's score
-                    u, y = collected.get(i, empty[::2])
+                    if unpacked[0] != i:           # a task's ranks come one after another
+                        key = collected.get(i, empty[0])
+                        unpacked = (i, key >> np.uint64(1),
+                                    (key & np.uint64(1)).astype(np.int8))
+                    u, y = unpacked[1:]
                 else:
                     u, ids, y = collected.get(i, empty)
                 if u.shape[0] != t.range_rows:
