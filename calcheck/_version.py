@@ -1,2 +1,2 @@
-__version__ = "0.5.6"
+__version__ = "0.5.7"
 SCHEMA_VERSION = "1"
