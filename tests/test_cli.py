@@ -252,6 +252,28 @@ def _imported(argv: list[str]) -> set[str]:
     return set(r.stderr.strip().splitlines()[-1].removeprefix("MODS=").split(","))
 
 
+@pytest.mark.parametrize("preset, want", [(None, "False"), ("1", "True")])
+def test_cli_turns_numpys_huge_page_advice_off_unless_the_user_set_it(tmp_path, preset, want):
+    """The console script sets NUMPY_MADVISE_HUGEPAGE=0 before numpy is imported (first
+    touches of large arrays stalled on the kernel's memory compaction); a user's own value
+    wins."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if preset is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = preset
+    code = ("import sys; from calcheck.cli import main\n"
+            "sys.argv = ['calcheck', 'score', sys.argv[1], '-m', 'ece', '--json']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "import numpy\n"
+            "core = getattr(numpy, '_core', None) or numpy.core\n"
+            "print('HUGE=' + str(core.multiarray._get_madvise_hugepage()), "
+            "file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "calibrated_50.parquet")],
+                       capture_output=True, text=True, check=True, env=env)
+    assert r.stderr.strip().splitlines()[-1] == f"HUGE={want}"
+
+
 def test_version_imports_no_numeric_library():
     mods = _imported(["-V"])
     assert not mods & {"numpy", "pandas", "pyarrow", "scipy", "matplotlib", "dask", "rich",
