@@ -448,7 +448,8 @@ class Search:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
         self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
-        # task → (u, y) with shared ties (a tie group needs no row ids), else (u, id, y)
+        # task → its sorted packed (u, y) keys with shared ties (a tie group needs no row
+        # ids), else (u, id, y)
         collected: dict[int, Any] = \
             state.collected_keys() if self.by_value else state.collected()
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
