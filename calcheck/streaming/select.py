@@ -101,7 +101,8 @@ class SelectSpec:
 
     grid_bits: int
     tasks: tuple[Task, ...]
-    by_value: bool = False            # keep each sub-range's key extremes (shared ties)
+    by_value: bool = False            # shared ties: keep each sub-range's key extremes, and
+                                      # collected rows as packed (u, y) keys
 
     def new(self) -> SelectState:
         return SelectState(self)
@@ -256,16 +257,6 @@ class SelectState:
         self.n += other.n
         return self
 
-    def _joined(self) -> list[np.ndarray]:
-        """The collected (task, u, id, y) of every batch, each field joined (and freed)."""
-        rows = [r for r in self.rows if r[0].shape[0]]
-        self.rows = []
-        fields = []
-        for j in range(4):                         # each field's batches freed once joined
-            fields.append(np.concatenate([r[j] for r in rows]) if rows else np.zeros(0))
-            rows = [(*r[:j], None, *r[j + 1:]) for r in rows]
-        return fields
-
     def collected_keys(self) -> dict[int, np.ndarray]:
         """With shared ties only the scores of a collect task's rows, in order, matter (a rank
         resolves to its score's whole tie group, and its row id is not used): task → its rows'
@@ -290,9 +281,15 @@ class SelectState:
 
     def collected(self) -> dict[int, tuple[Any, Any, Any]]:
         """Rows of each collect task, stably sorted: task → (u, id, y)."""
-        fields = self._joined()
-        if fields[0].shape[0] == 0:
+        rows = [r for r in self.rows if r[0].shape[0]]
+        self.rows = []
+        if not rows:
             return {}
+        fields = []
+        for j in range(4):                         # each field's batches freed once joined
+            fields.append(np.concatenate([r[j] for r in rows]))
+            rows = [(*r[:j], None, *r[j + 1:]) for r in rows]
+        del rows
         # the (score, row id) order, which is the order of the tasks too (disjoint key ranges
         # sorted by (u_lo, id_lo)): numpy's quick argsort by score bits (3x a stable one),
         # then the rows of equal scores by row id
