@@ -194,9 +194,12 @@ def sorted_binary(scores: FloatArray, labels: np.ndarray) -> tuple[FloatArray, n
     return unpack_keys(key)
 
 
-def binary_keys(scores: FloatArray, labels: np.ndarray) -> np.ndarray:
-    """The 64-bit keys (bits(s) << 1) | y of :func:`sorted_binary` (a new array)."""
-    key = np.left_shift(np.asarray(scores, dtype=np.float64).view(np.uint64), np.uint64(1))
+def binary_keys(scores: FloatArray, labels: np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """The 64-bit keys (bits(s) << 1) | y of :func:`sorted_binary` (a new array, or into the
+    uint64 array ``out``)."""
+    key = np.left_shift(np.asarray(scores, dtype=np.float64).view(np.uint64), np.uint64(1),
+                        out=out)
     key |= np.asarray(labels).astype(np.uint8, copy=False)
     return key
 
@@ -737,6 +740,23 @@ def compiled_pava(runs: int) -> Any:
     except Exception:                           # numba missing or unusable: the Python loop
         return None
     return pava_bc_runs_kernel
+
+
+def preload_compiled_pava(rows: int) -> None:
+    """Load numba's PAVA-BC scan on a background thread when a scan of ``rows`` 0/1 labels
+    will use it (:func:`compiled_pava`): its import and its first signature cost ~0.4 s of
+    mostly one core, which then overlaps the work before the scan (reading and sorting the
+    rows).  A later call waits for the load (the import lock, numba's compiler lock)."""
+    import threading
+
+    def load() -> None:
+        kernel = compiled_pava(rows)
+        if kernel is not None:                          # int8 labels: sorted unpacked keys
+            kernel(np.zeros(2, dtype=np.int8), np.zeros(0, dtype=np.int64), 1, 2, True,
+                   np.zeros(1, dtype=np.int64))
+
+    if rows >= COMPILE_AT and "calcheck._pava_compiled" not in sys.modules:
+        threading.Thread(target=load, daemon=True).start()
 
 
 def pava_settle(W: list[int], S: list[Number], wt: int, st: Number, n_min: int,

@@ -264,3 +264,29 @@ def test_streaming_a_plain_directory_imports_no_pandas(tmp_path):
                        check=True)
     assert json.loads(r.stdout)["input"]["rows_used"] == 6_000
     assert r.stderr.strip().splitlines()[-1] == "PANDAS=False", r.stderr
+
+
+def test_each_pass_hands_arrows_cached_memory_back_once_read(tmp_path, monkeypatch):
+    """When a pass has read its last batch, the reader releases what Arrow's memory pool keeps
+    of the decoded batches (tens of MB at 10^7 rows), before the next phase allocates: once
+    per pass, after the last batch."""
+    from calcheck.io import open_source
+    from calcheck.io import stream as io_stream
+    from calcheck.io.stream import plan_stream, stream_batches
+
+    calls = []
+
+    class Pool:
+        def release_unused(self):
+            calls.append("release")
+
+    monkeypatch.setattr(io_stream.pa, "default_memory_pool", lambda: Pool())
+    rng = np.random.default_rng(2)
+    s = rng.uniform(size=3_000)
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=s.size) < s).astype("i1")}),
+                   path, row_group_size=1_000)
+    plan = plan_stream(open_source(str(path)))
+    for _ in stream_batches(plan, batch_rows=1_000):
+        calls.append("batch")
+    assert calls == ["batch"] * 3 + ["release"]

@@ -155,6 +155,10 @@ class MemoryEngine:
 
     def metrics(self, ids: list[str], opts: Options) -> Outcome:
         mopts = metric_options(opts, self.multiclass)
+        if not self.multiclass and {"tce", "tce_v"} & set(ids):
+            from calcheck.binning import preload_compiled_pava
+
+            preload_compiled_pava(self.data.n)          # loads while the rows are sorted
         bar = self.progress(f"computing {len(ids)} metrics on {self.data.n:,} rows") \
             if self.progress else None
         results = compute(self.data, ids, mopts, bar)

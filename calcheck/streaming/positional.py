@@ -38,6 +38,7 @@ from calcheck.binning import (
     default_pava_bc_sizes,
     pava_bc_blocks,
     pava_bc_bounds,
+    preload_compiled_pava,
     quantile_bounds,
     uniform_edges,
     unpack_keys,
@@ -53,6 +54,8 @@ SAFETY = 1e-9
 PENDING_ROWS = 1 << 18         # TCE's row pass tests its rows this many (at most) at a time
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
+REPLAY = True                  # later passes over exact PAVA's held rows (tests switch it off)
+REPLAY_ROWS = 1 << 20          # the held rows' passes: this many rows a batch
 
 T = TypeVar("T")
 
@@ -65,6 +68,18 @@ def drive(source: Any, passes: Passes[T]) -> T:
             spec = passes.send(source.run(spec)[0])
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
+    """The state of a pass of ``spec`` over rows held in memory, in batches of
+    :data:`REPLAY_ROWS`, numbered by their position.  The held rows of exact PAVA are sorted by
+    (score, row id): positions order every tie group as the row ids do, so a search or row pass
+    by row id (``--ties order``) resolves the same rows — only the order of float sums
+    differs (PDE's Σ|s − P̂_b| in the last bits)."""
+    state = spec.new()
+    for a in range(0, int(scores.shape[0]), REPLAY_ROWS):
+        state.update(scores[a:a + REPLAY_ROWS], labels[a:a + REPLAY_ROWS], a)
+    return state
 
 
 def bound_ranks(bounds: IntArray, n: int) -> list[int]:
@@ -83,13 +98,15 @@ def bound_ranks(bounds: IntArray, n: int) -> list[int]:
 @dataclass(frozen=True)
 class SortedRowsSpec:
     """A pass that keeps every row's (score bits, label): the exact sort of a dataset small
-    enough to hold (9 bytes a row; 8 with ``packed``)."""
+    enough to hold (9 bytes a row; 8 with ``packed``).  ``rows``: the rows the pass will see
+    (the grid pass counted them), so packed keys go straight into one buffer of that size."""
 
     packed: bool = False            # shared ties: the order inside a tie group is not used
+    rows: int = 0                   # 0: not known (the buffer grows)
     holds_rows = True               # drive_lockstep counts its rows against a budget
 
     def new(self) -> SortedRowsState:
-        return SortedRowsState(packed=self.packed)
+        return SortedRowsState(packed=self.packed, rows=self.rows)
 
 
 @dataclass
@@ -100,38 +117,66 @@ class SortedRowsState:
 
     ``packed`` (shared ties, where rows of one score are pooled): each row is one 64-bit key
     (score bits << 1) | label — the bits of a score in [0, 1] order like the score and leave
-    the top bit free — sorted in place, so ties are ordered by label instead of row id: half
-    the memory and a fraction of the time of a stable argsort."""
+    the top bit free — written into one buffer (``keys``, its first ``filled`` entries; no
+    parts to join, so no second copy) and sorted in place, so ties are ordered by label
+    instead of row id: half the memory and a fraction of the time of a stable argsort."""
 
     parts: list[tuple[int, Any, Any]] = field(default_factory=list)
     packed: bool = False
+    rows: int = 0
+    keys: np.ndarray | None = None
+    filled: int = 0
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> SortedRowsState:
         s = np.asarray(scores, dtype=np.float64)
-        if s.shape[0]:
+        m = int(s.shape[0])
+        if m and self.packed:                # the shift drops −0.0's sign bit: no copy first
+            binary_keys(s, labels, out=self._room(m))
+            self.filled += m
+        elif m:                              # a copy with −0.0 → +0.0 before taking bits
             first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
-            if self.packed:                  # the shift drops −0.0's sign bit: no copy first
-                self.parts.append((first, binary_keys(s, labels), None))
-            else:                            # a copy with −0.0 → +0.0 before taking bits
-                self.parts.append((first, (s + 0.0).view(np.uint64),
-                                   np.asarray(labels).astype(np.int8)))
+            self.parts.append((first, (s + 0.0).view(np.uint64),
+                               np.asarray(labels).astype(np.int8)))
         return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Dask worker's state) with the filled keys only."""
+        out = dict(self.__dict__)
+        if self.keys is not None:
+            out["keys"] = self.keys[:self.filled]
+        return out
+
+    def _room(self, m: int) -> np.ndarray:
+        """The next ``m`` free keys of the buffer (grown, by doubling, past ``rows``)."""
+        need = self.filled + m
+        if self.keys is None or need > self.keys.shape[0]:
+            size = max(self.rows, need) if self.keys is None else max(need, 2 * self.filled)
+            grown = np.empty(size, dtype=np.uint64)
+            if self.keys is not None:
+                grown[:self.filled] = self.keys[:self.filled]
+            self.keys = grown
+        return self.keys[self.filled:need]
 
     def merge(self, other: SortedRowsState) -> SortedRowsState:
         self.parts.extend(other.parts)
+        if other.filled:
+            assert other.keys is not None
+            self._room(other.filled)[:] = other.keys[:other.filled]
+            self.filled += other.filled
         return self
 
     def sorted_rows(self) -> tuple[FloatArray, np.ndarray]:
         """(scores, labels) in the (score, row id) order (packed: (score, label))."""
+        if self.packed:
+            key = np.zeros(0, dtype=np.uint64) if self.keys is None else \
+                self.keys[:self.filled]
+            self.keys, self.filled = None, 0
+            key.sort()
+            return unpack_keys(key)
         if not self.parts:
             return np.zeros(0), np.zeros(0, dtype=np.int8)
         self.parts.sort(key=lambda p: p[0])
-        if self.packed:
-            key = np.concatenate([p[1] for p in self.parts])
-            self.parts = []
-            key.sort()
-            return unpack_keys(key)
         u = np.concatenate([p[1] for p in self.parts])
         order = np.argsort(u, kind="stable")
         return u[order].view(np.float64), np.concatenate([p[2] for p in self.parts])[order]
@@ -485,13 +530,14 @@ class PositionalPass:
         self.bits = state.grid_bits
         self.resolved: dict[int, Resolved] = {}
         self.passes = 0
+        self.replayed = 0            # passes run over the held rows instead of the source
         self._rows: tuple[FloatArray, np.ndarray] | None = None
 
     def run(self) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
         """plan → scan → resolve (see the module docstring).  The row pass needs only the
         cuts of its binnings resolved (for PAVA blocks, by the blocks' search already), so it
         shares its pass with the search of the other ranks (bin edges, quartiles)."""
-        bounds = yield from self.plan()
+        bounds = yield from self.plan()      # exact PAVA: every row held from here on
         ranks = self.ranks(bounds)
         names = self._row_pass_binnings(bounds)
         yield from self.scan([b for name in names for b in bounds[name][0].tolist()
@@ -500,8 +546,10 @@ class PositionalPass:
                   for name in names}
         rows = yield from self.row_pass(bounds, counts, ranks)
         yield from self.scan(ranks)              # whatever the shared pass left open
+        self._rows = None
         stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
-        details = {"extra_passes": self.passes, "ranks_resolved": len(self.resolved)}
+        details = {"extra_passes": self.passes - self.replayed,
+                   "ranks_resolved": len(self.resolved)}
         return self.results(bounds, stats, rows), details
 
     # -- 1. plan ------------------------------------------------------------------------------
@@ -535,7 +583,6 @@ class PositionalPass:
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
             out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
-        self._rows = None            # the sorted rows of exact PAVA are not needed again
         return out
 
     def _pava(self, n_min: int, n_max: int, also: Sequence[int] = ()
@@ -547,7 +594,8 @@ class PositionalPass:
         if n <= self.exact_rows:
             if self._rows is None:
                 self.passes += 1
-                self._rows = (yield SortedRowsSpec(packed=self.share)).sorted_rows()
+                preload_compiled_pava(n)
+                self._rows = (yield SortedRowsSpec(packed=self.share, rows=n)).sorted_rows()
             scores, labels = self._rows
             b = pava_bc_bounds(labels, n_min, n_max,
                                sorted_scores=scores if self.share else None)
@@ -594,9 +642,17 @@ class PositionalPass:
         if search is None:
             return
         while (spec := search.next_spec()) is not None:
-            search.absorb((yield spec))
+            search.absorb((yield from self._pass(spec)))
         self.passes += search.passes
         self.resolved.update(search.result())
+
+    def _pass(self, spec: Any) -> Passes[Any]:
+        """One pass of ``spec``: over the source, or — once exact PAVA holds every row,
+        sorted — over those rows in memory (:func:`replay`), which no pass needs to read again."""
+        if self._rows is None or not REPLAY:
+            return (yield spec)
+        self.replayed += 1
+        return replay(spec, *self._rows)
 
     # -- 3. resolve ---------------------------------------------------------------------------
 
@@ -776,10 +832,10 @@ class PositionalPass:
             search = self._search(list(ranks))
             first = search.next_spec() if search is not None else None
             if first is None:
-                done: RowPassState = (yield row_spec).finish()
+                done: RowPassState = (yield from self._pass(row_spec)).finish()
             else:                              # one pass for both
-                both = yield ViewsSpec(((SubStream(group=ALL), row_spec),
-                                        (SubStream(group=ALL), first)))
+                both = yield from self._pass(ViewsSpec(((SubStream(group=ALL), row_spec),
+                                                        (SubStream(group=ALL), first))))
                 done = both.states[0].finish()
                 assert search is not None
                 search.absorb(both.states[1])
