@@ -139,6 +139,29 @@ def test_streamed_positional_metrics_equal_in_memory(case, ties, replay, monkeyp
     assert details["extra_passes"] == 1 if replay else 2 <= details["extra_passes"] <= 4
 
 
+@pytest.mark.parametrize("exact_rows", [None, 0])
+def test_data_that_change_between_passes_are_refused(exact_rows):
+    """A source whose rows change after the grid pass (a file rewritten mid-run) is refused,
+    not computed on: by the pass that holds every row (exact PAVA, whose rows then make the
+    later passes) or by the row pass (PAVA on blocks)."""
+    rng = np.random.default_rng(9)
+    n = 6_000
+    s = rng.random(n)
+    y = (rng.random(n) < s).astype(np.int8)
+
+    class Changing(ArraySource):
+        def run(self, spec):
+            out = super().run(spec)
+            self.scores, self.labels = self.scores[:-3], self.labels[:-3]
+            self.cuts = [0, n - 3]
+            return out
+
+    src = Changing(s, y)
+    grid = src.run(StateSpec())[0]
+    with pytest.raises(RuntimeError, match="data changed between passes"):
+        positional_results(src, grid, ["tce", "pde"], exact_rows=exact_rows)
+
+
 @pytest.mark.parametrize("rows", [0, 7, 5_000])
 def test_sorted_rows_fill_one_buffer_that_grows_merges_and_pickles_its_keys(rows):
     """Exact PAVA's held rows: packed keys go into one buffer of the rows the grid counted

@@ -596,6 +596,9 @@ class PositionalPass:
                 self.passes += 1
                 preload_compiled_pava(n)
                 self._rows = (yield SortedRowsSpec(packed=self.share, rows=n)).sorted_rows()
+                if self._rows[0].shape[0] != n:         # the later passes run over these rows
+                    raise RuntimeError("the pass keeping every row saw other rows than the "
+                                       "grid pass: the data changed between passes")
             scores, labels = self._rows
             b = pava_bc_bounds(labels, n_min, n_max,
                                sorted_scores=scores if self.share else None)
