@@ -6,8 +6,10 @@ reads top to bottom:
 
 1. **plan** — the cut ranks of every binning the ids need: equal-mass cuts at ⌊j·n/B⌋,
    TCE(U)'s uniform bins from the grid's ECE counts, PAVA and PAVA-BC from one pass that keeps
-   every row's (score, label) up to ``EXACT_PAVA_ROWS`` rows — beyond, PAVA-BC runs on
-   ``PAVA_BLOCKS`` equal-mass blocks (the one approximation, recorded in the settings);
+   every row's (score, label) up to ``EXACT_PAVA_ROWS`` rows — whose held rows, sorted, then
+   make the passes below in memory (:func:`replay`), so the file is read twice in all —
+   beyond, PAVA-BC runs on ``PAVA_BLOCKS`` equal-mass blocks (the one approximation,
+   recorded in the settings);
 2. **scan** — the exact rank search (:class:`~calcheck.streaming.select.Search`) finds, in one
    or a few passes, the row (with shared ties: the score and its whole tie group) at every cut
    rank and at the quartile ranks of TCE's table;
@@ -583,6 +585,8 @@ class PositionalPass:
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
             out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
+        if not REPLAY:               # the later passes read the source: the rows are not needed
+            self._rows = None
         return out
 
     def _pava(self, n_min: int, n_max: int, also: Sequence[int] = ()
