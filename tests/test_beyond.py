@@ -310,3 +310,19 @@ def test_consistency_band_covers_a_calibrated_curve():
     assert inside.mean() > 0.8
     again = corp.consistency_band(rec, reps=200, level=0.9, seed=1)
     assert np.array_equal(band.low, again.low)             # --seed reproduces it
+
+
+def test_consistency_band_draws_on_a_thread_give_the_same_band(monkeypatch):
+    """Past PREFETCH_SCORES distinct scores the band's binomial draws run on a background
+    thread while the main one refits PAV: the same generator, in the same order, so the same
+    band as one thread draws and fits in turn."""
+    rng = np.random.default_rng(2)
+    s = rng.random(3000)
+    y = (rng.random(3000) < s).astype(int)
+    rec = corp.recalibration(Prepared(s, y))
+    bands = []
+    for limit in (10**9, 1):                               # one thread; drawn on a thread
+        monkeypatch.setattr(corp, "PREFETCH_SCORES", limit)
+        bands.append(corp.consistency_band(rec, reps=40, level=0.9, seed=5))
+    for name in ("x", "low", "high"):
+        np.testing.assert_array_equal(getattr(bands[0], name), getattr(bands[1], name))

@@ -112,6 +112,9 @@ class Band:
     seed: int
 
 
+PREFETCH_SCORES = 10_000     # distinct scores from which the draws run on their own thread
+
+
 def consistency_band(r: Recalibration, *, reps: int = 200, level: float = 0.9,
                      seed: int = 0, points: int = 512) -> Band:
     """Where the PAV curve of a *calibrated* model would lie: ``reps`` replicates draw every
@@ -120,14 +123,19 @@ def consistency_band(r: Recalibration, *, reps: int = 200, level: float = 0.9,
     up to ``points`` scores (all distinct scores, or equally spaced ranks among them)."""
     from scipy.optimize import isotonic_regression
 
+    from calcheck._prefetch import prefetch
+
     rng = np.random.default_rng(seed)
     k = r.x.shape[0]
     at = np.arange(k) if k <= points else \
         np.unique(np.linspace(0, k - 1, points).round().astype(np.int64))
     curves = np.empty((reps, at.shape[0]))
     counts = r.count.astype(np.int64)
-    for i in range(reps):
-        pos = rng.binomial(counts, np.clip(r.x, 0.0, 1.0))
+    p = np.clip(r.x, 0.0, 1.0)
+    # the draws, in order from the one generator, on a background thread while this one
+    # refits the last (both release the GIL): the same band on two cores
+    draws = (rng.binomial(counts, p) for _ in range(reps))
+    for i, pos in enumerate(prefetch(draws) if k >= PREFETCH_SCORES else draws):
         curves[i] = isotonic_regression(pos / r.count, weights=r.count).x[at]
     q = [(1 - level) / 2, (1 + level) / 2]
     low, high = np.quantile(curves, q, axis=0)
