@@ -763,13 +763,26 @@ class PositionalPass:
         K = stats.sum_label.astype(np.float64)
         phat = np.where(N > 0, K / np.maximum(N, 1), 0.0)
         lo, hi = _cell_interval(occ, self.bits)
+        # shared ties and a cell holding one score (the grid kept its extremes): a cut's cell
+        # is the cut's tie group, which _groups_at_cuts counts whole (the row pass would skip
+        # each of its rows), and any other such cell is decided at its score
+        one = np.zeros(occ.shape[0], dtype=bool)
+        if self.share and self.cell_values is not None:
+            value = self.cell_values[occ]
+            one = ~np.isnan(value)
+            lo, hi = np.where(one, value, lo), np.where(one, value, hi)
         inner = np.flatnonzero(~boundary)
         b_in, c_in = cell_bin[inner], occ[inner]
         cn, cs = self.cell_n[c_in], self.cell_score[c_in]
-        exact = boundary.copy()
+        exact = boundary & ~one
         if tce:
             decided, weight = _decide_cells(K[b_in], N[b_in], lo[inner], hi[inner], self.alpha,
                                             self.test)
+            left = np.flatnonzero(~decided & one[inner])     # the one test its rows would get
+            if left.size:
+                weight[left] = rejection_weight(K[b_in[left]], N[b_in[left]], lo[inner[left]],
+                                                self.alpha, self.test)
+                decided[left] = True
             exact[inner[~decided]] = True
         if pde:
             p = phat[b_in]
@@ -838,8 +851,11 @@ class PositionalPass:
             row_spec = RowPassSpec(self.bits, tuple(specs))
             search = self._search(list(ranks))
             first = search.next_spec() if search is not None else None
-            if first is None:
-                done: RowPassState = (yield from self._pass(row_spec)).finish()
+            if first is None and not any(spec.cells for spec in specs):
+                done: RowPassState = row_spec.new()    # no row to read: all decided already
+                self.passes -= 1
+            elif first is None:
+                done = (yield from self._pass(row_spec)).finish()
             else:                              # one pass for both
                 both = yield from self._pass(ViewsSpec(((SubStream(group=ALL), row_spec),
                                                         (SubStream(group=ALL), first))))
