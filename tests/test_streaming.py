@@ -165,6 +165,15 @@ def test_stream_names_what_it_cannot_read(cli, tmp_path):
     assert r.code == 2 and "reads Parquet only" in r.stderr
 
 
+def calibrated_file(path, n, *, seed, row_group_size):
+    """n uniform scores with Bernoulli(score) int8 labels, in row groups of that size."""
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(size=n)
+    pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=n) < s).astype("i1")}),
+                   path, row_group_size=row_group_size)
+    return path
+
+
 @pytest.mark.parametrize("batch_rows", [1_000, 1_500, 10_000])
 def test_a_single_file_streams_without_pyarrow_dataset(tmp_path, batch_rows):
     """A single file without --where is read with pyarrow.parquet row group by row group: the
@@ -178,11 +187,7 @@ def test_a_single_file_streams_without_pyarrow_dataset(tmp_path, batch_rows):
     from calcheck.io.source import parquet_format
     from calcheck.io.stream import FileFragment, fragment_batches, plan_stream
 
-    rng = np.random.default_rng(4)
-    s = rng.uniform(size=7_300)
-    path = tmp_path / "f.parquet"
-    pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=s.size) < s).astype("i1")}),
-                   path, row_group_size=2_000)
+    path = calibrated_file(tmp_path / "f.parquet", 7_300, seed=4, row_group_size=2_000)
     plan = plan_stream(open_source(str(path)))
     assert [type(f) for f in plan.fragments] == [FileFragment]
     got = [b for f in plan.fragments for b in fragment_batches(plan, f, batch_rows)]
@@ -281,11 +286,7 @@ def test_each_pass_hands_arrows_cached_memory_back_once_read(tmp_path, monkeypat
             calls.append("release")
 
     monkeypatch.setattr(io_stream.pa, "default_memory_pool", lambda: Pool())
-    rng = np.random.default_rng(2)
-    s = rng.uniform(size=3_000)
-    path = tmp_path / "f.parquet"
-    pq.write_table(pa.table({"score": s, "label": (rng.uniform(size=s.size) < s).astype("i1")}),
-                   path, row_group_size=1_000)
+    path = calibrated_file(tmp_path / "f.parquet", 3_000, seed=2, row_group_size=1_000)
     plan = plan_stream(open_source(str(path)))
     for _ in stream_batches(plan, batch_rows=1_000):
         calls.append("batch")
