@@ -39,7 +39,7 @@ from calcheck.engines import Progress, open_engine
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
-from calcheck.options import COMMANDS, Options, parse
+from calcheck.options import COMMANDS, DEFAULT_BATCH_ROWS, Options, parse
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.model import Report
 
@@ -211,7 +211,7 @@ def score(
         plot: bool = False,
         engine: str = "memory",
         scheduler: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Report:
     """Calibration metrics side by side — ``calcheck score`` as a function.
 
@@ -258,7 +258,7 @@ def run_tests(
         fail_on_reject: bool = False,
         engine: str = "memory",
         scheduler: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Report:
     """Calibration tests — ``calcheck test`` as a function.
 
@@ -308,7 +308,7 @@ def figure(
         per_class: bool = False,
         engine: str = "memory",
         scheduler: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Any:
     """A figure — ``calcheck plot`` as a function.
 
@@ -369,7 +369,7 @@ def write_report(
         band_reps: int = 200,
         engine: str = "memory",
         scheduler: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Report:
     """The self-contained HTML (or PDF) report — ``calcheck report`` as a function.
 
@@ -414,7 +414,7 @@ def compare(
         fail_if_worse: str | Sequence[str] | None = None,
         engine: str = "memory",
         scheduler: str | None = None,
-        batch_rows: int = 1_000_000,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> Report:
     """Compare two models' calibration on the same rows — ``calcheck compare`` as a function.
 

@@ -23,6 +23,12 @@ from typing import Any
 from calcheck import registry
 from calcheck.errors import UsageError
 
+# rows per batch of the streaming engines: a Parquet row group is read in equal parts of about
+# this many rows (pyarrow's default 1Mi-row groups: two).  Measured at 3·10^7 rows, default
+# metrics: as fast as 1Mi-row batches (a batch's arrays stay nearer the cache) at 0.26 GB peak
+# instead of 0.34 GB
+DEFAULT_BATCH_ROWS = 1 << 19
+
 MAX_BINS = 1_000_000           # a documented ceiling: --bins 10^9 would allocate gigabytes
 MAX_BATCH_ROWS = 1 << 31
 MAX_SEED = (1 << 63) - 1
@@ -389,8 +395,9 @@ ENGINE_OPT = Opt("engine", ("--engine",), "memory", "memory (default: every metr
                  "ENGINE")
 SCHEDULER = Opt("scheduler", ("--scheduler",), None, "Dask scheduler address for --engine dask "
                 "(default: local threads).", ENGINE, check_text, "ADDRESS")
-BATCH_ROWS = Opt("batch_rows", ("--batch-rows",), 1_000_000, "Rows per batch of --engine "
-                 "stream/dask.", ENGINE, check_count(1, MAX_BATCH_ROWS), "N", "int")
+BATCH_ROWS = Opt("batch_rows", ("--batch-rows",), DEFAULT_BATCH_ROWS, "Rows per batch of --engine "
+                 "stream/dask (about: a Parquet row group is read in equal parts of about N "
+                 "rows).", ENGINE, check_count(1, MAX_BATCH_ROWS), "N", "int")
 
 KIND = Opt("kind", ("--kind",), "tce", "reliability, tce (test-based reliability diagram), "
            "corp (PAV reliability diagram with its consistency band and decomposition) or "
@@ -586,7 +593,7 @@ class Options:
     # engine
     engine: str = "memory"
     scheduler: str | None = None
-    batch_rows: int = 1_000_000
+    batch_rows: int = DEFAULT_BATCH_ROWS
     # plot
     kind: str = "tce"
     binning: str = "uniform"

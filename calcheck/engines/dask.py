@@ -25,6 +25,7 @@ from calcheck.io.stream import (
     fragment_batches,
     validated_batches,
 )
+from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.engine import StreamSource
 
 INSTALL = "pip install 'calcheck[dask]'"
@@ -129,7 +130,7 @@ def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
     return state, stats
 
 
-def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = 1_000_000,
+def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_ROWS,
               pos_label: str | None = None, drop_invalid: bool = False, client: Any = None,
               files_per_partition: int = 1, split_every: int = 8,
               report: Callable[[int], None] | None = None) -> tuple[Any, StreamStats]:

@@ -17,6 +17,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
+from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
@@ -161,7 +162,7 @@ class StreamSource:
     label: str | None = None
     pos_label: str | None = None
     where: str | None = None
-    batch_rows: int = 1_000_000
+    batch_rows: int = DEFAULT_BATCH_ROWS
     drop_invalid: bool = False
     scheduler: str | None = None
     probs: tuple[str, ...] | None = None     # multiclass: --probs (else auto-detected)
