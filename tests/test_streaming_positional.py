@@ -401,3 +401,76 @@ def test_row_pass_bins_by_cell_equal_searchsorted(seed):
     bins, on_cut = _cut_bins(tuple(int(c) for c in cuts), bits, cells, u)
     np.testing.assert_array_equal(bins, np.searchsorted(cuts, u, side="left"))
     np.testing.assert_array_equal(on_cut, np.flatnonzero(np.isin(u, cuts)))
+
+
+@pytest.mark.parametrize("ties", ["share", "order"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):
+    """Past exact PAVA's rows (PAVA on blocks) the first search's pass keeps the rows of the
+    cells the row pass will likely read, guessed from the grid alone; when the exact bins'
+    cells are among them the row pass runs over those rows: the same values, bit for bit, as
+    reading the file again, one pass fewer (continuous scores), and the same values again when
+    the guess is wrong (a cell missing: the row pass reads the file)."""
+    from calcheck.streaming import positional, prospect
+
+    rng = np.random.default_rng(8)
+    n = 40_000
+    s, y = make(case, n, rng)
+    src = ArraySource(s, y, rng.integers(0, n, 6))
+    grid = src.run(StateSpec())[0]
+    ids = ["tce", "tce_q", "pde", "ace"]
+    opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
+    monkeypatch.setattr(positional, "PROSPECT_SHARE", 2)    # few rows a cell: keep up to n/2
+    runs = {}
+    for how in ("kept", "read", "missed"):
+        monkeypatch.setattr(positional, "PROSPECT", how != "read")
+        if how == "missed":                     # keeps one cell of those guessed
+            monkeypatch.setattr(positional, "interval_cells",
+                                lambda *a: prospect.interval_cells(*a)[:1])
+        runs[how] = positional_results(src, grid, ids, **opts)
+    for how in ("kept", "missed"):
+        for mid in ids:
+            a, b = runs[how][0][mid], runs["read"][0][mid]
+            assert a.value == b.value, (how, mid)
+            np.testing.assert_array_equal(a.bins.count, b.bins.count)
+            np.testing.assert_array_equal(a.bins.sum_label, b.bins.sum_label)
+            for key, col in b.bin_extra.items():
+                np.testing.assert_array_equal(np.asarray(a.bin_extra[key], float),
+                                              np.asarray(col, float), err_msg=f"{mid}.{key}")
+    passes = {how: runs[how][1]["extra_passes"] for how in runs}
+    assert passes["missed"] == passes["read"]
+    if case == "uniform":             # (scores piled near 0 fill a few cells: too many rows)
+        assert passes["kept"] == passes["read"] - 1 == 1
+
+
+@pytest.mark.parametrize("alpha", [0.001, 0.05, 0.5])
+def test_the_guessed_test_cells_hold_the_exact_thresholds(alpha):
+    """The intervals the guess keeps hold the exact binomial test's thresholds (where a bin
+    of n rows and k positives starts rejecting a prediction p, below and above k/n) for every
+    k in the guessed range — found here by bisection on the exact test."""
+    import functools
+
+    from calcheck.streaming.positional import rejection_weight
+    from calcheck.streaming.prospect import test_cells
+
+    rng = np.random.default_rng(2)
+    for n in (10, 37, 300, 5_000, 1_500_000):
+        k = np.unique(np.concatenate([rng.integers(0, n + 1, 40), [0, 1, n - 1, n]]))
+        k = k.astype(np.float64)
+        nn = np.full(k.shape, float(n))
+        width = rng.integers(0, 3, k.shape[0]).astype(np.float64)
+        least, most = np.clip(k - width, 0, n), np.clip(k + width, 0, n)
+        lows, highs = test_cells(least, most, nn, alpha)
+        reject = functools.partial(rejection_weight, alpha=alpha, test="binomial")
+        for kk in (least, k, most):
+            phat = kk / n
+            for side in (0.0, 1.0):
+                live = phat > 0 if side == 0.0 else phat < 1
+                a, b = np.full(int(live.sum()), side), phat[live]
+                for _ in range(50):
+                    mid = (a + b) / 2
+                    on = reject(kk[live], nn[live], mid) > 0
+                    a, b = np.where(on, mid, a), np.where(on, b, mid)
+                t = (a + b) / 2
+                inside = (lows[:, None] <= t[None, :]) & (t[None, :] <= highs[:, None])
+                assert inside.any(axis=0).all(), (n, alpha, side)

@@ -46,6 +46,17 @@ from calcheck.binning import (
     unpack_keys,
 )
 from calcheck.errors import UsageError
+from calcheck.streaming.prospect import (
+    PROSPECT_ROWS,
+    PROSPECT_SHARE,
+    HeldCellsSpec,
+    HeldCellsState,
+    interval_cells,
+    positives_before,
+    rank_cells,
+    replay_held,
+    test_cells,
+)
 from calcheck.streaming.select import COLLECT_ROWS, U_MAX, Resolved, Search, row_ids
 from calcheck.streaming.states import CompensatedSum, StreamState, flagged_rows, grid_cells
 
@@ -58,6 +69,7 @@ EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
 REPLAY = True                  # later passes over exact PAVA's held rows (tests switch it off)
 REPLAY_ROWS = 1 << 20          # the held rows' passes: this many rows a batch
+PROSPECT = True                # the first search keeps the row pass's rows (tests switch it off)
 
 T = TypeVar("T")
 
@@ -534,6 +546,10 @@ class PositionalPass:
         self.passes = 0
         self.replayed = 0            # passes run over the held rows instead of the source
         self._rows: tuple[FloatArray, np.ndarray] | None = None
+        # the first search's extra ranks and the cells whose rows its pass keeps for the row
+        # pass, and those rows (module prospect)
+        self._prospect: tuple[list[int], IntArray] | None = None
+        self._held: HeldCellsState | None = None
 
     def run(self) -> Passes[tuple[dict[str, Any], dict[str, Any]]]:
         """plan → scan → resolve (see the module docstring).  The row pass needs only the
@@ -547,6 +563,7 @@ class PositionalPass:
         counts = {name: self.bin_stats(bounds[name][0], name, bounds[name][1], edges=False)
                   for name in names}
         rows = yield from self.row_pass(bounds, counts, ranks)
+        self._held = None
         yield from self.scan(ranks)              # whatever the shared pass left open
         self._rows = None
         stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
@@ -571,8 +588,7 @@ class PositionalPass:
                               .astype(np.int64), {"bins": self.bins})
         # cuts known already, searched with PAVA's blocks (the row pass needs them resolved)
         known = [b for bounds, _ in out.values() for b in bounds.tolist() if 0 < b < n]
-        if "tce_v" in ids:
-            out["pava"] = yield from self._pava(0, n + 1, known)
+        sizes = {"pava": (0, n + 1)} if "tce_v" in ids else {}
         if "tce" in ids:
             check_pava_bc_rows(n, self.n_min, self.n_max)
             d_min, d_max = default_pava_bc_sizes(n)
@@ -581,6 +597,12 @@ class PositionalPass:
             if lo < 0 or hi < lo:
                 raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, "
                                  f"n_max={hi}")
+            sizes["pava-bc"] = lo, hi
+        if PROSPECT and (n > self.exact_rows or not sizes):    # a search, then a row pass
+            self._foresee(out, sizes)
+        if "tce_v" in ids:
+            out["pava"] = yield from self._pava(0, n + 1, known)
+        if "tce" in ids:
             b, how = yield from self._pava(lo, hi, known)
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
@@ -618,6 +640,53 @@ class PositionalPass:
         return inner, {"pava_input": "approximate: equal-mass blocks",
                        "pava_blocks": len(count), "pava_block_rows": n // len(count)}
 
+    def _foresee(self, planned: dict[str, tuple[IntArray, dict[str, Any]]],
+                 sizes: dict[str, tuple[int, int]]) -> None:
+        """Before the first search: the bins as the grid alone gives them (PAVA over the
+        blocks' midpoint positives), the ranks they will need, and the cells whose rows the
+        row pass will likely read — kept by the search's pass when they are few (module
+        :mod:`~calcheck.streaming.prospect`)."""
+        n, bits = self.n, self.bits
+        guess = dict(planned)
+        if sizes:
+            blocks = quantile_bounds(n, min(self.blocks, n))
+            mid = positives_before(self.cum_n, self.cum_pos, self.cell_n, self.cell_pos,
+                                   blocks)[2]
+            count, pos = np.diff(blocks), np.diff(mid)
+            keep = count > 0
+            for name, (lo, hi) in sizes.items():
+                guess[name] = pava_bc_blocks(count[keep], pos[keep], lo, hi), {}
+        if self.hl_groups:
+            guess["hl"] = quantile_bounds(n, self.hl_groups), {}
+        names = self._row_pass_binnings(guess)
+        if not names:
+            return
+        tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
+        lows, highs = [], []
+        for name in names:
+            b = guess[name][0]
+            inner = b[(b > 0) & (b < n)]
+            cut = np.ldexp(rank_cells(self.cum_n, inner).astype(np.float64), -bits)
+            lows.append(cut)
+            highs.append(cut)
+            least, most, _ = positives_before(self.cum_n, self.cum_pos, self.cell_n,
+                                              self.cell_pos, b)
+            k_least, k_most = least[1:] - most[:-1], most[1:] - least[:-1]
+            size = np.diff(b).astype(np.float64)
+            if name in tce_bins:
+                if self.test != "binomial":
+                    return
+                low, high = test_cells(k_least, k_most, size, self.alpha)
+            else:                                        # PDE: P̂'s range
+                some = size > 0
+                low, high = k_least[some] / size[some], k_most[some] / size[some]
+            lows.append(low)
+            highs.append(high)
+        cells = interval_cells(np.concatenate(lows), np.concatenate(highs), bits)
+        cells = cells[self.cell_n[cells] > 0]
+        if int(self.cell_n[cells].sum()) <= min(PROSPECT_ROWS, n // PROSPECT_SHARE):
+            self._prospect = self.ranks(guess), cells
+
     def ranks(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]) -> list[int]:
         """The ranks to resolve: every cut (b − 1 and b, for the edges) and, for TCE's table,
         the quartiles of each bin, the first and the last row."""
@@ -645,6 +714,20 @@ class PositionalPass:
     def scan(self, ranks: list[int], search: Search | None = None) -> Passes[None]:
         """The exact rank search: passes until the row (or, with shared ties, the score and
         its tie group) at every rank is known (``search``: one already under way)."""
+        if search is None and self._prospect is not None:     # the first search
+            more, cells = self._prospect
+            self._prospect = None
+            search = self._search([*ranks, *more])
+            spec = search.next_spec() if search is not None else None
+            if spec is not None:
+                from calcheck.streaming.views import ALL, SubStream, ViewsSpec
+
+                held = HeldCellsSpec(self.bits, tuple(cells.tolist()))
+                both = yield from self._pass(ViewsSpec(((SubStream(group=ALL), spec),
+                                                        (SubStream(group=ALL), held))))
+                assert search is not None
+                search.absorb(both.states[0])
+                self._held = both.states[1]
         search = search or self._search(ranks)
         if search is None:
             return
@@ -657,6 +740,10 @@ class PositionalPass:
         """One pass of ``spec``: over the source, or — once exact PAVA holds every row,
         sorted — over those rows in memory (:func:`replay`), which no pass needs to read again."""
         if self._rows is None or not REPLAY:
+            if isinstance(spec, RowPassSpec) and self._held is not None and \
+                    self._held.covers({c for b in spec.binnings for c in b.cells}):
+                self.replayed += 1                 # the row pass over the rows kept for it
+                return replay_held(spec, self._held)
             return (yield spec)
         self.replayed += 1
         return replay(spec, *self._rows)

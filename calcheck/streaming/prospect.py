@@ -1,0 +1,156 @@
+"""The row pass, kept ahead: the rows a rank search's pass keeps for the row pass after it.
+
+Past the rows exact PAVA holds (or with no PAVA binning), the positional metrics read the file
+three times: the grid, the exact rank search, and a row pass over the few grid cells whose
+rows the grid cannot decide (the cells at the bins' cuts, and those where TCE's per-prediction
+test or PDE's |s − P̂_b| changes side within the cell: a few hundred cells of a few hundred
+rows at 3·10^7 rows).  Which cells those are depends on the bins' exact positives, which the
+search gives; but the grid alone brackets them: a rank cuts one grid cell, and the positives
+of that cell's rows before the cut lie between what the cell's counts allow.  So, before the
+search, the grid's bins (for PAVA: PAVA on the blocks' midpoint positives) give every bin's
+positives within a range, and from the range the cells where each bin's test can change side
+(:func:`test_cells`, the binomial test's; with ``--test t`` there is no guess).  The search's
+pass keeps the rows of those cells, a few grid cells wider (:class:`HeldCellsSpec`).  When
+the exact bins' cells are among them, the row pass runs over the kept rows
+(:func:`replay_held`) — batch by batch as the file gave them, so its sums are the same — and
+the file is read twice; else it reads the file as before.  Nothing is approximated: a wrong
+guess costs only the pass it failed to save.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.streaming.select import row_ids
+from calcheck.streaming.states import flagged_rows, grid_cells
+
+PROSPECT_ROWS = 1 << 20     # rows a search pass keeps at most (17 bytes a row: ≤ 18 MB) ...
+PROSPECT_SHARE = 16         # ... and at most 1/16 of the rows (many --by groups at once)
+MARGIN_CELLS = 2            # grid cells kept on each side of a predicted cell
+
+
+@dataclass(frozen=True)
+class HeldCellsSpec:
+    """A pass's side job: keep the (score, label, row id) of the rows in grid cells
+    ``cells``, batch by batch."""
+
+    grid_bits: int
+    cells: tuple[int, ...]
+
+    def new(self) -> HeldCellsState:
+        return HeldCellsState(self)
+
+
+@dataclass
+class HeldCellsState:
+    spec: HeldCellsSpec
+    batches: list[tuple[FloatArray, np.ndarray, IntArray]] = field(default_factory=list)
+    flags: np.ndarray | None = None
+
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> HeldCellsState:
+        s = np.asarray(scores, dtype=np.float64)
+        if s.shape[0] == 0:
+            return self
+        if self.flags is None:
+            self.flags = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
+            self.flags[list(self.spec.cells)] = True
+        sel = flagged_rows(self.flags, grid_cells(s, self.spec.grid_bits))
+        if sel.shape[0]:
+            self.batches.append((s[sel], np.asarray(labels)[sel], row_ids(start, sel)))
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "flags": None}
+
+    def merge(self, other: HeldCellsState) -> HeldCellsState:
+        self.batches.extend(other.batches)
+        return self
+
+    def covers(self, cells: set[int]) -> bool:
+        return cells <= set(self.spec.cells)
+
+
+def replay_held(spec: Any, held: HeldCellsState) -> Any:
+    """The state of a pass of ``spec`` (the row pass) over the kept rows, batch by batch with
+    their row ids: the pass the file would give, for a spec that reads only rows of the kept
+    cells."""
+    state = spec.new()
+    for s, y, ids in held.batches:
+        state.update(s, y, ids)
+    return state
+
+
+def rank_cells(cum_n: IntArray, ranks: IntArray) -> IntArray:
+    """The grid cell of the row at each rank in [0, n) (``cum_n``: cumulative cell counts,
+    starting at 0)."""
+    return np.searchsorted(cum_n, ranks, side="right") - 1
+
+
+def positives_before(cum_n: IntArray, cum_pos: IntArray, cell_n: IntArray,
+                     cell_pos: IntArray, ranks: IntArray
+                     ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Positives among the rows sorted before each rank, from the grid alone: (least, most,
+    midpoint) — the cut cell's rows before the rank hold between max(0, j − negatives) and
+    min(j, positives) of its positives (j rows)."""
+    n = int(cum_n[-1])
+    r = np.clip(ranks, 0, n)
+    c = np.minimum(rank_cells(cum_n, r), cell_n.shape[0] - 1)
+    j = r - cum_n[c]
+    cn, cp = cell_n[c], cell_pos[c]
+    least = cum_pos[c] + np.maximum(0, j - (cn - cp))
+    most = cum_pos[c] + np.minimum(j, cp)
+    mid = cum_pos[c] + np.where(cn > 0, j * cp / np.maximum(cn, 1), 0.0)
+    return least.astype(np.float64), most.astype(np.float64), mid
+
+
+def wilson(k: FloatArray, n: FloatArray, z: float, side: float) -> FloatArray:
+    """The Wilson score bound of k positives in n rows (``side`` −1: lower, +1: upper): where
+    |k − n·p| = z·√(n·p(1 − p))."""
+    p = k / n
+    den = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / den
+    half = z * np.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / den
+    return np.asarray(centre + side * half, dtype=np.float64)
+
+
+def test_cells(k_least: FloatArray, k_most: FloatArray, n: FloatArray,
+               alpha: float) -> tuple[FloatArray, FloatArray]:
+    """Score intervals (lower ends, upper ends) holding, for bins of ``n`` rows whose positives
+    lie in [k_least, k_most], every score where the exact two-sided binomial test of a bin
+    against the score can change side: P̂ = k/n, and on each side the test's threshold.  The
+    threshold is the Wilson score bound, widened by (1 + z²/2)/n (z the normal quantile of
+    1 − α/2): the exact threshold lies within 0.6/n of it at α = 0.05, within 3.3/n at
+    α = 0.001 (measured over n from 10 to 1.5·10^6), and both move up with k — so no binomial
+    test is needed, nor scipy, before the pass."""
+    from statistics import NormalDist
+
+    some = n > 0
+    nn = n[some]
+    k_lo = np.clip(np.floor(k_least[some] + 1e-9), 0.0, nn)
+    k_hi = np.clip(np.ceil(k_most[some] - 1e-9), 0.0, nn)
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    pad = (1.0 + z * z / 2.0) / nn
+    lows, highs = [k_lo / nn], [k_hi / nn]
+    for side in (-1.0, 1.0):
+        a, b = wilson(k_lo, nn, z, side), wilson(k_hi, nn, z, side)
+        lows.append(np.minimum(a, b) - pad)
+        highs.append(np.maximum(a, b) + pad)
+    return np.concatenate(lows), np.concatenate(highs)
+
+
+def interval_cells(lows: FloatArray, highs: FloatArray, bits: int,
+                   margin: int = MARGIN_CELLS) -> IntArray:
+    """The grid cells of the score intervals [lows, highs], ``margin`` cells wider on each
+    side."""
+    size = (1 << bits) + 1
+    a = np.clip(np.floor(np.asarray(lows) * (1 << bits)).astype(np.int64) - margin, 0, size - 1)
+    b = np.clip(np.floor(np.asarray(highs) * (1 << bits)).astype(np.int64) + margin, 0, size - 1)
+    mark = np.zeros(size + 1, dtype=np.int64)
+    np.add.at(mark, a, 1)
+    np.add.at(mark, b + 1, -1)
+    return np.flatnonzero(np.cumsum(mark)[:size] > 0)
