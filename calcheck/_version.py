@@ -1,2 +1,2 @@
-__version__ = "0.5.8"
+__version__ = "0.5.9"
 SCHEMA_VERSION = "1"

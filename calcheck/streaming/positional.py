@@ -722,7 +722,7 @@ class PositionalPass:
             if spec is not None:
                 from calcheck.streaming.views import ALL, SubStream, ViewsSpec
 
-                held = HeldCellsSpec(self.bits, tuple(cells.tolist()))
+                held = HeldCellsSpec(self.bits, tuple(cells.tolist()), ids=not self.share)
                 both = yield from self._pass(ViewsSpec(((SubStream(group=ALL), spec),
                                                         (SubStream(group=ALL), held))))
                 assert search is not None

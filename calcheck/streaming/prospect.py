@@ -28,18 +28,20 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.select import row_ids
 from calcheck.streaming.states import flagged_rows, grid_cells
 
-PROSPECT_ROWS = 1 << 20     # rows a search pass keeps at most (17 bytes a row: ≤ 18 MB) ...
+PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 17 with row
+                            # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
 PROSPECT_SHARE = 16         # ... and at most 1/16 of the rows (many --by groups at once)
 MARGIN_CELLS = 2            # grid cells kept on each side of a predicted cell
 
 
 @dataclass(frozen=True)
 class HeldCellsSpec:
-    """A pass's side job: keep the (score, label, row id) of the rows in grid cells
-    ``cells``, batch by batch."""
+    """A pass's side job: keep the (score, label[, row id]) of the rows in grid cells
+    ``cells``, batch by batch (row ids only with ``ids``: shared ties do not use them)."""
 
     grid_bits: int
     cells: tuple[int, ...]
+    ids: bool = True
 
     def new(self) -> HeldCellsState:
         return HeldCellsState(self)
@@ -48,7 +50,7 @@ class HeldCellsSpec:
 @dataclass
 class HeldCellsState:
     spec: HeldCellsSpec
-    batches: list[tuple[FloatArray, np.ndarray, IntArray]] = field(default_factory=list)
+    batches: list[tuple[FloatArray, np.ndarray, IntArray | int]] = field(default_factory=list)
     flags: np.ndarray | None = None
 
     def update(self, scores: FloatArray, labels: IntArray,
@@ -61,7 +63,8 @@ class HeldCellsState:
             self.flags[list(self.spec.cells)] = True
         sel = flagged_rows(self.flags, grid_cells(s, self.spec.grid_bits))
         if sel.shape[0]:
-            self.batches.append((s[sel], np.asarray(labels)[sel], row_ids(start, sel)))
+            ids = row_ids(start, sel) if self.spec.ids else 0
+            self.batches.append((s[sel], np.asarray(labels)[sel], ids))
         return self
 
     def __getstate__(self) -> dict[str, Any]:
@@ -77,8 +80,8 @@ class HeldCellsState:
 
 def replay_held(spec: Any, held: HeldCellsState) -> Any:
     """The state of a pass of ``spec`` (the row pass) over the kept rows, batch by batch with
-    their row ids: the pass the file would give, for a spec that reads only rows of the kept
-    cells."""
+    their row ids (when kept): the pass the file would give, for a spec that reads only rows
+    of the kept cells."""
     state = spec.new()
     for s, y, ids in held.batches:
         state.update(s, y, ids)
