@@ -46,7 +46,6 @@ from calcheck.io.source import (
     parquet_format,
     to_expression,
 )
-from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.validation import in_unit, zero_one
 
 MULTICLASS_BATCH_VALUES = 2_000_000   # probabilities per streamed multiclass batch (16 MB)
@@ -494,8 +493,8 @@ def plan_rows(plan: StreamPlan) -> int | None:
     return total
 
 
-def stream_batches(plan: StreamPlan, *, pos_label: str | None = None,
-                   batch_rows: int = DEFAULT_BATCH_ROWS, drop_invalid: bool = False,
+def stream_batches(plan: StreamPlan, *, batch_rows: int, pos_label: str | None = None,
+                   drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
                    view: str = "top", trusted: tuple[int, ...] | None = None) -> Any:
     """Validated (scores, labels) batches of a planned Parquet file, directory or
