@@ -58,7 +58,13 @@ from calcheck.streaming.prospect import (
     test_cells,
 )
 from calcheck.streaming.select import COLLECT_ROWS, U_MAX, Resolved, Search, row_ids
-from calcheck.streaming.states import CompensatedSum, StreamState, flagged_rows, grid_cells
+from calcheck.streaming.states import (
+    CompensatedSum,
+    StreamState,
+    cell_flags,
+    flagged_rows,
+    grid_cells,
+)
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
 POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
@@ -286,7 +292,7 @@ class RowPassState:
             return self
         cell = grid_cells(s, self.spec.grid_bits)
         for j, b in enumerate(self.spec.binnings):
-            sel = flagged_rows(_cell_flags(b.cells, self.spec.grid_bits), cell)
+            sel = flagged_rows(cell_flags(b.cells, self.spec.grid_bits), cell)
             if sel.shape[0] == 0:
                 continue
             ss = s[sel] + 0.0
@@ -369,13 +375,6 @@ def _cut_table(cut_u: tuple[int, ...], bits: int
         else:
             several[c] = True
     return base, value, reps, several
-
-
-@functools.lru_cache(maxsize=8)
-def _cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
-    flags = np.zeros((1 << bits) + 1, dtype=bool)
-    flags[list(cells)] = True
-    return flags
 
 
 def _split_k(k: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.select import row_ids
-from calcheck.streaming.states import flagged_rows, grid_cells
+from calcheck.streaming.states import cell_flags, flagged_rows, grid_cells
 
 PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 17 with row
                             # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
@@ -51,24 +51,18 @@ class HeldCellsSpec:
 class HeldCellsState:
     spec: HeldCellsSpec
     batches: list[tuple[FloatArray, np.ndarray, IntArray | int]] = field(default_factory=list)
-    flags: np.ndarray | None = None
 
     def update(self, scores: FloatArray, labels: IntArray,
                start: int | IntArray = 0) -> HeldCellsState:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape[0] == 0:
             return self
-        if self.flags is None:
-            self.flags = np.zeros((1 << self.spec.grid_bits) + 1, dtype=bool)
-            self.flags[list(self.spec.cells)] = True
-        sel = flagged_rows(self.flags, grid_cells(s, self.spec.grid_bits))
+        bits = self.spec.grid_bits
+        sel = flagged_rows(cell_flags(self.spec.cells, bits), grid_cells(s, bits))
         if sel.shape[0]:
             ids = row_ids(start, sel) if self.spec.ids else 0
             self.batches.append((s[sel], np.asarray(labels)[sel], ids))
         return self
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "flags": None}
 
     def merge(self, other: HeldCellsState) -> HeldCellsState:
         self.batches.extend(other.batches)

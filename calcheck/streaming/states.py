@@ -207,6 +207,15 @@ def grid_cells(scores: FloatArray, bits: int) -> IntArray:
     return cells
 
 
+@functools.lru_cache(maxsize=8)
+def cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
+    """A flag per grid cell (all 2^bits + 1): True for ``cells``, the table
+    :func:`flagged_rows` reads."""
+    flags = np.zeros((1 << bits) + 1, dtype=bool)
+    flags[list(cells)] = True
+    return flags
+
+
 def flagged_rows(flags: np.ndarray, cells: IntArray) -> IntArray:
     """Positions of the rows whose cell (from :func:`grid_cells`, in ``flags``' range) is
     flagged."""
