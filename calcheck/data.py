@@ -159,6 +159,9 @@ class Predictions:
         # the stable ascending order of binary scores, when a caller knows it (the bootstrap
         # lists its replicates sorted); metrics then skip their sort
         self.sorted_order: IntArray | None = None
+        # equal-width bin statistics (BinStats by number of bins) that the file reader folded
+        # while reading these rows (calcheck.io.load_predictions); the metrics start from them
+        self.uniform_read: dict[int, Any] = {}
 
     # -- shape --------------------------------------------------------------------------------
 

@@ -175,3 +175,83 @@ def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
         hi = int(rng.integers(lo, n + 2))
         want = np.concatenate(([0], np.cumsum(B.pava_bc_weights(per_row, lo, hi))))
         np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
+
+
+def _fed(n, bins, steps, s, y):
+    """A UniformFold fed the rows in ``steps`` (rows so far after each step), finished."""
+    from calcheck.binning import UniformFold
+
+    fold = UniformFold(n, bins)
+    for rows in steps:
+        fold.feed(s, y, rows)
+    return fold.finish()
+
+
+@pytest.mark.parametrize("n", [1, 65_535, 65_536, 200_001, 1_100_000])
+@pytest.mark.parametrize("step", [1, 8])
+def test_uniform_fold_while_rows_arrive_is_uniform_stats(n, step, monkeypatch):
+    """Rows folded as they arrive (in uneven steps, by two threads at the end) give the bins of
+    uniform_stats bit for bit: each block's sums are 2·bin + label keyed, added in block
+    order."""
+    import calcheck.binning as binning
+
+    monkeypatch.setattr(binning.UniformFold, "STEP", step)
+    rng = np.random.default_rng(n + step)
+    s = rng.random(n)
+    s[: min(n, 31)] = np.linspace(0.0, 1.0, 31)[: min(n, 31)]      # edges of 10, 15 and 30 bins
+    y = (rng.random(n) < s).astype(np.int8)
+    steps = sorted({*rng.integers(1, n + 1, size=7).tolist(), n})
+    got = _fed(n, (10, 15, 7), steps, s, y)
+    assert got is not None and sorted(got) == [7, 10, 15]
+    for bins, st_ in got.items():
+        want = uniform_stats(s, y, bins, binary=True)
+        assert st_.count.tolist() == want.count.tolist()
+        assert st_.sum_label.tolist() == want.sum_label.tolist()
+        assert st_.sum_score.tobytes() == want.sum_score.tobytes()
+        key = 2 * uniform_assign(s, bins) + y                       # the keys themselves
+        assert st_.count.tolist() == np.bincount(key, minlength=2 * bins).reshape(-1, 2)\
+            .sum(axis=1).tolist()
+
+
+@pytest.mark.parametrize("bad", ["nan", "above", "negative", "label2", "float_labels",
+                                 "float32", "stopped", "short"])
+def test_uniform_fold_gives_up_on_rows_it_cannot_fold(bad):
+    """Anything but float64 scores in [0, 1] with 0/1 integer labels, every row fed, stops the
+    fold (None): the reader's own validation then decides."""
+    from calcheck.binning import UniformFold
+
+    n = 300_000
+    rng = np.random.default_rng(9)
+    s, y = rng.random(n), rng.integers(0, 2, n).astype(np.int8)
+    if bad == "nan":
+        s[250_000] = np.nan
+    elif bad == "above":
+        s[123] = 1.5
+    elif bad == "negative":
+        s[-1] = -0.0 - 1e-9
+    elif bad == "label2":
+        y[70_000] = 2
+    elif bad == "float_labels":
+        y = y.astype(np.float64)
+    elif bad == "float32":
+        s = s.astype(np.float32)
+    fold = UniformFold(n, (10,))
+    fold.feed(s, y, n // 2)
+    if bad == "stopped":
+        fold.stop()
+    if bad != "short":
+        fold.feed(s, y, n)
+    assert fold.finish() is None
+
+
+def test_uniform_fold_raises_what_went_wrong(monkeypatch):
+    import calcheck.binning as binning
+
+    def broken(*args):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(binning.UniformSums, "run", broken)
+    fold = binning.UniformFold(10, (10,))
+    fold.feed(np.full(10, 0.5), np.zeros(10, dtype=np.int8), 10)
+    with pytest.raises(MemoryError, match="no room"):
+        fold.finish()

@@ -310,3 +310,77 @@ def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monk
     got = source.read_columns(src, ["score", "label", "age", "site", "w"])
     assert got.equals(table.select(["score", "label", "age", "site", "w"]))
     assert [str(t) for t in got.schema.types] == ["double", "int8", "double", "string", "int32"]
+
+
+@pytest.mark.parametrize("case", ["plain", "where", "pos_label", "drop_invalid", "late_nulls",
+                                  "float_labels", "multiclass"])
+def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monkeypatch, case):
+    """Read row group by row group, a binary file's equal-width bins are folded on the way
+    (the bins the metrics would compute, bit for bit, and the metric values unchanged); a
+    filter, a positive label, dropped rows, labels that are not 0/1 integers or multiclass
+    input fold nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calcheck.binning import uniform_stats
+    from calcheck.engines.memory import MemoryEngine, metric_options
+    from calcheck.io import source
+    from calcheck.io.tabular import load_predictions
+    from calcheck.options import parse
+
+    rng = np.random.default_rng(11)
+    n = 300_000
+    s = rng.uniform(size=n)
+    s[:11] = np.linspace(0.0, 1.0, 11)
+    y = (rng.uniform(size=n) < s).astype(np.int8)
+    cols = {"score": s, "label": y, "split": np.where(np.arange(n) % 3, "a", "b")}
+    if case == "drop_invalid":
+        cols["score"] = np.where(np.arange(n) == 250_000, np.nan, s)
+    if case == "float_labels":
+        cols["label"] = y.astype(np.float64)
+    if case == "late_nulls":
+        cols["label"] = pa.array([None if i == 290_000 else int(v) for i, v in enumerate(y)],
+                                 type=pa.int8())
+    if case == "multiclass":
+        cols = {"prob_0": 1 - s, "prob_1": s, "label": y}
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.table(cols), path, row_group_size=70_000)
+    monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
+    kwargs = {"where": "split = 'a'"} if case == "where" else \
+        {"pos_label": "1"} if case == "pos_label" else \
+        {"drop_invalid": True} if case == "drop_invalid" else {}
+    src = source.open_source(str(path), "parquet")
+    if case == "late_nulls":
+        kwargs = {"drop_invalid": True}
+    data = load_predictions(src, uniform_bins=(10, 15), **kwargs)
+    if case != "plain":
+        assert data.uniform_read == {}
+        return
+    assert sorted(data.uniform_read) == [10, 15]
+    for bins, got in data.uniform_read.items():
+        want = uniform_stats(data.scores, data.labels, bins, binary=True)
+        assert got.count.tolist() == want.count.tolist()
+        assert got.sum_score.tobytes() == want.sum_score.tobytes()
+        assert got.sum_label.tolist() == want.sum_label.tolist()
+    opts = parse("score", {"metrics": ["ece,mce,ece_l2"]}, style="api")
+    folded = MemoryEngine(data).metrics(["ece", "mce", "ece_l2"], opts).values
+    fresh = load_predictions(source.open_source(str(path), "parquet"))
+    assert fresh.uniform_read == {}
+    computed = MemoryEngine(fresh).metrics(["ece", "mce", "ece_l2"], opts).values
+    assert {k: r.value for k, r in folded.items()} == {k: r.value for k, r in computed.items()}
+    assert metric_options(opts, False).bins == 10
+
+
+def test_the_bins_folded_while_reading_are_the_runs_own():
+    from calcheck.engines.memory import read_bins
+    from calcheck.options import parse
+
+    def bins(**values):
+        return read_bins(parse(values.pop("command", "score"), values, style="api"))
+
+    assert bins() == (10,)                                  # ECE is a default metric
+    assert bins(metrics=["ece"], bins="15") == (15,)
+    assert bins(metrics=["mce,brier"]) == (10,)
+    assert bins(metrics=["tce,ace"]) == ()
+    assert bins(metrics=["ece"], compat="netcal") == ()
+    assert bins(command="test") == ()

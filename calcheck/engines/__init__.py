@@ -46,7 +46,7 @@ def extra_columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
 
 def open_engine(source: Any, opts: Options, *, progress: Progress | None = None) -> Engine:
     """The engine ``opts.engine`` on ``source``."""
-    from calcheck.engines.memory import MemoryEngine
+    from calcheck.engines.memory import MemoryEngine, read_bins
 
     numeric, raw, flags = extra_columns(opts)
     if isinstance(source, Predictions):
@@ -66,7 +66,8 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                                 pos_label=opts.pos_label, probs=opts.probs,
                                 renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                                 where=opts.where, numeric=numeric, raw=raw, flags=flags,
-                                progress=progress(f"reading {src.name}") if progress else None)
+                                progress=progress(f"reading {src.name}") if progress else None,
+                                uniform_bins=read_bins(opts))
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource

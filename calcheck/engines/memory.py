@@ -68,7 +68,19 @@ def prepared(data: Predictions, ties: str) -> Prepared:
     cache: dict[str, Prepared] = data.__dict__.setdefault("_prepared", {})
     if ties not in cache:
         cache[ties] = Prepared(data.scores, data.labels, validate=False, ties=ties)
+        cache[ties].uniform.update(data.uniform_read)   # equal-width bins folded while reading
     return cache[ties]
+
+
+def read_bins(opts: Options) -> tuple[int, ...]:
+    """The equal-width bins a ``score`` run's ECE, ECE-l2 or MCE will use on binary input,
+    which the reader can fold while it reads (:func:`calcheck.io.load_predictions`); none
+    when the run asks for none of them (or computes as a peer library does)."""
+    if opts.command != "score" or opts.compat:
+        return ()
+    ids = set(registry.split_ids(opts.metrics)) if opts.metrics is not None else \
+        set(registry.default_ids(False))
+    return (default_bins(opts, False),) if ids & {"ece", "ece_l2", "mce", "all"} else ()
 
 
 def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:

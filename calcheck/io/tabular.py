@@ -54,13 +54,50 @@ def _extras(src: Source, table: Any, numeric: list[str], raw: list[str]) -> dict
     return out
 
 
+class _Folding:
+    """The equal-width bins ``bins`` of a binary read, folded while the file is read
+    (:class:`~calcheck.binning.UniformFold`) from the reader's arrays of the score and label
+    columns; stopped however the read ends."""
+
+    def __init__(self, bins: tuple[int, ...], score: str, label: str) -> None:
+        self.bins, self.score, self.label = bins, score, label
+        self.fold: Any = None
+
+    def __enter__(self) -> _Folding:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fold is not None:
+            self.fold.stop()
+            self.fold.close()
+
+    def consume(self, arrays: dict[str, np.ndarray], rows: int) -> None:
+        """``read_columns``' view of the rows read so far."""
+        s, y = arrays.get(self.score), arrays.get(self.label)
+        if self.fold is None and s is not None and y is not None:
+            from calcheck.binning import UniformFold
+
+            self.fold = UniformFold(s.shape[0], self.bins)
+        if self.fold is None:
+            return
+        if s is None or y is None:              # a column left numpy (nulls, another type)
+            self.fold.stop()
+        else:
+            self.fold.feed(s, y, rows)
+
+    def result(self) -> dict[int, Any] | None:
+        """The folded statistics by number of bins, or None (no fold, or it stopped)."""
+        return None if self.fold is None else self.fold.finish()
+
+
 def load_predictions(src: Source, *, score: str | None = None, label: str | None = None,
                      pos_label: str | None = None, probs: list[str] | None = None,
                      renormalize: bool = False, drop_invalid: bool = False,
                      where: str | None = None, numeric: list[str] | None = None,
                      raw: list[str] | None = None,
                      flags: dict[str, str] | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> Predictions:
+                     progress: Callable[[int, int], None] | None = None,
+                     uniform_bins: tuple[int, ...] = ()) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
@@ -68,6 +105,9 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     naming the first ones, unless ``drop_invalid`` is set: then they are removed and counted
     by reason.  ``flags`` names the options of the extra columns in messages; ``progress``
     (rows read, rows in all) follows the read of a Parquet file or directory.
+    ``uniform_bins``: numbers of equal-width bins whose statistics a large binary Parquet file
+    folds while it is read (:class:`~calcheck.binning.UniformFold`), kept in
+    ``Predictions.uniform_read`` when every row was folded and kept as read.
     """
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
@@ -84,46 +124,51 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         probs, label = named
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     wanted = [*(cols or [score_col]), label_col]
-    # one column plan for every source kind: the columns the run uses, plus those the filter
-    # reads (dropped again once it has been applied)
-    table = read_columns(src, [*wanted, *numeric, *raw],
-                         to_expression(flt) if flt is not None else None,
-                         filter_columns=flt.columns if flt is not None else None,
-                         progress=progress)
-    n = table.num_rows
-    if n == 0:
-        if where:
-            raise InputError(f"{src.name}: no rows match --where {where!r}")
-        raise InputError(f"{src.name}: no data rows (header only?)")
-    extras = _extras(src, table, numeric, raw)
-    prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
-                      label_column=label_col, rows_read=n)
-    prov.notes.extend(src.notes)
-    if named is not None:
-        prov.notes.append(named_note(named))
-    if cols is not None:
-        names = class_names_of(cols)
-        P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
-            src, table, cols, label_col, names, renormalize=renormalize,
-            drop_invalid=drop_invalid, detected=not probs)
-        prov.prob_columns, prov.rows_renormalized = cols, renormalized
-        scores = None
-    else:
-        s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
-                                                        pos_label, drop_invalid)
-        prov.score_column = score_col
-        scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
-    del table
-    import pyarrow as pa
+    fold = cols is None and pos_label is None and flt is None
+    with _Folding(uniform_bins if fold else (), score_col, label_col) as folding:
+        # one column plan for every source kind: the columns the run uses, plus those the filter
+        # reads (dropped again once it has been applied)
+        table = read_columns(src, [*wanted, *numeric, *raw],
+                             to_expression(flt) if flt is not None else None,
+                             filter_columns=flt.columns if flt is not None else None,
+                             progress=progress, consume=folding.consume if folding.bins else None)
+        n = table.num_rows
+        if n == 0:
+            if where:
+                raise InputError(f"{src.name}: no rows match --where {where!r}")
+            raise InputError(f"{src.name}: no data rows (header only?)")
+        extras = _extras(src, table, numeric, raw)
+        prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
+                          label_column=label_col, rows_read=n)
+        prov.notes.extend(src.notes)
+        if named is not None:
+            prov.notes.append(named_note(named))
+        if cols is not None:
+            names = class_names_of(cols)
+            P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+                src, table, cols, label_col, names, renormalize=renormalize,
+                drop_invalid=drop_invalid, detected=not probs)
+            prov.prob_columns, prov.rows_renormalized = cols, renormalized
+            scores = None
+        else:
+            s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
+                                                            pos_label, drop_invalid)
+            prov.score_column = score_col
+            scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
+        del table
+        import pyarrow as pa
 
-    pa.default_memory_pool().release_unused()   # the reader's buffers: ~17 bytes per row kept
-    prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
-    if keep is not None:
-        extras = {k: v[keep] for k, v in extras.items()}
+        pa.default_memory_pool().release_unused()   # the reader's buffers: ~17 bytes per row kept
+        prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
+        if keep is not None:
+            extras = {k: v[keep] for k, v in extras.items()}
+        uniform = folding.result() if keep is None else None
     data = Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
                                                    np.int8), scores=scores,
                        probs=None if P is None else np.ascontiguousarray(P), class_names=names,
                        columns=extras, validate=False, provenance=prov)
+    if uniform is not None and scores is not None:
+        data.uniform_read = uniform
     if scores is not None and data.positives in (0, data.n):
         only = "1" if data.positives else "0"
         prov.warnings.append(f"{src.name}: column {label_col!r} holds only one class (all "
