@@ -95,14 +95,15 @@ def _tail_ends(k: FloatArray, n: FloatArray, p: FloatArray
     i = np.flatnonzero(below)
     if i.size:
         ni, pi = n[i], p[i]
-        ix = _search(lambda x, j: -binom.pmf(x, ni[j], pi[j]), -d[i], np.ceil(pi * ni), ni)
+        ix = _search(lambda x, j: -binom.pmf_inside(x, ni[j], pi[j]), -d[i], np.ceil(pi * ni),
+                     ni)
         tie = (d[i] == binom.pmf(ix, ni, pi)).astype(np.float64)
         y = ni - ix + tie
         t_hi[i] = ni - y + 1          # pval = cdf(k) + sf(n − y)
     i = np.flatnonzero(above)
     if i.size:
         ni, pi = n[i], p[i]
-        ix = _search(lambda x, j: binom.pmf(x, ni[j], pi[j]), d[i], np.zeros(i.size),
+        ix = _search(lambda x, j: binom.pmf_inside(x, ni[j], pi[j]), d[i], np.zeros(i.size),
                      np.floor(pi * ni))
         t_lo[i] = ix                  # pval = cdf(ix) + sf(k − 1)
     return t_lo, t_hi, central
