@@ -78,6 +78,24 @@ def test_binom_functions_are_scipys_without_importing_scipy_stats():
         BINOM.pmf(1.0, 10.0, 1e-308)
 
 
+def test_the_search_probes_pmf_is_scipys():
+    """The binomial search's probes (whole k and n, 0 <= p <= 1) get scipy's pmf, entry for
+    entry and bit for bit: inside the support without the wrapper's checks, anything else
+    (k = −1 or n + 1, where the search can step) through the wrapper."""
+    from scipy.stats import binom
+
+    from calcheck._binom_dist import BINOM
+
+    rng = np.random.default_rng(12)
+    n = rng.integers(1, 10**7, 5000).astype(float)
+    p = np.concatenate([rng.uniform(size=4990) ** 3, [0.0, 1.0, 0.5, 1e-300, 1 - 1e-16] * 2])
+    for k in (np.floor(rng.uniform(size=5000) * (n + 1)),           # inside [0, n]
+              np.where(np.arange(5000) % 7 == 0, n + 1, np.floor(p * n)),
+              np.where(np.arange(5000) % 11 == 0, -1.0, n)):
+        got, want = BINOM.pmf_inside(k, n, p), binom.pmf(k, n, p)
+        assert got.tobytes() == want.tobytes()
+
+
 @given(st.integers(0, 2**31), st.sampled_from([0.05, 0.01, 0.5]), st.integers(2, 40))
 def test_fast_rejection_equals_exact(seed, alpha, chunk):
     rng = np.random.default_rng(seed)
