@@ -392,20 +392,33 @@ class Search:
         self.passes = 0
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
-        for r in sorted({int(x) for x in ranks}):
-            if not 0 <= r < int(cum[-1]):
-                raise ValueError(f"rank {r} outside 0..{int(cum[-1]) - 1}")
-            c = int(np.searchsorted(cum, r, side="right"))
-            lo, hi = cell_key_range(c, grid_bits)
-            first = int(cum[c] - cell_counts[c])
-            t = Target(rank=r, cell=c, within=r - first, range_rows=int(cell_counts[c]),
-                       u_lo=lo, u_hi=hi, id_lo=0, id_hi=self.id_bound,
-                       range_pos=0 if cell_positives is None else int(cell_positives[c]))
-            if by_value and cell_values is not None and not np.isnan(cell_values[c]):
-                t.u_lo = int(np.float64(cell_values[c]).view(np.uint64))
-                t.u_hi = t.u_lo + 1
-            if by_value and t.u_hi - t.u_lo == 1:      # a one-score cell: its tie group
-                t.value, t.done = bits_to_score(t.u_lo), True
+        rs = np.unique(np.asarray(ranks, dtype=np.int64))
+        bad = rs[(rs < 0) | (rs >= int(cum[-1]))] if rs.shape[0] else rs
+        if bad.shape[0]:
+            raise ValueError(f"rank {int(bad[0])} outside 0..{int(cum[-1]) - 1}")
+        # every rank's cell, its rows before the rank and its key range, for all ranks at once
+        # (cell_key_range's values; the one-score cells' own score with shared ties)
+        cs = np.searchsorted(cum, rs, side="right")
+        counts = np.asarray(cell_counts, dtype=np.int64)[cs]
+        first = cum[cs] - counts
+        top = cs >= 1 << grid_bits
+        cf = cs.astype(np.float64)
+        lo = np.where(top, ONE_BITS, np.ldexp(cf, -grid_bits).view(np.uint64).astype(np.int64))
+        hi = np.where(top, ONE_BITS + 1,
+                      np.ldexp(cf + 1.0, -grid_bits).view(np.uint64).astype(np.int64))
+        if by_value and cell_values is not None:
+            one = np.asarray(cell_values, dtype=np.float64)[cs]
+            known = ~np.isnan(one)
+            lo = np.where(known, one.view(np.uint64).astype(np.int64), lo)
+            hi = np.where(known, lo + 1, hi)
+        pos = np.zeros_like(cs) if cell_positives is None else \
+            np.asarray(cell_positives, dtype=np.int64)[cs]
+        for r, c, f, m, a, b, p in zip(rs.tolist(), cs.tolist(), first.tolist(),
+                                       counts.tolist(), lo.tolist(), hi.tolist(), pos.tolist()):
+            t = Target(rank=r, cell=c, within=r - f, range_rows=m, u_lo=a, u_hi=b, id_lo=0,
+                       id_hi=self.id_bound, range_pos=p)
+            if by_value and b - a == 1:                # a one-score cell: its tie group
+                t.value, t.done = bits_to_score(a), True
             self.targets[r] = t
         self._tasks: tuple[Task, ...] = ()
 
