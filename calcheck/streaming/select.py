@@ -257,17 +257,18 @@ class SelectState:
         self.n += other.n
         return self
 
-    def collected_keys(self) -> dict[int, np.ndarray]:
+    def collected_keys(self) -> tuple[np.ndarray, dict[int, tuple[int, int]]]:
         """With shared ties only the scores of a collect task's rows, in order, matter (a rank
-        resolves to its score's whole tie group, and its row id is not used): task → its rows'
-        keys (u, y) packed into a uint64 (u·2 + y; u < 2^62 for scores in [0, 1]), sorted —
-        one sort of the keys the pass kept (8 bytes a row; a fifth of the argsort of
-        :meth:`collected`).  The tasks are disjoint score ranges (a one-score range is resolved
-        without a pass), so each task's rows are the sorted keys between its bounds."""
+        resolves to its score's whole tie group, and its row id is not used): the rows' keys
+        (u, y) packed into a uint64 (u·2 + y; u < 2^62 for scores in [0, 1]), sorted — one
+        sort of the keys the pass kept (8 bytes a row; a fifth of the argsort of
+        :meth:`collected`) — and task → its slice [a, b) of them.  The tasks are disjoint
+        score ranges (a one-score range is resolved without a pass), so each task's rows are
+        the sorted keys between its bounds."""
         parts = [r for r in self.rows if r.shape[0]]
         self.rows = []
         if not parts:
-            return {}
+            return np.zeros(0, np.uint64), {}
         key = np.concatenate(parts) if len(parts) > 1 else parts[0]
         del parts
         key.sort()
@@ -277,7 +278,7 @@ class SelectState:
         b = np.searchsorted(key, tb["hi"][has] << np.uint64(1))
         if int((b - a).sum()) != key.shape[0]:
             raise RuntimeError("search pass: collected rows outside their ranges")
-        return {i: key[x:z] for i, x, z in zip(has.tolist(), a.tolist(), b.tolist()) if z > x}
+        return key, {i: (x, z) for i, x, z in zip(has.tolist(), a.tolist(), b.tolist()) if z > x}
 
     def collected(self) -> dict[int, tuple[Any, Any, Any]]:
         """Rows of each collect task, stably sorted: task → (u, id, y)."""
@@ -458,37 +459,31 @@ class Search:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
         self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
-        # task → its sorted packed (u, y) keys with shared ties (a tie group needs no row
-        # ids), else (u, id, y)
-        collected: dict[int, Any] = \
-            state.collected_keys() if self.by_value else state.collected()
+        open_ = [(t, index[self._key(t)]) for t in self.targets.values() if not t.done]
+        # with shared ties a collected rank resolves to its score's tie group: every such rank
+        # at once (:meth:`_tie_groups`); by row id, task → its rows (u, id, y) stably sorted
+        groups = self._tie_groups(state, open_) if self.by_value else {}
+        collected: dict[int, Any] = {} if self.by_value else state.collected()
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int8))
-        unpacked: tuple[int, Any, Any] = (-1, None, None)     # by value: (task, u, y)
         off = state.offsets
-        for t in self.targets.values():
-            if t.done:
-                continue
-            i = index[self._key(t)]
+        for t, i in open_:
             task = self._tasks[i]
             if task.collect:
-                if self.by_value:                  # the tie group of the rank's score
-                    if unpacked[0] != i:           # a task's ranks come one after another
-                        key = collected.get(i, empty[0])
-                        unpacked = (i, key >> np.uint64(1),
-                                    (key & np.uint64(1)).astype(np.int8))
-                    u, y = unpacked[1:]
-                else:
-                    u, ids, y = collected.get(i, empty)
+                if self.by_value:
+                    k, end, tied_pos, before_pos, before_score, value = groups[t.rank]
+                    t.range_rows, t.range_pos = end - k, tied_pos
+                    t.before_n += k
+                    t.before_pos += before_pos
+                    t.before_score += before_score
+                    t.value = value
+                    t.done = True
+                    continue
+                u, ids, y = collected.get(i, empty)
                 if u.shape[0] != t.range_rows:
                     raise RuntimeError(f"search pass found {u.shape[0]} rows in a range of "
                                        f"{t.range_rows}: the data changed between passes")
                 k = t.within
-                if self.by_value:
-                    k = int(np.searchsorted(u, u[k], side="left"))
-                    end = int(np.searchsorted(u, u[k], side="right"))
-                    t.range_rows, t.range_pos = end - k, int(y[k:end].sum())
-                else:
-                    t.id_lo = int(ids[k])
+                t.id_lo = int(ids[k])
                 t.before_n += k
                 t.before_pos += int(y[:k].sum())
                 t.before_score += float(np.sum(u[:k].view(np.float64)))
@@ -523,6 +518,40 @@ class Search:
                     t.value = bits_to_score(t.u_lo)
             if t.value is not None and (t.range_rows == 1 or self.by_value):
                 t.done = True
+
+    def _tie_groups(self, state: SelectState, open_: list[tuple[Target, int]]
+                    ) -> dict[int, tuple[int, int, int, int, float, float]]:
+        """By value, each open rank of a collect task → (k, end, positives in [k, end),
+        positives before k, Σ score before k, score): [k, end) is the tie group of the rank's
+        score within its task's sorted rows.  Positions and positive counts for every rank at
+        once (the tasks are disjoint score ranges, so a tie group never leaves its task);
+        the score sum of each rank's rows before k is ``numpy.sum`` of those rows, as a task's
+        own array would give it."""
+        keys, spans = state.collected_keys()
+        todo = [(t, i) for t, i in open_ if self._tasks[i].collect]
+        if not todo:
+            return {}
+        first = np.empty(len(todo), dtype=np.int64)
+        for j, (t, i) in enumerate(todo):
+            a, b = spans.get(i, (0, 0))
+            if b - a != t.range_rows:
+                raise RuntimeError(f"search pass found {b - a} rows in a range of "
+                                   f"{t.range_rows}: the data changed between passes")
+            first[j] = a
+        within = np.array([t.within for t, _ in todo], dtype=np.int64)
+        u = keys >> np.uint64(1)
+        cum_y = np.zeros(keys.shape[0] + 1, dtype=np.int64)
+        np.cumsum(keys & np.uint64(1), out=cum_y[1:], dtype=np.int64)
+        at = u[first + within]
+        lo = np.searchsorted(u, at, side="left")
+        hi = np.searchsorted(u, at, side="right")
+        scores = u.view(np.float64)
+        out = {}
+        for (t, _), a, k, e, v in zip(todo, first.tolist(), lo.tolist(), hi.tolist(),
+                                      at.view(np.float64).tolist()):
+            out[t.rank] = (k - a, e - a, int(cum_y[e] - cum_y[k]), int(cum_y[k] - cum_y[a]),
+                           float(np.sum(scores[a:k])), v)
+        return out
 
     def result(self) -> dict[int, Resolved]:
         out = {}
