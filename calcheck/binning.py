@@ -596,19 +596,20 @@ class UniformFold:
     def _work(self) -> None:
         self._fold(wait=True)
 
-    def close(self) -> None:
-        """No more rows: the fold's thread ends once nothing is left to take."""
+    def _no_more_rows(self) -> None:
         with self._cond:
             self._last = True
             self._cond.notify_all()
+
+    def close(self) -> None:
+        """No more rows: the fold's thread ends once nothing is left to take."""
+        self._no_more_rows()
         self._thread.join()
 
     def finish(self) -> dict[int, BinStats] | None:
         """The statistics by number of bins once every row was fed (what is left is folded
         here and on the fold's thread), else None."""
-        with self._cond:
-            self._last = True
-            self._cond.notify_all()
+        self._no_more_rows()
         self._fold(wait=False)
         self._thread.join()
         if self.error is not None:

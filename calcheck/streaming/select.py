@@ -49,12 +49,13 @@ ONE_BITS = int(np.float64(1.0).view(np.uint64))
 U_MAX = np.iinfo(np.uint64).max
 
 
-def cell_key_range(cell: int, grid_bits: int) -> tuple[int, int]:
-    """The score-bit range [lo, hi) of grid cell ``cell`` (cell 2^G holds s = 1.0 only)."""
-    if cell >= 1 << grid_bits:
-        return ONE_BITS, ONE_BITS + 1
-    lo = int(np.float64(np.ldexp(float(cell), -grid_bits)).view(np.uint64))
-    hi = int(np.float64(np.ldexp(float(cell + 1), -grid_bits)).view(np.uint64))
+def cell_key_range(cells: IntArray, grid_bits: int) -> tuple[IntArray, IntArray]:
+    """The score-bit ranges [lo, hi) of grid cells ``cells`` (cell 2^G holds s = 1.0 only)."""
+    top = cells >= 1 << grid_bits
+    cf = cells.astype(np.float64)
+    lo = np.where(top, ONE_BITS, np.ldexp(cf, -grid_bits).view(np.uint64).astype(np.int64))
+    hi = np.where(top, ONE_BITS + 1,
+                  np.ldexp(cf + 1.0, -grid_bits).view(np.uint64).astype(np.int64))
     return lo, hi
 
 
@@ -398,15 +399,11 @@ class Search:
         if bad.shape[0]:
             raise ValueError(f"rank {int(bad[0])} outside 0..{int(cum[-1]) - 1}")
         # every rank's cell, its rows before the rank and its key range, for all ranks at once
-        # (cell_key_range's values; the one-score cells' own score with shared ties)
+        # (with shared ties, a one-score cell's range is its score)
         cs = np.searchsorted(cum, rs, side="right")
         counts = np.asarray(cell_counts, dtype=np.int64)[cs]
         first = cum[cs] - counts
-        top = cs >= 1 << grid_bits
-        cf = cs.astype(np.float64)
-        lo = np.where(top, ONE_BITS, np.ldexp(cf, -grid_bits).view(np.uint64).astype(np.int64))
-        hi = np.where(top, ONE_BITS + 1,
-                      np.ldexp(cf + 1.0, -grid_bits).view(np.uint64).astype(np.int64))
+        lo, hi = cell_key_range(cs, grid_bits)
         if by_value and cell_values is not None:
             one = np.asarray(cell_values, dtype=np.float64)[cs]
             known = ~np.isnan(one)
