@@ -482,8 +482,8 @@ class UniformSums:
             sc = s[j * chunk:(j + 1) * chunk]
             m = sc.shape[0]
             k, g, lo, hi, d = key[:m], guess[:m], below[:m], above[:m], move[:m]
-            np.multiply(sc, float(self.n_bins), out=g)
-            np.copyto(k, g, casting="unsafe")                # ⌊B·s⌋ (s ≥ 0: truncation)
+            # ⌊B·s⌋: the float product truncated (s ≥ 0) as it is cast into the int keys
+            np.multiply(sc, float(self.n_bins), out=k, casting="unsafe")
             np.less(sc, lower.take(k, mode="clip", out=g), out=lo)
             np.greater_equal(sc, upper.take(k, mode="clip", out=g), out=hi)
             np.subtract(hi.view(np.int8), lo.view(np.int8), out=d)     # the move: −1, 0, +1

@@ -194,15 +194,15 @@ def grid_cells(scores: FloatArray, bits: int) -> IntArray:
     n = scores.shape[0]
     buf = getattr(_local, "cells", None)
     if buf is None or buf[0].shape[0] < n:
-        buf = (np.empty(n), np.empty(n, dtype=np.intp), np.empty(n, dtype=bool))
+        buf = (np.empty(n, dtype=np.intp), np.empty(n, dtype=bool))
         _local.cells = buf
         _local.cells_of = None
-    f, cells = buf[0][:n], buf[1][:n]
+    cells = buf[0][:n]
     if _local.cells_of is not None and _local.cells_of[0] is scores and \
             _local.cells_of[1] == bits:
         return cells
-    np.multiply(scores, float(1 << bits), out=f)
-    np.copyto(cells, f, casting="unsafe")                  # truncation: s >= 0
+    # the exact product 2^bits·s truncated (s >= 0) as it is cast into the int cells
+    np.multiply(scores, float(1 << bits), out=cells, casting="unsafe")
     _local.cells_of = None if scores.flags.writeable else (scores, bits)
     return cells
 
@@ -219,7 +219,7 @@ def cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
 def flagged_rows(flags: np.ndarray, cells: IntArray) -> IntArray:
     """Positions of the rows whose cell (from :func:`grid_cells`, in ``flags``' range) is
     flagged."""
-    hit = _local.cells[2][: cells.shape[0]]
+    hit = _local.cells[1][: cells.shape[0]]
     flags.take(cells, mode="clip", out=hit)
     return np.flatnonzero(hit)
 
@@ -313,8 +313,8 @@ class StreamState:
         assert self.scalars is not None
         f, g, h, k = _workspace(n)
         size = 2 * self.n_cells
-        np.multiply(s, float(1 << self.grid_bits), out=f)
-        np.copyto(k, f, casting="unsafe")                  # ⌊2^G·s⌋ (s ≥ 0: truncation)
+        np.multiply(s, float(1 << self.grid_bits), out=k,   # ⌊2^G·s⌋: the exact product,
+                    casting="unsafe")                       # truncated (s ≥ 0) into ints
         np.left_shift(k, 1, out=k)
         np.add(k, y, out=k, casting="unsafe")               # key = 2·cell + y
         if self.n == 0:                                     # the first rows: tied?
