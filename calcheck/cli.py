@@ -433,6 +433,12 @@ def main() -> None:
     # a 240 MB column took up to 0.5 s of page faults instead of 0.1 s (README, Performance).
     # Set before numpy is imported; the user's own setting wins.
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+    # OpenBLAS (numpy's, and scipy's own copy) starts its worker threads when it loads, and
+    # they spin for 2^28 cycles (~0.1 s) before sleeping: ~0.1 s of CPU per library on every
+    # command, which competes with our threads for the cores.  A timeout of 2^4 cycles puts
+    # them to sleep at once; BLAS calls still use every thread (they wake them).  Set before
+    # numpy and scipy load; the user's own setting wins.
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     code = run()
     # At exit the interpreter collects every object left (typer's, numpy's and pyarrow's module
     # objects among them): ~0.02 s, a tenth of a small run.  Frozen, they are left to the

@@ -274,6 +274,27 @@ def test_cli_turns_numpys_huge_page_advice_off_unless_the_user_set_it(tmp_path, 
     assert r.stderr.strip().splitlines()[-1] == f"HUGE={want}"
 
 
+@pytest.mark.parametrize("preset, want", [(None, "4"), ("12", "12")])
+def test_cli_sends_openblas_threads_to_sleep_unless_the_user_set_it(preset, want):
+    """The console script sets OPENBLAS_THREAD_TIMEOUT=4 before numpy (and scipy) load their
+    OpenBLAS, whose idle threads would otherwise spin ~0.1 s at load; a user's own value
+    wins.  numpy is not loaded yet when ``main`` sets it."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if preset is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = preset
+    code = ("import os, sys; from calcheck.cli import main\n"
+            "before = 'numpy' in sys.modules\n"
+            "sys.argv = ['calcheck', 'score', sys.argv[1], '-m', 'ece', '--json']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('NUMPY_BEFORE=' + str(before), file=sys.stderr)\n"
+            "print('TIMEOUT=' + os.environ['OPENBLAS_THREAD_TIMEOUT'], file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "calibrated_50.parquet")],
+                       capture_output=True, text=True, check=True, env=env)
+    assert r.stderr.strip().splitlines()[-2:] == ["NUMPY_BEFORE=False", f"TIMEOUT={want}"]
+
+
 def test_version_imports_no_numeric_library():
     mods = _imported(["-V"])
     assert not mods & {"numpy", "pandas", "pyarrow", "scipy", "matplotlib", "dask", "rich",
