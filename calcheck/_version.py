@@ -1,2 +1,2 @@
-__version__ = "0.5.10"
+__version__ = "0.5.11"
 SCHEMA_VERSION = "1"
