@@ -542,12 +542,15 @@ class Search:
         at = u[first + within]
         lo = np.searchsorted(u, at, side="left")
         hi = np.searchsorted(u, at, side="right")
+        tied_pos = (cum_y[hi] - cum_y[lo]).tolist()
+        before_pos = (cum_y[lo] - cum_y[first]).tolist()
         scores = u.view(np.float64)
+        total = np.add.reduce            # what numpy.sum runs on a 1-D array: the same bits
         out = {}
-        for (t, _), a, k, e, v in zip(todo, first.tolist(), lo.tolist(), hi.tolist(),
-                                      at.view(np.float64).tolist()):
-            out[t.rank] = (k - a, e - a, int(cum_y[e] - cum_y[k]), int(cum_y[k] - cum_y[a]),
-                           float(np.sum(scores[a:k])), v)
+        for (t, _), a, k, e, tp, bp, v in zip(todo, first.tolist(), lo.tolist(), hi.tolist(),
+                                              tied_pos, before_pos,
+                                              at.view(np.float64).tolist()):
+            out[t.rank] = (k - a, e - a, tp, bp, float(total(scores[a:k])), v)
         return out
 
     def result(self) -> dict[int, Resolved]:
