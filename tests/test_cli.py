@@ -252,26 +252,36 @@ def _imported(argv: list[str]) -> set[str]:
     return set(r.stderr.strip().splitlines()[-1].removeprefix("MODS=").split(","))
 
 
+def _after_main(var, preset, report):
+    """The last lines ``report`` (code run after ``main``) writes to stderr, when the console
+    script's ``main`` scored the sample file in a fresh interpreter with the environment
+    variable ``var`` unset or, with ``preset``, set to it; ``before`` tells ``report``
+    whether numpy was loaded before ``main`` ran."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != var}
+    if preset is not None:
+        env[var] = preset
+    code = ("import os, sys; from calcheck.cli import main\n"
+            "before = 'numpy' in sys.modules\n"
+            "sys.argv = ['calcheck', 'score', sys.argv[1], '-m', 'ece', '--json']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n" + report)
+    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "calibrated_50.parquet")],
+                       capture_output=True, text=True, check=True, env=env)
+    return r.stderr.strip().splitlines()
+
+
 @pytest.mark.parametrize("preset, want", [(None, "False"), ("1", "True")])
-def test_cli_turns_numpys_huge_page_advice_off_unless_the_user_set_it(tmp_path, preset, want):
+def test_cli_turns_numpys_huge_page_advice_off_unless_the_user_set_it(preset, want):
     """The console script sets NUMPY_MADVISE_HUGEPAGE=0 before numpy is imported (first
     touches of large arrays stalled on the kernel's memory compaction); a user's own value
     wins."""
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
-    if preset is not None:
-        env["NUMPY_MADVISE_HUGEPAGE"] = preset
-    code = ("import sys; from calcheck.cli import main\n"
-            "sys.argv = ['calcheck', 'score', sys.argv[1], '-m', 'ece', '--json']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "import numpy\n"
-            "core = getattr(numpy, '_core', None) or numpy.core\n"
-            "print('HUGE=' + str(core.multiarray._get_madvise_hugepage()), "
-            "file=sys.stderr)")
-    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "calibrated_50.parquet")],
-                       capture_output=True, text=True, check=True, env=env)
-    assert r.stderr.strip().splitlines()[-1] == f"HUGE={want}"
+    lines = _after_main("NUMPY_MADVISE_HUGEPAGE", preset,
+                        "import numpy\n"
+                        "core = getattr(numpy, '_core', None) or numpy.core\n"
+                        "print('HUGE=' + str(core.multiarray._get_madvise_hugepage()), "
+                        "file=sys.stderr)")
+    assert lines[-1] == f"HUGE={want}"
 
 
 @pytest.mark.parametrize("preset, want", [(None, "4"), ("12", "12")])
@@ -279,20 +289,11 @@ def test_cli_sends_openblas_threads_to_sleep_unless_the_user_set_it(preset, want
     """The console script sets OPENBLAS_THREAD_TIMEOUT=4 before numpy (and scipy) load their
     OpenBLAS, whose idle threads would otherwise spin ~0.1 s at load; a user's own value
     wins.  numpy is not loaded yet when ``main`` sets it."""
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
-    if preset is not None:
-        env["OPENBLAS_THREAD_TIMEOUT"] = preset
-    code = ("import os, sys; from calcheck.cli import main\n"
-            "before = 'numpy' in sys.modules\n"
-            "sys.argv = ['calcheck', 'score', sys.argv[1], '-m', 'ece', '--json']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('NUMPY_BEFORE=' + str(before), file=sys.stderr)\n"
-            "print('TIMEOUT=' + os.environ['OPENBLAS_THREAD_TIMEOUT'], file=sys.stderr)")
-    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "calibrated_50.parquet")],
-                       capture_output=True, text=True, check=True, env=env)
-    assert r.stderr.strip().splitlines()[-2:] == ["NUMPY_BEFORE=False", f"TIMEOUT={want}"]
+    lines = _after_main("OPENBLAS_THREAD_TIMEOUT", preset,
+                        "print('NUMPY_BEFORE=' + str(before), file=sys.stderr)\n"
+                        "print('TIMEOUT=' + os.environ['OPENBLAS_THREAD_TIMEOUT'], "
+                        "file=sys.stderr)")
+    assert lines[-2:] == ["NUMPY_BEFORE=False", f"TIMEOUT={want}"]
 
 
 def test_version_imports_no_numeric_library():
