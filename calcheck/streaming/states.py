@@ -38,6 +38,22 @@ GRID_METRICS = tuple(m.id for m in registry.METRICS.values()
 GRID_BITS = 16          # 65,537 cells: 1.5 MB of state, exact T-Cal levels up to m = 2^16
 
 
+_TWOSUM_CHUNK = 8192     # 64 KB a vector: one TwoSum's six vectors stay in L2 between steps
+
+
+def _two_sum(hi: FloatArray, v: FloatArray, lo: FloatArray, s: FloatArray, bb: FloatArray,
+             err: FloatArray) -> None:
+    """``s = hi + v; bb = s − hi; err = (hi − (s − bb)) + (v − bb); lo += err``, elementwise
+    into the given (same-shape) slices, in that order: the same bits whatever the slicing."""
+    np.add(hi, v, out=s)
+    np.subtract(s, hi, out=bb)
+    np.subtract(s, bb, out=err)
+    np.subtract(hi, err, out=err)
+    np.subtract(v, bb, out=bb)
+    np.add(err, bb, out=err)
+    np.add(lo, err, out=lo)
+
+
 @dataclass
 class CompensatedSum:
     """A float64 vector sum kept as (hi, lo) with TwoSum, so merges lose (almost) nothing.
@@ -69,14 +85,20 @@ class CompensatedSum:
         if self.scratch is None or self.scratch[0].shape != self.hi.shape:
             self.scratch = [np.empty_like(self.hi) for _ in range(3)]
         s, bb, err = self.scratch
-        np.add(self.hi, v, out=s)
-        np.subtract(s, self.hi, out=bb)
-        np.subtract(s, bb, out=err)
-        np.subtract(self.hi, err, out=err)
-        np.subtract(v, bb, out=bb)
-        np.add(err, bb, out=err)
-        self.lo = np.add(self.lo, err, out=self.lo if self.lo.flags.writeable else None)
-        self.scratch[0], self.hi = self.hi, s
+        if not self.lo.flags.writeable:                 # (a merged-in or unpickled state)
+            self.lo = self.lo.copy()
+        hi, lo = self.hi, self.lo
+        if hi.ndim == 1 and v.flags.c_contiguous and hi.flags.c_contiguous and \
+                lo.flags.c_contiguous:
+            step = _TWOSUM_CHUNK        # the grid's 2^17 cells in pieces that stay in cache
+        else:
+            step = max(hi.shape[0], 1) if hi.ndim else 1
+            hi, lo, v, s, bb, err = (a.reshape(1, -1) if a.ndim == 0 else a
+                                     for a in (hi, lo, v, s, bb, err))
+        for a in range(0, hi.shape[0], step):
+            p = slice(a, a + step)
+            _two_sum(hi[p], v[p], lo[p], s[p], bb[p], err[p])
+        self.scratch[0], self.hi = self.hi, self.scratch[0]
 
     def merge(self, other: CompensatedSum) -> None:
         self.add(other.hi)
