@@ -368,12 +368,17 @@ def _cut_table(cut_u: tuple[int, ...], bits: int
     value = np.zeros(size, dtype=np.uint64)
     reps = np.zeros(size, dtype=np.int64)
     several = np.zeros(size, dtype=bool)
-    for c in np.unique(where).tolist():
-        vals, counts = np.unique(inside[where == c], return_counts=True)
-        if vals.shape[0] == 1:
-            value[c], reps[c] = vals[0], counts[0]
-        else:
-            several[c] = True
+    if inside.shape[0]:                     # by cell: its cut values, sorted
+        order = np.lexsort((inside, where))
+        w, v = where[order], inside[order]
+        first = np.append(True, w[1:] != w[:-1])
+        starts = np.flatnonzero(first)
+        distinct = np.add.reduceat((first | np.append(True, v[1:] != v[:-1])).astype(np.int64),
+                                   starts)
+        count = np.diff(np.append(starts, w.shape[0]))
+        c, one = w[starts], distinct == 1
+        value[c[one]], reps[c[one]] = v[starts[one]], count[one]
+        several[c[~one]] = True
     return base, value, reps, several
 
 

@@ -394,7 +394,8 @@ class Search:
         self.passes = 0
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
-        rs = np.unique(np.asarray(ranks, dtype=np.int64))
+        rs = np.sort(np.asarray(ranks, dtype=np.int64).ravel())   # np.unique's values,
+        rs = rs[np.append(True, rs[1:] != rs[:-1])] if rs.shape[0] else rs  # no numpy.ma
         bad = rs[(rs < 0) | (rs >= int(cum[-1]))] if rs.shape[0] else rs
         if bad.shape[0]:
             raise ValueError(f"rank {int(bad[0])} outside 0..{int(cum[-1]) - 1}")
