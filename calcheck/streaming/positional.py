@@ -494,15 +494,17 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
     decided = np.ones(k.shape[0], dtype=bool)
     weight = np.zeros(k.shape[0])
     for kk, share in ((k_lo, 1.0 - frac), (k_hi, frac)):
+        used = share > 0                   # ⌈k⌉ only where k is fractional (often nowhere):
+        if not used.any():                 # a row that does not use a count is decided by
+            continue                       # the other and gains 0 from this one
         below = hi * n < kk                # scipy's own predicates, monotone in p
         above = lo * n > kk
         yes = np.zeros(k.shape[0], dtype=bool)
         no = np.zeros(k.shape[0], dtype=bool)
-        i = np.flatnonzero(below | above)
+        i = np.flatnonzero((below | above) & used)
         if i.size:
             yes[i], no[i] = _bounds_decide(kk[i], n[i], lo[i], hi[i], below[i], alpha,
                                            None if breaks is None else breaks[i])
-        used = share > 0
         decided &= ~used | yes | no
         weight += np.where(yes, share, 0.0)
     return decided, weight
