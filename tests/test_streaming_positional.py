@@ -474,3 +474,31 @@ def test_the_guessed_test_cells_hold_the_exact_thresholds(alpha):
                 t = (a + b) / 2
                 inside = (lows[:, None] <= t[None, :]) & (t[None, :] <= highs[:, None])
                 assert inside.any(axis=0).all(), (n, alpha, side)
+
+
+@pytest.mark.parametrize("ties", ["share", "order"])
+def test_row_tests_in_pieces_give_the_same_rejections(ties, monkeypatch):
+    """TCE's row pass tests its pending (bin, score) pairs in pieces of PENDING_ROWS (bounded
+    temporaries): pieces of 97 pairs, whose runs of neighbours are cut anywhere, give the same
+    rejections, bit for bit, as one piece — on concentrated scores (most rows tested one by
+    one) with ties (fractional k under ``share``)."""
+    from calcheck.streaming import positional
+
+    rng = np.random.default_rng(8)
+    n = 40_000
+    s = np.where(rng.random(n) < 0.3, np.round(rng.beta(0.2, 20, n), 4), rng.beta(0.2, 20, n))
+    y = (rng.random(n) < s).astype(np.int8)
+    src = ArraySource(s, y, rng.integers(0, n, 4))
+    grid = src.run(StateSpec())[0]
+    ids = ["tce", "tce_q"]
+    results = []
+    for pieces in (1 << 30, 97):
+        monkeypatch.setattr(positional, "PENDING_ROWS", pieces)
+        got, _ = positional_results(src, grid, ids, ties=ties)
+        results.append(got)
+    for mid in ids:
+        a, b = results[0][mid], results[1][mid]
+        assert a.value == b.value, mid
+        for key, col in a.bin_extra.items():
+            assert np.asarray(col, float).tobytes() == \
+                np.asarray(b.bin_extra[key], float).tobytes(), (mid, key)

@@ -274,7 +274,13 @@ class RowPassState:
         kk = np.asarray(b.k, dtype=np.float64)
         p = u[at].view(np.float64)
         cell = (p * float(1 << self.spec.grid_bits)).astype(np.intp)
-        w = _row_weights(kk[ub], nn[ub], p, b.alpha, b.test, cell)
+        # the tests in pieces of PENDING_ROWS pairs (a batch can hold ~2^20 rows to test, and
+        # the tests' temporaries take ~130 bytes a pair); each pair's weight is its own
+        # test's, whatever the piece, and the sum below runs over all of them at once
+        w = np.empty(p.shape[0])
+        for a in range(0, p.shape[0], PENDING_ROWS):
+            z = slice(a, a + PENDING_ROWS)
+            w[z] = _row_weights(kk[ub[z]], nn[ub[z]], p[z], b.alpha, b.test, cell[z])
         self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
 
     def finish(self) -> RowPassState:
