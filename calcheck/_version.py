@@ -1,2 +1,2 @@
-__version__ = "0.5.11"
+__version__ = "0.5.12"
 SCHEMA_VERSION = "1"
