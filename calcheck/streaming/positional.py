@@ -42,6 +42,7 @@ from calcheck.binning import (
     pava_bc_bounds,
     preload_compiled_pava,
     quantile_bounds,
+    run_starts,
     uniform_edges,
     unpack_keys,
 )
@@ -377,11 +378,9 @@ def _cut_table(cut_u: tuple[int, ...], bits: int
     if inside.shape[0]:                     # by cell: its cut values, sorted
         order = np.lexsort((inside, where))
         w, v = where[order], inside[order]
-        first = np.append(True, w[1:] != w[:-1])
-        starts = np.flatnonzero(first)
-        distinct = np.add.reduceat((first | np.append(True, v[1:] != v[:-1])).astype(np.int64),
-                                   starts)
-        count = np.diff(np.append(starts, w.shape[0]))
+        starts, count = run_starts(w)                 # one value lies in one cell only, so
+        new_value = np.append(True, v[1:] != v[:-1])  # a cell's first value is always new
+        distinct = np.add.reduceat(new_value.astype(np.int64), starts)
         c, one = w[starts], distinct == 1
         value[c[one]], reps[c[one]] = v[starts[one]], count[one]
         several[c[~one]] = True

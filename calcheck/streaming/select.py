@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import run_starts
 from calcheck.streaming.states import flagged_rows, grid_cells
 
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
@@ -395,7 +396,7 @@ class Search:
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
         rs = np.sort(np.asarray(ranks, dtype=np.int64).ravel())   # np.unique's values,
-        rs = rs[np.append(True, rs[1:] != rs[:-1])] if rs.shape[0] else rs  # no numpy.ma
+        rs = rs[run_starts(rs)[0]] if rs.shape[0] else rs          # without numpy.ma
         bad = rs[(rs < 0) | (rs >= int(cum[-1]))] if rs.shape[0] else rs
         if bad.shape[0]:
             raise ValueError(f"rank {int(bad[0])} outside 0..{int(cum[-1]) - 1}")

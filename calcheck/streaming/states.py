@@ -28,7 +28,7 @@ import numpy as np
 
 from calcheck import registry
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import uniform_assign
+from calcheck.binning import run_starts, uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
 from calcheck.validation import in_unit, zero_one
 
@@ -89,15 +89,12 @@ class CompensatedSum:
             self.lo = self.lo.copy()
         hi, lo = self.hi, self.lo
         if hi.ndim == 1 and v.flags.c_contiguous and hi.flags.c_contiguous and \
-                lo.flags.c_contiguous:
-            step = _TWOSUM_CHUNK        # the grid's 2^17 cells in pieces that stay in cache
+                lo.flags.c_contiguous:          # the grid's 2^17 cells in pieces that stay
+            for a in range(0, hi.shape[0], _TWOSUM_CHUNK):          # in cache
+                p = slice(a, a + _TWOSUM_CHUNK)
+                _two_sum(hi[p], v[p], lo[p], s[p], bb[p], err[p])
         else:
-            step = max(hi.shape[0], 1) if hi.ndim else 1
-            hi, lo, v, s, bb, err = (a.reshape(1, -1) if a.ndim == 0 else a
-                                     for a in (hi, lo, v, s, bb, err))
-        for a in range(0, hi.shape[0], step):
-            p = slice(a, a + step)
-            _two_sum(hi[p], v[p], lo[p], s[p], bb[p], err[p])
+            _two_sum(hi, v, lo, s, bb, err)
         self.scratch[0], self.hi = self.hi, self.scratch[0]
 
     def merge(self, other: CompensatedSum) -> None:
@@ -383,7 +380,7 @@ class StreamState:
         it without a search (:meth:`cell_values`); continuous scores skip the cost (two
         ``ufunc.at`` a batch, ~13 % of the pass)."""
         sample = np.sort(s[:: max(1, s.shape[0] // 4096)])
-        distinct = int(np.count_nonzero(sample[1:] != sample[:-1])) + (sample.shape[0] > 0)
+        distinct = run_starts(sample)[0].shape[0] if sample.shape[0] else 0
         if distinct < sample.shape[0] / 2:        # np.unique's count, without loading numpy.ma
             self.cell_min = np.full(2 * self.n_cells, np.inf)
             self.cell_max = np.full(2 * self.n_cells, -np.inf)
