@@ -816,7 +816,8 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
     values = np.asarray(sorted_labels)
     if values.shape[0] == 0:
         return pava_bc_runs([], [], n_min, n_max)
-    kernel = compiled_pava(values.shape[0])     # rows: at least the runs the loop would scan
+    runs = 1 + int(np.count_nonzero(values[1:] != values[:-1]))   # the loop's runs
+    kernel = compiled_pava(runs)
     if kernel is None:
         return pava_bc_runs(*label_runs(values), n_min, n_max)
     if n_min < 0 or n_max < n_min:
@@ -860,11 +861,14 @@ def compiled_pava(runs: int) -> Any:
     return pava_bc_runs_kernel
 
 
-def preload_compiled_pava(rows: int) -> None:
+def preload_compiled_pava(rows: int, positives: int | None = None) -> None:
     """Load numba's PAVA-BC scan on a background thread when a scan of ``rows`` 0/1 labels
-    will use it (:func:`compiled_pava`): its import and its first signature cost ~0.4 s of
-    mostly one core, which then overlaps the work before the scan (reading and sorting the
-    rows).  A later call waits for the load (the import lock, numba's compiler lock)."""
+    (``positives`` of them 1, when known) will use it (:func:`compiled_pava`): its import and
+    its first signature cost ~0.4 s of mostly one core, which then overlaps the work before
+    the scan (reading and sorting the rows).  A later call waits for the load (the import
+    lock, numba's compiler lock).  The rows hold at most 2·min(positives, negatives) + 1 runs
+    of one label: rare positives (or negatives) keep the loop, and numba's ~120 MB of
+    resident compiler unloaded."""
     import threading
 
     def load() -> None:
@@ -873,7 +877,8 @@ def preload_compiled_pava(rows: int) -> None:
             kernel(np.zeros(2, dtype=np.int8), np.zeros(0, dtype=np.int64), 1, 2, True,
                    np.zeros(1, dtype=np.int64))
 
-    if rows >= COMPILE_AT and "calcheck._pava_compiled" not in sys.modules:
+    runs = rows if positives is None else min(rows, 2 * min(positives, rows - positives) + 1)
+    if runs >= COMPILE_AT and "calcheck._pava_compiled" not in sys.modules:
         threading.Thread(target=load, daemon=True).start()
 
 

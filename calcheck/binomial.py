@@ -222,6 +222,59 @@ def interval_bounds(k: FloatArray, n: FloatArray, p1: FloatArray,
     return lower, upper
 
 
+def side_ends(k: FloatArray, n: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The largest float p with p·n < k and the smallest with p·n > k (the float predicates
+    of :func:`tail_ends`, monotone in p): the last float below k/n's side boundary and the
+    first above it."""
+    below = k / n
+    above = below.copy()
+    for _ in range(4):                    # k/n is within an ulp or two of both
+        below = np.where(below * n >= k, np.nextafter(below, -np.inf), below)
+        above = np.where(above * n <= k, np.nextafter(above, np.inf), above)
+    for _ in range(4):
+        up = np.nextafter(below, np.inf)
+        below = np.where(up * n < k, up, below)
+        down = np.nextafter(above, -np.inf)
+        above = np.where(down * n > k, down, above)
+    if np.any(below * n >= k) or np.any(above * n <= k):
+        raise RuntimeError("side_ends: the sides of k/n were not found")
+    return below, above
+
+
+def decided_pieces(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, alpha: float,
+                   min_width: FloatArray, *, levels: int = 64
+                   ) -> tuple[IntArray, FloatArray, FloatArray, np.ndarray]:
+    """Cover score intervals [lo_i, hi_i], each on one side of k_i/n_i, by pieces on which
+    :func:`interval_bounds` decides ``binomtest(k_i, n_i, p).pvalue <= alpha`` for every p:
+    an undecided interval is halved at its midpoint until decided or no wider than
+    ``min_width_i`` (what is left is not covered).  Returns the decided pieces as (owner i,
+    lower end, upper end, rejected), disjoint, in order of owner then score.
+
+    A prediction in a piece gets the decision its own test gives — the bounds of an interval
+    hold at each point of it, the premise of :func:`rejections_sorted`'s chunks."""
+    owner = np.arange(k.shape[0])
+    a, b = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    out: list[tuple[IntArray, FloatArray, FloatArray, np.ndarray]] = []
+    for _ in range(levels):
+        if owner.shape[0] == 0:
+            break
+        lower, upper = interval_bounds(k[owner], n[owner], a, b)
+        yes, no = upper <= alpha * (1 - SAFETY), lower > alpha * (1 + SAFETY)
+        done = yes | no
+        out.append((owner[done], a[done], b[done], yes[done]))
+        split = ~done & (b - a > min_width[owner])
+        owner, a, b = owner[split], a[split], b[split]
+        mid = a + (b - a) * 0.5
+        mid = np.where(mid < b, mid, a)                 # (two adjacent floats)
+        owner = np.concatenate((owner, owner))
+        a, b = np.concatenate((a, np.nextafter(mid, np.inf))), np.concatenate((mid, b))
+    if not out:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool)
+    o, pa, pb, rej = (np.concatenate(x) for x in zip(*out))
+    order = np.lexsort((pa, o))
+    return o[order].astype(np.int64), pa[order], pb[order], rej[order]
+
+
 def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: float, *,
                       chunk: int | None = None, refine: int = 64,
                       return_mask: bool = False) -> tuple[IntArray, np.ndarray | None]:

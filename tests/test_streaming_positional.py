@@ -196,7 +196,9 @@ def test_sorted_rows_fill_one_buffer_that_grows_merges_and_pickles_its_keys(rows
 
 def test_preloading_the_compiled_scan_waits_for_a_scan_worth_it():
     """The compiled PAVA-BC scan loads on a background thread when the coming scan has
-    COMPILE_AT rows or more (overlapping the sort before it), and not for a smaller one."""
+    COMPILE_AT rows or more (overlapping the sort before it), and not for a smaller one — nor
+    for rows whose rare positives bound their runs of one label below COMPILE_AT (numba's
+    compiler stays out of memory)."""
     import os
     import subprocess
     import sys
@@ -206,14 +208,16 @@ def test_preloading_the_compiled_scan_waits_for_a_scan_worth_it():
     pytest.importorskip("numba")
     code = ("import sys, threading\n"
             "from calcheck.binning import COMPILE_AT, preload_compiled_pava\n"
-            "preload_compiled_pava(int(sys.argv[1]))\n"
+            "preload_compiled_pava(*map(int, sys.argv[1:]))\n"
             "for t in threading.enumerate():\n"
             "    if t is not threading.main_thread(): t.join()\n"
             "print('calcheck._pava_compiled' in sys.modules)\n")
-    for rows, loaded in ((COMPILE_AT - 1, "False"), (COMPILE_AT, "True")):
-        out = subprocess.run([sys.executable, "-c", code, str(rows)], capture_output=True,
+    for args, loaded in (((COMPILE_AT - 1,), "False"), ((COMPILE_AT,), "True"),
+                         ((10 * COMPILE_AT, COMPILE_AT // 2 - 1), "False"),
+                         ((10 * COMPILE_AT, 10 * COMPILE_AT - COMPILE_AT // 2), "True")):
+        out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
                              text=True, check=True, env={**os.environ, "CALCHECK_NO_NUMBA": ""})
-        assert out.stdout.strip() == loaded, (rows, out.stderr)
+        assert out.stdout.strip() == loaded, (args, out.stderr)
 
 
 @pytest.mark.parametrize("test", ["binomial", "t"])
@@ -502,3 +506,105 @@ def test_row_tests_in_pieces_give_the_same_rejections(ties, monkeypatch):
         for key, col in a.bin_extra.items():
             assert np.asarray(col, float).tobytes() == \
                 np.asarray(b.bin_extra[key], float).tobytes(), (mid, key)
+
+
+@pytest.mark.parametrize("pending", [1 << 18, 97])
+@pytest.mark.parametrize("ties", ["share", "order"])
+def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatch):
+    """Cells of many rows that the row pass reads get TCE's test decided on score pieces
+    (SURE_ROWS): the rejections are those of testing every row — bit for bit, including the
+    fractional k of shared ties (its rows are still tested in the same groups) — and equal
+    to the in-memory engine's; the pieces decide most of those rows."""
+    from calcheck.streaming import positional
+
+    monkeypatch.setattr(positional, "PENDING_ROWS", pending)
+    rng = np.random.default_rng(12)
+    n = 60_000
+    s = np.where(rng.random(n) < 0.2, np.round(rng.beta(0.2, 20, n), 5), rng.beta(0.2, 20, n))
+    y = (rng.random(n) < np.minimum(1.0, s * 1.3)).astype(np.int8)
+    src = ArraySource(s, y, rng.integers(0, n, 4))
+    grid = src.run(StateSpec())[0]
+    ids = ["tce", "tce_q", "tce_u"]
+    decided = []
+    original = positional.RowPassState._decided
+
+    def counting(self, j, bins, scores):
+        hit = original(self, j, bins, scores)
+        decided.append((0 if hit is None else int(hit.sum()), bins.shape[0]))
+        return hit
+
+    monkeypatch.setattr(positional.RowPassState, "_decided", counting)
+    results = []
+    for rows in (1 << 62, 64):
+        monkeypatch.setattr(positional, "SURE_ROWS", rows)
+        decided.clear()
+        got, _ = positional_results(src, grid, ids, ties=ties)
+        results.append((got, np.sum(decided, axis=0)))
+    assert results[0][1][0] == 0 and results[1][1][0] > 0.75 * results[1][1][1] > n // 4
+    ref = compute_metrics(Prepared(s, y, ties=ties), ids, MetricOptions(ties=ties))
+    for mid in ids:
+        a, b = results[0][0][mid], results[1][0][mid]
+        assert a.value == b.value, mid
+        for key, col in a.bin_extra.items():
+            assert np.asarray(col, float).tobytes() == \
+                np.asarray(b.bin_extra[key], float).tobytes(), (mid, key)
+        assert b.value == pytest.approx(ref[mid].value, rel=1e-12), mid
+        np.testing.assert_allclose(b.bin_extra["rejected"], ref[mid].bin_extra["rejected"],
+                                   rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("ties", ["share", "order"])
+def test_tie_groups_unpacked_in_groups_of_tasks_give_the_same_ranks(ties, monkeypatch):
+    """The search's collected keys are unpacked a group of tasks at a time (TIE_ROWS): any
+    grouping resolves every rank to the same row, counts and score sums, bit for bit; and a
+    cell of several tasks finds each row's task through the near-bucket table as a search
+    over all tasks would."""
+    from calcheck.streaming import select
+
+    rng = np.random.default_rng(4)
+    n = 50_000
+    s = np.where(rng.random(n) < 0.3, np.round(rng.beta(0.2, 20, n), 6), rng.beta(0.2, 20, n))
+    y = (rng.random(n) < s).astype(np.int8)
+    src = ArraySource(s, y, rng.integers(0, n, 3))
+    grid = src.run(StateSpec())[0]
+    b = quantile_bounds(n, 400)
+    out = []
+    for group in (1 << 40, 16):
+        monkeypatch.setattr(select, "TIE_ROWS", group)
+        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=3000)
+        drive(src, pos.scan(bound_ranks(b, n)))
+        out.append((pos.resolved, pos.bin_stats(b, "quantile", {})))
+    assert out[0][0] == out[1][0]
+    order = stable_argsort(s)
+    ref = positional_stats(s[order], y[order], b, kind="quantile", ties=ties)
+    np.testing.assert_array_equal(out[1][1].count, ref.count)
+    np.testing.assert_allclose(out[1][1].sum_score, ref.sum_score, rtol=1e-12, atol=1e-15)
+
+
+def test_row_owner_with_several_tasks_a_cell_equals_a_search():
+    from calcheck.streaming.select import SelectSpec, Task
+
+    rng = np.random.default_rng(9)
+    bits = 16
+    tasks = []
+    for cell in (0, 3, 900):
+        lo = int(np.float64(cell / 2 ** bits).view(np.uint64))
+        hi = int(np.float64((cell + 1) / 2 ** bits).view(np.uint64))
+        cuts = np.sort(rng.integers(lo, hi, 12, dtype=np.uint64))
+        for a, z in zip(cuts[0::2].tolist(), cuts[1::2].tolist()):
+            if z > a:
+                tasks.append(Task(cell=cell, u_lo=a, u_hi=z, id_lo=0, id_hi=10**9,
+                                  collect=True))
+    tasks.sort(key=lambda t: t.u_lo)
+    state = SelectSpec(bits, tuple(tasks), by_value=True).new()
+    s = np.concatenate([rng.random(4000) / 2 ** 16, (3 + rng.random(4000)) / 2 ** 16,
+                        (900 + rng.random(4000)) / 2 ** 16, rng.random(4000)])
+    u = s.view(np.uint64)
+    u = np.concatenate([u, np.array([t.u_lo for t in tasks] + [t.u_hi - 1 for t in tasks]
+                                    + [t.u_hi for t in tasks], dtype=np.uint64)])
+    cells = np.floor(u.view(np.float64) * 2 ** bits).astype(np.int64)
+    got = state._owner(u, np.arange(u.shape[0]), cells)
+    want = np.full(u.shape[0], -1)
+    for i, t in enumerate(tasks):
+        want[(u >= np.uint64(t.u_lo)) & (u < np.uint64(t.u_hi))] = i
+    np.testing.assert_array_equal(got, want)

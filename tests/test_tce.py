@@ -7,7 +7,7 @@ from scipy.stats import t as student_t
 
 import calcheck
 from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
-from calcheck.binomial import binomtest_pvalue, rejections_sorted
+from calcheck.binomial import binomtest_pvalue, decided_pieces, rejections_sorted, side_ends
 from calcheck.errors import InputError
 
 # ------------------------------------------------------------------ exact binomial p-values
@@ -155,6 +155,51 @@ def test_fast_rejection_equals_exact(seed, alpha, chunk):
         np.testing.assert_array_equal(mask, exact)
         np.testing.assert_array_equal(counts, np.bincount(rb, weights=exact,
                                                           minlength=len(nn)).astype(int))
+
+
+@given(st.integers(0, 2**31))
+def test_side_ends_are_the_last_and_first_floats_of_each_side(seed):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(1, 10**7, 200).astype(np.float64)
+    k = np.floor(n * rng.uniform(0, 1, 200) ** rng.uniform(0.2, 5))
+    b, c = side_ends(k, n)
+    assert np.all(b * n < k) and np.all(np.nextafter(b, 2) * n >= k)
+    assert np.all(c * n > k) and np.all(np.nextafter(c, -1) * n <= k)
+
+
+@given(st.integers(0, 2**31), st.sampled_from([0.05, 0.01, 0.3]))
+def test_decided_pieces_decide_each_point_as_its_own_test(seed, alpha):
+    """Score pieces decided by the exact bounds hold the decision of every prediction in
+    them (their ends, the floats next to the ends, and points inside), are disjoint, ordered,
+    and lie inside their intervals; they cover nearly all of a cell-wide interval that a
+    test threshold crosses."""
+    rng = np.random.default_rng(seed)
+    m = 60
+    n = rng.integers(1, 200_000, m).astype(np.float64)
+    k = np.floor(n * rng.beta(0.3, 3, m))
+    below_end, above_end = side_ends(k, n)
+    sd = np.sqrt(np.maximum(k, 1.0)) / n
+    centre = np.clip(k / n + rng.choice([-1, 1], m) * rng.uniform(0, 4, m) * sd, 0, 1)
+    width = rng.choice([2.0 ** -16, 2.0 ** -10, 1e-9], m)
+    lo = np.clip(centre - width * rng.uniform(0, 1, m), 0, 1)
+    hi = np.clip(lo + width, 0, 1)
+    below = centre * n < k
+    lo = np.where(below, lo, np.maximum(lo, above_end))
+    hi = np.where(below, np.minimum(hi, below_end), hi)
+    keep = lo <= hi
+    k, n, lo, hi = k[keep], n[keep], lo[keep], hi[keep]
+    owner, a, z, rej = decided_pieces(k, n, lo, hi, alpha, (hi - lo) * 1e-6)
+    assert np.all(a <= z) and np.all(lo[owner] <= a) and np.all(z <= hi[owner])
+    same = owner[1:] == owner[:-1]
+    assert np.all(~same | (a[1:] > z[:-1]))              # disjoint, in order
+    assert np.all(np.diff(owner) >= 0)
+    points = np.concatenate((a, z, np.minimum(np.nextafter(a, 2), z),
+                             np.maximum(np.nextafter(z, -1), a), a + (z - a) * 0.37))
+    who = np.tile(owner, 5)
+    exact = binomtest_pvalue(k[who], n[who], points) <= alpha
+    np.testing.assert_array_equal(np.tile(rej, 5), exact)
+    covered = np.bincount(owner, weights=z - a, minlength=k.shape[0])
+    assert np.all(covered >= (hi - lo) * (1 - 1e-3) - 1e-300)
 
 
 # ------------------------------------------------------------------ TCE

@@ -170,7 +170,8 @@ class MemoryEngine:
         if not self.multiclass and {"tce", "tce_v"} & set(ids):
             from calcheck.binning import preload_compiled_pava
 
-            preload_compiled_pava(self.data.n)          # loads while the rows are sorted
+            preload_compiled_pava(self.data.n, int(np.count_nonzero(self.data.labels)))
+                                                        # loads while the rows are sorted
         bar = self.progress(f"computing {len(ids)} metrics on {self.data.n:,} rows") \
             if self.progress else None
         results = compute(self.data, ids, mopts, bar)

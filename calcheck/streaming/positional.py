@@ -72,6 +72,8 @@ POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
 QUARTILES = (0.25, 0.5, 0.75)
 SAFETY = 1e-9
 PENDING_ROWS = 1 << 18         # TCE's row pass tests its rows this many (at most) at a time
+SURE_ROWS = 4096               # a cell the row pass reads holding this many rows: TCE's test is
+                               # decided on score pieces of it (:func:`sure_pieces`)
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
 REPLAY = True                  # later passes over exact PAVA's held rows (tests switch it off)
@@ -221,6 +223,9 @@ class RowBinning:
     test: str
     tce: bool
     pde: bool
+    # TCE: score pieces on which every prediction's test is decided (:func:`sure_pieces`):
+    # float64 starts and ends, int64 bins and bool rejections, as bytes (hashable, picklable)
+    pieces: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,8 +247,10 @@ class RowPassState:
     rejected: list[CompensatedSum] = field(default_factory=list)
     absdev: list[CompensatedSum] = field(default_factory=list)
     # TCE: the (bin, score bits) of rows not tested yet, per binning — tested together, since
-    # the cost of a batch of binomial tests is mostly per call (:meth:`finish`)
+    # the cost of a batch of binomial tests is mostly per call (:meth:`finish`) — and the rows
+    # queued since the last test, counting those a piece decided (see :meth:`update`)
     pending: list[list[tuple[Any, Any]]] = field(default_factory=list)
+    queued: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -253,9 +260,39 @@ class RowPassState:
                 self.rejected.append(CompensatedSum.zeros(size))
                 self.absdev.append(CompensatedSum.zeros(size))
                 self.pending.append([])
+                self.queued.append(0)
+
+    @functools.cached_property
+    def _pieces(self) -> list[tuple[FloatArray, FloatArray, IntArray, np.ndarray] | None]:
+        return [None if not b.pieces else
+                (np.frombuffer(b.pieces[0]), np.frombuffer(b.pieces[1]),
+                 np.frombuffer(b.pieces[2], dtype=np.int64),
+                 np.frombuffer(b.pieces[3], dtype=bool)) for b in self.spec.binnings]
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("_pieces", None)
+        return d
+
+    def _decided(self, j: int, bins: IntArray, scores: FloatArray) -> np.ndarray | None:
+        """Rows of binning ``j`` in one of its decided pieces: their rejections are added
+        (whole counts, so in any order the same sum), and the mask of those rows returned."""
+        pieces = self._pieces[j]
+        if pieces is None:
+            return None
+        starts, ends, owner, rej = pieces
+        at = np.searchsorted(starts, scores, side="right") - 1
+        np.maximum(at, 0, out=at)
+        hit: np.ndarray = (owner.take(at) == bins) & (scores <= ends.take(at)) & \
+            (scores >= starts[0])
+        yes = hit & rej.take(at)
+        self.rejected[j].add(np.bincount(bins[yes], minlength=len(self.spec.binnings[j].n))
+                             .astype(np.float64))
+        return hit
 
     def _test(self, j: int) -> None:
         """Test the pending rows of binning ``j``: one test per distinct (bin, score)."""
+        self.queued[j] = 0
         if not self.pending[j]:
             return
         b = self.spec.binnings[j]
@@ -320,8 +357,16 @@ class RowPassState:
             nn = np.asarray(b.n, dtype=np.float64)
             kk = np.asarray(b.k, dtype=np.float64)
             if b.tce:
-                self.pending[j].append((bins.astype(np.uint64), u))
-                if sum(p[0].shape[0] for p in self.pending[j]) > PENDING_ROWS:
+                # the rows tested in one call are those since the last call, as if no piece
+                # decided any: a fractional k's weights are summed in the same groups
+                self.queued[j] += bins.shape[0]
+                hit = self._decided(j, bins, ss)
+                if hit is None:
+                    self.pending[j].append((bins.astype(np.uint64), u))
+                elif not hit.all():
+                    rest = np.flatnonzero(~hit)
+                    self.pending[j].append((bins[rest].astype(np.uint64), u[rest]))
+                if self.queued[j] > PENDING_ROWS:
                     self._test(j)
             if b.pde:
                 phat = np.where(nn > 0, kk / np.maximum(nn, 1), 0.0)
@@ -337,6 +382,7 @@ class RowPassState:
             self.rejected[j].merge(other.rejected[j])
             self.absdev[j].merge(other.absdev[j])
             self.pending[j].extend(other.pending[j])
+            self.queued[j] += other.queued[j]
         return self
 
 
@@ -631,7 +677,7 @@ class PositionalPass:
         if n <= self.exact_rows:
             if self._rows is None:
                 self.passes += 1
-                preload_compiled_pava(n)
+                preload_compiled_pava(n, int(self.cum_pos[-1]))
                 self._rows = (yield SortedRowsSpec(packed=self.share, rows=n)).sorted_rows()
                 if self._rows[0].shape[0] != n:         # the later passes run over these rows
                     raise RuntimeError("the pass keeping every row saw other rows than the "
@@ -913,12 +959,69 @@ class PositionalPass:
                 r = self.resolved[b]
                 cut_u.append(int(np.float64(r.value).view(np.uint64)))
                 cut_id.append(r.row_id)
+        pieces: tuple[bytes, ...] = ()
+        if tce and self.test == "binomial":
+            pieces = self.sure_pieces(bounds, occ[exact], cuts, N, K)
         spec = RowBinning(cells=tuple(occ[exact].tolist()), cut_u=tuple(cut_u),
                           cut_id=tuple(cut_id), share=self.share,
                           below=sum(1 for b in inner_b if b <= 0),
                           n=tuple(stats.count.tolist()), k=tuple(K.tolist()),
-                          alpha=self.alpha, test=self.test, tce=tce, pde=pde)
+                          alpha=self.alpha, test=self.test, tce=tce, pde=pde, pieces=pieces)
         return spec, partial
+
+    def sure_pieces(self, bounds: IntArray, cells: IntArray, cuts: IntArray, N: FloatArray,
+                    K: FloatArray) -> tuple[bytes, ...]:
+        """TCE's binomial test in the row pass's cells of at least ``SURE_ROWS`` rows, decided
+        on score pieces: each (bin, cell) pair's scores — the cell's interval, within the bin's
+        first and last scores — on each side of the bin's k/N, halved until the exact bounds
+        decide a piece (:func:`calcheck.binomial.decided_pieces`) or it spans ~16 of the cell's
+        rows (at the cell's mean density).  A row in a piece of its bin takes the piece's
+        decision: concentrated scores put millions of rows into a few cells that many bins
+        cut or a test threshold crosses, and a lookup is a fraction of a test.  Only bins of a
+        whole k (the others' rows are tested, and summed, as before)."""
+        from calcheck.binomial import decided_pieces, side_ends
+
+        heavy = cells[self.cell_n[cells] >= SURE_ROWS]
+        if heavy.shape[0] == 0:
+            return ()
+        # the bins each heavy cell holds rows of: those between the cuts in it
+        first = np.searchsorted(cuts, heavy, side="left")
+        many = np.searchsorted(cuts, heavy, side="right") - first + 1
+        start = np.cumsum(many) - many
+        pair_bin = np.repeat(first, many) + np.arange(int(many.sum())) - np.repeat(start, many)
+        pair_cell = np.repeat(heavy, many)
+        k, _, frac = _split_k(K)
+        nb = N.shape[0]
+        keep = (pair_bin < nb)
+        pair_bin, pair_cell = pair_bin[keep], pair_cell[keep]
+        keep = (N[pair_bin] > 0) & (frac[pair_bin] == 0)
+        pair_bin, pair_cell = pair_bin[keep], pair_cell[keep]
+        if pair_bin.shape[0] == 0:
+            return ()
+        # each bin's first and last scores: those at its bounds (resolved for the row pass)
+        def value(b: int, outside: float) -> float:
+            return self.resolved[b].value if 0 < b < self.n else outside
+        first_s = np.array([value(b, 0.0 if b <= 0 else 1.0) for b in bounds[:-1].tolist()])
+        last_s = np.array([value(b, 1.0 if b >= self.n else 0.0) for b in bounds[1:].tolist()])
+        c_lo, c_hi = _cell_interval(pair_cell, self.bits)
+        lo = np.maximum(c_lo, first_s[pair_bin])
+        hi = np.minimum(c_hi, last_s[pair_bin])
+        b_end, c_end = side_ends(k[pair_bin], N[pair_bin])
+        # the part below k/N, then the part above
+        own = np.concatenate((pair_bin, pair_bin))
+        a = np.concatenate((lo, np.maximum(lo, c_end)))
+        z = np.concatenate((np.minimum(hi, b_end), hi))
+        width = np.concatenate((c_hi - c_lo, c_hi - c_lo)) * 16.0 / \
+            np.concatenate((self.cell_n[pair_cell], self.cell_n[pair_cell]))
+        some = a <= z
+        own, a, z, width = own[some], a[some], z[some], width[some]
+        o, p0, p1, rej = decided_pieces(k[own], N[own], a, z, self.alpha, width)
+        if o.shape[0] == 0:
+            return ()
+        bins = own[o]
+        order = np.lexsort((bins, p0))          # by score, then bin (bins meet at a cut)
+        return (p0[order].tobytes(), p1[order].tobytes(), bins[order].astype(np.int64).tobytes(),
+                rej[order].tobytes())
 
     def _row_pass_binnings(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]
                            ) -> list[str]:

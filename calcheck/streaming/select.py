@@ -46,6 +46,8 @@ COLLECT_KEYS = 1 << 23        # ... with shared ties, rows kept as packed 8-byte
                               # row while joined: ≤ ~0.13 GB): 10^8 rows' 4,096 PAVA blocks
                               # (~6.3·10^6 rows in their cells) in one pass
 SMALL_RANGE = 64              # ... and always when it holds at most this many
+NEAR_SHIFT = 40               # score bits >> this: 2^12 buckets a binade, ~4·10^6 in [0, 1]
+TIE_ROWS = 1 << 20            # collected keys unpacked this many (or one task's) at a time
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 U_MAX = np.iinfo(np.uint64).max
 
@@ -155,10 +157,22 @@ class SelectState:
         first = np.full(size, -1, dtype=np.int64)
         uniq, at = np.unique(task_cells, return_index=True)
         first[uniq] = at
-        return {"cells": cells, "first": first,
-                "ntask": np.bincount(task_cells, minlength=size),
-                "lo": np.array([t.u_lo for t in tasks], dtype=np.uint64),
-                "hi": np.array([t.u_hi for t in tasks], dtype=np.uint64),
+        ntask = np.bincount(task_cells, minlength=size)
+        lo = np.array([t.u_lo for t in tasks], dtype=np.uint64)
+        hi = np.array([t.u_hi for t in tasks], dtype=np.uint64)
+        # in cells of several tasks: the buckets of score bits >> NEAR_SHIFT that some task
+        # meets — a row in no such bucket belongs to no task, without a search
+        near = None
+        several = ntask[task_cells] > 1
+        if several.any():
+            a = (lo[several] >> np.uint64(NEAR_SHIFT)).astype(np.int64)
+            b = ((hi[several] - np.uint64(1)) >> np.uint64(NEAR_SHIFT)).astype(np.int64)
+            mark = np.zeros((ONE_BITS >> NEAR_SHIFT) + 2, dtype=np.int32)
+            np.add.at(mark, a, 1)
+            np.add.at(mark, b + 1, -1)
+            near = np.cumsum(mark, out=mark) > 0
+        return {"cells": cells, "first": first, "near": near,
+                "ntask": ntask, "lo": lo, "hi": hi,
                 "id_lo": np.array([t.id_lo for t in tasks], dtype=np.int64),
                 "shift": np.array([t.shift for t in tasks], dtype=np.int64),
                 "collect": np.array([t.collect for t in tasks], dtype=bool),
@@ -226,6 +240,8 @@ class SelectState:
         j = tb["first"][cell]
         multi = np.flatnonzero(tb["ntask"][cell] > 1)
         if multi.shape[0]:
+            j[multi] = -1
+            multi = multi[tb["near"].take((u[multi] >> np.uint64(NEAR_SHIFT)).astype(np.intp))]
             j[multi] = np.searchsorted(tb["lo"], u[multi], side="right").astype(np.int64) - 1
         ok = j >= 0
         jj = np.where(ok, j, 0)
@@ -531,28 +547,43 @@ class Search:
         if not todo:
             return {}
         first = np.empty(len(todo), dtype=np.int64)
+        last = np.empty(len(todo), dtype=np.int64)
         for j, (t, i) in enumerate(todo):
             a, b = spans.get(i, (0, 0))
             if b - a != t.range_rows:
                 raise RuntimeError(f"search pass found {b - a} rows in a range of "
                                    f"{t.range_rows}: the data changed between passes")
-            first[j] = a
+            first[j], last[j] = a, b
         within = np.array([t.within for t, _ in todo], dtype=np.int64)
-        u = keys >> np.uint64(1)
-        cum_y = np.zeros(keys.shape[0] + 1, dtype=np.int64)
-        np.cumsum(keys & np.uint64(1), out=cum_y[1:], dtype=np.int64)
-        at = u[first + within]
-        lo = np.searchsorted(u, at, side="left")
-        hi = np.searchsorted(u, at, side="right")
-        tied_pos = (cum_y[hi] - cum_y[lo]).tolist()
-        before_pos = (cum_y[lo] - cum_y[first]).tolist()
-        scores = u.view(np.float64)
+        order = np.argsort(first, kind="stable")
         total = np.add.reduce            # what numpy.sum runs on a 1-D array: the same bits
         out = {}
-        for (t, _), a, k, e, tp, bp, v in zip(todo, first.tolist(), lo.tolist(), hi.tolist(),
-                                              tied_pos, before_pos,
-                                              at.view(np.float64).tolist()):
-            out[t.rank] = (k - a, e - a, tp, bp, float(total(scores[a:k])), v)
+        # the ranks in groups of whole tasks spanning <= TIE_ROWS keys (or one larger task),
+        # so that the scores and label counts made of the keys are a group's, not all of them
+        j = 0
+        while j < order.shape[0]:
+            z = j + 1
+            while z < order.shape[0] and last[order[z]] - first[order[j]] <= TIE_ROWS:
+                z += 1
+            grp = order[j:z]
+            base, end = int(first[grp].min()), int(last[grp].max())
+            j = z
+            u = keys[base:end] >> np.uint64(1)
+            cum_y = np.zeros(end - base + 1, dtype=np.int64)
+            np.bitwise_and(keys[base:end], np.uint64(1), out=cum_y[1:].view(np.uint64))
+            np.cumsum(cum_y[1:], out=cum_y[1:])
+            f = first[grp] - base
+            at = u[f + within[grp]]
+            lo = np.searchsorted(u, at, side="left")
+            hi = np.searchsorted(u, at, side="right")
+            tied_pos = (cum_y[hi] - cum_y[lo]).tolist()
+            before_pos = (cum_y[lo] - cum_y[f]).tolist()
+            scores = u.view(np.float64)
+            for g, a, k, e, tp, bp, v in zip(grp.tolist(), f.tolist(), lo.tolist(), hi.tolist(),
+                                             tied_pos, before_pos,
+                                             at.view(np.float64).tolist()):
+                out[todo[g][0].rank] = (k - a, e - a, tp, bp, float(total(scores[a:k])), v)
+            del u, cum_y, scores
         return out
 
     def result(self) -> dict[int, Resolved]:
