@@ -129,12 +129,21 @@ def line(name: str, ours: float, ref: float | None, goal: str, extra: str = "") 
     print(f"{name:<22} {ours:8.2f} s  {refs}  {ratio}  {extra:<24} goal {goal}", flush=True)
 
 
-def binary_file(n: int, decimals: int | None = None, *, concentrated: bool = False) -> Path:
-    """n rows of logistic-normal scores (rounded to ``decimals`` places: tied scores), or
-    with ``concentrated`` of Beta(0.2, 20) scores (a rare-event model: mean 0.01, a fifth of
-    the rows below 1.5e-5, the stream grid's first cell)."""
+SHAPES = {   # scores besides the logistic-normal ones: name → (file suffix, sampler)
+    # a rare-event model: mean 0.01, a fifth of the rows below 1.5e-5 (the stream grid's
+    # first cell)
+    "concentrated": ("_beta0.2_20", lambda rng, m: rng.beta(0.2, 20.0, size=m)),
+    # a confident classifier: half the rows Beta(50, 1), half Beta(1, 50), crowded near 0 and 1
+    "bimodal": ("_bimodal", lambda rng, m: np.where(rng.random(m) < 0.5, rng.beta(50.0, 1.0, m),
+                                                    rng.beta(1.0, 50.0, m))),
+}
+
+
+def binary_file(n: int, decimals: int | None = None, *, shape: str | None = None) -> Path:
+    """n rows of logistic-normal scores (rounded to ``decimals`` places: tied scores), or of
+    another ``shape`` (:data:`SHAPES`)."""
     DATA.mkdir(exist_ok=True)
-    path = DATA / (f"scale_{n}_beta0.2_20.parquet" if concentrated else
+    path = DATA / (f"scale_{n}{SHAPES[shape][0]}.parquet" if shape else
                    f"scale_{n}.parquet" if decimals is None else
                    f"scale_{n}_round{decimals}.parquet")
     if not path.exists():
@@ -142,7 +151,7 @@ def binary_file(n: int, decimals: int | None = None, *, concentrated: bool = Fal
         chunks = []
         for start in range(0, n, 10**7):                 # written in pieces: little memory
             m = min(10**7, n - start)
-            s = rng.beta(0.2, 20.0, size=m) if concentrated else \
+            s = SHAPES[shape][1](rng, m) if shape else \
                 1.0 / (1.0 + np.exp(-(0.3 + 1.7 * rng.normal(size=m))))
             if decimals is not None:
                 s = np.round(s, decimals)
@@ -246,15 +255,18 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
                         "-q"]) for _ in range(2))
         line(f"stream default {EXACT_ROWS:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
              f"peak {ours[1]:.2f} GB")
-    # concentrated scores (Beta(0.2, 20)): the uniform grid puts most rows in a few cells, so
-    # the search collects many rows and the row pass tests most rows one by one
-    for n in sorted({EXACT_ROWS, a.rows}):
-        path = binary_file(n, concentrated=True)
-        floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
-        ours = min(run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress",
-                        "-q"]) for _ in range(2))
-        line(f"stream beta(0.2,20) {n:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
-             f"peak {ours[1]:.2f} GB")
+    # scores crowded into a few grid cells (near 0, or near 0 and 1): the uniform grid puts
+    # most rows in cells that the bins cut or a test threshold crosses, so the search needs
+    # more passes and the row pass reads most rows
+    for shape, label, sizes in (("concentrated", "beta(0.2,20)", sorted({EXACT_ROWS, a.rows})),
+                                ("bimodal", "bimodal", [EXACT_ROWS])):
+        for n in sizes:
+            path = binary_file(n, shape=shape)
+            floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
+            ours = min(run(["calcheck", "score", str(path), "--engine", "stream",
+                            "--no-progress", "-q"]) for _ in range(2))
+            line(f"stream {label} {n:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
+                 f"peak {ours[1]:.2f} GB")
 
 
 EXACT_ROWS = 10**7    # calcheck.streaming.positional.EXACT_PAVA_ROWS

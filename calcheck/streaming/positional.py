@@ -72,7 +72,7 @@ POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
 QUARTILES = (0.25, 0.5, 0.75)
 SAFETY = 1e-9
 PENDING_ROWS = 1 << 18         # TCE's row pass tests its rows this many (at most) at a time
-SURE_ROWS = 4096               # a cell the row pass reads holding this many rows: TCE's test is
+SURE_ROWS = 1024               # a cell the row pass reads holding this many rows: TCE's test is
                                # decided on score pieces of it (:func:`sure_pieces`)
 EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
 PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks

@@ -176,7 +176,8 @@ class SelectState:
                 "id_lo": np.array([t.id_lo for t in tasks], dtype=np.int64),
                 "shift": np.array([t.shift for t in tasks], dtype=np.int64),
                 "collect": np.array([t.collect for t in tasks], dtype=bool),
-                "by_id": np.array([t.by_id for t in tasks], dtype=bool)}
+                "by_id": np.array([t.by_id for t in tasks], dtype=bool),
+                "any_by_id": any(t.by_id for t in tasks)}
 
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -203,32 +204,38 @@ class SelectState:
         ss = s[sel] + 0.0                                   # −0.0 → +0.0 before taking bits
         u = ss.view(np.uint64)
         ids = row_ids(start, sel)
-        yy = np.asarray(labels)[sel].astype(np.int64)
+        yy = np.asarray(labels)[sel]
         owner = self._owner(u, ids, cell[sel])
         mine = owner >= 0
         coll = mine & tb["collect"][np.maximum(owner, 0)]
-        if coll.any():
+        take = np.flatnonzero(coll)
+        if take.shape[0]:
             if self.spec.by_value:              # (u, y) packed: a row's task follows from u
-                self.rows.append(np.left_shift(u[coll], np.uint64(1)) | yy[coll].astype(np.uint64))
+                key = np.left_shift(u[take], np.uint64(1))
+                key |= yy[take].astype(np.uint64)
+                self.rows.append(key)
             else:
-                self.rows.append((owner[coll].astype(np.int32), u[coll], ids[coll],
-                                  yy[coll].astype(np.int8)))
+                self.rows.append((owner[take].astype(np.int32), u[take], ids[take],
+                                  yy[take].astype(np.int8)))
         hist = np.flatnonzero(mine & ~coll)
         if hist.shape[0]:
             o = owner[hist]
-            by_id = tb["by_id"][o]
             shift = tb["shift"][o]
-            bucket = np.where(by_id, (ids[hist] - tb["id_lo"][o]) >> shift,
-                              ((u[hist] - tb["lo"][o]) >> shift.astype(np.uint64))
-                              .astype(np.int64))
-            key = self.offsets[o] + bucket
+            uh = u[hist]
+            bucket = (uh - tb["lo"][o]).view(np.int64)      # < 2^62: the same bits either way
+            bucket >>= shift
+            if tb["any_by_id"]:
+                by_id = np.flatnonzero(tb["by_id"][o])
+                bucket[by_id] = (ids[hist[by_id]] - tb["id_lo"][o[by_id]]) >> shift[by_id]
+            key = bucket
+            key += self.offsets[o]
             size = self.count.shape[0]
             self.count += np.bincount(key, minlength=size)
-            self.positives += np.bincount(key, weights=yy[hist], minlength=size).astype(np.int64)
+            self.positives += np.bincount(key[yy[hist] != 0], minlength=size)
             self.score += np.bincount(key, weights=ss[hist], minlength=size)
             if self.spec.by_value:
-                np.minimum.at(self.key_min, key, u[hist])
-                np.maximum.at(self.key_max, key, u[hist])
+                np.minimum.at(self.key_min, key, uh)
+                np.maximum.at(self.key_max, key, uh)
         return self
 
     def _owner(self, u: Any, ids: IntArray, cell: IntArray) -> IntArray:
