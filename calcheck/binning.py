@@ -271,12 +271,28 @@ def shared_prefix(values: np.ndarray, sorted_scores: FloatArray,
 def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> np.ndarray:
     """Every sorted row's label replaced by its tie group's mean label (the labels themselves,
     in their own dtype, when no two scores tie)."""
-    if not np.any(sorted_scores[1:] == sorted_scores[:-1]):  # each row its own mean
+    same = sorted_scores[1:] == sorted_scores[:-1]
+    if not np.any(same):                                     # each row its own mean
         return np.asarray(sorted_labels)
-    t = tie_bounds(sorted_scores)
-    w = np.diff(t)
-    means = segment_sums(np.asarray(sorted_labels, dtype=np.float64), t) / np.maximum(w, 1)
-    return np.asarray(np.repeat(means, w), dtype=np.float64)
+    out = np.asarray(sorted_labels, dtype=np.float64).copy()
+    # the groups of two or more rows, from the tied neighbours alone (a row's own label is
+    # its mean otherwise): no per-row group arrays, which near-distinct scores with a few
+    # ties made ~50 bytes a row
+    pair = np.flatnonzero(same)              # rows i and i + 1 tie
+    pad = np.concatenate(([False], same, [False]))
+    starts = pair[~pad[pair]]                # pad[i] = same[i − 1]
+    ends = pair[~pad[pair + 2]] + 2          # pad[i + 2] = same[i + 1]
+    del pair, pad, same
+    n = out.shape[0]
+    cuts = np.empty(2 * starts.shape[0], dtype=np.int64)
+    cuts[0::2], cuts[1::2] = starts, ends
+    sums = np.add.reduceat(out, cuts[:-1] if ends[-1] == n else cuts)[0::2]
+    width = ends - starts
+    mark = np.zeros(n + 1, dtype=np.int8)
+    mark[starts] = 1
+    mark[ends] -= 1
+    out[np.cumsum(mark[:n], dtype=np.int8) > 0] = np.repeat(sums / width, width)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

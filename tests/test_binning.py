@@ -177,6 +177,28 @@ def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
         np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
 
 
+@given(st.integers(0, 2**31))
+def test_shared_labels_are_each_tie_groups_mean_label(seed):
+    """Every sorted row's label replaced by its tie group's mean (float64), found from the
+    tied neighbours alone: groups at either end, groups that meet, and no ties at all (the
+    labels themselves, in their own dtype)."""
+    from calcheck import binning as B
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    s = np.sort(np.round(rng.random(n) ** 3, int(rng.integers(0, 5))))
+    y = (rng.random(n) < 0.4).astype(rng.choice([np.int8, np.int64, np.float64, bool]))
+    got = B.shared_labels(s, y)
+    _, first, group = np.unique(s, return_index=True, return_inverse=True)
+    counts = np.bincount(group)
+    want = (np.bincount(group, weights=y.astype(np.float64)) / counts)[group]
+    if counts.max() == 1:
+        assert got.dtype == y.dtype
+    else:
+        assert got.dtype == np.float64
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
 def _fed(n, bins, steps, s, y):
     """A UniformFold fed the rows in ``steps`` (rows so far after each step), finished."""
     from calcheck.binning import UniformFold
