@@ -833,7 +833,7 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
     if values.shape[0] == 0:
         return pava_bc_runs([], [], n_min, n_max)
     runs = 1 + int(np.count_nonzero(values[1:] != values[:-1]))   # the loop's runs
-    kernel = compiled_pava(runs)
+    kernel = compiled_pava(values.shape[0], runs)
     if kernel is None:
         return pava_bc_runs(*label_runs(values), n_min, n_max)
     if n_min < 0 or n_max < n_min:
@@ -854,20 +854,26 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
 
 
 USE_COMPILED = True          # tests switch the compiled scan off to compare the two
-COMPILE_AT = 1_000_000       # runs: loading numba's scan costs ~0.4 s, the loop 0.36 µs a run
+COMPILE_AT = 1_000_000       # rows: loading numba's scan costs ~0.4 s, the loop 0.36 µs a run
+FEW_RUNS = 1 << 18           # ... but fewer runs than this keep the loop (<= ~0.1 s)
 _loop_runs = 0               # runs the Python loop has scanned in this process
 
 
-def compiled_pava(runs: int) -> Any:
-    """numba's compiled PAVA-BC scan for a scan of ``runs`` runs, or None for the Python loop:
-    numba not installed, switched off (``CALCHECK_NO_NUMBA=1``), or not worth loading yet —
-    the scan is loaded once this call, or all the loop's calls so far (a bootstrap's
-    replicates), reach :data:`COMPILE_AT` runs, so its one-off cost stays below the time it
-    saves."""
+def compiled_pava(rows: int, runs: int | None = None) -> Any:
+    """numba's compiled PAVA-BC scan for a scan of ``rows`` rows in ``runs`` runs of one value
+    (default: as many as rows), or None for the Python loop: numba not installed, switched
+    off (``CALCHECK_NO_NUMBA=1``), or not worth loading yet — the scan is loaded when this
+    call has :data:`COMPILE_AT` rows in at least :data:`FEW_RUNS` runs (a scan of rare
+    positives, or rare negatives, walks few runs: the loop takes < 0.1 s, and numba's ~120 MB
+    of resident compiler stay out of memory), or when all the loop's calls so far (a
+    bootstrap's replicates) reach COMPILE_AT runs, so its one-off cost stays below the time
+    it saves."""
     global _loop_runs
     if not USE_COMPILED or os.environ.get("CALCHECK_NO_NUMBA"):
         return None
-    if "calcheck._pava_compiled" not in sys.modules and runs + _loop_runs < COMPILE_AT:
+    runs = rows if runs is None else runs
+    if "calcheck._pava_compiled" not in sys.modules and \
+            (rows < COMPILE_AT or runs < FEW_RUNS) and runs + _loop_runs < COMPILE_AT:
         _loop_runs += runs
         return None
     try:
@@ -883,8 +889,8 @@ def preload_compiled_pava(rows: int, positives: int | None = None) -> None:
     its first signature cost ~0.4 s of mostly one core, which then overlaps the work before
     the scan (reading and sorting the rows).  A later call waits for the load (the import
     lock, numba's compiler lock).  The rows hold at most 2·min(positives, negatives) + 1 runs
-    of one label: rare positives (or negatives) keep the loop, and numba's ~120 MB of
-    resident compiler unloaded."""
+    of one label: fewer than :data:`FEW_RUNS` (rare positives, or rare negatives) keep the
+    loop, and numba's ~120 MB of resident compiler unloaded."""
     import threading
 
     def load() -> None:
@@ -894,7 +900,7 @@ def preload_compiled_pava(rows: int, positives: int | None = None) -> None:
                    np.zeros(1, dtype=np.int64))
 
     runs = rows if positives is None else min(rows, 2 * min(positives, rows - positives) + 1)
-    if runs >= COMPILE_AT and "calcheck._pava_compiled" not in sys.modules:
+    if rows >= COMPILE_AT and runs >= FEW_RUNS and "calcheck._pava_compiled" not in sys.modules:
         threading.Thread(target=load, daemon=True).start()
 
 

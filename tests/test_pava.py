@@ -80,6 +80,31 @@ def test_the_compiled_scan_runs_where_numba_is_installed():
     assert compiled_pava(COMPILE_AT) is not None
 
 
+def test_a_scan_of_few_runs_keeps_the_loop():
+    """numba's scan loads for COMPILE_AT rows unless they hold fewer than FEW_RUNS runs of one
+    label (rare positives): then the loop scans them, until the loop's runs add up to
+    COMPILE_AT (fresh interpreters: the load is once a process)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    code = ("import sys\n"
+            "from calcheck.binning import COMPILE_AT, FEW_RUNS, compiled_pava\n"
+            "out = []\n"
+            "for runs in map(int, sys.argv[1:]):\n"
+            "    out.append(compiled_pava(10 * COMPILE_AT, runs) is not None)\n"
+            "print(out)\n")
+    from calcheck.binning import COMPILE_AT, FEW_RUNS
+
+    for runs, want in (([FEW_RUNS - 1], [False]), ([FEW_RUNS], [True]),
+                       ([FEW_RUNS - 1] * 4, [False, False, False, True])):
+        out = subprocess.run([sys.executable, "-c", code, *map(str, runs)], capture_output=True,
+                             text=True, check=True, env={**os.environ, "CALCHECK_NO_NUMBA": ""})
+        assert out.stdout.strip() == str(want), (runs, out.stderr)
+    assert 3 * (FEW_RUNS - 1) < COMPILE_AT <= 4 * (FEW_RUNS - 1)
+
+
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=300), st.integers(1, 5),
        st.integers(0, 40), st.integers(0, 120), st.booleans())
 def test_compiled_and_python_scans_agree(scores, coarse, n_min, extra, shared):

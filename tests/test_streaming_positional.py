@@ -197,13 +197,13 @@ def test_sorted_rows_fill_one_buffer_that_grows_merges_and_pickles_its_keys(rows
 def test_preloading_the_compiled_scan_waits_for_a_scan_worth_it():
     """The compiled PAVA-BC scan loads on a background thread when the coming scan has
     COMPILE_AT rows or more (overlapping the sort before it), and not for a smaller one — nor
-    for rows whose rare positives bound their runs of one label below COMPILE_AT (numba's
+    for rows whose rare positives bound their runs of one label below FEW_RUNS (numba's
     compiler stays out of memory)."""
     import os
     import subprocess
     import sys
 
-    from calcheck.binning import COMPILE_AT
+    from calcheck.binning import COMPILE_AT, FEW_RUNS
 
     pytest.importorskip("numba")
     code = ("import sys, threading\n"
@@ -213,8 +213,8 @@ def test_preloading_the_compiled_scan_waits_for_a_scan_worth_it():
             "    if t is not threading.main_thread(): t.join()\n"
             "print('calcheck._pava_compiled' in sys.modules)\n")
     for args, loaded in (((COMPILE_AT - 1,), "False"), ((COMPILE_AT,), "True"),
-                         ((10 * COMPILE_AT, COMPILE_AT // 2 - 1), "False"),
-                         ((10 * COMPILE_AT, 10 * COMPILE_AT - COMPILE_AT // 2), "True")):
+                         ((10 * COMPILE_AT, FEW_RUNS // 2 - 1), "False"),
+                         ((10 * COMPILE_AT, 10 * COMPILE_AT - FEW_RUNS // 2), "True")):
         out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
                              text=True, check=True, env={**os.environ, "CALCHECK_NO_NUMBA": ""})
         assert out.stdout.strip() == loaded, (args, out.stderr)
