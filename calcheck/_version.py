@@ -1,2 +1,2 @@
-__version__ = "0.5.12"
+__version__ = "0.5.13"
 SCHEMA_VERSION = "1"
