@@ -608,3 +608,32 @@ def test_row_owner_with_several_tasks_a_cell_equals_a_search():
     for i, t in enumerate(tasks):
         want[(u >= np.uint64(t.u_lo)) & (u < np.uint64(t.u_hi))] = i
     np.testing.assert_array_equal(got, want)
+
+
+def test_task_groups_keep_a_tasks_ranks_together():
+    """The search unpacks its collected keys a group of tasks at a time: every rank of a task
+    in one group (a task larger than the limit with many ranks is unpacked once, not once a
+    rank), groups in key order, and each group within the limit unless it is one task."""
+    from calcheck.streaming.select import task_groups
+
+    rng = np.random.default_rng(6)
+    sizes = rng.choice([1, 5, 40, 300], 60)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    task = rng.integers(0, 60, 500)                     # ranks, several a task, shuffled
+    first, last = starts[task], starts[task] + sizes[task]
+    for limit in (1, 16, 100, 10**6):
+        groups = task_groups(first, last, limit)
+        seen = np.concatenate(groups)
+        assert np.array_equal(np.sort(seen), np.arange(task.shape[0]))
+        owner = {}
+        prev_end = -1
+        for g, members in enumerate(groups):
+            tasks = set(task[members].tolist())
+            for t in tasks:
+                assert owner.setdefault(t, g) == g            # a task's ranks: one group
+            lo, hi = first[members].min(), last[members].max()
+            assert lo >= prev_end
+            prev_end = hi
+            assert hi - lo <= limit or len(tasks) == 1
+        if limit == 10**6:
+            assert len(groups) == 1

@@ -340,6 +340,24 @@ class SelectState:
         return {int(task[a]): (u[a:b], ids[a:b], y[a:b]) for a, b in zip(starts, ends)}
 
 
+def task_groups(first: IntArray, last: IntArray, limit: int) -> list[IntArray]:
+    """The entries [first_j, last_j) — ranks, in the disjoint key ranges of their collect tasks
+    (the ranks of one task share its range) — in groups of whole tasks, by range, each group
+    spanning at most ``limit`` keys unless it is one task: what :meth:`Search._tie_groups`
+    unpacks at a time."""
+    order = np.argsort(first, kind="stable")
+    groups = []
+    j = 0
+    while j < order.shape[0]:
+        z = j + 1
+        while z < order.shape[0] and (first[order[z]] == first[order[z - 1]] or
+                                      last[order[z]] - first[order[j]] <= limit):
+            z += 1
+        groups.append(order[j:z])
+        j = z
+    return groups
+
+
 def _by_group_then_id(u: np.ndarray, ids: IntArray) -> IntArray:
     """The order of rows by (u, id), for ``u`` already grouped in ascending order (the tie
     groups of a sort by score) and unique ``ids``: one quick argsort of (group number, id)
@@ -562,19 +580,10 @@ class Search:
                                    f"{t.range_rows}: the data changed between passes")
             first[j], last[j] = a, b
         within = np.array([t.within for t, _ in todo], dtype=np.int64)
-        order = np.argsort(first, kind="stable")
         total = np.add.reduce            # what numpy.sum runs on a 1-D array: the same bits
         out = {}
-        # the ranks in groups of whole tasks spanning <= TIE_ROWS keys (or one larger task),
-        # so that the scores and label counts made of the keys are a group's, not all of them
-        j = 0
-        while j < order.shape[0]:
-            z = j + 1
-            while z < order.shape[0] and last[order[z]] - first[order[j]] <= TIE_ROWS:
-                z += 1
-            grp = order[j:z]
+        for grp in task_groups(first, last, TIE_ROWS):
             base, end = int(first[grp].min()), int(last[grp].max())
-            j = z
             u = keys[base:end] >> np.uint64(1)
             cum_y = np.zeros(end - base + 1, dtype=np.int64)
             np.bitwise_and(keys[base:end], np.uint64(1), out=cum_y[1:].view(np.uint64))
