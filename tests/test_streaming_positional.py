@@ -637,3 +637,16 @@ def test_task_groups_keep_a_tasks_ranks_together():
             assert hi - lo <= limit or len(tasks) == 1
         if limit == 10**6:
             assert len(groups) == 1
+
+
+def test_positives_before_positions_are_read_a_chunk_at_a_time():
+    from calcheck.streaming.select import _ones_before
+
+    rng = np.random.default_rng(13)
+    for _ in range(200):
+        m = int(rng.integers(0, 3000))
+        keys = np.sort(rng.integers(0, 2**40, m).astype(np.uint64))
+        where = np.unique(rng.integers(0, m + 1, int(rng.integers(1, 50))))
+        cum = np.concatenate(([0], np.cumsum(keys & np.uint64(1))))
+        for chunk in (1, 7, 64, 1 << 16):
+            np.testing.assert_array_equal(_ones_before(keys, where, chunk), cum[where])

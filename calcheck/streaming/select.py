@@ -340,6 +340,22 @@ class SelectState:
         return {int(task[a]): (u[a:b], ids[a:b], y[a:b]) for a, b in zip(starts, ends)}
 
 
+def _ones_before(keys: np.ndarray, where: IntArray, chunk: int = 1 << 16) -> IntArray:
+    """How many of ``keys[:p]`` are odd (positive labels) for each p of ``where`` (ascending,
+    in [0, len]): a cumulative count read a chunk at a time, never a count per key."""
+    out = np.zeros(where.shape[0], dtype=np.int64)
+    run = 0
+    one = np.uint64(1)
+    m = keys.shape[0]
+    for c in range(0, m, chunk):
+        e = min(c + chunk, m)
+        a, b = np.searchsorted(where, [c + 1, e + 1])          # the p in (c, e]
+        cum = np.cumsum(keys[c:e] & one, dtype=np.int64)
+        out[a:b] = run + cum[where[a:b] - c - 1]
+        run += int(cum[-1])
+    return out
+
+
 def task_groups(first: IntArray, last: IntArray, limit: int) -> list[IntArray]:
     """The entries [first_j, last_j) — ranks, in the disjoint key ranges of their collect tasks
     (the ranks of one task share its range) — in groups of whole tasks, by range, each group
@@ -582,24 +598,25 @@ class Search:
         within = np.array([t.within for t, _ in todo], dtype=np.int64)
         total = np.add.reduce            # what numpy.sum runs on a 1-D array: the same bits
         out = {}
+        one = np.uint64(1)
         for grp in task_groups(first, last, TIE_ROWS):
             base, end = int(first[grp].min()), int(last[grp].max())
-            u = keys[base:end] >> np.uint64(1)
-            cum_y = np.zeros(end - base + 1, dtype=np.int64)
-            np.bitwise_and(keys[base:end], np.uint64(1), out=cum_y[1:].view(np.uint64))
-            np.cumsum(cum_y[1:], out=cum_y[1:])
+            seg = keys[base:end]                     # (u, y) keys, sorted
             f = first[grp] - base
-            at = u[f + within[grp]]
-            lo = np.searchsorted(u, at, side="left")
-            hi = np.searchsorted(u, at, side="right")
-            tied_pos = (cum_y[hi] - cum_y[lo]).tolist()
-            before_pos = (cum_y[lo] - cum_y[f]).tolist()
-            scores = u.view(np.float64)
+            at = seg[f + within[grp]] >> one         # each rank's score bits
+            lo = np.searchsorted(seg, at << one, side="left")            # its tie group
+            hi = np.searchsorted(seg, (at << one) | one, side="right")
+            where = np.sort(np.concatenate((f, lo, hi)))
+            where = where[run_starts(where)[0]]
+            ones = _ones_before(seg, where)
+            tied_pos = (ones[np.searchsorted(where, hi)] - ones[np.searchsorted(where, lo)])
+            before_pos = (ones[np.searchsorted(where, lo)] - ones[np.searchsorted(where, f)])
+            np.right_shift(seg, one, out=seg)        # the keys become the scores' bits, in place
+            scores = seg.view(np.float64)            # (the keys are not used again)
             for g, a, k, e, tp, bp, v in zip(grp.tolist(), f.tolist(), lo.tolist(), hi.tolist(),
-                                             tied_pos, before_pos,
+                                             tied_pos.tolist(), before_pos.tolist(),
                                              at.view(np.float64).tolist()):
                 out[todo[g][0].rank] = (k - a, e - a, tp, bp, float(total(scores[a:k])), v)
-            del u, cum_y, scores
         return out
 
     def result(self) -> dict[int, Resolved]:
