@@ -126,7 +126,7 @@ def script(folder: Path, name: str, text: str) -> str:
 def line(name: str, ours: float, ref: float | None, goal: str, extra: str = "") -> None:
     ratio = f"{ours / ref:6.2f}x" if ref else "       "
     refs = f"{ref:8.2f} s" if ref else " " * 10
-    print(f"{name:<25} {ours:8.2f} s  {refs}  {ratio}  {extra:<24} goal {goal}", flush=True)
+    print(f"{name:<30} {ours:8.2f} s  {refs}  {ratio}  {extra:<24} goal {goal}", flush=True)
 
 
 SHAPES = {   # scores besides the logistic-normal ones: name → (file suffix, sampler)
@@ -135,6 +135,9 @@ SHAPES = {   # scores besides the logistic-normal ones: name → (file suffix, s
     "concentrated": ("_beta0.2_20", lambda rng, m: rng.beta(0.2, 20.0, size=m)),
     # its mirror: a fifth of the rows within 1.5e-5 of 1, a thousandth exactly 1.0 (ties)
     "near_one": ("_beta20_0.2", lambda rng, m: rng.beta(20.0, 0.2, size=m)),
+    # a U: Beta(0.05, 0.05), 29 % of the rows in the grid's first cell, 29 % in its last, 8 %
+    # exactly 1.0
+    "u_shaped": ("_beta0.05_0.05", lambda rng, m: rng.beta(0.05, 0.05, size=m)),
     # a confident classifier: half the rows Beta(50, 1), half Beta(1, 50), crowded near 0 and 1
     "bimodal": ("_bimodal", lambda rng, m: np.where(rng.random(m) < 0.5, rng.beta(50.0, 1.0, m),
                                                     rng.beta(1.0, 50.0, m))),
@@ -262,7 +265,8 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
     # more passes and the row pass reads most rows
     for shape, label, sizes in (("concentrated", "beta(0.2,20)", sorted({EXACT_ROWS, a.rows})),
                                 ("near_one", "beta(20,0.2)", [EXACT_ROWS]),
-                                ("bimodal", "bimodal", [EXACT_ROWS])):
+                                ("bimodal", "bimodal", [EXACT_ROWS]),
+                                ("u_shaped", "beta(0.05,0.05)", [a.rows])):
         for n in sizes:
             path = binary_file(n, shape=shape)
             floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
@@ -362,7 +366,7 @@ def main() -> None:
     unknown = set(a.which) - set(ROWS)
     if unknown:
         p.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
-    print(f"{'row':<25} {'calcheck':>10}  {'floor':>10}  {'ratio':>7}")
+    print(f"{'row':<30} {'calcheck':>10}  {'floor':>10}  {'ratio':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.which or ROWS:
             globals()[f"row_{name}"](a, Path(tmp))
