@@ -650,3 +650,27 @@ def test_positives_before_positions_are_read_a_chunk_at_a_time():
         cum = np.concatenate(([0], np.cumsum(keys & np.uint64(1))))
         for chunk in (1, 7, 64, 1 << 16):
             np.testing.assert_array_equal(_ones_before(keys, where, chunk), cum[where])
+
+
+def test_rows_at_a_cut_score_count_the_cuts_before_them_by_row_id():
+    """--ties order: a row scoring a cut's score is past each cut at that score whose row id
+    is at most its own (one cut, or several splitting one tie group; the placeholder cut 0
+    with id −1 of an empty first bin), as one comparison a cut would count."""
+    from calcheck.streaming.positional import _cuts_at_or_before
+
+    rng = np.random.default_rng(10)
+    for _ in range(500):
+        k = int(rng.integers(1, 12))
+        vals = np.sort(rng.choice(np.array([0, 5, 5, 7, 9, 9, 9, 11], dtype=np.uint64), k))
+        ids = np.zeros(k, dtype=np.int64)
+        for v in np.unique(vals):
+            m = vals == v
+            ids[m] = np.sort(rng.choice(np.arange(-1, 100), int(m.sum()), replace=False))
+        cut_u, cut_id = tuple(int(x) for x in vals), tuple(int(x) for x in ids)
+        m = int(rng.integers(1, 30))
+        u = rng.choice(vals, m).astype(np.uint64)
+        rid = rng.integers(-1, 101, m)
+        want = np.zeros(m, dtype=np.int64)
+        for cu, ci in zip(cut_u, cut_id):
+            want += (u == np.uint64(cu)) & (rid >= ci)
+        np.testing.assert_array_equal(_cuts_at_or_before(cut_u, cut_id, u, rid), want)

@@ -200,9 +200,15 @@ class SortedRowsState:
         if not self.parts:
             return np.zeros(0), np.zeros(0, dtype=np.int8)
         self.parts.sort(key=lambda p: p[0])
-        u = np.concatenate([p[1] for p in self.parts])
-        order = np.argsort(u, kind="stable")
-        return u[order].view(np.float64), np.concatenate([p[2] for p in self.parts])[order]
+        parts, self.parts = self.parts, []
+        u = np.concatenate([p[1] for p in parts])
+        y = np.concatenate([p[2] for p in parts])
+        del parts                                    # (each batch's copy freed once joined)
+        order = np.argsort(u, kind="stable")         # ties in row-id order: the labels' order
+        y = y[order]
+        del order
+        u.sort()              # equal scores are equal bits: any sort gives the same array, in
+        return u.view(np.float64), y                 # place (no gathered copy)
 
 
 @dataclass(frozen=True)
@@ -348,10 +354,9 @@ class RowPassState:
                     keep = np.ones(bins.shape[0], dtype=bool)
                     keep[on_cut] = False
                     ss, u, bins = ss[keep], u[keep], bins[keep]
-            else:
-                ids = row_ids(start, sel)
-                for cu, ci in zip(b.cut_u, b.cut_id):
-                    bins += (u == np.uint64(cu)) & (ids >= ci)
+            elif on_cut.shape[0]:                       # a cut's score: by row id
+                bins[on_cut] += _cuts_at_or_before(b.cut_u, b.cut_id, u[on_cut],
+                                                   row_ids(start, sel[on_cut]))
             size = len(b.n)
             self.rows[j] += np.bincount(bins, minlength=size)
             nn = np.asarray(b.n, dtype=np.float64)
@@ -403,6 +408,26 @@ def _cut_bins(cut_u: tuple[int, ...], bits: int, cells: IntArray, u: np.ndarray
         bins[many] = np.searchsorted(cuts, u[many], side="left")
         on_cut = np.sort(np.concatenate((on_cut, many[np.isin(u[many], cuts)])))
     return bins, on_cut
+
+
+def _cuts_at_or_before(cut_u: tuple[int, ...], cut_id: tuple[int, ...], u: np.ndarray,
+                       ids: IntArray) -> IntArray:
+    """For rows whose score bits ``u`` are a cut's (``--ties order``): how many cuts at that
+    score have a row id at most the row's — the cuts that fall before the row in the (score,
+    row id) order.  A score's cuts are consecutive in ``cut_u`` with ascending ids."""
+    cuts = np.array(cut_u, dtype=np.uint64)
+    cid = np.array(cut_id, dtype=np.int64)
+    lo = np.searchsorted(cuts, u, side="left")
+    hi = np.searchsorted(cuts, u, side="right")
+    out = np.zeros(u.shape[0], dtype=np.int64)
+    one = np.flatnonzero(hi - lo == 1)
+    out[one] = cid[lo[one]] <= ids[one]
+    several = np.flatnonzero(hi - lo > 1)          # a tie group that several cuts split
+    if several.shape[0]:
+        for a in np.unique(lo[several]).tolist():
+            rows = several[lo[several] == a]
+            out[rows] = np.searchsorted(cid[a:int(hi[rows[0]])], ids[rows], side="right")
+    return out
 
 
 @functools.lru_cache(maxsize=8)
