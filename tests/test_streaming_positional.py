@@ -1,5 +1,6 @@
 """Positional bins on a stream: the exact rank search, equal-mass and TCE bins, the row pass."""
 
+import itertools
 import json
 
 import numpy as np
@@ -674,3 +675,30 @@ def test_rows_at_a_cut_score_count_the_cuts_before_them_by_row_id():
         for cu, ci in zip(cut_u, cut_id):
             want += (u == np.uint64(cu)) & (rid >= ci)
         np.testing.assert_array_equal(_cuts_at_or_before(cut_u, cut_id, u, rid), want)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("case", ["continuous", "some_ties", "rounded"])
+def test_held_rows_in_score_then_row_order_whatever_the_sort(case, tied):
+    """--ties order's held rows come out in (score, row id) order — the stable argsort's —
+    whether the grid saw ties (a stable argsort) or not (a quick argsort, then the tie groups
+    put in row-id order), from batches merged out of order."""
+    from calcheck.streaming.positional import SortedRowsSpec
+
+    rng = np.random.default_rng(len(case))
+    n = 20_000
+    s = {"continuous": rng.random(n),
+         "some_ties": np.where(rng.random(n) < 0.05, 0.5, rng.random(n)),
+         "rounded": np.round(rng.random(n), 2)}[case]
+    s[:7] = -0.0
+    y = (rng.random(n) < s).astype(np.int8)
+    spec = SortedRowsSpec(packed=False, tied=tied)
+    states = [spec.new() for _ in range(3)]
+    cuts = [0, 3_000, 11_000, 15_500, n]
+    for j, (a, b) in enumerate(itertools.pairwise(cuts)):
+        states[j % 3].update(s[a:b], y[a:b], a)
+    states[2].merge(states[0]).merge(states[1])
+    got_s, got_y = states[2].sorted_rows()
+    order = np.argsort((s + 0.0).view(np.uint64), kind="stable")
+    assert got_s.tobytes() == (s + 0.0)[order].tobytes()
+    np.testing.assert_array_equal(got_y, y[order])

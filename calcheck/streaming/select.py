@@ -327,7 +327,7 @@ class SelectState:
         if tie.any():
             pos = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
             sub = order[pos]
-            order[pos] = sub[_by_group_then_id(u[sub], ids[sub])]
+            order[pos] = sub[by_group_then_id(u[sub], ids[sub])]
         for j in range(4):                         # one reordered copy at a time
             fields[j] = fields[j][order]
         del order
@@ -374,7 +374,7 @@ def task_groups(first: IntArray, last: IntArray, limit: int) -> list[IntArray]:
     return groups
 
 
-def _by_group_then_id(u: np.ndarray, ids: IntArray) -> IntArray:
+def by_group_then_id(u: np.ndarray, ids: IntArray) -> IntArray:
     """The order of rows by (u, id), for ``u`` already grouped in ascending order (the tie
     groups of a sort by score) and unique ``ids``: one quick argsort of (group number, id)
     packed into an int64 — a lexsort of 2·10^6 tied rows took 1 s — or that lexsort when the
