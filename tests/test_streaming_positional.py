@@ -41,6 +41,18 @@ def make(case, n, rng):
     return s, y
 
 
+def crowded(seed, n, *, rounded, decimals, parts, lift=1.0):
+    """Beta(0.2, 20) scores (a rare-event model, crowded into the grid's first cells), a share
+    ``rounded`` of them to ``decimals`` places (ties), labels drawn at min(1, lift·s), split
+    into ``parts`` + 1 batches: (scores, labels, source, grid state)."""
+    rng = np.random.default_rng(seed)
+    s = np.where(rng.random(n) < rounded, np.round(rng.beta(0.2, 20, n), decimals),
+                 rng.beta(0.2, 20, n))
+    y = (rng.random(n) < np.minimum(1.0, s * lift)).astype(np.int8)
+    src = ArraySource(s, y, rng.integers(0, n, parts))
+    return s, y, src, src.run(StateSpec())[0]
+
+
 CASES = ["uniform", "rounded", "atom_at_one", "tiny_and_atom", "all_equal", "beta_zeros"]
 
 
@@ -489,12 +501,7 @@ def test_row_tests_in_pieces_give_the_same_rejections(ties, monkeypatch):
     one) with ties (fractional k under ``share``)."""
     from calcheck.streaming import positional
 
-    rng = np.random.default_rng(8)
-    n = 40_000
-    s = np.where(rng.random(n) < 0.3, np.round(rng.beta(0.2, 20, n), 4), rng.beta(0.2, 20, n))
-    y = (rng.random(n) < s).astype(np.int8)
-    src = ArraySource(s, y, rng.integers(0, n, 4))
-    grid = src.run(StateSpec())[0]
+    _, _, src, grid = crowded(8, 40_000, rounded=0.3, decimals=4, parts=4)
     ids = ["tce", "tce_q"]
     results = []
     for pieces in (1 << 30, 97):
@@ -519,12 +526,8 @@ def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatc
     from calcheck.streaming import positional
 
     monkeypatch.setattr(positional, "PENDING_ROWS", pending)
-    rng = np.random.default_rng(12)
     n = 60_000
-    s = np.where(rng.random(n) < 0.2, np.round(rng.beta(0.2, 20, n), 5), rng.beta(0.2, 20, n))
-    y = (rng.random(n) < np.minimum(1.0, s * 1.3)).astype(np.int8)
-    src = ArraySource(s, y, rng.integers(0, n, 4))
-    grid = src.run(StateSpec())[0]
+    s, y, src, grid = crowded(12, n, rounded=0.2, decimals=5, parts=4, lift=1.3)
     ids = ["tce", "tce_q", "tce_u"]
     decided = []
     original = positional.RowPassState._decided
@@ -562,12 +565,8 @@ def test_tie_groups_unpacked_in_groups_of_tasks_give_the_same_ranks(ties, monkey
     over all tasks would."""
     from calcheck.streaming import select
 
-    rng = np.random.default_rng(4)
     n = 50_000
-    s = np.where(rng.random(n) < 0.3, np.round(rng.beta(0.2, 20, n), 6), rng.beta(0.2, 20, n))
-    y = (rng.random(n) < s).astype(np.int8)
-    src = ArraySource(s, y, rng.integers(0, n, 3))
-    grid = src.run(StateSpec())[0]
+    s, y, src, grid = crowded(4, n, rounded=0.3, decimals=6, parts=3)
     b = quantile_bounds(n, 400)
     out = []
     for group in (1 << 40, 16):

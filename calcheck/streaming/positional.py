@@ -443,7 +443,7 @@ def _cuts_at_or_before(cut_u: tuple[int, ...], cut_id: tuple[int, ...], u: np.nd
     out[one] = cid[lo[one]] <= ids[one]
     several = np.flatnonzero(hi - lo > 1)          # a tie group that several cuts split
     if several.shape[0]:
-        for a in np.unique(lo[several]).tolist():
+        for a in sorted(set(lo[several].tolist())):     # (np.unique loads numpy.ma)
             rows = several[lo[several] == a]
             out[rows] = np.searchsorted(cid[a:int(hi[rows[0]])], ids[rows], side="right")
     return out
