@@ -138,6 +138,10 @@ SHAPES = {   # scores besides the logistic-normal ones: name → (file suffix, s
     # a U: Beta(0.05, 0.05), 29 % of the rows in the grid's first cell, 29 % in its last, 8 %
     # exactly 1.0
     "u_shaped": ("_beta0.05_0.05", lambda rng, m: rng.beta(0.05, 0.05, size=m)),
+    # a rare-event logistic model: logit ~ N(-3, 2), mean 0.08, 3 % of the rows below 0.001;
+    # its densest 2^-16 cells hold ~8x a uniform grid's share (a moderately crowded grid)
+    "rare_logit": ("_rare_logit", lambda rng, m: 1.0 / (1.0 + np.exp(3.0 - 2.0 *
+                                                                     rng.normal(size=m)))),
     # a confident classifier: half the rows Beta(50, 1), half Beta(1, 50), crowded near 0 and 1
     "bimodal": ("_bimodal", lambda rng, m: np.where(rng.random(m) < 0.5, rng.beta(50.0, 1.0, m),
                                                     rng.beta(1.0, 50.0, m))),
@@ -260,11 +264,12 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
                         "-q"]) for _ in range(2))
         line(f"stream default {EXACT_ROWS:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
              f"peak {ours[1]:.2f} GB")
-    # scores crowded into a few grid cells (near 0, or near 0 and 1): the uniform grid puts
-    # most rows in cells that the bins cut or a test threshold crosses, so the search needs
-    # more passes and the row pass reads most rows
+    # scores crowded into a few grid cells (near 0, or near 0 and 1): the positional passes
+    # then use finer cells that follow the scores (calcheck.streaming.grid); before 0.5.14 the
+    # uniform grid put most rows in cells that the bins cut or a test threshold crosses
     for shape, label, sizes in (("concentrated", "beta(0.2,20)", sorted({EXACT_ROWS, a.rows})),
                                 ("near_one", "beta(20,0.2)", [EXACT_ROWS]),
+                                ("rare_logit", "rare logit", [a.rows]),
                                 ("bimodal", "bimodal", [EXACT_ROWS]),
                                 ("u_shaped", "beta(0.05,0.05)", [a.rows])):
         for n in sizes:

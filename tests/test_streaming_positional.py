@@ -396,26 +396,30 @@ def test_grid_extremes_kept_only_for_tied_batches_and_merged_conservatively():
     assert v[0] == 0.0 and np.signbit(v[0]) == False and v[2 ** 15] == 0.5  # noqa: E712
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_row_pass_bins_by_cell_equal_searchsorted(seed):
     """The row pass bins rows by grid cell, row by row only where a cell holds cut scores: the
     same bins as ``searchsorted(cuts, u, "left")`` and the same rows on a cut's score, with
-    repeated cuts, several cuts in one cell, scores 0 and 1 and the placeholders 0 and U_MAX."""
+    repeated cuts, several cuts in one cell, scores 0 and 1 and the placeholders 0 and U_MAX —
+    on the uniform grid and on a crowded one's finer cells."""
+    from calcheck.streaming.grid import ScoreGrid, UniformGrid
     from calcheck.streaming.positional import _cut_bins
     from calcheck.streaming.select import U_MAX
-    from calcheck.streaming.states import grid_cells
 
     rng = np.random.default_rng(seed)
     bits = 8 if seed % 2 else 16
-    pool = np.concatenate([np.round(rng.random(40), 2), rng.random(20), [0.0, 1.0]])
+    pool = np.concatenate([np.round(rng.random(40), 2), rng.random(20), [0.0, 1.0],
+                           rng.beta(0.2, 20.0, 20), 1.0 - rng.beta(0.2, 20.0, 20)])
     cut_vals = np.sort(rng.choice(pool, 12))
     cut_vals = np.concatenate([cut_vals, cut_vals[3:5] + 1e-9])          # two in one cell
     cuts = np.sort(np.concatenate([cut_vals.view(np.uint64),
                                    np.array([0, U_MAX][: seed % 3], dtype=np.uint64)]))
     s = np.concatenate([rng.choice(pool, 3000), rng.random(3000), cut_vals, [0.0, 1.0]])
     u = s.view(np.uint64)
-    cells = grid_cells(s, bits).copy()
-    bins, on_cut = _cut_bins(tuple(int(c) for c in cuts), bits, cells, u)
+    grid = UniformGrid(bits) if seed < 4 else \
+        ScoreGrid(bits, rng.integers(0, 12, 2048).astype(np.uint8).tobytes())
+    cells = grid.cells(s).copy()
+    bins, on_cut = _cut_bins(tuple(int(c) for c in cuts), grid, cells, u)
     np.testing.assert_array_equal(bins, np.searchsorted(cuts, u, side="left"))
     np.testing.assert_array_equal(on_cut, np.flatnonzero(np.isin(u, cuts)))
 
@@ -582,6 +586,7 @@ def test_tie_groups_unpacked_in_groups_of_tasks_give_the_same_ranks(ties, monkey
 
 
 def test_row_owner_with_several_tasks_a_cell_equals_a_search():
+    from calcheck.streaming.grid import UniformGrid
     from calcheck.streaming.select import SelectSpec, Task
 
     rng = np.random.default_rng(9)
@@ -596,7 +601,7 @@ def test_row_owner_with_several_tasks_a_cell_equals_a_search():
                 tasks.append(Task(cell=cell, u_lo=a, u_hi=z, id_lo=0, id_hi=10**9,
                                   collect=True))
     tasks.sort(key=lambda t: t.u_lo)
-    state = SelectSpec(bits, tuple(tasks), by_value=True).new()
+    state = SelectSpec(UniformGrid(bits), tuple(tasks), by_value=True).new()
     s = np.concatenate([rng.random(4000) / 2 ** 16, (3 + rng.random(4000)) / 2 ** 16,
                         (900 + rng.random(4000)) / 2 ** 16, rng.random(4000)])
     u = s.view(np.uint64)

@@ -158,9 +158,14 @@ class StreamEngine:
 
     def settings(self) -> dict[str, Any]:
         """What the streaming engine adds to the report's settings."""
+        grid: dict[str, Any] = {"cells": 2 ** StateSpec().grid_bits, "exact": True,
+                                "note": GRID_NOTE}
+        fine = [st.pos_grid.n_cells for st in self._first.values()
+                if getattr(st, "pos_grid", None) is not None]
+        if fine:                # the first batch crowded the grid (docs/streaming.md)
+            grid["positional_cells"] = max(fine)
         return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
-                "passes": self.passes,
-                "grid": {"cells": 2 ** StateSpec().grid_bits, "exact": True, "note": GRID_NOTE}}
+                "passes": self.passes, "grid": grid}
 
     # -- metrics -----------------------------------------------------------------------------
 

@@ -3,13 +3,17 @@ the in-memory engine's result objects."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from calcheck import registry
 from calcheck._threads import one_blas_thread
@@ -18,7 +22,12 @@ from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
 from calcheck.options import DEFAULT_BATCH_ROWS
+from calcheck.streaming.grid import CROWDED, CROWDED_HELD, ScoreGrid, crowded_grid
 from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
+
+# the grid pass gives the positional passes finer cells where the first batch's scores crowd
+# the grid's (tests switch it off and on to compare)
+CROWDED_GRID = True
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
 
@@ -33,16 +42,32 @@ class StateSpec:
     spiegelhalter: bool = False
     grid_bits: int = GRID_BITS
     ci: bool = False
+    pos_grid: ScoreGrid | None = None
     threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> StreamState:
         return StreamState(bins=self.bins, tcal_m=self.tcal_m, log_loss=self.log_loss,
                            spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits,
-                           ci=self.ci)
+                           ci=self.ci, pos_grid=self.pos_grid)
+
+    def prepared(self, scores: FloatArray, rows: int | None = None) -> StateSpec:
+        """This spec with finer cells for the positional passes when the first batch's
+        ``scores`` crowd the grid (:func:`~calcheck.streaming.grid.crowded_grid`): decided
+        once, before the pass, so every partial state keeps the same cells.  A source of at
+        most ``EXACT_PAVA_ROWS`` rows (when ``rows`` says so) is held in memory for the
+        positional passes, which a moderately crowded grid does not slow: there only heavy
+        crowding (``CROWDED_HELD``) pays for the finer cells' cost in the grid pass."""
+        if self.pos_grid is not None or not CROWDED_GRID:
+            return self
+        from calcheck.streaming.positional import EXACT_PAVA_ROWS
+
+        least = CROWDED_HELD if rows is not None and rows <= EXACT_PAVA_ROWS else CROWDED
+        grid = crowded_grid(scores, self.grid_bits, least=least)
+        return self if grid is None else dataclasses.replace(self, pos_grid=grid)
 
 
 def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
-         threads: int | None = None) -> Any:
+         threads: int | None = None, rows: int | None = None) -> Any:
     """One pass: every batch into a fresh state (``spec.new()``), with the row id of each
     batch's first row (rows are numbered 0, 1, … in stream order).
 
@@ -54,6 +79,13 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
     loss (``np.bincount`` holds the GIL, but the ufuncs around it do not) — and one for the
     positional passes.
     """
+    if hasattr(spec, "prepared"):           # a spec that looks at the first batch first
+        it = iter(batches)
+        head = next(it, None)
+        if head is not None:
+            spec = spec.prepared(np.asarray(head[0], dtype=np.float64), rows)
+        batches = itertools.chain((head,) if head is not None else (), it)
+        del head                            # (the first batch is freed once folded)
     if threads is None:
         threads = 2 if getattr(spec, "threaded", False) and (os.cpu_count() or 1) >= 2 else 1
     if threads <= 1:
@@ -200,7 +232,7 @@ class StreamSource:
 
     def run(self, spec: Any) -> tuple[Any, Any]:
         """One pass: the merged state of ``spec`` and the read statistics."""
-        from calcheck.io.stream import BatchExtras, StreamStats, stream_batches
+        from calcheck.io.stream import BatchExtras, StreamStats, plan_rows, stream_batches
 
         plan = self.plan
         self._pass += 1
@@ -212,7 +244,8 @@ class StreamSource:
                                  drop_invalid=self.drop_invalid, stats=stats,
                                  extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"),
                                  trusted=trusted)
-        state = fold(self._reported(batches), spec)
+        rows = plan_rows(plan) if hasattr(spec, "prepared") else None    # (Parquet footers)
+        state = fold(self._reported(batches), spec, rows=rows)
         if plan.prob_columns and trusted is None:
             self._clean = stats.rows_dropped == 0 and stats.rows_renormalized == 0
         return state, stats

@@ -47,6 +47,7 @@ from calcheck.binning import (
     unpack_keys,
 )
 from calcheck.errors import UsageError
+from calcheck.streaming.grid import Grid, cell_flags, cells_of, flagged_rows
 from calcheck.streaming.prospect import (
     PROSPECT_ROWS,
     PROSPECT_SHARE,
@@ -66,13 +67,7 @@ from calcheck.streaming.select import (
     by_group_then_id,
     row_ids,
 )
-from calcheck.streaming.states import (
-    CompensatedSum,
-    StreamState,
-    cell_flags,
-    flagged_rows,
-    grid_cells,
-)
+from calcheck.streaming.states import CompensatedSum, StreamState
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
 POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
@@ -255,7 +250,7 @@ class RowBinning:
 
 @dataclass(frozen=True)
 class RowPassSpec:
-    grid_bits: int
+    grid: Grid
     binnings: tuple[RowBinning, ...]
 
     def new(self) -> RowPassState:
@@ -336,7 +331,7 @@ class RowPassState:
         nn = np.asarray(b.n, dtype=np.float64)
         kk = np.asarray(b.k, dtype=np.float64)
         p = u[at].view(np.float64)
-        cell = (p * float(1 << self.spec.grid_bits)).astype(np.intp)
+        cell = cells_of(self.spec.grid, p)
         # the tests in pieces of PENDING_ROWS pairs (a batch can hold ~2^20 rows to test, and
         # the tests' temporaries take ~130 bytes a pair); each pair's weight is its own
         # test's, whatever the piece, and the sum below runs over all of them at once
@@ -359,14 +354,15 @@ class RowPassState:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape[0] == 0:
             return self
-        cell = grid_cells(s, self.spec.grid_bits)
+        grid = self.spec.grid
+        cell = grid.cells(s)
         for j, b in enumerate(self.spec.binnings):
-            sel = flagged_rows(cell_flags(b.cells, self.spec.grid_bits), cell)
+            sel = flagged_rows(cell_flags(b.cells, grid), cell)
             if sel.shape[0] == 0:
                 continue
             ss = s[sel] + 0.0
             u = ss.view(np.uint64)
-            bins, on_cut = _cut_bins(b.cut_u, self.spec.grid_bits, cell[sel], u)
+            bins, on_cut = _cut_bins(b.cut_u, grid, cell[sel], u)
             if b.share:                  # cut_u: the scores at the cuts inside (0, n)
                 bins += b.below
                 if on_cut.shape[0]:                     # a cut value's tie group: from counts
@@ -410,13 +406,13 @@ class RowPassState:
         return self
 
 
-def _cut_bins(cut_u: tuple[int, ...], bits: int, cells: IntArray, u: np.ndarray
+def _cut_bins(cut_u: tuple[int, ...], grid: Grid, cells: IntArray, u: np.ndarray
               ) -> tuple[IntArray, IntArray]:
     """``searchsorted(cut_u, u, "left")`` of score bits ``u`` (in grid cells ``cells``), and
     the rows whose score is a cut's.  By cell: a cell without a cut's score gives every row
     the same count; a cell with one (maybe repeated r times) adds r above it; a cell with
     several searches row by row."""
-    base, value, reps, several = _cut_table(cut_u, bits)
+    base, value, reps, several = _cut_table(cut_u, grid)
     bins = base.take(cells)
     r, v = reps.take(cells), value.take(cells)          # r = 0 where no cut's score lies
     bins += r * (u > v)
@@ -450,18 +446,17 @@ def _cuts_at_or_before(cut_u: tuple[int, ...], cut_id: tuple[int, ...], u: np.nd
 
 
 @functools.lru_cache(maxsize=8)
-def _cut_table(cut_u: tuple[int, ...], bits: int
+def _cut_table(cut_u: tuple[int, ...], grid: Grid
                ) -> tuple[IntArray, np.ndarray, IntArray, np.ndarray]:
-    """Per grid cell: the cuts below it (``searchsorted`` of its smallest score), the score
-    bits of the one cut value inside it and how often it repeats (0: none), and whether it
-    holds several cut values (``cut_u``'s placeholders 0 and U_MAX: 0 falls in cell 0)."""
-    size = (1 << bits) + 1
-    lo = np.ldexp(np.arange(size, dtype=np.float64), -bits)
-    lo[-1] = 1.0
+    """Per grid cell: the cuts below it (those in earlier cells: cells are in score order),
+    the score bits of the one cut value inside it and how often it repeats (0: none), and
+    whether it holds several cut values (``cut_u``'s placeholders 0 and U_MAX: 0 falls in cell
+    0, U_MAX in none)."""
+    size = grid.n_cells
     cuts = np.array(cut_u, dtype=np.uint64)
-    base = np.searchsorted(cuts, lo.view(np.uint64), side="left").astype(np.int64)
     inside = cuts[cuts <= np.float64(1.0).view(np.uint64)]
-    where = np.minimum((inside.view(np.float64) * float(1 << bits)).astype(np.int64), size - 1)
+    where = cells_of(grid, inside.view(np.float64)).astype(np.int64)
+    base = np.searchsorted(where, np.arange(size), side="left").astype(np.int64)
     value = np.zeros(size, dtype=np.uint64)
     reps = np.zeros(size, dtype=np.int64)
     several = np.zeros(size, dtype=bool)
@@ -521,12 +516,6 @@ def _row_weights(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
     return weight
 
 
-def _cell_interval(cells: IntArray, bits: int) -> tuple[FloatArray, FloatArray]:
-    """Smallest and largest float of each grid cell."""
-    c = cells.astype(np.float64)
-    lo = np.ldexp(c, -bits)
-    hi = np.nextafter(np.ldexp(c + 1.0, -bits), -np.inf)
-    return lo, np.where(cells >= 1 << bits, 1.0, hi)
 
 
 RUN_SIZES = (64, 8, 1)   # neighbours bounded together, then smaller runs (see _bounds_decide)
@@ -633,16 +622,13 @@ class PositionalPass:
         self.ties = ties
         self.exact_rows = EXACT_PAVA_ROWS if exact_rows is None else exact_rows
         self.blocks = PAVA_BLOCKS if blocks is None else blocks
-        cnt = state.cell_count.reshape(-1, 2)
-        self.cell_values = state.cell_values()      # one-score cells, when the grid knows
+        # the grid's cells, or finer ones where the scores crowd them (StreamState.positional)
+        self.grid, cnt, self.cell_score, self.cell_values = state.positional()
         self.cell_n = cnt.sum(axis=1)
         self.cell_pos = cnt[:, 1].copy()
-        assert state.cell_score is not None
-        self.cell_score = state.cell_score.value.reshape(-1, 2).sum(axis=1)
         self.cum_n = np.concatenate(([0], np.cumsum(self.cell_n)))
         self.cum_pos = np.concatenate(([0], np.cumsum(self.cell_pos)))
         self.n = int(state.n)
-        self.bits = state.grid_bits
         self.resolved: dict[int, Resolved] = {}
         self.passes = 0
         self.replayed = 0            # passes run over the held rows instead of the source
@@ -749,7 +735,7 @@ class PositionalPass:
         blocks' midpoint positives), the ranks they will need, and the cells whose rows the
         row pass will likely read — kept by the search's pass when they are few (module
         :mod:`~calcheck.streaming.prospect`)."""
-        n, bits = self.n, self.bits
+        n = self.n
         guess = dict(planned)
         if sizes:
             blocks = quantile_bounds(n, min(self.blocks, n))
@@ -769,7 +755,7 @@ class PositionalPass:
         for name in names:
             b = guess[name][0]
             inner = b[(b > 0) & (b < n)]
-            cut = np.ldexp(rank_cells(self.cum_n, inner).astype(np.float64), -bits)
+            cut = self.grid.lower(rank_cells(self.cum_n, inner))
             lows.append(cut)
             highs.append(cut)
             least, most, _ = positives_before(self.cum_n, self.cum_pos, self.cell_n,
@@ -785,7 +771,7 @@ class PositionalPass:
                 low, high = k_least[some] / size[some], k_most[some] / size[some]
             lows.append(low)
             highs.append(high)
-        cells = interval_cells(np.concatenate(lows), np.concatenate(highs), bits)
+        cells = interval_cells(np.concatenate(lows), np.concatenate(highs), self.grid)
         cells = cells[self.cell_n[cells] > 0]
         if int(self.cell_n[cells].sum()) <= min(PROSPECT_ROWS, n // PROSPECT_SHARE):
             self._prospect = self.ranks(guess), cells
@@ -810,7 +796,7 @@ class PositionalPass:
         need = sorted(set(ranks) - set(self.resolved))
         if not need:
             return None
-        return Search(np.asarray(need), self.cell_n, self.bits, self.id_bound,
+        return Search(np.asarray(need), self.cell_n, self.grid, self.id_bound,
                       self.collect_rows, by_value=self.share, cell_positives=self.cell_pos,
                       cell_values=self.cell_values)
 
@@ -825,7 +811,7 @@ class PositionalPass:
             if spec is not None:
                 from calcheck.streaming.views import ALL, SubStream, ViewsSpec
 
-                held = HeldCellsSpec(self.bits, tuple(cells.tolist()), ids=not self.share)
+                held = HeldCellsSpec(self.grid, tuple(cells.tolist()), ids=not self.share)
                 both = yield from self._pass(ViewsSpec(((SubStream(group=ALL), spec),
                                                         (SubStream(group=ALL), held))))
                 assert search is not None
@@ -952,7 +938,7 @@ class PositionalPass:
         N = stats.count.astype(np.float64)
         K = stats.sum_label.astype(np.float64)
         phat = np.where(N > 0, K / np.maximum(N, 1), 0.0)
-        lo, hi = _cell_interval(occ, self.bits)
+        lo, hi = self.grid.interval(occ)
         # shared ties and a cell holding one score (the grid kept its extremes): a cut's cell
         # is the cut's tie group, which _groups_at_cuts counts whole (the row pass would skip
         # each of its rows), and any other such cell is decided at its score
@@ -1049,7 +1035,7 @@ class PositionalPass:
             return self.resolved[b].value if 0 < b < self.n else outside
         first_s = np.array([value(b, 0.0 if b <= 0 else 1.0) for b in bounds[:-1].tolist()])
         last_s = np.array([value(b, 1.0 if b >= self.n else 0.0) for b in bounds[1:].tolist()])
-        c_lo, c_hi = _cell_interval(pair_cell, self.bits)
+        c_lo, c_hi = self.grid.interval(pair_cell)
         lo = np.maximum(c_lo, first_s[pair_bin])
         hi = np.minimum(c_hi, last_s[pair_bin])
         b_end, c_end = side_ends(k[pair_bin], N[pair_bin])
@@ -1095,7 +1081,7 @@ class PositionalPass:
             name: part for name, (_, part) in zip(names, split)}
         if specs:
             self.passes += 1
-            row_spec = RowPassSpec(self.bits, tuple(specs))
+            row_spec = RowPassSpec(self.grid, tuple(specs))
             search = self._search(list(ranks))
             first = search.next_spec() if search is not None else None
             if first is None and not any(spec.cells for spec in specs):

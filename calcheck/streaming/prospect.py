@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.streaming.grid import Grid, cell_flags, cells_of, flagged_rows
 from calcheck.streaming.select import row_ids
-from calcheck.streaming.states import cell_flags, flagged_rows, grid_cells
 
 PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 17 with row
                             # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
@@ -39,7 +39,7 @@ class HeldCellsSpec:
     """A pass's side job: keep the (score, label[, row id]) of the rows in grid cells
     ``cells``, batch by batch (row ids only with ``ids``: shared ties do not use them)."""
 
-    grid_bits: int
+    grid: Grid
     cells: tuple[int, ...]
     ids: bool = True
 
@@ -57,8 +57,8 @@ class HeldCellsState:
         s = np.asarray(scores, dtype=np.float64)
         if s.shape[0] == 0:
             return self
-        bits = self.spec.grid_bits
-        sel = flagged_rows(cell_flags(self.spec.cells, bits), grid_cells(s, bits))
+        grid = self.spec.grid
+        sel = flagged_rows(cell_flags(self.spec.cells, grid), grid.cells(s))
         if sel.shape[0]:
             ids = row_ids(start, sel) if self.spec.ids else 0
             self.batches.append((s[sel], np.asarray(labels)[sel], ids))
@@ -140,13 +140,13 @@ def test_cells(k_least: FloatArray, k_most: FloatArray, n: FloatArray,
     return np.concatenate(lows), np.concatenate(highs)
 
 
-def interval_cells(lows: FloatArray, highs: FloatArray, bits: int,
+def interval_cells(lows: FloatArray, highs: FloatArray, grid: Grid,
                    margin: int = MARGIN_CELLS) -> IntArray:
     """The grid cells of the score intervals [lows, highs], ``margin`` cells wider on each
     side."""
-    size = (1 << bits) + 1
-    a = np.clip(np.floor(np.asarray(lows) * (1 << bits)).astype(np.int64) - margin, 0, size - 1)
-    b = np.clip(np.floor(np.asarray(highs) * (1 << bits)).astype(np.int64) + margin, 0, size - 1)
+    size = grid.n_cells
+    a = np.clip(cells_of(grid, lows) - margin, 0, size - 1)
+    b = np.clip(cells_of(grid, highs) + margin, 0, size - 1)
     mark = np.zeros(size + 1, dtype=np.int64)
     np.add.at(mark, a, 1)
     np.add.at(mark, b + 1, -1)

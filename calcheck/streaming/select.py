@@ -35,7 +35,7 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import run_starts
-from calcheck.streaming.states import flagged_rows, grid_cells
+from calcheck.streaming.grid import Grid, flagged_rows
 
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
 HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
@@ -50,16 +50,6 @@ NEAR_SHIFT = 40               # score bits >> this: 2^12 buckets a binade, ~4·1
 TIE_ROWS = 1 << 20            # collected keys unpacked this many (or one task's) at a time
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 U_MAX = np.iinfo(np.uint64).max
-
-
-def cell_key_range(cells: IntArray, grid_bits: int) -> tuple[IntArray, IntArray]:
-    """The score-bit ranges [lo, hi) of grid cells ``cells`` (cell 2^G holds s = 1.0 only)."""
-    top = cells >= 1 << grid_bits
-    cf = cells.astype(np.float64)
-    lo = np.where(top, ONE_BITS, np.ldexp(cf, -grid_bits).view(np.uint64).astype(np.int64))
-    hi = np.where(top, ONE_BITS + 1,
-                  np.ldexp(cf + 1.0, -grid_bits).view(np.uint64).astype(np.int64))
-    return lo, hi
 
 
 def row_ids(start: int | IntArray, sel: IntArray) -> IntArray:
@@ -103,7 +93,7 @@ class Task:
 class SelectSpec:
     """A picklable description of one search pass (Dask workers build identical states)."""
 
-    grid_bits: int
+    grid: Grid
     tasks: tuple[Task, ...]
     by_value: bool = False            # shared ties: keep each sub-range's key extremes, and
                                       # collected rows as packed (u, y) keys
@@ -148,7 +138,7 @@ class SelectState:
     @functools.cached_property
     def _table(self) -> dict[str, Any]:
         tasks = self.spec.tasks
-        size = (1 << self.spec.grid_bits) + 1
+        size = self.spec.grid.n_cells
         task_cells = np.array([t.cell for t in tasks], dtype=np.int64)
         cells = np.zeros(size, dtype=bool)
         cells[task_cells] = True
@@ -197,7 +187,7 @@ class SelectState:
         if not self.spec.tasks or s.shape[0] == 0:
             return self
         tb = self._table
-        cell = grid_cells(s, self.spec.grid_bits)
+        cell = self.spec.grid.cells(s)
         sel = flagged_rows(tb["cells"], cell)
         if sel.shape[0] == 0:
             return self
@@ -441,11 +431,11 @@ class Search:
     then :meth:`result`.
     """
 
-    def __init__(self, ranks: IntArray, cell_counts: IntArray, grid_bits: int, id_bound: int,
+    def __init__(self, ranks: IntArray, cell_counts: IntArray, grid: Grid, id_bound: int,
                  collect_rows: int = COLLECT_ROWS, *, by_value: bool = False,
                  cell_positives: IntArray | None = None,
                  cell_values: FloatArray | None = None) -> None:
-        self.grid_bits = grid_bits
+        self.grid = grid
         self.id_bound = max(int(id_bound), 1)
         self.collect_rows = collect_rows * (COLLECT_KEYS // COLLECT_ROWS if by_value else 1)
         self.by_value = by_value
@@ -462,7 +452,7 @@ class Search:
         cs = np.searchsorted(cum, rs, side="right")
         counts = np.asarray(cell_counts, dtype=np.int64)[cs]
         first = cum[cs] - counts
-        lo, hi = cell_key_range(cs, grid_bits)
+        lo, hi = grid.key_range(cs)
         if by_value and cell_values is not None:
             one = np.asarray(cell_values, dtype=np.float64)[cs]
             known = ~np.isnan(one)
@@ -509,7 +499,7 @@ class Search:
             tasks.append(Task(cell=t.cell, u_lo=key[0], u_hi=key[1], id_lo=key[2], id_hi=key[3],
                               collect=collect, shift=shift))
         self._tasks = tuple(sorted(tasks, key=lambda x: (x.u_lo, x.id_lo)))
-        return SelectSpec(self.grid_bits, self._tasks, self.by_value)
+        return SelectSpec(self.grid, self._tasks, self.by_value)
 
     def absorb(self, state: SelectState) -> None:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""

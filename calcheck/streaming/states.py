@@ -30,6 +30,8 @@ from calcheck import registry
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import run_starts, uniform_assign
 from calcheck.metrics.scoring import LOG_LOSS_EPS
+from calcheck.streaming.grid import Grid, ScoreGrid, UniformGrid
+from calcheck.streaming.grid import forget_cells as _forget_cells
 from calcheck.validation import in_unit, zero_one
 
 # binary metric ids the grid state computes in its one pass (the registry's "grid" ones)
@@ -204,45 +206,6 @@ def _workspace(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
     return ws[0][:n], ws[1][:n], ws[2][:n], ws[3][:n]
 
 
-def grid_cells(scores: FloatArray, bits: int) -> IntArray:
-    """The grid cell ⌊2^bits·s⌋ of each score in [0, 1], in a per-thread buffer that the next
-    call on the same thread overwrites (the positional passes compute it for every batch:
-    fresh 8 MB arrays cost ~2 ms a batch in page faults).  A read-only batch (the reader's
-    zero-copy arrays) that the buffer holds the cells of already is not computed again: the
-    parts of one pass (the search and the rows kept for the row pass) share them."""
-    n = scores.shape[0]
-    buf = getattr(_local, "cells", None)
-    if buf is None or buf[0].shape[0] < n:
-        buf = (np.empty(n, dtype=np.intp), np.empty(n, dtype=bool))
-        _local.cells = buf
-        _local.cells_of = None
-    cells = buf[0][:n]
-    if _local.cells_of is not None and _local.cells_of[0] is scores and \
-            _local.cells_of[1] == bits:
-        return cells
-    # the exact product 2^bits·s truncated (s >= 0) as it is cast into the int cells
-    np.multiply(scores, float(1 << bits), out=cells, casting="unsafe")
-    _local.cells_of = None if scores.flags.writeable else (scores, bits)
-    return cells
-
-
-@functools.lru_cache(maxsize=8)
-def cell_flags(cells: tuple[int, ...], bits: int) -> np.ndarray:
-    """A flag per grid cell (all 2^bits + 1): True for ``cells``, the table
-    :func:`flagged_rows` reads."""
-    flags = np.zeros((1 << bits) + 1, dtype=bool)
-    flags[list(cells)] = True
-    return flags
-
-
-def flagged_rows(flags: np.ndarray, cells: IntArray) -> IntArray:
-    """Positions of the rows whose cell (from :func:`grid_cells`, in ``flags``' range) is
-    flagged."""
-    hit = _local.cells[1][: cells.shape[0]]
-    flags.take(cells, mode="clip", out=hit)
-    return np.flatnonzero(hit)
-
-
 @dataclass
 class StreamState:
     """Sufficient statistics of the streamable metrics and tests (see the module docstring).
@@ -259,6 +222,10 @@ class StreamState:
         G of the 2^G-cell grid.
     ci : bool
         Also keep Σ log-likelihood per (cell, label), for the log loss's bootstrap interval.
+    pos_grid : ScoreGrid or None
+        Finer cells for the positional passes where the scores crowd the grid's
+        (:func:`~calcheck.streaming.grid.crowded_grid`): their counts per label and Σ score
+        are kept beside the grid's (:meth:`positional`).
     """
 
     bins: int = 10
@@ -278,8 +245,14 @@ class StreamState:
     # :meth:`_start_extremes`); None otherwise
     cell_min: FloatArray | None = None
     cell_max: FloatArray | None = None
+    pos_grid: ScoreGrid | None = None
+    pos_count: IntArray | None = None         # per (positional cell, label), with pos_grid
+    pos_score: CompensatedSum | None = None   # per positional cell
 
     def __post_init__(self) -> None:
+        if self.pos_grid is not None and self.pos_count is None:
+            self.pos_count = np.zeros(2 * self.pos_grid.n_cells, dtype=np.int64)
+            self.pos_score = CompensatedSum.zeros(self.pos_grid.n_cells)
         if self.cell_score is None:
             size = 2 * self.n_cells
             self.cell_count = np.zeros(size, dtype=np.int64)
@@ -311,7 +284,7 @@ class StreamState:
     @property
     def settings(self) -> tuple[Any, ...]:
         return (self.bins, self.tcal_m, self.log_loss, self.spiegelhalter, self.grid_bits,
-                self.ci)
+                self.ci, self.pos_grid)
 
     # -- update ------------------------------------------------------------------------------
 
@@ -370,8 +343,32 @@ class StreamState:
         np.multiply(f, f, out=f)
         self.cell_sq.add(np.bincount(k, weights=f, minlength=size))
         self._update_edges(s, y, k)
+        if self.pos_grid is not None:
+            self._update_positional(s, y)
         self.n += n
         return self
+
+    def _update_positional(self, s: FloatArray, y: Any) -> None:
+        assert self.pos_grid is not None and self.pos_count is not None
+        assert self.pos_score is not None
+        key = self.pos_grid.cells(s)
+        size = self.pos_count.shape[0]
+        self.pos_score.add(np.bincount(key, weights=s, minlength=size // 2))
+        np.left_shift(key, 1, out=key)
+        np.add(key, y, out=key, casting="unsafe")          # 2·cell + y
+        self.pos_count += np.bincount(key, minlength=size)
+        _forget_cells()                                     # (the buffer holds keys now)
+
+    def positional(self) -> tuple[Grid, IntArray, FloatArray, FloatArray | None]:
+        """What the positional passes read of the grid pass: their grid, its per-(cell, label)
+        counts (cells × 2), its per-cell Σ score and one-score cells (:meth:`cell_values`) —
+        the grid's own, or those of the finer ``pos_grid`` (whose one-score cells are not
+        known: crowded_grid is never made for tied scores)."""
+        assert self.cell_score is not None
+        if self.pos_grid is None or self.pos_count is None or self.pos_score is None:
+            return (UniformGrid(self.grid_bits), self.cell_count.reshape(-1, 2),
+                    self.cell_score.value.reshape(-1, 2).sum(axis=1), self.cell_values())
+        return self.pos_grid, self.pos_count.reshape(-1, 2), self.pos_score.value, None
 
     def _start_extremes(self, s: FloatArray) -> None:
         """Keep each cell's smallest and largest score when the first batch looks tied: fewer
@@ -426,6 +423,10 @@ class StreamState:
         self._merge_extremes(other)
         self.cell_count += other.cell_count
         self.cell_score.merge(other.cell_score)
+        if self.pos_count is not None and other.pos_count is not None:
+            assert self.pos_score is not None and other.pos_score is not None
+            self.pos_count += other.pos_count
+            self.pos_score.merge(other.pos_score)
         self.cell_sq.merge(other.cell_sq)
         self.scalars.merge(other.scalars)
         if self.cell_ll is not None and other.cell_ll is not None:

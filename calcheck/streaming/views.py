@@ -27,6 +27,7 @@ import numpy as np
 from calcheck._threads import map_two
 from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.errors import CalcheckError
+from calcheck.streaming.grid import one_batch
 
 CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
 
@@ -88,6 +89,12 @@ class ViewsState:
         or {class: probabilities} of the classes this pass needs —, class indices); with
         ``by``, its (group keys, code per row)."""
         rows_of = _group_rows(groups) if groups is not None else {}
+        with one_batch(first):                  # the parts share the batch's grid cells
+            self._update(first, labels, start, rows_of)
+        return self
+
+    def _update(self, first: Any, labels: IntArray, start: int,
+                rows_of: dict[Any, IntArray]) -> None:
         column: dict[int, tuple[FloatArray, IntArray]] = {}
         for (sub, _), state in zip(self.spec.parts, self.states):
             if sub.cls is None:
@@ -110,7 +117,6 @@ class ViewsState:
                 state.update(s, y, start)
             elif rows.shape[0]:
                 state.update(s[rows], y[rows], rows.astype(np.int64) + start)
-        return self
 
     def merge(self, other: ViewsState) -> ViewsState:
         if self.spec != other.spec:
