@@ -103,6 +103,8 @@ def test_crowded_grid_only_for_crowded_continuous_scores():
         assert crowded_grid(s, 16) is None
     assert crowded_grid(rng.beta(0.2, 20, 1000), 16) is None            # too few to judge
     assert crowded_grid(np.round(rng.beta(0.2, 20, n), 3), 16) is None  # tied
+    ordered = np.sort(rng.beta(0.2, 20, n))                             # a sorted file
+    assert crowded_grid(ordered, 16) is None and crowded_grid(ordered[::-1], 16) is None
     for s in (rng.beta(0.2, 20, n), rng.beta(20, 0.2, n),
               1 / (1 + np.exp(-(-3 + 2 * rng.normal(size=n)))),
               np.where(rng.random(n) < 0.5, rng.beta(50, 1, n), rng.beta(1, 50, n))):

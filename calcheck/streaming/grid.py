@@ -39,6 +39,8 @@ MAX_MANT_BITS = 20           # a binade is cut into at most 2^20 cells
 CROWDED = 4.0                # a first batch this many times more concentrated than uniform
                              # scores (see crowded_grid) gets a ScoreGrid ...
 CROWDED_HELD = 64.0          # ... or this many, when the positional passes hold every row
+ORDERED = 0.1                # ... unless fewer than this share of its neighbours go up (or
+                             # down): a file sorted by score
 SAMPLE_MIN = 1 << 14         # ... judged on at least this many rows
 _CHUNK = 1 << 13             # rows at a time in crowded_grid (64 KB temporaries)
 COMPUTE_ROWS = 1 << 14       # rows at a time of a ScoreGrid's cell function (3 x 128 KB)
@@ -341,14 +343,19 @@ def crowded_grid(sample: FloatArray, bits: int, *, least: float = CROWDED
     them — the collision rate of its cells, Σ c(c − 1) / (m(m − 1)) over ~8,192 evenly spread
     scores, at least ``least`` times a uniform sample's — with about 2^bits more cells spread
     over the binades as the batch's rows are (r_e = round(log2(2^bits · share_e)), at least
-    0); None when the batch is small, looks tied (a tie is one score however fine the grid),
-    or is spread.  Its temporaries stay under 64 KB: freeing a larger one raises glibc's mmap
+    0); None when the batch is small, is in score order (sorted input: the first batch is
+    where the scores start, not how they spread), looks tied (a tie is one score however
+    fine the grid), or is spread.  Its temporaries stay under 64 KB: freeing a larger one raises glibc's mmap
     threshold, and the pass's batch-sized arrays would then fragment the heap (+40 MB)."""
     s = np.asarray(sample, dtype=np.float64)
     m = s.shape[0]
     if m < SAMPLE_MIN:
         return None
-    probe = np.sort(s[:: max(1, m // 4096)])
+    probe = s[:: max(1, m // 4096)]
+    up = np.count_nonzero(probe[1:] > probe[:-1]) / (probe.shape[0] - 1)
+    if not ORDERED < up < 1.0 - ORDERED:    # rows in score order: the first batch shows
+        return None                         # where the file starts, not how it spreads
+    probe = np.sort(probe)
     if np.count_nonzero(probe[1:] != probe[:-1]) + 1 < probe.shape[0] / 2:
         return None
     few = np.sort((s[:: max(1, m // 8192)] * float(1 << bits)).astype(np.int32))
