@@ -1,2 +1,2 @@
-__version__ = "0.5.13"
+__version__ = "0.5.14"
 SCHEMA_VERSION = "1"
