@@ -236,3 +236,27 @@ def test_dask_engine_in_a_plain_script(hive, tmp_path):
                        timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ECE ") and "Traceback" not in r.stderr
+
+
+def test_dask_takes_the_streams_finer_cells_on_crowded_scores(cli, tmp_path):
+    """On crowded scores the Dask engine prepares the grid pass on the first file's first
+    batch, as the stream engine does: the same finer cells in every partition (merged), and
+    the stream's numbers (TCE exactly; sums merged in another order to ~1e-12)."""
+    from tests.conftest import run_json
+
+    rng = np.random.default_rng(21)
+    root = tmp_path / "crowded"
+    root.mkdir()
+    for i in range(3):
+        s = rng.beta(0.2, 20.0, 30_000)
+        pq.write_table(pa.table({"score": s, "label": (rng.random(30_000) < s).astype(np.int8)}),
+                       root / f"part-{i}.parquet")
+    ids = "tce,tce_q,ace,pde,ece"
+    stream = run_json(cli, root, "--engine", "stream", "-m", ids)
+    on_dask = run_json(cli, root, "--engine", "dask", "-m", ids)
+    cells = stream["settings"]["grid"]["positional_cells"]
+    assert cells > 2 ** 16 and on_dask["settings"]["grid"]["positional_cells"] == cells
+    for mid in ids.split(","):
+        assert on_dask["metrics"][mid]["value"] == pytest.approx(
+            stream["metrics"][mid]["value"], rel=1e-12, abs=1e-15), mid
+    assert on_dask["metrics"]["tce"]["value"] == stream["metrics"]["tce"]["value"]

@@ -143,6 +143,8 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_RO
     if not plan.fragments:
         return spec.new(), StreamStats(score_column=plan.score_column,
                                        label_column=plan.label_column)
+    if hasattr(spec, "prepared"):                  # as the stream's first batch prepares it
+        spec = prepared_on_first_batch(plan, spec, batch_rows, pos_label, drop_invalid)
     client = client if client is not None else active_client()
     local = report if client is None else None      # a cluster's workers cannot report here
     nparts = max(1, -(-len(plan.fragments) // max(1, files_per_partition)))
@@ -165,6 +167,28 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_RO
         raise
     except Exception as exc:
         raise CalcheckError(f"the Dask run failed: {type(exc).__name__}: {exc}") from exc
+
+
+def prepared_on_first_batch(plan: StreamPlan, spec: Any, batch_rows: int,
+                            pos_label: str | None, drop_invalid: bool) -> Any:
+    """``spec`` prepared (:meth:`~calcheck.streaming.engine.StateSpec.prepared`: finer cells
+    for crowded scores) on the first batch of the first file, read here once more, as the
+    stream engine prepares it on its first batch — decided once, so that every partition
+    keeps the same cells and the Dask engine gives the stream engine's numbers.  A batch that
+    cannot be read leaves ``spec`` as it is: the pass itself then reports the error."""
+    import numpy as np
+
+    from calcheck.io.stream import plan_rows
+
+    try:
+        first = next(iter(validated_batches(
+            plan, fragment_batches(plan, plan.fragments[0], batch_rows), name=plan.name,
+            pos_label=pos_label, drop_invalid=drop_invalid, stats=StreamStats())), None)
+    except CalcheckError:
+        return spec
+    if first is None:
+        return spec
+    return spec.prepared(np.asarray(first[0], dtype=np.float64), plan_rows(plan))
 
 
 def active_client() -> Any:
