@@ -424,6 +424,46 @@ def test_row_pass_bins_by_cell_equal_searchsorted(seed):
     np.testing.assert_array_equal(on_cut, np.flatnonzero(np.isin(u, cuts)))
 
 
+@pytest.mark.parametrize("alpha", [0.001, 0.05])
+def test_narrowed_test_cells_hold_where_the_exact_test_changes(alpha):
+    """Narrowed by exact bounds, the guessed brackets still hold every score where the exact
+    test's decision changes (between two neighbouring scores of a fine sweep across each
+    bracket) for every whole k of a bin's range, and each k/n — and they are much narrower
+    than the brackets near 0 and 1, where the padding spans many crowded rows."""
+    import functools
+
+    from calcheck.streaming.positional import rejection_weight
+    from calcheck.streaming.prospect import narrowed_test_cells, test_cells
+
+    rng = np.random.default_rng(4)
+    reject = functools.partial(rejection_weight, alpha=alpha, test="binomial")
+    for n in (40, 7_000, 3_400_000):
+        k = np.concatenate([[0.0, 1.0, 2.0, 5.0, n - 3.0, float(n)],
+                            rng.integers(0, n + 1, 6).astype(np.float64)])
+        width = rng.integers(0, 3, k.shape[0]).astype(np.float64)
+        least, most = np.clip(k - width, 0, n), np.clip(k + width, 0, n)
+        nn = np.full(k.shape, float(n))
+        low, high = test_cells(least, most, nn, alpha)
+        m = k.shape[0]
+        k_lo = np.tile(np.floor(least), 3)
+        k_hi = np.tile(np.ceil(most), 3)
+        lows, highs = narrowed_test_cells(k_lo, k_hi, np.tile(nn, 3), low, high, alpha)
+        assert (highs - lows).sum() < 0.5 * np.clip(high - low, 0, None).sum()
+        for i in range(3 * m):
+            a, b = max(low[i], 0.0), min(high[i], 1.0)
+            if a > b:
+                continue
+            p = np.linspace(a, b, 4001)
+            for kk in np.arange(k_lo[i], k_hi[i] + 1):
+                on = reject(np.full(p.shape, kk), np.full(p.shape, float(n)), p) > 0
+                flip = np.flatnonzero(on[1:] != on[:-1])
+                for j in flip:            # the change lies in [p_j, p_j+1]: some interval meets it
+                    meets = (lows <= p[j + 1]) & (highs >= p[j])
+                    assert meets.any(), (n, kk, p[j])
+                if a <= kk / n <= b:
+                    assert ((lows <= kk / n) & (kk / n <= highs)).any()
+
+
 @pytest.mark.parametrize("ties", ["share", "order"])
 @pytest.mark.parametrize("case", CASES)
 def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):

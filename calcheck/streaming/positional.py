@@ -51,9 +51,11 @@ from calcheck.streaming.grid import Grid, cell_flags, cells_of, flagged_rows
 from calcheck.streaming.prospect import (
     PROSPECT_ROWS,
     PROSPECT_SHARE,
+    REFINE_ROWS,
     HeldCellsSpec,
     HeldCellsState,
     interval_cells,
+    narrowed_test_cells,
     positives_before,
     rank_cells,
     replay_held,
@@ -752,6 +754,7 @@ class PositionalPass:
             return
         tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
         lows, highs = [], []
+        narrow: list[tuple[int, FloatArray, FloatArray, FloatArray]] = []
         for name in names:
             b = guess[name][0]
             inner = b[(b > 0) & (b < n)]
@@ -766,15 +769,48 @@ class PositionalPass:
                 if self.test != "binomial":
                     return
                 low, high = test_cells(k_least, k_most, size, self.alpha)
+                narrow.append((len(lows), k_least, k_most, size))
             else:                                        # PDE: P̂'s range
                 some = size > 0
                 low, high = k_least[some] / size[some], k_most[some] / size[some]
             lows.append(low)
             highs.append(high)
+        budget = min(PROSPECT_ROWS, n // PROSPECT_SHARE)
+        cells = self._guessed_cells(lows, highs)
+        if int(self.cell_n[cells].sum()) > budget and narrow:   # too many: look closer
+            for j, k_least, k_most, size in narrow:
+                lows[j], highs[j] = self._narrowed(k_least, k_most, size, lows[j], highs[j])
+            cells = self._guessed_cells(lows, highs)
+        if int(self.cell_n[cells].sum()) <= budget:
+            self._prospect = self.ranks(guess), cells
+
+    def _guessed_cells(self, lows: list[FloatArray], highs: list[FloatArray]) -> IntArray:
+        """The occupied cells of the guessed intervals that the row pass would read (with
+        shared ties, not a cell of one score: it is decided at its score)."""
         cells = interval_cells(np.concatenate(lows), np.concatenate(highs), self.grid)
         cells = cells[self.cell_n[cells] > 0]
-        if int(self.cell_n[cells].sum()) <= min(PROSPECT_ROWS, n // PROSPECT_SHARE):
-            self._prospect = self.ranks(guess), cells
+        if self.share and self.cell_values is not None:
+            cells = cells[np.isnan(self.cell_values[cells])]
+        return np.asarray(cells, dtype=np.int64)
+
+    def _narrowed(self, k_least: FloatArray, k_most: FloatArray, size: FloatArray,
+                  low: FloatArray, high: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """:func:`test_cells`' brackets (the bins' P̂ ranges, then each side's thresholds),
+        those holding more than ``REFINE_ROWS`` rows narrowed to where the exact test is not
+        settled (:func:`narrowed_test_cells`): crowded scores near 0 or 1, where a bracket
+        padded by (1 + z²/2)/N covers millions of rows."""
+        a, b = cells_of(self.grid, low), cells_of(self.grid, high)
+        heavy = self.cum_n[np.minimum(b + 1, self.cum_n.shape[0] - 1)] - self.cum_n[a] > \
+            REFINE_ROWS
+        if not heavy.any():
+            return low, high
+        some = size > 0
+        nn = np.tile(size[some], 3)
+        k_lo = np.clip(np.floor(np.tile(k_least[some], 3) + 1e-9), 0.0, nn)
+        k_hi = np.clip(np.ceil(np.tile(k_most[some], 3) - 1e-9), 0.0, nn)
+        lo2, hi2 = narrowed_test_cells(k_lo[heavy], k_hi[heavy], nn[heavy], low[heavy],
+                                       high[heavy], self.alpha)
+        return np.concatenate((low[~heavy], lo2)), np.concatenate((high[~heavy], hi2))
 
     def ranks(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]) -> list[int]:
         """The ranks to resolve: every cut (b − 1 and b, for the edges) and, for TCE's table,

@@ -32,6 +32,8 @@ PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 1
                             # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
 PROSPECT_SHARE = 16         # ... and at most 1/16 of the rows (many --by groups at once)
 MARGIN_CELLS = 2            # grid cells kept on each side of a predicted cell
+REFINE_ROWS = 1 << 16       # a guessed bracket holding more rows is narrowed by exact bounds
+FEW_K = 64                  # ... each whole k of its bin's range apart, up to this many
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,59 @@ def test_cells(k_least: FloatArray, k_most: FloatArray, n: FloatArray,
         lows.append(np.minimum(a, b) - pad)
         highs.append(np.maximum(a, b) + pad)
     return np.concatenate(lows), np.concatenate(highs)
+
+
+def narrowed_test_cells(k_lo: FloatArray, k_hi: FloatArray, n: FloatArray, low: FloatArray,
+                        high: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+    """The scores within brackets [low_i, high_i] (from :func:`test_cells`) of bins of n_i rows
+    whose positives lie in [k_lo_i, k_hi_i] (whole numbers) where the exact binomial test's
+    decision is not settled by :func:`calcheck.binomial.interval_bounds`: for each whole k of
+    the range, the point k/n and, on each side of it, what
+    :func:`calcheck.binomial.decided_pieces` leaves uncovered when it halves the side down to
+    2^-24 of the bracket — as intervals (lows, highs).  Near 0 a bin of P̂ ≈ 10^-4 brackets
+    its thresholds over [0, ~5/N] (the padding of the Wilson bounds), which can hold millions
+    of crowded rows; its exact thresholds lie in a few of them.  A range of more than
+    ``FEW_K`` values keeps its bracket."""
+    from calcheck.binomial import decided_pieces, side_ends
+
+    low, high = np.maximum(low, 0.0), np.minimum(high, 1.0)   # (the padding leaves [0, 1])
+    span = np.where(low <= high, k_hi - k_lo, -1.0)           # (-1: nothing left)
+    wide = span > FEW_K
+    few = np.flatnonzero(~wide)
+    owner = few.repeat((span[few] + 1).astype(np.int64))
+    step = np.arange(owner.shape[0]) - np.repeat(
+        np.cumsum(span[few] + 1) - (span[few] + 1), (span[few] + 1).astype(np.int64))
+    k = k_lo[owner] + step
+    nn, a, z = n[owner], low[owner], high[owner]
+    below, above = side_ends(k, nn)
+    sk, sn = np.concatenate((k, k)), np.concatenate((nn, nn))
+    sa = np.concatenate((a, np.maximum(a, above)))       # below k/n, then above it
+    sz = np.concatenate((np.minimum(z, below), z))
+    width = np.concatenate((z - a, z - a)) * 2.0 ** -24
+    keep = sa <= sz
+    sk, sn, sa, sz, width = sk[keep], sn[keep], sa[keep], sz[keep], width[keep]
+    o, p0, p1, _ = decided_pieces(sk, sn, sa, sz, alpha, width)
+    # what the pieces leave uncovered: a side without a piece; before the first piece of a
+    # side, between two of its pieces that do not touch, after its last
+    has = np.zeros(sa.shape[0], dtype=bool)
+    has[o] = True
+    los, his = [sa[~has], low[wide]], [sz[~has], high[wide]]    # (wide: the bracket)
+    if o.shape[0]:
+        first = np.concatenate(([True], o[1:] != o[:-1]))
+        last = np.concatenate((o[1:] != o[:-1], [True]))
+        lead = first & (p0 > sa[o])
+        trail = last & (p1 < sz[o])
+        gap = ~first[1:] & (p0[1:] > np.nextafter(p1[:-1], np.inf))
+        los += [sa[o[lead]], np.nextafter(p1[trail], np.inf), np.nextafter(p1[:-1][gap], np.inf)]
+        his += [np.nextafter(p0[lead], -np.inf), sz[o[trail]], np.nextafter(p0[1:][gap], -np.inf)]
+    point = k / nn                                        # the side boundary itself
+    inside = (point >= a) & (point <= z)
+    los.append(point[inside])
+    his.append(point[inside])
+    lo_all, hi_all = np.concatenate(los), np.concatenate(his)
+    ok = lo_all <= hi_all
+    return lo_all[ok], hi_all[ok]
+
 
 
 def interval_cells(lows: FloatArray, highs: FloatArray, grid: Grid,

@@ -362,13 +362,15 @@ class StreamState:
     def positional(self) -> tuple[Grid, IntArray, FloatArray, FloatArray | None]:
         """What the positional passes read of the grid pass: their grid, its per-(cell, label)
         counts (cells × 2), its per-cell Σ score and one-score cells (:meth:`cell_values`) —
-        the grid's own, or those of the finer ``pos_grid`` (whose one-score cells are not
-        known: crowded_grid is never made for tied scores)."""
+        the grid's own, or those of the finer ``pos_grid`` (whose one-score cells are those
+        of one float, as s = 1.0's: crowded_grid is never made for tied scores)."""
         assert self.cell_score is not None
         if self.pos_grid is None or self.pos_count is None or self.pos_score is None:
             return (UniformGrid(self.grid_bits), self.cell_count.reshape(-1, 2),
                     self.cell_score.value.reshape(-1, 2).sum(axis=1), self.cell_values())
-        return self.pos_grid, self.pos_count.reshape(-1, 2), self.pos_score.value, None
+        lo, hi = self.pos_grid.interval(np.arange(self.pos_grid.n_cells))
+        one = np.where(lo == hi, lo, np.nan)                # a cell of one float (s = 1.0)
+        return self.pos_grid, self.pos_count.reshape(-1, 2), self.pos_score.value, one
 
     def _start_extremes(self, s: FloatArray) -> None:
         """Keep each cell's smallest and largest score when the first batch looks tied: fewer
