@@ -14,8 +14,9 @@ s = 1.0 holds that score alone.  Two grids share one interface (``n_cells``, ``c
   model's, a confident classifier's — then spread over many cells, so the rank search
   collects the ranks' cells in one pass and the row pass reads few rows.
 
-A :class:`ScoreGrid`'s cell bounds come from its own cell function (a bisection over the
-floats' bit patterns), so they agree with it by construction.  Nothing in the positional
+A :class:`ScoreGrid`'s cell bounds are the sorted step points of its three step counts
+(tested against a bisection over the floats' bit patterns with the cell function itself).
+Nothing in the positional
 passes depends on which grid they use but the speed (and the order of some float sums: the
 last bits of a bin's Σ score).
 """
