@@ -105,12 +105,6 @@ def _remember(scores: FloatArray, grid: Any) -> None:
     _local.cells_of = (scores, grid) if _shared(scores) else None
 
 
-def grid_cells(scores: FloatArray, bits: int) -> IntArray:
-    """The uniform grid cell ⌊2^bits·s⌋ of each score in [0, 1], in a per-thread buffer that
-    the next call on the same thread overwrites."""
-    return UniformGrid(bits).cells(scores)
-
-
 @functools.lru_cache(maxsize=8)
 def cell_flags(cells: tuple[int, ...], grid: Grid) -> np.ndarray:
     """A flag per cell of ``grid``: True for ``cells``, the table :func:`flagged_rows`
@@ -284,20 +278,21 @@ class ScoreGrid:
         off, shift, low_total, high_last = self._tables
         r = np.frombuffer(self.mant_bits, dtype=np.uint8).astype(np.int64)
         uniform = np.ldexp(np.arange(1, (1 << self.bits) + 1, dtype=np.float64), -self.bits)
-        # every low cell's first float, binades 0..1021 (cell 0: s = 0, no step)
-        e = np.repeat(np.arange(1022, dtype=np.uint64), np.left_shift(1, r[:1022]))
-        q = np.arange(e.shape[0], dtype=np.uint64) - np.repeat(
-            off[:1022].astype(np.uint64), np.left_shift(1, r[:1022]))
-        low = ((e << np.uint64(52)) | (q << shift[:1022].repeat(np.left_shift(1, r[:1022]))))
-        low = low[1:].view(np.float64)
+
+        def firsts(side: slice) -> FloatArray:
+            """The first float of every cell of binades 0..1021 of one side but the first
+            (0: no step), in order."""
+            cells = np.left_shift(1, r[side][:1022])
+            e = np.repeat(np.arange(1022, dtype=np.uint64), cells)
+            q = np.arange(e.shape[0], dtype=np.uint64) - np.repeat(
+                off[side][:1022].astype(np.uint64), cells)
+            bits = (e << np.uint64(52)) | (q << np.repeat(shift[side][:1022], cells))
+            return np.asarray(bits[1:].view(np.float64))
+
+        low = firsts(slice(0, 1024))                 # s's binades
         half_low = low_total - low.shape[0]          # the steps at 1/2 up to low_total
-        # the high cells of w's binades 0..1021, but the first (w = 0: s = 1.0 is its end)
-        he = np.repeat(np.arange(1022, dtype=np.uint64), np.left_shift(1, r[1024:2046]))
-        hq = np.arange(he.shape[0], dtype=np.uint64) - np.repeat(
-            off[1024:2046].astype(np.uint64), np.left_shift(1, r[1024:2046]))
-        t = ((he << np.uint64(52)) | (hq << shift[1024:2046].repeat(
-            np.left_shift(1, r[1024:2046]))))[1:].view(np.float64)
-        t = np.append(t, 0.5)                        # (w's binade 1022 starts at 1/2)
+        # w's cells (w = 0, s = 1.0, ends the first); w's binade 1022 starts at 1/2
+        t = np.append(firsts(slice(1024, 2048)), 0.5)
         w_below = (np.ceil(t * 2.0 ** 53) - 1.0) * 2.0 ** -53
         high = 1.0 - w_below
         half_high = high_last - high.shape[0]        # the steps at 1/2 (w = 1/2 and above)

@@ -60,6 +60,7 @@ from calcheck.streaming.prospect import (
     rank_cells,
     replay_held,
     test_cells,
+    whole_k,
 )
 from calcheck.streaming.select import (
     COLLECT_ROWS,
@@ -804,10 +805,9 @@ class PositionalPass:
             REFINE_ROWS
         if not heavy.any():
             return low, high
-        some = size > 0
+        some = size > 0                          # (test_cells' bins, its three groups)
         nn = np.tile(size[some], 3)
-        k_lo = np.clip(np.floor(np.tile(k_least[some], 3) + 1e-9), 0.0, nn)
-        k_hi = np.clip(np.ceil(np.tile(k_most[some], 3) - 1e-9), 0.0, nn)
+        k_lo, k_hi = whole_k(np.tile(k_least[some], 3), np.tile(k_most[some], 3), nn)
         lo2, hi2 = narrowed_test_cells(k_lo[heavy], k_hi[heavy], nn[heavy], low[heavy],
                                        high[heavy], self.alpha)
         return np.concatenate((low[~heavy], lo2)), np.concatenate((high[~heavy], hi2))

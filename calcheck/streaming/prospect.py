@@ -117,6 +117,14 @@ def wilson(k: FloatArray, n: FloatArray, z: float, side: float) -> FloatArray:
     return np.asarray(centre + side * half, dtype=np.float64)
 
 
+def whole_k(k_least: FloatArray, k_most: FloatArray, n: FloatArray
+            ) -> tuple[FloatArray, FloatArray]:
+    """The whole counts of positives a (maybe fractional) range [k_least, k_most] of bins of
+    n rows can hold."""
+    return (np.clip(np.floor(k_least + 1e-9), 0.0, n),
+            np.clip(np.ceil(k_most - 1e-9), 0.0, n))
+
+
 def test_cells(k_least: FloatArray, k_most: FloatArray, n: FloatArray,
                alpha: float) -> tuple[FloatArray, FloatArray]:
     """Score intervals (lower ends, upper ends) holding, for bins of ``n`` rows whose positives
@@ -130,8 +138,7 @@ def test_cells(k_least: FloatArray, k_most: FloatArray, n: FloatArray,
 
     some = n > 0
     nn = n[some]
-    k_lo = np.clip(np.floor(k_least[some] + 1e-9), 0.0, nn)
-    k_hi = np.clip(np.ceil(k_most[some] - 1e-9), 0.0, nn)
+    k_lo, k_hi = whole_k(k_least[some], k_most[some], nn)
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
     pad = (1.0 + z * z / 2.0) / nn
     lows, highs = [k_lo / nn], [k_hi / nn]
@@ -192,7 +199,6 @@ def narrowed_test_cells(k_lo: FloatArray, k_hi: FloatArray, n: FloatArray, low: 
     lo_all, hi_all = np.concatenate(los), np.concatenate(his)
     ok = lo_all <= hi_all
     return lo_all[ok], hi_all[ok]
-
 
 
 def interval_cells(lows: FloatArray, highs: FloatArray, grid: Grid,
