@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -36,6 +36,7 @@ SCORE_NAMES = ("score", "scores", "prob", "proba", "probability", "p", "p_hat", 
 LABEL_NAMES = ("label", "labels", "y", "y_true", "target", "outcome", "actual")
 PROB_COLUMN = re.compile(r"^prob_(\d+)$", re.IGNORECASE)
 ROW_SUM_TOL = 1e-6
+_TOP_ROWS = 16_384          # rows per piece of top_label_columns (K columns' pieces in cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,6 +61,47 @@ def top_label_view(probs: FloatArray, labels: IntArray) -> tuple[FloatArray, Int
     pred = np.argmax(probs, axis=1)          # numpy returns the first maximum: lowest index
     conf = probs[np.arange(probs.shape[0]), pred]
     return np.ascontiguousarray(conf, dtype=np.float64), (pred == labels).astype(np.int64)
+
+
+def top_label_columns(columns: Sequence[FloatArray], labels: IntArray
+                      ) -> tuple[FloatArray, IntArray]:
+    """:func:`top_label_view` of K probability columns (finite values), column by column:
+    the largest probability, then the first class that reaches it (classes from the last to
+    the first, each overwriting) — the same confidences and classes, without the (n, K)
+    matrix.  In pieces of :data:`_TOP_ROWS` rows that stay in cache."""
+    n = int(columns[0].shape[0]) if len(columns) else 0
+    conf = np.empty(n, dtype=np.float64)
+    pred = np.empty(n, dtype=np.int64)
+    eq = np.empty(min(n, _TOP_ROWS), dtype=bool)
+    for a in range(0, n, _TOP_ROWS):
+        rows = slice(a, a + _TOP_ROWS)
+        c, p, e = conf[rows], pred[rows], eq[:min(_TOP_ROWS, n - a)]
+        np.copyto(c, columns[0][rows])
+        for col in columns[1:]:
+            np.maximum(c, col[rows], out=c)
+        for k in range(len(columns) - 1, -1, -1):
+            np.equal(columns[k][rows], c, out=e)
+            np.copyto(p, k, where=e)
+    return conf, (pred == labels).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ClassColumns:
+    """The K probability columns of a multiclass batch, kept apart: what the streaming passes
+    read (a class's column is contiguous, and no (n, K) copy is made).  ``cols[rows]`` selects
+    rows of every column."""
+
+    columns: tuple[FloatArray, ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.columns[0].shape[0]) if self.columns else 0, len(self.columns))
+
+    def __getitem__(self, rows: Any) -> ClassColumns:
+        return ClassColumns(tuple(c[rows] for c in self.columns))
+
+    def top_label(self, labels: IntArray) -> tuple[FloatArray, IntArray]:
+        return top_label_columns(self.columns, labels)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,6 +35,10 @@ def test_uniform_assign_is_searchsorted_on_the_float_edges(bins, seed):
                                   np.searchsorted(e[1:-1], s, side="right"))
     np.testing.assert_array_equal(uniform_assign(s.reshape(1, -1), bins)[0],
                                   uniform_assign(s, bins))
+    out = np.full(s.shape[0], -7, dtype=np.int64)             # reused buffers: the same bins
+    work = (np.full(s.shape[0], np.nan), np.ones(s.shape[0], dtype=bool))
+    assert uniform_assign(s, bins, out=out, work=work) is out
+    np.testing.assert_array_equal(out, np.searchsorted(e[1:-1], s, side="right"))
 
 
 def test_uniform_stats_hand_computed():

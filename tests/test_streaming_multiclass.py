@@ -396,3 +396,120 @@ def test_trusted_top_label_view_is_the_matrix_one():
                                           top=True))
     want_conf, want_correct = top_label_view(P, y)
     assert np.array_equal(conf, want_conf) and np.array_equal(correct, want_correct)
+
+
+@pytest.mark.parametrize("k", [2, 3, 10, 33])
+def test_top_label_columns_are_the_matrix_view(k):
+    """The top-label view of K columns (in pieces of rows) is top_label_view's of the (n, K)
+    matrix: the same confidences, and the first class reaching the maximum."""
+    from calcheck.data import ClassColumns, top_label_columns, top_label_view
+
+    rng = np.random.default_rng(k)
+    n = 40_001                                          # several pieces and a short last one
+    P = np.round(rng.dirichlet(np.full(k, 0.3), size=n), 2)      # many equal maxima
+    P[:100] = 1.0 / k
+    P = P / P.sum(axis=1, keepdims=True)
+    y = rng.integers(0, k, n)
+    want = top_label_view(P, y)
+    cols = tuple(np.ascontiguousarray(P[:, j]) for j in range(k))
+    for got in (top_label_columns(cols, y), ClassColumns(cols).top_label(y)):
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    rows = np.flatnonzero(rng.uniform(size=n) < 0.3)
+    part = ClassColumns(cols)[rows]
+    assert part.shape == (rows.shape[0], k)
+    assert np.array_equal(part.top_label(y[rows])[0], want[0][rows])
+
+
+def _old_row_checks(P, tol_rounding):
+    """The row-sum rule on the (n, K) matrix, as it read before the columns were kept apart:
+    (rounded rows, far rows, sums)."""
+    from calcheck.data import ROW_SUM_TOL
+
+    finite = np.isfinite(P).all(axis=1)
+    sums = np.where(finite, P.sum(axis=1), 1.0)
+    dev = np.abs(sums - 1.0)
+    off = finite & (dev > ROW_SUM_TOL)
+    rounded = off & (dev <= tol_rounding)
+    return rounded, off & ~rounded, sums
+
+
+@pytest.mark.parametrize("k", [3, 10, 129])
+def test_class_columns_decide_rows_as_the_matrix_sums(k):
+    """The columns' running sum only screens the rows; each screened row's sum is the matrix
+    row's, so the rows renormalized, dropped or refused — and the renormalized values — are
+    those of the (n, K) matrix's row sums, also at the tolerances' edges."""
+    from calcheck.io.columns import class_columns, rounding_tolerance, row_major
+    from calcheck.io.source import Source
+
+    rng = np.random.default_rng(k)
+    n = 3_000
+    P = rng.dirichlet(np.full(k, 0.5), size=n)
+    off_by = np.array([0.0, 4.9e-7, 5.1e-7, 9.99e-7, 1.001e-6, 3e-5, rounding_tolerance(k) * 0.999,
+                       rounding_tolerance(k) * 1.001, 0.3])
+    rows = rng.choice(n, size=(len(off_by), 20), replace=False)
+    for d, r in zip(off_by, rows):
+        P[r, 0] += d                               # row sums 1 + d (up to rounding)
+    P[rows[-1][:3], 1] = np.nan                    # not finite: a problem of its own
+    y = rng.integers(0, k, n)
+    table = pa.table({**{f"p{j}": P[:, j] for j in range(k)}, "label": y})
+    names = [f"p{j}" for j in range(k)]
+    rounded, far, sums = _old_row_checks(P, rounding_tolerance(k))
+    src = Source(name="t", fmt="parquet", path="t")
+    cols, yy, keep, dropped, _, renorm = class_columns(
+        src, table, names, "label", [str(j) for j in range(k)], renormalize=False,
+        drop_invalid=True)
+    bad = far | ~np.isfinite(P).all(axis=1)
+    assert np.array_equal(keep, ~bad) and dropped == int(bad.sum())
+    assert renorm == int(rounded.sum())
+    want = P.copy()
+    want[rounded] /= sums[rounded, None]
+    np.testing.assert_array_equal(row_major(list(cols), int(yy.shape[0])), want[~bad])
+    cols, yy, keep, *_ = class_columns(src, table, names, "label", [str(j) for j in range(k)],
+                                       renormalize=True, drop_invalid=True)
+    fixed = (rounded | far) & (sums > 0)
+    want = P.copy()
+    want[fixed] /= sums[fixed, None]
+    finite = np.isfinite(P).all(axis=1)
+    np.testing.assert_array_equal(row_major(list(cols), int(yy.shape[0])), want[finite])
+
+
+def test_classwise_sums_of_columns_are_one_bincount_over_the_matrix():
+    """Per (class, bin) counts and Σ p, class by class over columns, are bit for bit the old
+    single bincount over the raveled (n, K) matrix."""
+    from calcheck.binning import uniform_assign
+    from calcheck.metrics.multiclass import classwise_uniform_sums
+
+    rng = np.random.default_rng(4)
+    n, k, bins = 20_000, 7, 15
+    P = probs(rng, n, k)
+    y = rng.integers(0, k + 2, n)                  # labels beyond the block's classes too
+    for first, width in ((0, k), (2, 3)):
+        block = P[:, first:first + width]
+        key = uniform_assign(block, bins) + bins * np.arange(width)[None, :]
+        cls = y - first
+        inside = np.flatnonzero((cls >= 0) & (cls < width))
+        want = (np.bincount(key.ravel(), minlength=bins * width),
+                np.bincount(key.ravel(), weights=block.ravel(), minlength=bins * width),
+                np.bincount(key[inside, cls[inside]], minlength=bins * width))
+        cols = [np.ascontiguousarray(block[:, j]) for j in range(width)]
+        for got in (classwise_uniform_sums(block, y, first, bins),
+                    classwise_uniform_sums(cols, y, first, bins)):
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_held_top_label_view_gives_the_file_passes_numbers(cli, tmp_path, monkeypatch):
+    """A small file keeps its top-label view in the first pass, and the top-label metrics'
+    later passes fold those batches: the report is the one of passes reading the file, with
+    fewer file passes."""
+    import calcheck.streaming.engine as engine
+
+    path = tmp_path / "mc.parquet"
+    frame(14, 20_000, k=5).to_parquet(path, row_group_size=3_000)
+    args = [path, "--engine", "stream", "--batch-rows", "2500", "-m",
+            "ece_top,ace_top,mce_q,tce,pde,sce,tce_cw"]
+    held = run_json(cli, *args)
+    monkeypatch.setattr(engine, "HOLD_TOP_ROWS", 0)
+    read = run_json(cli, *args)
+    assert held["metrics"] == read["metrics"] and held["input"] == read["input"]
+    assert held["settings"]["passes"] < read["settings"]["passes"]

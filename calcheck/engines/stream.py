@@ -25,7 +25,13 @@ from calcheck.errors import InputError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
 from calcheck.options import Options
-from calcheck.streaming.engine import StateSpec, StreamSource, metric_results, no_rows_error
+from calcheck.streaming.engine import (
+    HeldSource,
+    StateSpec,
+    StreamSource,
+    metric_results,
+    no_rows_error,
+)
 from calcheck.streaming.states import GRID_METRICS
 
 GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
@@ -80,9 +86,11 @@ class StreamEngine:
         return state
 
     def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
-             by: str | None = None) -> Any:
+             by: str | None = None, hold: bool = False) -> Any:
         """The first pass's state (cached by its spec): the grid of the binary view, or the
-        classwise state carrying the top-label grid; with ``by`` the grouped state."""
+        classwise state carrying the top-label grid; with ``by`` the grouped state.  ``hold``:
+        multiclass input keeps its top-label view for the later passes when the file is small
+        enough (:func:`_holds_top`)."""
         from calcheck.streaming.classwise import ClasswiseSpec
 
         spec: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
@@ -92,9 +100,21 @@ class StreamEngine:
             from calcheck.streaming.groups import GroupedSpec
 
             spec = GroupedSpec(spec, by)
-        if spec not in self._first:
-            self._first[spec] = self._run(spec)
+        if spec not in self._first:          # (keyed without hold: a held view is an extra)
+            run = replace(spec, hold=True) if hold and self.multiclass and by is None and \
+                self._holds_top() else spec
+            self._first[spec] = self._run(run)
         return self._first[spec]
+
+    def _holds_top(self) -> bool:
+        """A first pass in this process over at most ``HOLD_TOP_ROWS`` rows (Parquet
+        footers)."""
+        from calcheck.io.stream import plan_rows
+        from calcheck.streaming.engine import HOLD_TOP_ROWS
+
+        rows = plan_rows(self.plan)
+        return self.source.engine == "stream" and self.source.passes is None and \
+            rows is not None and rows <= HOLD_TOP_ROWS
 
     def _cached_grid(self, bins: int) -> Any:
         """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
@@ -179,23 +199,31 @@ class StreamEngine:
 
         mopts = self._options(opts)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
-        first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by)
+        positional = [m for m in binary_ids if m not in GRID_METRICS]
+        first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
+                          hold=bool(positional))
         if opts.by:
             grouped = first
             first = grouped.overall()
         state = first.top if self.multiclass else first
         if state.n == 0:
             raise no_rows_error(self.source.path, self.source.where)
+        if self.multiclass and "tce_cw" in ids:
+            _preload_class_pava(first)          # loads while the top-label passes read
         out = Outcome()
         results = metric_results(state, [m for m in binary_ids if m in GRID_METRICS],
                                  mopts.smece_sigma)
-        positional = [m for m in binary_ids if m not in GRID_METRICS]
         if positional:
+            held = first.held_batches() if self.multiclass else None
+            source = self.source if held is None else HeldSource(self.source, held)
             more, details = pos_mod.positional_results(
-                self.source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
+                source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
                 test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties)
-            self.passes += details["extra_passes"]
+            self.passes += details["extra_passes"] - getattr(source, "runs", 0)
             results.update(more)
+            if held is not None:
+                first.held = None           # (the classwise passes need the memory)
+                del held, source
         if opts.ci:
             from calcheck.streaming.bootstrap import grid_bootstrap
             from calcheck.uncertainty import with_intervals
@@ -444,3 +472,18 @@ def named_results(ids: list[str], binary: dict[str, MetricResult],
         else:
             out[m] = replace(got, id=m, settings={**got.settings, "view": "top-label"})
     return out
+
+
+def _preload_class_pava(first: Any) -> None:
+    """Start loading numba's PAVA-BC scan (:func:`~calcheck.binning.preload_compiled_pava`) for
+    ``tce_cw`` of a first-pass classwise state, sized by the class whose labels alternate most
+    (its one-vs-rest scan walks the most runs); without it the first class's TCE waited
+    ~0.3 s for the load."""
+    from calcheck.binning import preload_compiled_pava
+
+    state = first.overall() if hasattr(first, "overall") else first
+    if not state.n:
+        return
+    positives = state.hits.reshape(state.classes, -1).sum(axis=1)
+    k = int(np.argmax(np.minimum(positives, state.n - positives)))
+    preload_compiled_pava(state.n, int(positives[k]))

@@ -362,14 +362,32 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
                        row_offset: int = 0, detected: bool = False,
                        ) -> tuple[np.ndarray, IntArray, np.ndarray | None, int, dict[str, int],
                                   int]:
-    """Validated class probabilities (n, K) and class indices of a table (or a streamed batch
-    starting at ``row_offset``): (probs, labels, rows kept or None, rows dropped, dropped by
-    reason, rows renormalized).
+    """:func:`class_columns` with the probabilities as one (n, K) row-major matrix."""
+    columns, y, keep, dropped_n, dropped, renormalized = class_columns(
+        src, table, cols, label_col, names, renormalize=renormalize, drop_invalid=drop_invalid,
+        row_offset=row_offset, detected=detected)
+    return (row_major(list(columns), int(y.shape[0])), y, keep, dropped_n, dropped,
+            renormalized)
+
+
+def class_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
+                  names: list[str], *, renormalize: bool, drop_invalid: bool,
+                  row_offset: int = 0, detected: bool = False,
+                  ) -> tuple[tuple[FloatArray, ...], IntArray, np.ndarray | None, int,
+                             dict[str, int], int]:
+    """Validated class probabilities (K columns) and class indices of a table (or a streamed
+    batch starting at ``row_offset``): (columns, labels, rows kept or None, rows dropped,
+    dropped by reason, rows renormalized).
 
     A row summing to 1 within 1e-6 is kept as it is; within 1e-4·K (probabilities written
     with rounding, e.g. 6 decimals) it is divided by its sum and counted; further off it is an
     error unless ``renormalize`` (then entries above 1 are accepted too).  ``detected``: the
-    columns were found by their names, so the error suggests ``--probs``."""
+    columns were found by their names, so the error suggests ``--probs``.
+
+    A row's sum is the sum of its K values as numpy sums a row of the (n, K) matrix (the
+    in-memory engine's, whose row sums decide and divide); the columns' running sum, within
+    ~K ulps of it, only screens the rows: those further than ``ROW_SUM_TOL / 2`` from 1 (or
+    not finite) get the matrix sum."""
     n = table.num_rows
     problems: list[Problem] = []
     columns = []
@@ -378,7 +396,6 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
         columns.append(vals)
         problems += probability_problems(c, vals, nonnum, text, "prob", above_one=renormalize,
                                          source=src.name)
-    P = row_major(columns, n)
     y, missing, bad, raw = class_index(src, label_col, table.column(label_col), names)
     if missing.any():
         problems.append(("missing_label", label_col, "missing (empty or NaN)", missing, None))
@@ -386,35 +403,55 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
         problems.append(("unknown_class", label_col,
                          f"not a class (expected 0..{len(cols) - 1} or one of "
                          f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''})", bad, raw))
-    if problems:
-        finite_rows = np.isfinite(P).all(axis=1)
-        sums = np.where(finite_rows, P.sum(axis=1), 1.0)
-    else:                                   # every column finite in [0, 1]
-        finite_rows = np.ones(n, dtype=bool)
-        sums = P.sum(axis=1)
-    dev = np.abs(sums - 1.0)
-    off = finite_rows & (dev > ROW_SUM_TOL)
+    total = np.array(columns[0], dtype=np.float64) if columns else np.zeros(n)
+    for v in columns[1:]:
+        total += v
+    rows = np.flatnonzero(~(np.abs(total - 1.0) <= ROW_SUM_TOL / 2))   # NaN: screened in
     renormalized = 0
-    if off.any():
+    if rows.shape[0]:
+        M = row_major([v[rows] for v in columns], int(rows.shape[0]))
+        finite_rows = np.isfinite(M).all(axis=1) if problems else np.ones(rows.shape[0], bool)
+        sums = np.where(finite_rows, M.sum(axis=1), 1.0)
+        dev = np.abs(sums - 1.0)
+        off = finite_rows & (dev > ROW_SUM_TOL)
         rounded = off & (dev <= rounding_tolerance(len(cols)))
         far = off & ~rounded
         if far.any() and renormalize:
             zero = far & (sums <= 0)
             if zero.any():
                 problems.append(("zero_sum_row", ",".join(cols), "rows with probabilities "
-                                 "summing to 0 (cannot renormalize)", zero, None))
+                                 "summing to 0 (cannot renormalize)", _at(rows[zero], n), None))
             rounded |= far & ~zero
         elif far.any():
             hint = (f", or --probs to choose the probability columns (found by name: "
                     f"{', '.join(cols[:4])}{', …' if len(cols) > 4 else ''})"
                     if detected else "")
-            problems.append(("row_sum", "+".join(cols), hint, far, sums))
-        P[rounded] /= sums[rounded, None]
-        renormalized = int(rounded.sum())
+            whole = np.ones(n)
+            whole[rows] = sums
+            problems.append(("row_sum", "+".join(cols), hint, _at(rows[far], n), whole))
+        if rounded.any():
+            at, by = rows[rounded], sums[rounded]
+            columns = [_divided(v, at, by) for v in columns]
+            renormalized = int(at.shape[0])
     keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
     if keep is not None:
-        P, y = P[keep], y[keep]
-    return P, y, keep, rows_dropped, dropped, renormalized
+        columns, y = [v[keep] for v in columns], y[keep]
+    return tuple(columns), y, keep, rows_dropped, dropped, renormalized
+
+
+def _at(rows: IntArray, n: int) -> np.ndarray:
+    """A mask of n rows, true at ``rows``."""
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
+
+
+def _divided(v: FloatArray, rows: IntArray, by: FloatArray) -> FloatArray:
+    """``v`` with ``v[rows] / by`` at ``rows`` (a copy: ``v`` may be Arrow's read-only
+    buffer)."""
+    out = np.array(v, dtype=np.float64)
+    out[rows] /= by
+    return out
 
 
 def batch_incorrect(src: Source, table: Any, column: str, keep: np.ndarray | None,

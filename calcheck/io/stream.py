@@ -18,22 +18,24 @@ import pyarrow as pa
 from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.data import (
+    ClassColumns,
     check_columns_exist,
     class_named_columns,
     class_names_of,
     resolve_columns,
-    top_label_view,
+    top_label_columns,
 )
 from calcheck.errors import InputError
 from calcheck.io.arrays import numpy_of
 from calcheck.io.columns import (
     batch_incorrect,
     binary_columns,
+    class_columns,
     class_index,
     distinct_text,
     is_text,
-    multiclass_columns,
     named_note,
+    row_major,
     scores_array,
     variable_values,
 )
@@ -429,8 +431,9 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
     rows after the ``--where`` filter), and the message names ``name``.
 
     Multiclass input (``plan.prob_columns``) is validated as in memory and given as
-    its top-label view (confidence, correct) with ``view="top"``, or as (probabilities (n, K),
-    class indices) with ``view="classes"``."""
+    its top-label view (confidence, correct) with ``view="top"``, as (probabilities (n, K),
+    class indices) with ``view="classes"``, or as (:class:`~calcheck.data.ClassColumns`, class
+    indices) with ``view="columns"`` (no (n, K) matrix is made)."""
     src = Source(name=name, fmt="parquet", path=name)
     src.cache["streaming"] = True
     st = stats if stats is not None else StreamStats()
@@ -466,18 +469,21 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             continue
         table = pa.Table.from_batches([batch])
         offset = st.rows_read
-        P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+        columns, y, keep, dropped_n, dropped, renormalized = class_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
             renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset,
             detected=plan.probs_detected)
         st.tally(batch.num_rows, dropped_n, dropped, renormalized)
         if not y.shape[0]:
             continue
+        out: tuple[Any, ...]
         if view == "top":
-            conf, correct = top_label_view(P, y)
-            out: tuple[Any, ...] = (conf, correct.astype(np.int8))
+            conf, correct = top_label_columns(columns, y)
+            out = (conf, correct.astype(np.int8))
+        elif view == "columns":
+            out = (ClassColumns(columns), y)
         else:
-            out = (P, y)
+            out = (row_major(list(columns), int(y.shape[0])), y)
         yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
 
 
@@ -560,10 +566,5 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
         if not top:
             yield cols, y
             continue
-        conf = np.array(cols[classes[0]], dtype=np.float64)      # a writable copy
-        pred = np.zeros(conf.shape[0], dtype=np.int64)
-        for k in classes[1:]:
-            above = cols[k] > conf          # strictly: the first maximum keeps its class
-            np.copyto(conf, cols[k], where=above)
-            pred[above] = k
-        yield conf, (pred == y).astype(np.int8)
+        conf, correct = top_label_columns([cols[k] for k in classes], y)
+        yield conf, correct.astype(np.int8)

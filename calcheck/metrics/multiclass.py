@@ -22,7 +22,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -180,22 +180,37 @@ def _gaps(sum_p: FloatArray, sum_y: np.ndarray, count: np.ndarray) -> FloatArray
                                           sum_p / np.maximum(count, 1)), 0.0)
 
 
-def classwise_uniform_sums(probs: FloatArray, labels: IntArray, first: int,
-                           bins: int) -> tuple[IntArray, FloatArray, IntArray]:
+def classwise_uniform_sums(probs: FloatArray | Sequence[FloatArray], labels: IntArray,
+                           first: int, bins: int, *,
+                           work: tuple[IntArray, FloatArray, np.ndarray] | None = None,
+                           ) -> tuple[IntArray, FloatArray, IntArray]:
     """Per (class, uniform bin) row count, Σ p_ik and Σ 1[c_i = k] of the classes
-    ``first`` .. ``first + probs.shape[1] − 1`` (``probs`` holds their columns), flattened
-    class-major: index (k − first)·bins + b."""
-    width = probs.shape[1]
-    key = uniform_assign(probs, bins)                      # (n, width)
-    key += bins * np.arange(width)[None, :]
-    size = bins * width
-    cls = np.asarray(labels) - first
-    rows = np.flatnonzero((cls >= 0) & (cls < width))      # rows whose class is among these
-    own = key[rows, cls[rows]]                             # the key of each row's own class
-    count = np.bincount(key.ravel(), minlength=size).astype(np.int64)
-    sum_p = np.asarray(np.bincount(key.ravel(), weights=probs.ravel(), minlength=size),
-                       dtype=np.float64)
-    return count, sum_p, np.bincount(own, minlength=size).astype(np.int64)
+    ``first`` .. ``first + width − 1``, flattened class-major: index (k − first)·bins + b.
+    ``probs`` holds their probabilities: an (n, width) matrix, or the width columns;
+    ``work``: reused buffers of n entries (int64, float64, bool) for the per-class temporaries.
+
+    Class by class over contiguous columns (a matrix is transposed once): each (class, bin)
+    sum adds its rows in row order from 0, as one ``bincount`` over the whole matrix would."""
+    cols = np.ascontiguousarray(np.asarray(probs).T) if isinstance(probs, np.ndarray) else probs
+    width = len(cols)
+    count = np.empty(bins * width, dtype=np.int64)
+    sum_p = np.empty(bins * width, dtype=np.float64)
+    own = np.empty(bins * width, dtype=np.int64)
+    cls = np.asarray(labels) - first if first else np.asarray(labels)
+    n = int(cls.shape[0])
+    key, t, flag = work if work is not None else \
+        (np.empty(n, dtype=np.int64), np.empty(n), np.empty(n, dtype=bool))
+    for j, p in enumerate(cols):
+        uniform_assign(p, bins, out=key, work=(t, flag))
+        at = slice(j * bins, (j + 1) * bins)
+        sum_p[at] = np.bincount(key, weights=p, minlength=bins)
+        np.left_shift(key, 1, out=key)                  # 2·bin + 1[c_i = k]: both counts in
+        np.equal(cls, j, out=flag)                      # one bincount
+        np.add(key, flag, out=key, casting="unsafe")
+        both = np.bincount(key, minlength=2 * bins).reshape(bins, 2)
+        count[at] = both.sum(axis=1)
+        own[at] = both[:, 1]
+    return count, sum_p, own
 
 
 def sce_from_sums(count: IntArray, sum_p: FloatArray, sum_y: IntArray, n: int,

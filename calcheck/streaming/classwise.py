@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.data import top_label_view
+from calcheck.data import ClassColumns
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import classwise_result, classwise_uniform_sums, sce_from_sums
-from calcheck.streaming.states import CompensatedSum, StreamState
+from calcheck.streaming.states import CompensatedSum, StreamState, workspace
 
 CLASSWISE_METRICS = ("sce",)
 
@@ -33,17 +33,19 @@ CLASSWISE_METRICS = ("sce",)
 class ClasswiseSpec:
     """SCE's state for ``classes`` classes and ``bins`` uniform bins, and optionally the grid
     state (``top``, a :class:`~calcheck.streaming.engine.StateSpec`) of the top-label view; the
-    reader gives its batches as (probabilities (n, K), class indices)."""
+    reader gives its batches as (:class:`~calcheck.data.ClassColumns`, class indices)."""
 
     classes: int
     bins: int = 15
     top: Any = None
-    view: str = "classes"
+    hold: bool = False              # keep each batch's top-label view (see HeldSource)
+    view: str = "columns"
     threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> ClasswiseState:
         return ClasswiseState(self.classes, self.bins,
-                              top=None if self.top is None else self.top.new())
+                              top=None if self.top is None else self.top.new(),
+                              held=[] if self.hold else None)
 
 
 @dataclass
@@ -57,6 +59,9 @@ class ClasswiseState:
     count: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     hits: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sum_p: CompensatedSum | None = None
+    # with ``hold``: (first row id, confidence, correct) of every batch, for the top-label
+    # view's later passes (:meth:`held_batches`)
+    held: list[tuple[int, FloatArray, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if self.sum_p is None:
@@ -65,25 +70,41 @@ class ClasswiseState:
             self.hits = np.zeros(size, dtype=np.int64)
             self.sum_p = CompensatedSum.zeros(size)
 
-    def update(self, probs: FloatArray, labels: IntArray, start: int = 0) -> ClasswiseState:
-        """Add a validated batch (rows of ``probs`` sum to 1, labels in 0..K−1); the sums do not
-        depend on row order, so ``start`` is unused."""
-        P = np.asarray(probs, dtype=np.float64)
-        if P.ndim != 2 or P.shape[1] != self.classes:
+    def update(self, probs: ClassColumns | FloatArray, labels: IntArray,
+               start: int = 0) -> ClasswiseState:
+        """Add a validated batch — its :class:`~calcheck.data.ClassColumns`, or an (n, K)
+        matrix — (rows sum to 1, labels in 0..K−1); the sums do not depend on row order, so
+        ``start`` is unused."""
+        cols = probs if isinstance(probs, ClassColumns) else \
+            ClassColumns(tuple(np.asarray(probs, dtype=np.float64).T))
+        n, k = cols.shape
+        if k != self.classes or (not isinstance(probs, ClassColumns) and np.ndim(probs) != 2):
             raise ValueError(f"expected probabilities of shape (n, {self.classes})")
-        if P.shape[0] == 0:
+        if n == 0:
             return self
         assert self.sum_p is not None
         y = np.asarray(labels)
-        cnt, sp, sy = classwise_uniform_sums(P, y, 0, self.bins)
+        _, t, _, key, flag = workspace(n)         # (the top grid's update reuses them after)
+        cnt, sp, sy = classwise_uniform_sums(cols.columns, y, 0, self.bins,
+                                             work=(key.view(np.int64), t, flag))
         self.count += cnt
         self.hits += sy
         self.sum_p.add(sp)
-        self.n += int(P.shape[0])
+        self.n += n
         if self.top is not None:
-            conf, correct = top_label_view(P, y)
-            self.top.update(conf, correct.astype(np.int8), start)
+            conf, correct = cols.top_label(y)
+            c8: Any = correct.astype(np.int8)
+            self.top.update(conf, c8, start)
+            if self.held is not None:
+                self.held.append((start, conf, c8))
         return self
+
+    def held_batches(self) -> list[tuple[FloatArray, np.ndarray]] | None:
+        """The top-label view's (confidence, correct) batches in stream order, as the reader
+        gives them to a top-label pass, when this pass held them."""
+        if self.held is None:
+            return None
+        return [(conf, c8) for _, conf, c8 in sorted(self.held, key=lambda b: b[0])]
 
     def merge(self, other: ClasswiseState) -> ClasswiseState:
         if (self.classes, self.bins) != (other.classes, other.bins):
@@ -95,6 +116,8 @@ class ClasswiseState:
         self.n += other.n
         if self.top is not None and other.top is not None:
             self.top.merge(other.top)
+        if self.held is not None and other.held is not None:
+            self.held.extend(other.held)
         return self
 
     def results(self, ids: list[str]) -> dict[str, MetricResult]:
@@ -206,7 +229,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     done: dict[Any, Any] = {}
     passes = 0
     if held:                       # no grids: every class in one lockstep, within the budget
-        got, passes = drive_lockstep(source, held, view="classes", by=by,
+        got, passes = drive_lockstep(source, held, view="columns", by=by,
                                      rows={key: sizes[key[0]] for key in held},
                                      max_rows=HOLD_ROWS, chunk=len(held))
         done.update(got)
@@ -215,7 +238,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
         comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
                                           collect_rows=COLLECT_ROWS // CHUNK))
                  for key, (sub, ids_) in subs.items()}
-        got, more = drive_lockstep(source, comps, view="classes", by=by,
+        got, more = drive_lockstep(source, comps, view="columns", by=by,
                                    rows={key: sizes[key[0]] for key in subs},
                                    max_rows=EXACT_PAVA_ROWS)
         done.update(got)

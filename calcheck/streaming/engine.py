@@ -30,6 +30,9 @@ from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
 CROWDED_GRID = True
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
+# multiclass input of at most this many rows keeps its top-label view in the first pass
+# (9 bytes a row), so the top-label metrics' later passes need not read every column again
+HOLD_TOP_ROWS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
             start += int(b[1].shape[0])
         return state
     states = [spec.new() for _ in range(threads)]
-    queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(threads)]
+    queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=1) for _ in range(threads)]
     errors: list[BaseException] = []
 
     def work(i: int) -> None:
@@ -186,7 +189,8 @@ class StreamSource:
     """A Parquet file or dataset (or an in-memory table, batch by batch) read by ``engine``
     ``stream`` (this process) or ``dask``; every :meth:`run` is one pass over it with the same
     row order and row ids.  Multiclass input reaches a state as its top-label view unless the
-    spec asks for ``view="classes"``.  ``client`` is the run's Dask client (one per run)."""
+    spec asks for ``view="columns"`` (or ``"classes"``).  ``client`` is the run's Dask client
+    (one per run)."""
 
     source: Any                               # calcheck.io.Source
     engine: str = "stream"
@@ -253,7 +257,7 @@ class StreamSource:
     def _trusted(self, spec: Any) -> tuple[int, ...] | None:
         """How a pass may read multiclass input that an earlier pass found valid throughout —
         nothing dropped or renormalized, so its values need no row sums: a pass of class
-        sub-streams only (``ViewsSpec`` of view "classes") reads the columns of its classes
+        sub-streams only (``ViewsSpec`` of view "columns") reads the columns of its classes
         alone (the classwise passes of K = 10 classes read 3 of 11 columns), a top-label pass
         every column without the row checks; the classes to read (all of them for the
         top-label view).  None (also with ``--by`` or other extra columns): read and validate
@@ -268,7 +272,7 @@ class StreamSource:
         if view == "top":
             return tuple(range(len(plan.prob_columns)))
         parts = getattr(spec, "parts", None)
-        if view != "classes" or not parts:
+        if view not in ("classes", "columns") or not parts:
             return None
         if any(sub.cls is None or sub.group is not ALL for sub, _ in parts):
             return None
@@ -306,6 +310,24 @@ class StreamSource:
         if self.passes is not None:
             return self.passes.id_bound(self, n)  # type: ignore[no-any-return]
         return n
+
+
+class HeldSource:
+    """Passes over batches that a first pass kept in memory — the top-label view of
+    multiclass input not larger than :data:`HOLD_TOP_ROWS` rows — in place of reading the file
+    again: folded as :meth:`StreamSource.run` folds the file's batches, the same batches in the
+    same order, so every state is the one a pass over the file gives.  ``runs`` counts them
+    (they are not passes over the data)."""
+
+    def __init__(self, source: Any, batches: list[tuple[FloatArray, IntArray]]) -> None:
+        self.source, self.batches, self.runs = source, batches, 0
+
+    def run(self, spec: Any) -> tuple[Any, None]:
+        self.runs += 1
+        return fold(iter(self.batches), spec), None
+
+    def id_bound(self, n: int) -> int:
+        return self.source.id_bound(n)  # type: ignore[no-any-return]
 
 
 class ArraySource:

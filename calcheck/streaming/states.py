@@ -197,13 +197,15 @@ def _float_labels(y: Any) -> FloatArray:
     return out
 
 
-def _workspace(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
-    """Per-thread scratch buffers, reused across batches (fresh pages are slow to fault in)."""
+def workspace(n: int) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, np.ndarray]:
+    """Per-thread scratch buffers of n entries — three float64, an intp and a bool —, reused
+    across batches (fresh pages are slow to fault in)."""
     ws = getattr(_local, "ws", None)
     if ws is None or ws[0].shape[0] < n:
-        ws = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=np.intp))
+        ws = (np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=np.intp),
+              np.empty(n, dtype=bool))
         _local.ws = ws
-    return ws[0][:n], ws[1][:n], ws[2][:n], ws[3][:n]
+    return ws[0][:n], ws[1][:n], ws[2][:n], ws[3][:n], ws[4][:n]
 
 
 @dataclass
@@ -303,7 +305,7 @@ class StreamState:
             raise ValueError("scores must lie in [0, 1] and labels be 0/1")
         assert self.cell_score is not None and self.cell_sq is not None
         assert self.scalars is not None
-        f, g, h, k = _workspace(n)
+        f, g, h, k, _ = workspace(n)
         size = 2 * self.n_cells
         np.multiply(s, float(1 << self.grid_bits), out=k,   # ⌊2^G·s⌋: the exact product,
                     casting="unsafe")                       # truncated (s ≥ 0) into ints

@@ -26,6 +26,7 @@ import numpy as np
 
 from calcheck._threads import map_two
 from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck.data import ClassColumns
 from calcheck.errors import CalcheckError
 from calcheck.streaming.grid import one_batch
 
@@ -61,7 +62,7 @@ class SubStream:
 @dataclass(frozen=True)
 class ViewsSpec:
     """One pass for several computations: (sub-stream, that computation's pass spec) pairs.
-    ``view`` is the reader's batch form ("classes" for class sub-streams, else the binary
+    ``view`` is the reader's batch form ("columns" for class sub-streams, else the binary
     (or top-label) view) and ``by`` the ``--by`` column the group sub-streams need."""
 
     parts: tuple[tuple[SubStream, Any], ...]
@@ -85,8 +86,9 @@ class ViewsState:
 
     def update(self, first: Any, labels: IntArray, start: int = 0,
                groups: tuple[list[str | None], IntArray] | None = None) -> ViewsState:
-        """Add a batch: (scores, labels) or, for class sub-streams, (probabilities (n, K) —
-        or {class: probabilities} of the classes this pass needs —, class indices); with
+        """Add a batch: (scores, labels) or, for class sub-streams, (probabilities — their
+        :class:`~calcheck.data.ClassColumns`, an (n, K) matrix, or {class: probabilities} of
+        the classes this pass needs —, class indices); with
         ``by``, its (group keys, code per row)."""
         rows_of = _group_rows(groups) if groups is not None else {}
         with one_batch(first):                  # the parts share the batch's grid cells
@@ -102,6 +104,7 @@ class ViewsState:
             else:
                 if sub.cls not in column:
                     probs = first[sub.cls] if isinstance(first, dict) else \
+                        first.columns[sub.cls] if isinstance(first, ClassColumns) else \
                         np.ascontiguousarray(first[:, sub.cls])
                     column[sub.cls] = (probs, (labels == sub.cls).astype(np.int8))
                 s, y = column[sub.cls]
