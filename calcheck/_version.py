@@ -1,2 +1,2 @@
-__version__ = "0.5.14"
+__version__ = "0.5.15"
 SCHEMA_VERSION = "1"
