@@ -139,15 +139,16 @@ POSITIONAL_CLASSWISE = ("ace_cw", "tace", "tce_cw")
 HOLD_ROWS = 10_000_000      # a group of at most this many rows: its classes' rows are held
 
 
-def _class_rows(share: bool, **errors: Any) -> Any:
+def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Any:
     """A sub-stream small enough to hold (:data:`HOLD_ROWS` rows): one pass keeps its rows,
     sorted, then the in-memory engine's :func:`~calcheck.metrics.multiclass.class_errors` on
     them — the in-memory numbers, in one pass instead of a grid pass, a rank search and a row
-    pass."""
+    pass.  ``rows``: the rows it will see, when known (their keys go into one buffer of that
+    size, not one grown by doubling)."""
     from calcheck.metrics.multiclass import class_errors
     from calcheck.streaming.positional import SortedRowsSpec
 
-    state = yield SortedRowsSpec(packed=share)
+    state = yield SortedRowsSpec(packed=share, rows=rows)
     ps, ys = state.sorted_rows()
     del state
     return class_errors(ps, ys, **errors)
@@ -217,7 +218,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                                  if "tce_cw" in wanted and "tce_cw" not in errors else None)}
             for k in range(classes):
                 sub = SubStream(cls=k, group=g, min_score=threshold if only_tace else None)
-                held[(g, "rows", k)] = (sub, _class_rows(ties == "share", **errs))
+                held[(g, "rows", k)] = (sub, _class_rows(ties == "share",
+                                                         0 if only_tace else n, **errs))
             continue
         per_class = [m for m in ("ace", "tce") if f"{m}_cw" in wanted and f"{m}_cw" not in errors]
         for k in range(classes):
