@@ -513,3 +513,42 @@ def test_held_top_label_view_gives_the_file_passes_numbers(cli, tmp_path, monkey
     read = run_json(cli, *args)
     assert held["metrics"] == read["metrics"] and held["input"] == read["input"]
     assert held["settings"]["passes"] < read["settings"]["passes"]
+
+
+def test_sce_from_the_held_classes_is_the_first_pass_sce(cli, tmp_path, monkeypatch):
+    """With the classes held whole for ace_cw / tce_cw, the first pass leaves SCE's (class, bin)
+    sums out and each held class gives its SCE error from its sorted rows: the same bins and
+    counts, the sums in another order — equal to the first pass's SCE and the in-memory one to
+    ~1e-15.  Alone, or with --by, SCE still comes from the first pass."""
+    path = tmp_path / "mc.parquet"
+    frame(21, 12_000, k=6).to_parquet(path, row_group_size=2_500)
+    made: list = []
+    original = ClasswiseSpec.new
+
+    def spy(self):
+        made.append(self.sce)
+        return original(self)
+
+    monkeypatch.setattr(ClasswiseSpec, "new", spy)
+    later = run_json(cli, path, "--engine", "stream", "--batch-rows", "1000", "-m",
+                     "sce,ace_cw,tce_cw")
+    assert made and not any(made)                  # the first pass skipped SCE's sums
+    made.clear()
+    first = run_json(cli, path, "--engine", "stream", "--batch-rows", "1000", "-m", "sce")
+    assert made and all(made)
+    made.clear()
+    grouped = run_json(cli, path, "--engine", "stream", "-m", "sce,ace_cw", "--by", "label")
+    assert made and all(made)
+    memory = run_json(cli, path, "-m", "sce,ace_cw")
+    for rep in (first, memory):
+        assert later["metrics"]["sce"]["value"] == pytest.approx(rep["metrics"]["sce"]["value"],
+                                                                 rel=1e-12, abs=1e-15)
+        got, want = later["metrics"]["sce"]["per_class"], rep["metrics"]["sce"]["per_class"]
+        assert got.keys() == want.keys()
+        for k in got:
+            assert got[k]["error"] == pytest.approx(want[k]["error"], rel=1e-12, abs=1e-15)
+    assert later["metrics"]["sce"]["settings"] == first["metrics"]["sce"]["settings"]
+    assert later["metrics"]["ace_cw"]["value"] == pytest.approx(
+        memory["metrics"]["ace_cw"]["value"], rel=1e-12)
+    assert grouped["metrics"]["sce"]["value"] == pytest.approx(first["metrics"]["sce"]["value"],
+                                                               rel=1e-12)

@@ -37,6 +37,7 @@ from calcheck.binning import (
     sort_order,
     sorted_binary,
     uniform_assign,
+    uniform_bounds,
 )
 from calcheck.data import top_label_view
 from calcheck.metrics._data import MetricOptions, Prepared
@@ -137,17 +138,23 @@ def sorted_class(p: FloatArray, y: np.ndarray, ties: str) -> tuple[FloatArray, n
 
 def class_errors(ps: FloatArray, ys: np.ndarray, *, bins: int, eps: float | None,
                  ties: str = "share", ace: bool = True,
-                 tce_opts: dict[str, Any] | None = None) -> dict[str, Any]:
+                 tce_opts: dict[str, Any] | None = None,
+                 sce_bins: int | None = None) -> dict[str, Any]:
     """One class's classwise errors from its rows sorted by p (:func:`sorted_class`): ``ace``
     (equal-mass bins over all rows, weights n_b/n; when ``ace``), ``tace`` and ``kept`` (the
     same over the rows with p ≥ ``eps`` — a sorted suffix —, weights n_b/n_kept; when ``eps``
-    is given) and ``tce`` (the binary TCE result, when ``tce_opts`` are given).  The streaming
-    engine calls it on the rows a pass collected for the class, so both engines give the
-    same numbers."""
+    is given), ``tce`` (the binary TCE result, when ``tce_opts`` are given) and ``sce`` (SCE's
+    err_k over ``sce_bins`` uniform bins, when given: the bins of :func:`uniform_assign` cut
+    the sorted rows, each bin's Σ p summed in sorted order).  The streaming engine calls it on
+    the rows a pass collected for the class, so both engines give the same numbers."""
     from calcheck.metrics.tce import tce
 
     out: dict[str, Any] = {"ace": 0.0, "tace": 0.0, "kept": 0, "tce": None}
     n = int(ps.shape[0])
+    if sce_bins is not None:
+        b = uniform_bounds(ps, sce_bins)
+        out["sce"] = float(sce_from_sums(np.diff(b), segment_sums(ps, b), segment_sums(ys, b),
+                                         max(n, 1), sce_bins)[0])
     if ace and n:
         out["ace"] = _ace_sorted(ps, ys, bins, ties)
     if eps is not None:

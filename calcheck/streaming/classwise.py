@@ -39,18 +39,20 @@ class ClasswiseSpec:
     bins: int = 15
     top: Any = None
     hold: bool = False              # keep each batch's top-label view (see HeldSource)
+    sce: bool = True                # SCE's sums (else the held classes' passes give SCE)
     view: str = "columns"
     threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> ClasswiseState:
         return ClasswiseState(self.classes, self.bins,
                               top=None if self.top is None else self.top.new(),
-                              held=[] if self.hold else None)
+                              held=[] if self.hold else None, sce=self.sce)
 
 
 @dataclass
 class ClasswiseState:
-    """Per (class, bin): rows, rows of that class, Σ p (class-major, index k·bins + b)."""
+    """Per (class, bin): rows, rows of that class, Σ p (class-major, index k·bins + b) — when
+    ``sce`` —; and the rows of each class (``labels``)."""
 
     classes: int
     bins: int
@@ -62,6 +64,8 @@ class ClasswiseState:
     # with ``hold``: (first row id, confidence, correct) of every batch, for the top-label
     # view's later passes (:meth:`held_batches`)
     held: list[tuple[int, FloatArray, np.ndarray]] | None = None
+    sce: bool = True
+    labels: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
         if self.sum_p is None:
@@ -69,6 +73,7 @@ class ClasswiseState:
             self.count = np.zeros(size, dtype=np.int64)
             self.hits = np.zeros(size, dtype=np.int64)
             self.sum_p = CompensatedSum.zeros(size)
+            self.labels = np.zeros(self.classes, dtype=np.int64)
 
     def update(self, probs: ClassColumns | FloatArray, labels: IntArray,
                start: int = 0) -> ClasswiseState:
@@ -84,12 +89,14 @@ class ClasswiseState:
             return self
         assert self.sum_p is not None
         y = np.asarray(labels)
-        _, t, _, key, flag = workspace(n)         # (the top grid's update reuses them after)
-        cnt, sp, sy = classwise_uniform_sums(cols.columns, y, 0, self.bins,
-                                             work=(key.view(np.int64), t, flag))
-        self.count += cnt
-        self.hits += sy
-        self.sum_p.add(sp)
+        if self.sce:
+            _, t, _, key, flag = workspace(n)     # (the top grid's update reuses them after)
+            cnt, sp, sy = classwise_uniform_sums(cols.columns, y, 0, self.bins,
+                                                 work=(key.view(np.int64), t, flag))
+            self.count += cnt
+            self.hits += sy
+            self.sum_p.add(sp)
+        self.labels += np.bincount(y, minlength=self.classes)[:self.classes]
         self.n += n
         if self.top is not None:
             conf, correct = cols.top_label(y)
@@ -113,6 +120,7 @@ class ClasswiseState:
         self.count += other.count
         self.hits += other.hits
         self.sum_p.merge(other.sum_p)
+        self.labels += other.labels
         self.n += other.n
         if self.top is not None and other.top is not None:
             self.top.merge(other.top)
@@ -124,7 +132,7 @@ class ClasswiseState:
         """The classwise metrics among ``ids`` (SCE), in the in-memory engine's form."""
         assert self.sum_p is not None
         out: dict[str, MetricResult] = {}
-        if "sce" in ids and self.n:
+        if "sce" in ids and self.n and self.sce:
             err = sce_from_sums(self.count, self.sum_p.value, self.hits, self.n, self.bins)
             out["sce"] = classwise_result("sce", err, self.n,
                                           {"binning": "uniform", "bins": self.bins,
@@ -174,6 +182,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                          sizes: dict[Any, int], by: str | None = None, bins: int = 15,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
                          n_min: int | None = None, n_max: int | None = None, ties: str = "share",
+                         sce: bool = False,
                          ) -> tuple[dict[Any, tuple[dict[str, MetricResult],
                                                            dict[str, str]]], int]:
     """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
@@ -188,7 +197,10 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     shared ties; the classes held at once stay within that many rows) and computes the three
     metrics on them as the in-memory engine does.  A larger group runs a grid pass, a rank
     search and a row pass per class (TACE: per class's kept rows), PAVA-BC on equal-mass
-    blocks beyond the exact budget."""
+    blocks beyond the exact budget.
+
+    ``sce``: SCE too, from each class's held rows (:func:`sce_in_class_passes` says when the
+    first pass may leave it to these passes)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import EXACT_PAVA_ROWS
@@ -198,6 +210,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
     out: dict[Any, tuple[dict[str, MetricResult], dict[str, str]]] = {
         g: ({}, {}) for g in sizes}
+    if sce and not sce_in_class_passes(wanted, sizes.values()):
+        raise ValueError("SCE from the class passes needs every group's classes held whole")
     if not wanted:
         return out, 0
     tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
@@ -214,6 +228,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             only_tace = wanted == ["tace"]
             errs = {"bins": bins, "ties": ties, "ace": "ace_cw" in wanted,
                     "eps": threshold if "tace" in wanted else None,
+                    "sce_bins": bins if sce else None,
                     "tce_opts": ({"binning": "pava-bc", **tce_opts}
                                  if "tce_cw" in wanted and "tce_cw" not in errors else None)}
             for k in range(classes):
@@ -250,13 +265,21 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
         failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}
         for kind, err in failed.items():
             for m in (["tace"] if kind == "tace" else
-                      wanted if kind == "rows" else [m for m in wanted if m != "tace"]):
+                      [*wanted, *(["sce"] if sce else [])] if kind == "rows" else
+                      [m for m in wanted if m != "tace"]):
                 errors.setdefault(m, str(err))
         per = _per_class({key[1:]: r for key, r in done.items()
                           if key[0] == g and not isinstance(r, Exception)}, classes)
-        results.update(_classwise_results(per, [m for m in wanted if m not in errors],
-                                          classes, n, bins, threshold, {**tce_opts, "ties": ties}))
+        results.update(_classwise_results(
+            per, [m for m in [*wanted, *(["sce"] if sce else [])] if m not in errors],
+            classes, n, bins, threshold, {**tce_opts, "ties": ties}))
     return out, passes
+
+
+def sce_in_class_passes(wanted: list[str], sizes: Any) -> bool:
+    """Whether the class passes can give SCE: every class is held whole (each group within
+    :data:`HOLD_ROWS` rows, and not TACE's kept rows alone)."""
+    return bool(set(wanted) & {"ace_cw", "tce_cw"}) and all(n <= HOLD_ROWS for n in sizes)
 
 
 def _per_class(done: dict[Any, Any], classes: int) -> list[dict[str, Any]]:
@@ -285,6 +308,10 @@ def _classwise_results(per_class: list[dict[str, Any]], wanted: list[str], class
                        tce_opts: dict[str, Any]) -> dict[str, MetricResult]:
     """The classwise results from each class's errors (:func:`_per_class`)."""
     out: dict[str, MetricResult] = {}
+    if "sce" in wanted and n:                 # (as ClasswiseState.results gives it)
+        out["sce"] = classwise_result("sce", np.array([c.get("sce", 0.0) for c in per_class]),
+                                      n, {"binning": "uniform", "bins": bins,
+                                          "classes": classes})
     if "ace_cw" in wanted:
         err = np.array([c["ace"] for c in per_class])
         out["ace_cw"] = classwise_result("ace_cw", err, n, {"binning": "quantile", "bins": bins,
