@@ -552,3 +552,46 @@ def test_sce_from_the_held_classes_is_the_first_pass_sce(cli, tmp_path, monkeypa
         memory["metrics"]["ace_cw"]["value"], rel=1e-12)
     assert grouped["metrics"]["sce"]["value"] == pytest.approx(first["metrics"]["sce"]["value"],
                                                                rel=1e-12)
+
+
+def test_class_passes_slice_the_labels_the_first_pass_kept(cli, tmp_path, monkeypatch):
+    """The first pass keeps every row's class (1 byte a row); the class passes then read their
+    probability columns alone and slice those labels: the same report as reading the label
+    column in every pass, and a stream whose rows do not add up to the kept labels is an
+    error."""
+    import calcheck.io.stream as stream
+    from calcheck.errors import InputError
+    from calcheck.io.stream import StreamStats, _trusted_batches
+    from calcheck.streaming.classwise import ClasswiseState
+
+    path = tmp_path / "mc.parquet"
+    frame(17, 9_000, k=5).to_parquet(path, row_group_size=2_000)
+    args = [path, "--engine", "stream", "--batch-rows", "1500", "-m", "sce,ace_cw,tace,tce_cw"]
+    read: list = []
+    original = stream.fragment_batches
+
+    def spy(plan, fr, batch_rows, extras=stream.BatchExtras(), columns=None):
+        read.append(columns)
+        return original(plan, fr, batch_rows, extras, columns)
+
+    monkeypatch.setattr(stream, "fragment_batches", spy)
+    sliced = run_json(cli, *args)
+    class_reads = [c for c in read if c is not None]
+    assert class_reads and all("label" not in c for c in class_reads), read
+    read.clear()
+    monkeypatch.setattr(ClasswiseState, "held_labels", lambda self: None)
+    column = run_json(cli, *args)
+    assert all("label" in c for c in read if c is not None), read
+    assert sliced["metrics"] == column["metrics"] and sliced["input"] == column["input"]
+
+    plan = plan_stream(open_source(str(path)))
+    good = pa.record_batch({"prob_1": pa.array([0.2, 0.7])})
+    cols, y = next(_trusted_batches(plan, iter([good]), (1,), StreamStats(),
+                                    labels=np.array([0, 2], dtype=np.int8)))
+    assert y.tolist() == [0, 2]
+    with pytest.raises(InputError, match="changed between two passes"):   # one row short
+        list(_trusted_batches(plan, iter([good]), (1,), StreamStats(),
+                              labels=np.array([0], dtype=np.int8)))
+    with pytest.raises(InputError, match="changed between two passes"):   # one row more
+        list(_trusted_batches(plan, iter([good]), (1,), StreamStats(),
+                              labels=np.array([0, 2, 1], dtype=np.int8)))

@@ -86,11 +86,13 @@ class StreamEngine:
         return state
 
     def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
-             by: str | None = None, hold: bool = False, sce: bool = True) -> Any:
+             by: str | None = None, hold: bool = False, sce: bool = True,
+             hold_labels: bool = False) -> Any:
         """The first pass's state (cached by its spec): the grid of the binary view, or the
         classwise state carrying the top-label grid; with ``by`` the grouped state.  ``hold``:
         multiclass input keeps its top-label view for the later passes when the file is small
-        enough (:func:`_holds_top`); without ``sce`` it leaves SCE's sums to the class passes."""
+        enough (:func:`_holds_top`), and ``hold_labels`` every row's class; without ``sce`` it
+        leaves SCE's sums to the class passes."""
         from calcheck.streaming.classwise import ClasswiseSpec
 
         spec: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
@@ -101,8 +103,8 @@ class StreamEngine:
 
             spec = GroupedSpec(spec, by)
         if spec not in self._first:          # (keyed without hold: a held view is an extra)
-            run = replace(spec, hold=True) if hold and self.multiclass and by is None and \
-                self._holds_top() else spec
+            keep = self.multiclass and by is None and self._holds_top()
+            run = replace(spec, hold=hold, hold_labels=hold_labels) if keep else spec
             self._first[spec] = self._run(run)
         return self._first[spec]
 
@@ -214,8 +216,9 @@ class StreamEngine:
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
         positional = [m for m in binary_ids if m not in GRID_METRICS]
         sce_later = self._sce_in_class_passes(ids, opts)
+        class_passes = self.multiclass and any(m in ids for m in ("ace_cw", "tace", "tce_cw"))
         first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
-                          hold=bool(positional), sce=not sce_later)
+                          hold=bool(positional), sce=not sce_later, hold_labels=class_passes)
         if opts.by:
             grouped = first
             first = grouped.overall()
@@ -261,10 +264,14 @@ class StreamEngine:
             sizes: dict[Any, int] = {ALL: first.n}
             if opts.by:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
-            by_group, cw_passes = classwise_positional(
-                self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
-                threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
-                n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later)
+            self.source.labels = getattr(first, "held_labels", lambda: None)()
+            try:
+                by_group, cw_passes = classwise_positional(
+                    self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
+                    threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
+                    n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later)
+            finally:
+                self.source.labels = None
             self.passes += cw_passes
             more, errors = by_group.pop(ALL)
             if errors:

@@ -502,7 +502,8 @@ def plan_rows(plan: StreamPlan) -> int | None:
 def stream_batches(plan: StreamPlan, *, batch_rows: int, pos_label: str | None = None,
                    drop_invalid: bool = False,
                    stats: StreamStats | None = None, extras: BatchExtras = BatchExtras(),
-                   view: str = "top", trusted: tuple[int, ...] | None = None) -> Any:
+                   view: str = "top", trusted: tuple[int, ...] | None = None,
+                   labels: np.ndarray | None = None) -> Any:
     """Validated (scores, labels) batches of a planned Parquet file, directory or
     hive-partitioned tree, read file by file through ``pyarrow.dataset`` in bounded memory (one
     row group decoding ahead of the computation).
@@ -513,14 +514,18 @@ def stream_batches(plan: StreamPlan, *, batch_rows: int, pos_label: str | None =
     ``trusted`` (multiclass input that an earlier pass validated whole, with no row dropped or
     renormalized): read only those classes' probability columns and the label, and give each
     batch as ({class: probabilities}, class indices) — or, with ``view="top"`` (``trusted``
-    then names every class), as its top-label view — see :func:`_trusted_batches`.
+    then names every class), as its top-label view — see :func:`_trusted_batches`.  With
+    ``labels`` (every row's class index in stream order, kept by that earlier pass) the label
+    column is not read again.
     """
     if trusted is not None:
         assert plan.prob_columns is not None and not extras.columns
-        cols = [*(plan.prob_columns[k] for k in trusted), plan.label_column]
+        cols = [*(plan.prob_columns[k] for k in trusted),
+                *([plan.label_column] if labels is None else [])]
         raw = (b for fr in plan.fragments
                for b in fragment_batches(plan, fr, batch_rows, columns=cols))
-        yield from _trusted_batches(plan, prefetch(raw), trusted, stats, top=view == "top")
+        yield from _trusted_batches(plan, prefetch(raw), trusted, stats, top=view == "top",
+                                    labels=labels)
     else:
         raw = (b for fr in plan.fragments
                for b in fragment_batches(plan, fr, batch_rows, extras))
@@ -534,7 +539,8 @@ def stream_batches(plan: StreamPlan, *, batch_rows: int, pos_label: str | None =
 
 
 def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
-                     stats: StreamStats | None, *, top: bool = False) -> Any:
+                     stats: StreamStats | None, *, top: bool = False,
+                     labels: np.ndarray | None = None) -> Any:
     """({class: probabilities}, class indices) of batches holding only ``classes``' columns and
     the label — or with ``top`` (every class read) the top-label view (confidence, correct) —
     for a pass after one that validated every row (every value was then finite in [0, 1],
@@ -542,10 +548,14 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
     so these are the values a full pass gives).  The columns read are checked again (finite,
     in [0, 1], labels classes): a file changed between passes is an error.  The top-label
     view is :func:`calcheck.data.top_label_view` column by column: the first largest
-    probability and its class, without the (n, K) matrix."""
+    probability and its class, without the (n, K) matrix.  ``labels``: the class indices of
+    every row that the earlier pass kept, sliced by row instead of the label column (the rows
+    must add up to them)."""
     assert plan.prob_columns is not None and plan.class_names is not None
     src = Source(name=plan.name, fmt="parquet", path=plan.name)
     st = stats if stats is not None else StreamStats()
+    changed = InputError(f"{plan.name}: the data changed between two passes of the stream (an "
+                         "earlier pass found every row valid)")
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -557,14 +567,20 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
                                            table.column(plan.prob_columns[k]))
             bad |= bool(nonnum.any()) or not in_unit(vals)
             cols[k] = vals
-        y, missing, wrong, _ = class_index(src, plan.label_column,
-                                           table.column(plan.label_column), plan.class_names)
-        if bad or missing.any() or wrong.any():
-            raise InputError(f"{plan.name}: the data changed between two passes of the "
-                             "stream (an earlier pass found every row valid)")
+        if labels is None:
+            y, missing, wrong, _ = class_index(src, plan.label_column,
+                                               table.column(plan.label_column), plan.class_names)
+            bad |= bool(missing.any() or wrong.any())
+        else:
+            y = labels[st.rows_read:st.rows_read + batch.num_rows]
+            bad |= y.shape[0] != batch.num_rows
+        if bad:
+            raise changed
         st.tally(batch.num_rows)
         if not top:
             yield cols, y
             continue
         conf, correct = top_label_columns([cols[k] for k in classes], y)
         yield conf, correct.astype(np.int8)
+    if labels is not None and st.rows_read != labels.shape[0]:
+        raise changed

@@ -40,13 +40,15 @@ class ClasswiseSpec:
     top: Any = None
     hold: bool = False              # keep each batch's top-label view (see HeldSource)
     sce: bool = True                # SCE's sums (else the held classes' passes give SCE)
+    hold_labels: bool = False       # keep every row's class (held_labels)
     view: str = "columns"
     threaded = True                 # fold() runs this pass on two threads
 
     def new(self) -> ClasswiseState:
         return ClasswiseState(self.classes, self.bins,
                               top=None if self.top is None else self.top.new(),
-                              held=[] if self.hold else None, sce=self.sce)
+                              held=[] if self.hold else None, sce=self.sce,
+                              class_rows=[] if self.hold_labels else None)
 
 
 @dataclass
@@ -66,6 +68,8 @@ class ClasswiseState:
     held: list[tuple[int, FloatArray, np.ndarray]] | None = None
     sce: bool = True
     labels: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # with ``hold_labels``: (first row id, class indices) of every batch (held_labels)
+    class_rows: list[tuple[int, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if self.sum_p is None:
@@ -97,6 +101,8 @@ class ClasswiseState:
             self.hits += sy
             self.sum_p.add(sp)
         self.labels += np.bincount(y, minlength=self.classes)[:self.classes]
+        if self.class_rows is not None:
+            self.class_rows.append((start, y.astype(np.min_scalar_type(-self.classes))))
         self.n += n
         if self.top is not None:
             conf, correct = cols.top_label(y)
@@ -113,6 +119,15 @@ class ClasswiseState:
             return None
         return [(conf, c8) for _, conf, c8 in sorted(self.held, key=lambda b: b[0])]
 
+    def held_labels(self) -> np.ndarray | None:
+        """Every row's class index in stream order (1 byte a row up to 128 classes), when this
+        pass kept them: the class passes then slice them instead of reading the label column
+        again (:func:`calcheck.io.stream.stream_batches`)."""
+        if self.class_rows is None:
+            return None
+        parts = [y for _, y in sorted(self.class_rows, key=lambda b: b[0])]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
+
     def merge(self, other: ClasswiseState) -> ClasswiseState:
         if (self.classes, self.bins) != (other.classes, other.bins):
             raise ValueError("cannot merge classwise states of different shapes")
@@ -126,6 +141,8 @@ class ClasswiseState:
             self.top.merge(other.top)
         if self.held is not None and other.held is not None:
             self.held.extend(other.held)
+        if self.class_rows is not None and other.class_rows is not None:
+            self.class_rows.extend(other.class_rows)
         return self
 
     def results(self, ids: list[str]) -> dict[str, MetricResult]:

@@ -209,6 +209,9 @@ class StreamSource:
     progress: Any = None        # label → callback(rows done, rows in total), or None
     _pass: int = 0
     _clean: bool = False        # a pass validated every multiclass row: none dropped or changed
+    # every row's class index in stream order, kept by a first pass (multiclass): the passes
+    # of class sub-streams then read the probability columns alone
+    labels: Any = None
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -244,10 +247,12 @@ class StreamSource:
             return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
         trusted = self._trusted(spec)
+        view = getattr(spec, "view", "top")
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
-                                 extras=BatchExtras.of(spec), view=getattr(spec, "view", "top"),
-                                 trusted=trusted)
+                                 extras=BatchExtras.of(spec), view=view, trusted=trusted,
+                                 labels=self.labels if trusted is not None and view != "top"
+                                 else None)
         rows = plan_rows(plan) if hasattr(spec, "prepared") else None    # (Parquet footers)
         state = fold(self._reported(batches), spec, rows=rows)
         if plan.prob_columns and trusted is None:
