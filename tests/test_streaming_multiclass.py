@@ -570,9 +570,9 @@ def test_class_passes_slice_the_labels_the_first_pass_kept(cli, tmp_path, monkey
     read: list = []
     original = stream.fragment_batches
 
-    def spy(plan, fr, batch_rows, extras=stream.BatchExtras(), columns=None):
+    def spy(plan, fr, batch_rows, *more, columns=None):
         read.append(columns)
-        return original(plan, fr, batch_rows, extras, columns)
+        return original(plan, fr, batch_rows, *more, columns=columns)
 
     monkeypatch.setattr(stream, "fragment_batches", spy)
     sliced = run_json(cli, *args)
@@ -588,7 +588,7 @@ def test_class_passes_slice_the_labels_the_first_pass_kept(cli, tmp_path, monkey
     good = pa.record_batch({"prob_1": pa.array([0.2, 0.7])})
     cols, y = next(_trusted_batches(plan, iter([good]), (1,), StreamStats(),
                                     labels=np.array([0, 2], dtype=np.int8)))
-    assert y.tolist() == [0, 2]
+    assert cols[1].tolist() == [0.2, 0.7] and y.tolist() == [0, 2]
     with pytest.raises(InputError, match="changed between two passes"):   # one row short
         list(_trusted_batches(plan, iter([good]), (1,), StreamStats(),
                               labels=np.array([0], dtype=np.int8)))
