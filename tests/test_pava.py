@@ -121,3 +121,28 @@ def test_compiled_and_python_scans_agree(scores, coarse, n_min, extra, shared):
     compiled = binning.pava_bc_weights(labels, n_min, n_min + extra)
     python = binning.pava_bc_runs(*binning.label_runs(labels), n_min, n_min + extra)
     assert compiled == python
+
+
+def test_the_compiled_scan_loads_without_scipy_linalg():
+    """numba's first load imports numba.np.arraymath, whose BLAS check imports scipy.linalg
+    (~0.19 s); the scan's module answers that check from scipy's files for that import only:
+    scipy.linalg stays unloaded, numba's BLAS flag is what its own check gives, and its own
+    check is back in place afterwards."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    code = (
+        "import sys, numpy as np\n"
+        "from calcheck import _pava_compiled as pc\n"
+        "pc.pava_bc_runs_kernel(np.zeros(2, dtype=np.int8), np.zeros(0, dtype=np.int64), 1, 2,"
+        " True, np.zeros(1, dtype=np.int64))\n"
+        "print('scipy.linalg' in sys.modules)\n"
+        "import numba.np.arraymath as am, numba.np.linalg as nl\n"
+        "print(am._HAVE_BLAS, am.ensure_blas is nl.ensure_blas,"
+        " nl.ensure_blas.__module__ == 'numba.np.linalg')\n"
+        "nl.ensure_blas()\n"
+        "print('scipy.linalg' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "True", "True", "True"], out
