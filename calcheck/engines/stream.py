@@ -95,13 +95,16 @@ class StreamEngine:
         leaves SCE's sums to the class passes."""
         from calcheck.streaming.classwise import ClasswiseSpec
 
-        spec: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
-        if self.multiclass:
-            spec = ClasswiseSpec(self.classes, bins, top=spec, sce=sce)
+        inner: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
+        kinds = [inner]
+        if self.multiclass:          # (a first pass with SCE's sums serves one without them)
+            inner = ClasswiseSpec(self.classes, bins, top=inner, sce=sce)
+            kinds = [inner] if sce else [replace(inner, sce=True), inner]
         if by is not None:
             from calcheck.streaming.groups import GroupedSpec
 
-            spec = GroupedSpec(spec, by)
+            kinds = [GroupedSpec(k, by) for k in kinds]
+        spec = next((k for k in kinds if k in self._first), kinds[-1])
         if spec not in self._first:          # (keyed without hold: a held view is an extra)
             keep = self.multiclass and by is None and self._holds_top()
             run = replace(spec, hold=hold, hold_labels=hold_labels) if keep else spec
@@ -218,7 +221,8 @@ class StreamEngine:
         sce_later = self._sce_in_class_passes(ids, opts)
         class_passes = self.multiclass and any(m in ids for m in ("ace_cw", "tace", "tce_cw"))
         first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
-                          hold=bool(positional), sce=not sce_later, hold_labels=class_passes)
+                          hold=bool(positional), sce="sce" in ids and not sce_later,
+                          hold_labels=class_passes)
         if opts.by:
             grouped = first
             first = grouped.overall()
@@ -265,6 +269,7 @@ class StreamEngine:
             if opts.by:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
             self.source.labels = getattr(first, "held_labels", lambda: None)()
+            first.class_rows = None                 # (the labels above are all it kept)
             try:
                 by_group, cw_passes = classwise_positional(
                     self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
@@ -300,7 +305,8 @@ class StreamEngine:
         assert opts.by is not None
         mopts = self._options(opts)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
-        grouped = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by)
+        grouped = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
+                            sce="sce" in ids)
         grids = {key: g.top if self.multiclass else g for key, g in grouped.groups.items()}
         grid_ids = [m for m in binary_ids if m in GRID_METRICS]
         positional, passes = group_positional(

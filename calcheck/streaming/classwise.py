@@ -82,12 +82,14 @@ class ClasswiseState:
     def update(self, probs: ClassColumns | FloatArray, labels: IntArray,
                start: int = 0) -> ClasswiseState:
         """Add a validated batch — its :class:`~calcheck.data.ClassColumns`, or an (n, K)
-        matrix — (rows sum to 1, labels in 0..K−1); the sums do not depend on row order, so
-        ``start`` is unused."""
+        matrix — (rows sum to 1, labels in 0..K−1) whose first row has id ``start``; the sums
+        do not depend on row order (``start`` orders the held batches)."""
+        if not isinstance(probs, ClassColumns) and np.ndim(probs) != 2:
+            raise ValueError(f"expected probabilities of shape (n, {self.classes})")
         cols = probs if isinstance(probs, ClassColumns) else \
             ClassColumns(tuple(np.asarray(probs, dtype=np.float64).T))
         n, k = cols.shape
-        if k != self.classes or (not isinstance(probs, ClassColumns) and np.ndim(probs) != 2):
+        if k != self.classes:
             raise ValueError(f"expected probabilities of shape (n, {self.classes})")
         if n == 0:
             return self
