@@ -579,7 +579,7 @@ def test_class_passes_slice_the_labels_the_first_pass_kept(cli, tmp_path, monkey
     class_reads = [c for c in read if c is not None]
     assert class_reads and all("label" not in c for c in class_reads), read
     read.clear()
-    monkeypatch.setattr(ClasswiseState, "held_labels", lambda self: None)
+    monkeypatch.setattr(ClasswiseState, "take_held_labels", lambda self: None)
     column = run_json(cli, *args)
     assert all("label" in c for c in read if c is not None), read
     assert sliced["metrics"] == column["metrics"] and sliced["input"] == column["input"]

@@ -268,8 +268,7 @@ class StreamEngine:
             sizes: dict[Any, int] = {ALL: first.n}
             if opts.by:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
-            self.source.labels = getattr(first, "held_labels", lambda: None)()
-            first.class_rows = None                 # (the labels above are all it kept)
+            self.source.labels = first.take_held_labels()
             try:
                 by_group, cw_passes = classwise_positional(
                     self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
@@ -511,6 +510,6 @@ def _preload_class_pava(first: Any) -> None:
     state = first.overall() if hasattr(first, "overall") else first
     if not state.n:
         return
-    positives = state.labels
+    positives = state.class_n
     k = int(np.argmax(np.minimum(positives, state.n - positives)))
     preload_compiled_pava(state.n, int(positives[k]))

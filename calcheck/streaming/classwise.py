@@ -40,7 +40,7 @@ class ClasswiseSpec:
     top: Any = None
     hold: bool = False              # keep each batch's top-label view (see HeldSource)
     sce: bool = True                # SCE's sums (else the held classes' passes give SCE)
-    hold_labels: bool = False       # keep every row's class (held_labels)
+    hold_labels: bool = False       # keep every row's class (take_held_labels)
     view: str = "columns"
     threaded = True                 # fold() runs this pass on two threads
 
@@ -48,13 +48,13 @@ class ClasswiseSpec:
         return ClasswiseState(self.classes, self.bins,
                               top=None if self.top is None else self.top.new(),
                               held=[] if self.hold else None, sce=self.sce,
-                              class_rows=[] if self.hold_labels else None)
+                              held_classes=[] if self.hold_labels else None)
 
 
 @dataclass
 class ClasswiseState:
     """Per (class, bin): rows, rows of that class, Σ p (class-major, index k·bins + b) — when
-    ``sce`` —; and the rows of each class (``labels``)."""
+    ``sce`` —; and the rows of each class (``class_n``)."""
 
     classes: int
     bins: int
@@ -67,9 +67,9 @@ class ClasswiseState:
     # view's later passes (:meth:`held_batches`)
     held: list[tuple[int, FloatArray, np.ndarray]] | None = None
     sce: bool = True
-    labels: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    # with ``hold_labels``: (first row id, class indices) of every batch (held_labels)
-    class_rows: list[tuple[int, np.ndarray]] | None = None
+    class_n: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # with ``hold_labels``: (first row id, class indices) of every batch (take_held_labels)
+    held_classes: list[tuple[int, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if self.sum_p is None:
@@ -77,7 +77,7 @@ class ClasswiseState:
             self.count = np.zeros(size, dtype=np.int64)
             self.hits = np.zeros(size, dtype=np.int64)
             self.sum_p = CompensatedSum.zeros(size)
-            self.labels = np.zeros(self.classes, dtype=np.int64)
+            self.class_n = np.zeros(self.classes, dtype=np.int64)
 
     def update(self, probs: ClassColumns | FloatArray, labels: IntArray,
                start: int = 0) -> ClasswiseState:
@@ -102,9 +102,9 @@ class ClasswiseState:
             self.count += cnt
             self.hits += sy
             self.sum_p.add(sp)
-        self.labels += np.bincount(y, minlength=self.classes)[:self.classes]
-        if self.class_rows is not None:
-            self.class_rows.append((start, y.astype(np.min_scalar_type(-self.classes))))
+        self.class_n += np.bincount(y, minlength=self.classes)[:self.classes]
+        if self.held_classes is not None:
+            self.held_classes.append((start, y.astype(np.min_scalar_type(-self.classes))))
         self.n += n
         if self.top is not None:
             conf, correct = cols.top_label(y)
@@ -121,13 +121,14 @@ class ClasswiseState:
             return None
         return [(conf, c8) for _, conf, c8 in sorted(self.held, key=lambda b: b[0])]
 
-    def held_labels(self) -> np.ndarray | None:
+    def take_held_labels(self) -> np.ndarray | None:
         """Every row's class index in stream order (1 byte a row up to 128 classes), when this
-        pass kept them: the class passes then slice them instead of reading the label column
-        again (:func:`calcheck.io.stream.stream_batches`)."""
-        if self.class_rows is None:
+        pass kept them — handed over, not kept here: the class passes slice them instead of
+        reading the label column again (:func:`calcheck.io.stream.stream_batches`)."""
+        if self.held_classes is None:
             return None
-        parts = [y for _, y in sorted(self.class_rows, key=lambda b: b[0])]
+        parts = [y for _, y in sorted(self.held_classes, key=lambda b: b[0])]
+        self.held_classes = None
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
 
     def merge(self, other: ClasswiseState) -> ClasswiseState:
@@ -137,14 +138,14 @@ class ClasswiseState:
         self.count += other.count
         self.hits += other.hits
         self.sum_p.merge(other.sum_p)
-        self.labels += other.labels
+        self.class_n += other.class_n
         self.n += other.n
         if self.top is not None and other.top is not None:
             self.top.merge(other.top)
         if self.held is not None and other.held is not None:
             self.held.extend(other.held)
-        if self.class_rows is not None and other.class_rows is not None:
-            self.class_rows.extend(other.class_rows)
+        if self.held_classes is not None and other.held_classes is not None:
+            self.held_classes.extend(other.held_classes)
         return self
 
     def results(self, ids: list[str]) -> dict[str, MetricResult]:
