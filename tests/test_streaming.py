@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import calcheck
 from tests.conftest import run_json, write_dataset
 
 STREAM_IDS = ["ece", "ece_l2", "mce", "brier", "log_loss"]
@@ -174,22 +175,32 @@ def calibrated_file(path, n, *, seed, row_group_size):
     return path
 
 
-def even_batches(groups, batch_rows):
-    """The batch sizes of row groups of ``groups`` rows: each group in the nearest whole number
-    of parts of ``batch_rows`` rows (at least one), all of one size but the group's last."""
+def even_batches(files, batch_rows):
+    """The batch sizes of files of row groups (``files``: each file's group sizes): within a
+    file, consecutive groups read together while their rows stay within ``batch_rows`` (a
+    larger group alone), and each such run in the nearest whole number of parts of
+    ``batch_rows`` rows (at least one), all of one size but the run's last."""
     out = []
-    for g in groups:
-        size = -(-g // max(1, round(g / batch_rows)))
-        out += [size] * (g // size) + ([g % size] if g % size else [])
+    for groups in files:
+        runs, rows = [], 0
+        for g in groups:
+            if rows and rows + g > batch_rows:
+                runs.append(rows)
+                rows = 0
+            rows += g
+        runs += [rows] if rows else []
+        for r in runs:
+            size = -(-r // max(1, round(r / batch_rows)))
+            out += [size] * (r // size) + ([r % size] if r % size else [])
     return out
 
 
 @pytest.mark.parametrize("batch_rows", [1_000, 1_500, 10_000])
 def test_a_single_file_streams_without_pyarrow_dataset(tmp_path, batch_rows):
-    """A single file without --where is read with pyarrow.parquet row group by row group, each
-    group in equal batches of about ``batch_rows`` rows (never a short remainder beside full
-    batches): the rows of a pyarrow.dataset scan, in its order, and the object pickles (a
-    Dask worker scans it)."""
+    """A single file without --where is read with pyarrow.parquet, its row groups in runs of at
+    most ``batch_rows`` rows (a larger group alone), each run in equal batches of about
+    ``batch_rows`` rows (never a short remainder beside full batches): the rows of a
+    pyarrow.dataset scan, in its order, and the object pickles (a Dask worker scans it)."""
     import pickle
 
     import pyarrow.dataset as pads
@@ -205,13 +216,38 @@ def test_a_single_file_streams_without_pyarrow_dataset(tmp_path, batch_rows):
     ds = pads.dataset(str(path), format=parquet_format())
     want = [b for part in next(iter(ds.get_fragments())).split_by_row_group(None, schema=ds.schema)
             for b in part.to_batches(columns=["score", "label"], batch_size=batch_rows)]
-    assert [b.num_rows for b in got] == even_batches([2_000, 2_000, 2_000, 1_300], batch_rows)
+    assert [b.num_rows for b in got] == even_batches([[2_000, 2_000, 2_000, 1_300]],
+                                                      batch_rows)
     assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
     again = pickle.loads(pickle.dumps(plan.fragments[0]))
     assert again.metadata.num_rows == 7_300
     # with --where the dataset scan (and its row-group pruning) is used
     assert not isinstance(plan_stream(open_source(str(path)), where="score > 0.5").fragments[0],
                           FileFragment)
+
+
+def test_small_row_groups_are_read_together(tmp_path):
+    """Row groups smaller than a batch are read a few at a time (DuckDB writes 122,880-row
+    groups: a batch of each cost the default stream a quarter of its time), a larger group
+    alone, and a batch spans the groups of its run: the file's rows, in order, and the same
+    metrics as a file of one group."""
+    from calcheck.io import open_source
+    from calcheck.io.stream import fragment_batches, group_runs, plan_stream
+
+    assert group_runs([100] * 7, 350) == [([0, 1, 2], 300), ([3, 4, 5], 300), ([6], 100)]
+    assert group_runs([100, 100, 1_000, 100, 0, 100], 350) == [
+        ([0, 1], 200), ([2], 334), ([3, 4, 5], 200)]
+    assert group_runs([], 350) == []
+    small = calibrated_file(tmp_path / "small.parquet", 7_000, seed=9, row_group_size=100)
+    whole = calibrated_file(tmp_path / "whole.parquet", 7_000, seed=9, row_group_size=7_000)
+    plan = plan_stream(open_source(str(small)))
+    got = [b for f in plan.fragments for b in fragment_batches(plan, f, 1_000)]
+    assert [b.num_rows for b in got] == [1_000] * 7
+    assert pa.Table.from_batches(got).equals(pq.read_table(whole, columns=["score", "label"]))
+    a = calcheck.score(str(small), engine="stream", batch_rows=1_000)
+    b = calcheck.score(str(whole), engine="stream", batch_rows=1_000)
+    assert {k: m["value"] for k, m in a.metrics.items()} == \
+        {k: m["value"] for k, m in b.metrics.items()}
 
 
 def test_streaming_a_single_file_imports_no_pandas(tmp_path):
@@ -256,8 +292,8 @@ def test_a_plain_directory_streams_part_by_part_without_pyarrow_dataset(tmp_path
     want = [b for fr in ds.get_fragments()
             for part in fr.split_by_row_group(None, schema=ds.schema)
             for b in part.to_batches(columns=["score", "label"], batch_size=800)]
-    assert [b.num_rows for b in got] == even_batches([1_000, 1_000, 500, 4_000, 300, 300, 100],
-                                                      800)
+    assert [b.num_rows for b in got] == even_batches([[1_000, 1_000, 500], [4_000],
+                                                      [300, 300, 100]], 800)
     assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
 
     hive = tmp_path / "hive" / "day=1"
