@@ -73,6 +73,7 @@ def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
     from calcheck.io import source
 
     monkeypatch.setattr(source, "READ_STEP_VALUES", 5_000)        # several read steps
+    monkeypatch.setattr(source, "READ_RUN_VALUES", 1)              # ... of one row group each
     path = tmp_path / "p.parquet"
     write_predictions(path, np.random.default_rng(2), 20_000, row_group_size=4_000)
     calls, factory = recorder()

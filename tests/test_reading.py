@@ -288,10 +288,13 @@ def test_csv_has_every_result(cli, tmp_path):
     assert "{" not in text and "settings.bins" in rows[0]
 
 
-def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monkeypatch):
-    """Past READ_STEP_VALUES values a file is read row group by row group, numeric columns into one
-    numpy array each: the same values and types, also for a column that gets nulls (or any
-    non-numeric column) partway."""
+@pytest.mark.parametrize("run_values", [1, 40_000])
+def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monkeypatch,
+                                                                   run_values):
+    """Past READ_STEP_VALUES values a file is read row group by row group (small consecutive
+    groups together, up to READ_RUN_VALUES values: here one group, then two, a read), numeric
+    columns into one numpy array each: the same values and types, also for a column that gets
+    nulls (or any non-numeric column) partway."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -306,8 +309,17 @@ def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monk
     path = tmp_path / "big.parquet"
     pq.write_table(table, path, row_group_size=3_000)
     monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
+    monkeypatch.setattr(source, "READ_RUN_VALUES", run_values)
+    reads, read = [], pq.ParquetFile.read_row_groups
+
+    def spy(self, groups, **kw):
+        reads.append(list(groups))
+        return read(self, groups, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
     src = source.open_source(str(path), "parquet")
     got = source.read_columns(src, ["score", "label", "age", "site", "w"])
+    assert reads == ([[0], [1], [2], [3]] if run_values == 1 else [[0, 1], [2, 3]])
     assert got.equals(table.select(["score", "label", "age", "site", "w"]))
     assert [str(t) for t in got.schema.types] == ["double", "int8", "double", "string", "int32"]
 
@@ -346,6 +358,7 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
     path = tmp_path / "big.parquet"
     pq.write_table(pa.table(cols), path, row_group_size=70_000)
     monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
+    monkeypatch.setattr(source, "READ_RUN_VALUES", 300_000)      # reads of two groups
     kwargs = {"where": "split = 'a'"} if case == "where" else \
         {"pos_label": "1"} if case == "pos_label" else \
         {"drop_invalid": True} if case == "drop_invalid" else {}

@@ -232,12 +232,13 @@ def test_small_row_groups_are_read_together(tmp_path):
     alone, and a batch spans the groups of its run: the file's rows, in order, and the same
     metrics as a file of one group."""
     from calcheck.io import open_source
-    from calcheck.io.stream import fragment_batches, group_runs, plan_stream
+    from calcheck.io.source import row_group_runs
+    from calcheck.io.stream import fragment_batches, plan_stream
 
-    assert group_runs([100] * 7, 350) == [([0, 1, 2], 300), ([3, 4, 5], 300), ([6], 100)]
-    assert group_runs([100, 100, 1_000, 100, 0, 100], 350) == [
-        ([0, 1], 200), ([2], 334), ([3, 4, 5], 200)]
-    assert group_runs([], 350) == []
+    assert row_group_runs([100] * 7, 350) == [([0, 1, 2], 300), ([3, 4, 5], 300), ([6], 100)]
+    assert row_group_runs([100, 100, 1_000, 100, 0, 100], 350) == [
+        ([0, 1], 200), ([2], 1_000), ([3, 4, 5], 200)]
+    assert row_group_runs([], 350) == []
     small = calibrated_file(tmp_path / "small.parquet", 7_000, seed=9, row_group_size=100)
     whole = calibrated_file(tmp_path / "whole.parquet", 7_000, seed=9, row_group_size=7_000)
     plan = plan_stream(open_source(str(small)))

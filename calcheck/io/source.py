@@ -446,7 +446,28 @@ def column_names(src: Source) -> list[str]:
 
 
 READ_STEP_VALUES = 1 << 24    # a Parquet file holding more values is read row group by row group
+READ_RUN_VALUES = 1 << 21     # ... small consecutive groups together, up to this many values
 PREFETCH_VALUES = 1 << 22     # ... with the next ones decoding ahead when its groups are this small
+
+
+def row_group_runs(sizes: list[int], rows: int) -> list[tuple[list[int], int]]:
+    """Row groups of ``sizes`` rows in runs read together, in order, each with its rows:
+    consecutive groups join a run while it stays within ``rows`` rows, and a larger group is
+    a run alone.  Writers differ: pyarrow's groups hold 1Mi rows, DuckDB's 122,880, and a
+    read (or a batch) per small group costs its fixed work each time — a 3·10^7-row DuckDB
+    file took the default stream 0.25 s more than pyarrow's."""
+    out: list[tuple[list[int], int]] = []
+    run: list[int] = []
+    total = 0
+    for g, m in enumerate(sizes):
+        if run and total + m > rows:
+            out.append((run, total))
+            run, total = [], 0
+        run.append(g)
+        total += m
+    if run:
+        out.append((run, total))
+    return out
 
 
 def read_columns(src: Source, wanted: list[str], flt: Any = None,
@@ -489,7 +510,8 @@ def _read_steps(pf: Any, columns: list[str],
                 progress: Callable[[int, int], None] | None,
                 consume: Callable[[dict[str, Any], int], None] | None = None) -> Any:
     """A Parquet file's ``columns`` read one row group at a time (each multi-threaded, as one
-    read is), reporting the rows read.  Numeric columns without nulls are copied into one
+    read is; small consecutive groups together, up to :data:`READ_RUN_VALUES` values:
+    :func:`row_group_runs`), reporting the rows read.  Numeric columns without nulls are copied into one
     numpy array each as they come — the table holds those arrays, so the columns cost their
     own size once: at 3·10^7 rows 0.4 s and 0.43 GB against 1.3 s and 0.87 GB for one read
     (whose chunks the engine then joins into a copy); 1,000 probability columns of 10^5 rows
@@ -510,8 +532,10 @@ def _read_steps(pf: Any, columns: list[str],
     bufs: dict[str, Any] = {}                    # column → numpy array of every row
     chunks: dict[str, list[Any]] = {c: [] for c in columns}
     types: dict[str, Any] = {}
-    groups: Any = (pf.read_row_group(g, columns=columns) for g in range(meta.num_row_groups))
-    if total * len(columns) <= PREFETCH_VALUES * meta.num_row_groups:
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    runs = [groups for groups, _ in row_group_runs(sizes, max(1, READ_RUN_VALUES // len(columns)))]
+    groups: Any = (pf.read_row_groups(run, columns=columns) for run in runs)
+    if total * len(columns) <= PREFETCH_VALUES * len(runs):
         groups = prefetch(groups, depth=1)       # up to two row groups ahead of this one
     for g, tb in enumerate(groups):
         rows = tb.num_rows

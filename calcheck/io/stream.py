@@ -46,6 +46,7 @@ from calcheck.io.source import (
     one_line,
     parquet_dataset,
     parquet_format,
+    row_group_runs,
     to_expression,
 )
 from calcheck.validation import in_unit, zero_one
@@ -273,7 +274,8 @@ class FileFragment:
     importing ``pyarrow.dataset``: its import loads pandas, ~0.15 s and 50 MB of every run.
     A single file also stands for the dataset while the stream is planned (``schema``,
     ``to_batches``, ``get_fragments``).  Small row groups are read a few at a time
-    (:func:`group_runs`).  Pickles by path; the file is open only while a pass reads it."""
+    (:func:`~calcheck.io.source.row_group_runs`).  Pickles by path; the file is open only
+    while a pass reads it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -311,8 +313,9 @@ class FileFragment:
         return self.metadata.schema.to_arrow_schema()
 
     def batches(self, columns: list[str], batch_size: int) -> Any:
-        """Record batches of ``columns``, a run of row groups at a time (:func:`group_runs`:
-        a large group alone, small ones together; page checksums verified,
+        """Record batches of ``columns``, a run of row groups at a time
+        (:func:`~calcheck.io.source.row_group_runs`: a large group alone, small ones
+        together, within ``batch_size`` rows; page checksums verified,
         1 MiB buffered column reads, no pre-buffering: as
         :func:`calcheck.io.source.parquet_format` sets for datasets), decoded on the calling
         thread: the stream reads one row group ahead on a thread of its own while two more fold
@@ -324,9 +327,11 @@ class FileFragment:
                             buffer_size=1 << 20, pre_buffer=False) as pf:
             meta = pf.metadata
             sizes = [meta.row_group(g).num_rows for g in range(pf.num_row_groups)]
-            for groups, size in group_runs(sizes, batch_size):
-                yield from pf.iter_batches(batch_size=size, row_groups=groups,
-                                           columns=columns, use_threads=False)
+            for groups, rows in row_group_runs(sizes, batch_size):
+                # a run of small groups is one batch: its batches span the groups
+                yield from pf.iter_batches(batch_size=even_batch(rows, batch_size),
+                                           row_groups=groups, columns=columns,
+                                           use_threads=False)
 
     def to_batches(self, columns: list[str]) -> Any:
         return self.batches(columns, 1 << 17)
@@ -363,27 +368,6 @@ class FileSet:
     def get_fragments(self, filter: Any = None) -> list[FileFragment]:
         assert filter is None, "a --where filter scans through pyarrow.dataset"
         return list(self.parts)
-
-
-def group_runs(sizes: list[int], batch_rows: int) -> list[tuple[list[int], int]]:
-    """Row groups of ``sizes`` rows read together, in order, and the batch size of each run:
-    consecutive groups join a run while its rows stay within ``batch_rows`` (a run of small
-    groups is one batch: DuckDB writes 122,880-row groups, and a batch of each cost a
-    3·10^7-row default stream 0.25 s in per-batch work), and a larger group is a run alone,
-    in equal batches (:func:`even_batch`).  ``pyarrow.parquet`` batches span the groups of
-    a run."""
-    out: list[tuple[list[int], int]] = []
-    run: list[int] = []
-    rows = 0
-    for g, m in enumerate(sizes):
-        if run and rows + m > batch_rows:
-            out.append((run, even_batch(rows, batch_rows)))
-            run, rows = [], 0
-        run.append(g)
-        rows += m
-    if run:
-        out.append((run, even_batch(rows, batch_rows)))
-    return out
 
 
 def even_batch(rows: int, batch_rows: int) -> int:
