@@ -14,6 +14,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              metrics on the scores rounded to 3 decimals: tied; and the default metrics at
              10^7 rows, the largest n whose PAVA is exact, with every row held)
              vs a pyarrow scan of the same columns                  [<= 3x, <= 0.4 GB peak]
+  layouts    the stream row and the duckdb row on the same --rows rows as DuckDB (122,880-row
+             groups) and polars (131,072-row groups, zstd, no dictionary) write them
   duckdb     calcheck score FILE -m ece --json vs DuckDB's one-SQL ECE, 10^6 and --rows rows
              (DuckDB from --duckdb-python, a separate environment; skipped without it) [<= 1.5x]
   startup    calcheck -V vs python -c pass; score SMALL -m ece --json (10^4 rows)
@@ -172,6 +174,24 @@ def binary_file(n: int, decimals: int | None = None, *, shape: str | None = None
     return path
 
 
+# other writers' layouts of the same rows: DuckDB writes 122,880-row groups (snappy); polars
+# 131,072-row groups, zstd, no dictionary
+LAYOUTS = {"duckdb": (122_880, "snappy", True), "polars": (131_072, "zstd", False)}
+
+
+def layout_file(n: int, style: str) -> Path:
+    """binary_file(n)'s rows as another writer lays them out (:data:`LAYOUTS`)."""
+    path = DATA / f"scale_{n}_{style}.parquet"
+    if not path.exists():
+        group, codec, dictionary = LAYOUTS[style]
+        src = pq.ParquetFile(binary_file(n))
+        with pq.ParquetWriter(path, src.schema_arrow, compression=codec,
+                              use_dictionary=dictionary) as w:
+            for batch in src.iter_batches(batch_size=group):      # one row group each
+                w.write_batch(batch, row_group_size=group)
+    return path
+
+
 def multiclass_file(n: int, k: int) -> Path:
     DATA.mkdir(exist_ok=True)
     path = DATA / f"multiclass_{n}_{k}.parquet"
@@ -282,6 +302,29 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
                  f"peak {ours[1]:.2f} GB")
 
 
+def row_layouts(a: argparse.Namespace, folder: Path) -> None:
+    """The stream row and the ECE row on the same rows as DuckDB and polars write them."""
+    scan, scan_pq = script(folder, "scan.py", SCAN), script(folder, "scan_pq.py", SCAN_PQ)
+    duck = None
+    py = a.duckdb_python or sys.executable
+    if subprocess.run([py, "-c", "import duckdb"], capture_output=True).returncode == 0:
+        duck = script(folder, "duck.py", DUCK)
+    for style in LAYOUTS:
+        path = layout_file(a.rows, style)
+        floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
+        pq_floor = min(run([scan_pq, str(path), "score,label"])[0] for _ in range(3))
+        ours = min(run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress",
+                        "-q"]) for _ in range(2))
+        line(f"stream {style} layout", ours[0], floor, "<= 3x, <= 0.4 GB",
+             f"peak {ours[1]:.2f} GB")
+        line("  vs pq-only scan", ours[0], pq_floor, "(informative: no pandas import)")
+        if duck is not None:
+            ref = min(_timed([py, duck, str(path)]) for _ in range(3))
+            mine = min(_timed([*calcheck_command(), "score", str(path), "-m", "ece", "--json",
+                               "--no-progress"]) for _ in range(3))
+            line(f"-m ece vs duckdb, {style}", mine, ref, "<= 1.5x")
+
+
 EXACT_ROWS = 10**7    # calcheck.streaming.positional.EXACT_PAVA_ROWS
 
 
@@ -362,7 +405,8 @@ def row_dask(a: argparse.Namespace, folder: Path) -> None:
     line("dask vs stream 2e7", ours[0], stream[0], "<= 1.3x", f"peak {ours[1]:.2f} GB")
 
 
-ROWS = ["tce", "memory", "stream", "duckdb", "startup", "mc10", "mc1000", "ci", "dask"]
+ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",
+        "dask"]
 
 
 def main() -> None:

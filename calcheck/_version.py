@@ -1,2 +1,2 @@
-__version__ = "0.5.15"
+__version__ = "0.5.16"
 SCHEMA_VERSION = "1"
