@@ -341,3 +341,26 @@ def test_each_pass_hands_arrows_cached_memory_back_once_read(tmp_path, monkeypat
     for _ in stream_batches(plan, batch_rows=1_000):
         calls.append("batch")
     assert calls == ["batch"] * 3 + ["release"]
+
+
+@pytest.mark.parametrize("bad", [0.5, 2.0, 300.0, np.nan, -1.0])
+def test_float_labels_stream_as_int8_and_bad_ones_are_named(tmp_path, cli, bad):
+    """0.0/1.0 float labels take the reader's fast path as int8 (the same report as integer
+    labels); any other float — 0.5, 2, a value an int8 wraps, NaN, −1 — falls back to the full
+    checks, which name the file, column and first bad row."""
+    rng = np.random.default_rng(12)
+    n = 5_000
+    s = rng.uniform(size=n)
+    y = (rng.uniform(size=n) < s).astype(np.int8)
+    ints, floats = tmp_path / "ints.parquet", tmp_path / "floats.parquet"
+    pq.write_table(pa.table({"score": s, "label": y}), ints)
+    pq.write_table(pa.table({"score": s, "label": y.astype(np.float64)}), floats)
+    got = run_json(cli, floats, "--engine", "stream")
+    want = run_json(cli, ints, "--engine", "stream")
+    assert got["metrics"] == want["metrics"]
+    wrong = y.astype(np.float64)
+    wrong[3_210] = bad
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"score": s, "label": wrong}), path)
+    r = cli(["score", str(path), "--engine", "stream"])
+    assert r.code == 2 and "'label'" in r.stderr and "row 3211" in r.stderr, r.stderr

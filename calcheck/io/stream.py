@@ -142,17 +142,24 @@ def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExt
 def _fast_binary(batch: pa.RecordBatch, score_col: str,
                  label_col: str) -> tuple[FloatArray, np.ndarray] | None:
     """Zero-copy (scores, labels) of a batch that is plainly valid — float64 scores in [0, 1]
-    and integer or boolean 0/1 labels, no nulls — or None (then the full checks run and name
-    the first bad row)."""
+    and integer or boolean 0/1 labels, no nulls; float 0.0/1.0 labels become int8 — or None
+    (then the full checks run and name the first bad row)."""
     sc, lc = batch.column(score_col), batch.column(label_col)
     if sc.type != pa.float64() or sc.null_count or lc.null_count:
         return None
-    if not (pa.types.is_integer(lc.type) or pa.types.is_boolean(lc.type)):
+    floating = pa.types.is_floating(lc.type)
+    if not (floating or pa.types.is_integer(lc.type) or pa.types.is_boolean(lc.type)):
         return None
     s = numpy_of(sc)                                   # zero-copy, and no pandas import
     if not in_unit(s):
         return None
     y = numpy_of(lc)
+    if floating:                # 0.0/1.0 (and −0.0) exactly: int8 equal to them, in 0/1
+        with np.errstate(invalid="ignore"):            # (NaN, ±inf: the full checks)
+            yi = y.astype(np.int8)
+        if not np.array_equal(yi, y):
+            return None
+        y = yi
     if not zero_one(y):
         return None
     return s, y
