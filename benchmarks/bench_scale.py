@@ -26,7 +26,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              vs a per-class sort of every column                       [<= 10x, <= 3 GB]
   ci         calcheck score FILE --ci (default metrics), 500k rows, and the same with
              OPENBLAS_NUM_THREADS=1                                     [<= 10 s, <= 1.3x]
-  dask       calcheck score DIR --engine dask vs --engine stream, 4 files         [<= 1.3x]
+  dask       calcheck score DIR --engine dask vs --engine stream, 4 files (best of 3 each)
+                                                                                 [<= 1.3x]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -398,10 +399,13 @@ def row_ci(a: argparse.Namespace, folder: Path) -> None:
 
 def row_dask(a: argparse.Namespace, folder: Path) -> None:
     root = directory(2 * 10**7, 4)
-    stream = run(["calcheck", "score", str(root), "--engine", "stream", "-m", "ece,brier,ace",
-                  "--no-progress", "-q"])
-    ours = run(["calcheck", "score", str(root), "--engine", "dask", "-m", "ece,brier,ace",
-                "--no-progress", "-q"])
+    # best of 3 on both sides, interleaved: one run of either varies by ~30 % on this machine
+    stream, ours = (float("inf"), 0.0), (float("inf"), 0.0)
+    for _ in range(3):
+        stream = min(stream, run(["calcheck", "score", str(root), "--engine", "stream", "-m",
+                                  "ece,brier,ace", "--no-progress", "-q"]))
+        ours = min(ours, run(["calcheck", "score", str(root), "--engine", "dask", "-m",
+                              "ece,brier,ace", "--no-progress", "-q"]))
     line("dask vs stream 2e7", ours[0], stream[0], "<= 1.3x", f"peak {ours[1]:.2f} GB")
 
 
