@@ -512,16 +512,16 @@ def _read_steps(pf: Any, columns: list[str],
     """A Parquet file's ``columns`` read one row group at a time (each multi-threaded, as one
     read is; small consecutive groups together, up to :data:`READ_RUN_VALUES` values:
     :func:`row_group_runs`), reporting the rows read.  Numeric columns without nulls are
-    copied into one numpy array each as they come — the table holds those arrays, so the columns cost their
-    own size once: at 3·10^7 rows 0.4 s and 0.43 GB against 1.3 s and 0.87 GB for one read
-    (whose chunks the engine then joins into a copy); 1,000 probability columns of 10^5 rows
-    in 5 row groups: 0.8 GB of buffers against 1.7 GB.  Other columns keep Arrow's chunks.
-    The same table either way.  The next row group decodes in a background thread while this
-    one is copied (3·10^7 rows: ~0.19 s against ~0.24 s) when row groups are small enough
-    (<= PREFETCH_VALUES values on average) that holding two more costs little.
-    ``consume(arrays, rows)`` is called after each row group with the numpy arrays of the
-    columns copied so far (column → array of every row) and the rows they hold, so a caller
-    can compute on them while the next row group is read."""
+    copied into one numpy array each as they come — the table holds those arrays, so the
+    columns cost their own size once: at 3·10^7 rows 0.4 s and 0.43 GB against 1.3 s and
+    0.87 GB for one read (whose chunks the engine then joins into a copy); 1,000 probability
+    columns of 10^5 rows in 5 row groups: 0.8 GB of buffers against 1.7 GB.  Other columns
+    keep Arrow's chunks.  The same table either way.  The next read decodes in a background
+    thread while this one is copied (3·10^7 rows: ~0.19 s against ~0.24 s) when reads are
+    small enough (<= PREFETCH_VALUES values on average) that holding two more costs little.
+    ``consume(arrays, rows)`` is called after each read with the numpy arrays of the columns
+    copied so far (column → array of every row) and the rows they hold, so a caller can
+    compute on them while the next read decodes."""
     import numpy as np
 
     from calcheck._prefetch import prefetch
