@@ -306,10 +306,7 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
 def row_layouts(a: argparse.Namespace, folder: Path) -> None:
     """The stream row and the ECE row on the same rows as DuckDB and polars write them."""
     scan, scan_pq = script(folder, "scan.py", SCAN), script(folder, "scan_pq.py", SCAN_PQ)
-    duck = None
-    py = a.duckdb_python or sys.executable
-    if subprocess.run([py, "-c", "import duckdb"], capture_output=True).returncode == 0:
-        duck = script(folder, "duck.py", DUCK)
+    duck = duckdb_side(a, folder)
     for style in LAYOUTS:
         path = layout_file(a.rows, style)
         floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
@@ -320,29 +317,37 @@ def row_layouts(a: argparse.Namespace, folder: Path) -> None:
              f"peak {ours[1]:.2f} GB")
         line("  vs pq-only scan", ours[0], pq_floor, "(informative: no pandas import)")
         if duck is not None:
-            ref = min(_timed([py, duck, str(path)]) for _ in range(3))
-            mine = min(_timed([*calcheck_command(), "score", str(path), "-m", "ece", "--json",
-                               "--no-progress"]) for _ in range(3))
-            line(f"-m ece vs duckdb, {style}", mine, ref, "<= 1.5x")
+            line(f"-m ece vs duckdb, {style}", *ece_vs_duckdb(duck, path), "<= 1.5x")
 
 
 EXACT_ROWS = 10**7    # calcheck.streaming.positional.EXACT_PAVA_ROWS
 
 
-def row_duckdb(a: argparse.Namespace, folder: Path) -> None:
+def duckdb_side(a: argparse.Namespace, folder: Path) -> tuple[str, str] | None:
+    """(a python that imports duckdb, the one-SQL ECE script), or None (said once)."""
     py = a.duckdb_python or sys.executable
     if subprocess.run([py, "-c", "import duckdb"], capture_output=True).returncode:
         print("duckdb: skipped (no duckdb in --duckdb-python; e.g. python -m venv /tmp/duck && "
               "/tmp/duck/bin/pip install duckdb)")
+        return None
+    return py, script(folder, "duck.py", DUCK)
+
+
+def ece_vs_duckdb(duck: tuple[str, str], path: Path) -> tuple[float, float]:
+    """(calcheck score PATH -m ece --json, DuckDB's ECE): both sides plain processes (no
+    peak-memory wrapper), best of the same count of runs."""
+    ref = min(_timed([*duck, str(path)]) for _ in range(3))
+    ours = min(_timed([*calcheck_command(), "score", str(path), "-m", "ece", "--json",
+                       "--no-progress"]) for _ in range(3))
+    return ours, ref
+
+
+def row_duckdb(a: argparse.Namespace, folder: Path) -> None:
+    duck = duckdb_side(a, folder)
+    if duck is None:
         return
-    duck = script(folder, "duck.py", DUCK)
     for n in sorted({10**6, a.rows}):
-        path = binary_file(n)
-        ref = min(_timed([py, duck, str(path)]) for _ in range(3))
-        # both sides plain processes (no peak-memory wrapper), best of the same count of runs
-        ours = min(_timed([*calcheck_command(), "score", str(path), "-m", "ece", "--json",
-                           "--no-progress"]) for _ in range(3))
-        line(f"duckdb ece {n:.0e}", ours, ref, "<= 1.5x")
+        line(f"duckdb ece {n:.0e}", *ece_vs_duckdb(duck, binary_file(n)), "<= 1.5x")
 
 
 def calcheck_command() -> list[str]:
