@@ -983,11 +983,84 @@ def pava_bc_bounds(sorted_labels: np.ndarray, n_min: int, n_max: int, *,
     runs = None if sorted_scores is None else tied_label_runs(sorted_scores, sorted_labels)
     if runs is not None:
         w = pava_bc_runs(*runs, n_min, n_max)
+    elif sorted_scores is not None and (arrays := shared_label_runs(
+            sorted_scores, sorted_labels)) is not None:
+        w = pava_bc_run_weights(*arrays, n_min, n_max)
     else:
         labels = sorted_labels if sorted_scores is None else \
             shared_labels(sorted_scores, sorted_labels)
         w = pava_bc_weights(labels, n_min, n_max)
     return np.concatenate(([0], np.cumsum(w, dtype=np.int64))).astype(np.int64)
+
+
+FEW_CHANGES = 16             # labels that change at most once in this many rows: runs
+
+
+def shared_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray
+                      ) -> tuple[np.ndarray, IntArray] | None:
+    """The runs of :func:`shared_labels` — (float64 values, lengths), the runs
+    :func:`label_runs` finds in its rows — without its per-row float64 labels, when some
+    scores tie and the labels change at most once in :data:`FEW_CHANGES` rows (rare
+    positives, or rare negatives: the scan then walks few runs, and the n-row float array
+    was most of its time and 8 bytes a row of memory).  The sorted rows are cut where a label
+    changes and where a tie group starts or ends; a piece in a tie group takes the group's
+    mean (its labels summed as :func:`shared_labels` sums them: ``reduceat`` over the group's
+    float64 labels),
+    any other its label, and equal neighbours join.  None otherwise (no ties: the labels are
+    their own runs; frequent changes: the per-row scan)."""
+    s = np.asarray(sorted_scores)
+    y = np.asarray(sorted_labels)
+    n = s.shape[0]
+    if n < 2:
+        return None
+    differs = y[1:] != y[:-1]
+    if np.count_nonzero(differs) > n // FEW_CHANGES:
+        return None
+    same = s[1:] == s[:-1]
+    pair = np.flatnonzero(same)                              # rows i and i + 1 tie
+    if pair.shape[0] == 0:
+        return None
+    change = np.flatnonzero(differs) + 1                     # a row whose label differs
+    del differs
+    pad = np.concatenate(([False], same, [False]))
+    starts = pair[~pad[pair]]                                # as in shared_labels
+    ends = pair[~pad[pair + 2]] + 2
+    del pair, pad, same
+    width = ends - starts
+    at = np.concatenate(([0], np.cumsum(width[:-1])))       # each group in the tied rows
+    tied = np.arange(int(at[-1] + width[-1])) + np.repeat(starts - at, width)
+    means = np.add.reduceat(y[tied].astype(np.float64), at) / width
+    del tied
+    piece = np.sort(np.concatenate(([0], change, starts, ends[ends < n])))
+    piece = piece[run_starts(piece)[0]]                     # (np.unique loads numpy.ma)
+    g = np.searchsorted(starts, piece, side="right") - 1
+    gg = np.maximum(g, 0)
+    inside = (g >= 0) & (piece < ends[gg])
+    value = np.where(inside, means[gg], y[piece].astype(np.float64))
+    first = np.flatnonzero(np.concatenate(([True], value[1:] != value[:-1])))
+    lengths = np.diff(np.append(piece[first], n)).astype(np.int64)
+    return value[first], lengths
+
+
+def pava_bc_run_weights(values: np.ndarray, lengths: IntArray, n_min: int,
+                        n_max: int) -> list[int]:
+    """:func:`pava_bc_runs` of runs given as arrays (float64 values): numba's scan when
+    :func:`compiled_pava` takes it for these rows and runs (identical results), else the
+    Python loop."""
+    rows = int(lengths.sum())
+    kernel = compiled_pava(rows, int(values.shape[0]))
+    if kernel is None:
+        vals = [int(v) if float(v).is_integer() else float(v) for v in values.tolist()]
+        return pava_bc_runs(vals, lengths.tolist(), n_min, n_max)
+    if n_min < 0 or n_max < n_min:
+        raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, "
+                         f"n_max={n_max}")
+    integer = bool(np.all(values == np.round(values))) and \
+        float(np.abs(values).max()) < 2 ** 52
+    rows_ = values.astype(np.int64) if integer else np.asarray(values, dtype=np.float64)
+    acc = np.zeros(1, dtype=np.int64 if integer else np.float64)
+    return kernel(rows_, np.asarray(lengths, dtype=np.int64), int(n_min), int(n_max),  # type: ignore[no-any-return]
+                  integer, acc).tolist()
 
 
 def tied_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray

@@ -182,6 +182,42 @@ def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
 
 
 @given(st.integers(0, 2**31))
+def test_shared_label_runs_are_the_runs_of_the_shared_labels(seed):
+    """Rare positives (or rare negatives) with some tied scores: the runs built from the label
+    changes and the tie groups are those :func:`label_runs` finds in the per-row shared labels
+    (values bit for bit), and PAVA-BC over them gives the per-row scan's blocks."""
+    from calcheck import binning as B
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 3_000))
+    s = np.sort(np.round(rng.random(n) ** rng.uniform(0.2, 5), int(rng.integers(2, 6))))
+    if rng.random() < 0.2:
+        s[: int(rng.integers(1, n + 1))] = 0.0                 # a group at the start
+    if rng.random() < 0.2:
+        s[-int(rng.integers(1, n + 1)):] = 1.0                 # ... and at the end
+    s = np.sort(s)
+    p = rng.choice([0.003, 0.02, 0.98, 0.997])
+    y = (rng.random(n) < p).astype(rng.choice([np.int8, np.int64, np.float64, bool]))
+    runs = B.shared_label_runs(s, y)
+    per_row = B.shared_labels(s, y)
+    changes = np.count_nonzero(y[1:] != y[:-1])
+    if changes > n // B.FEW_CHANGES or not np.any(s[1:] == s[:-1]):
+        assert runs is None
+        return
+    assert runs is not None
+    values, lengths = runs
+    want_v, want_l = B.label_runs(per_row)
+    assert lengths.tolist() == want_l
+    np.testing.assert_array_equal(values, np.asarray(want_v, dtype=np.float64))
+    lo = int(rng.integers(0, n // 10 + 1))
+    hi = int(rng.integers(lo, n + 2))
+    assert B.pava_bc_run_weights(values, lengths, lo, hi) == \
+        B.pava_bc_weights(per_row, lo, hi)
+    want = np.concatenate(([0], np.cumsum(B.pava_bc_weights(per_row, lo, hi))))
+    np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
+
+
+@given(st.integers(0, 2**31))
 def test_shared_labels_are_each_tie_groups_mean_label(seed):
     """Every sorted row's label replaced by its tie group's mean (float64), found from the
     tied neighbours alone: groups at either end, groups that meet, and no ties at all (the

@@ -123,6 +123,27 @@ def test_compiled_and_python_scans_agree(scores, coarse, n_min, extra, shared):
     assert compiled == python
 
 
+@given(st.lists(st.floats(0, 1), min_size=2, max_size=300), st.integers(2, 5),
+       st.integers(0, 40), st.integers(0, 120))
+def test_compiled_scan_over_runs_agrees_with_the_loop(scores, coarse, n_min, extra):
+    """Runs handed over as arrays (:func:`shared_label_runs`: rare positives with tied
+    scores) give numba's scan the loop's block sizes."""
+    pytest.importorskip("numba")
+    from calcheck import binning
+
+    binning.compiled_pava(binning.COMPILE_AT)              # loaded: every scan is compiled now
+    s = np.sort(np.round(np.array(scores), coarse))
+    y = (np.random.default_rng(len(scores) + n_min).uniform(size=s.size) < 0.02).astype(np.int8)
+    runs = binning.shared_label_runs(s, y)
+    if runs is None:
+        return
+    n_min = min(n_min, len(y))
+    values, lengths = runs
+    loop = binning.pava_bc_runs(*binning.label_runs(binning.shared_labels(s, y)), n_min,
+                                n_min + extra)
+    assert binning.pava_bc_run_weights(values, lengths, n_min, n_min + extra) == loop
+
+
 def test_the_compiled_scan_loads_without_scipy_linalg():
     """numba's first load imports numba.np.arraymath, whose BLAS check imports scipy.linalg
     (~0.19 s); the scan's module answers that check from scipy's files for that import only:
