@@ -67,6 +67,8 @@ from calcheck.streaming.select import (
     U_MAX,
     Resolved,
     Search,
+    SelectSpec,
+    SelectState,
     by_group_then_id,
     row_ids,
 )
@@ -103,11 +105,58 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
     :data:`REPLAY_ROWS`, numbered by their position.  The held rows of exact PAVA are sorted by
     (score, row id): positions order every tie group as the row ids do, so a search or row pass
     by row id (``--ties order``) resolves the same rows — only the order of float sums
-    differs (PDE's Σ|s − P̂_b| in the last bits)."""
+    differs (PDE's Σ|s − P̂_b| in the last bits).
+
+    A row pass or a search reads the rows of a few grid cells only (:func:`_cells_read`); the
+    rows being sorted, each cell's rows are one slice, found by two binary searches, and each
+    batch hands the state only its rows in those slices (ids: their positions) — the rows it
+    would have picked itself, in the same order and the same batches, so the same state,
+    without computing every held row's cell.  The parts of a one-pass
+    :class:`~calcheck.streaming.views.ViewsSpec` over the whole stream replay one by one."""
+    from calcheck.streaming.views import ALL, ViewsSpec, ViewsState
+
+    if isinstance(spec, ViewsSpec) and all(
+            sub.cls is None and sub.group is ALL and sub.min_score is None
+            for sub, _ in spec.parts):
+        return ViewsState(spec, [replay(part, scores, labels) for _, part in spec.parts])
     state = spec.new()
-    for a in range(0, int(scores.shape[0]), REPLAY_ROWS):
-        state.update(scores[a:a + REPLAY_ROWS], labels[a:a + REPLAY_ROWS], a)
+    n = int(scores.shape[0])
+    cells = _cells_read(spec)
+    if cells is None:
+        for a in range(0, n, REPLAY_ROWS):
+            state.update(scores[a:a + REPLAY_ROWS], labels[a:a + REPLAY_ROWS], a)
+        return state
+    lo, hi = spec.grid.key_range(cells)
+    bits = scores.view(np.uint64)
+    first = np.searchsorted(bits, lo.astype(np.uint64), side="left")
+    end = np.searchsorted(bits, hi.astype(np.uint64), side="left")
+    for a in range(0, n, REPLAY_ROWS):
+        z = min(a + REPLAY_ROWS, n)
+        f, e = np.clip(first, a, z), np.clip(end, a, z)
+        width = e - f
+        some = width > 0
+        f, width = f[some], width[some]
+        if f.shape[0] == 0:
+            continue
+        at = np.concatenate(([0], np.cumsum(width[:-1])))
+        rows = np.arange(int(at[-1] + width[-1]), dtype=np.int64) + np.repeat(f - at, width)
+        state.update(scores[rows], labels[rows], rows)
+    if isinstance(state, SelectState):
+        state.n = n                              # the rows seen, as a full replay counts them
     return state
+
+
+def _cells_read(spec: Any) -> IntArray | None:
+    """The grid cells, ascending, outside which a row changes nothing in a state of ``spec``
+    but the count of rows seen: a row pass's (its binnings' cells) and a search's (its tasks'
+    cells); None for any other pass."""
+    if isinstance(spec, RowPassSpec):
+        cells = {c for b in spec.binnings for c in b.cells}
+    elif isinstance(spec, SelectSpec):
+        cells = {t.cell for t in spec.tasks}
+    else:
+        return None
+    return np.array(sorted(cells), dtype=np.int64)
 
 
 def bound_ranks(bounds: IntArray, n: int) -> list[int]:
