@@ -223,7 +223,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     first pass may leave it to these passes)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
-    from calcheck.streaming.positional import EXACT_PAVA_ROWS
+    from calcheck.streaming.positional import EXACT_PAVA_ROWS, reusing_key_buffers
     from calcheck.streaming.select import COLLECT_ROWS
     from calcheck.streaming.views import ALL, CHUNK, SubStream, drive_lockstep
 
@@ -266,9 +266,10 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     done: dict[Any, Any] = {}
     passes = 0
     if held:                       # no grids: every class in one lockstep, within the budget
-        got, passes = drive_lockstep(source, held, view="columns", by=by,
-                                     rows={key: sizes[key[0]] for key in held},
-                                     max_rows=HOLD_ROWS, chunk=len(held))
+        with reusing_key_buffers():          # each pass's held classes, the next pass's
+            got, passes = drive_lockstep(source, held, view="columns", by=by,
+                                         rows={key: sizes[key[0]] for key in held},
+                                         max_rows=HOLD_ROWS, chunk=len(held))
         done.update(got)
     if subs:
         id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
