@@ -1,2 +1,2 @@
-__version__ = "0.5.16"
+__version__ = "0.5.17"
 SCHEMA_VERSION = "1"
