@@ -298,9 +298,16 @@ class _KeyBuffers:
         with self.lock:
             if self.free is None:
                 return np.empty(size, dtype=np.uint64)
-            for buf in self.free:
-                # referred to by the list, this loop and getrefcount's argument only: unused
-                if buf.shape[0] >= size and sys.getrefcount(buf) <= 3:
+            # a buffer is free when it has no more references than ``probe``, which only this
+            # function refers to: each is held by one name (the pool's list, ``probe``), the
+            # tuple and the loop — counted alike by any interpreter version
+            probe = np.empty(0, dtype=np.uint64)
+            free = 0
+            for buf in (probe, *self.free):
+                refs = sys.getrefcount(buf)
+                if buf is probe:
+                    free = refs
+                elif buf.shape[0] >= size and refs <= free:
                     return buf[:size]
             buf = np.empty(size, dtype=np.uint64)
             if len(self.free) < KEY_BUFFERS:
