@@ -269,21 +269,34 @@ def shared_prefix(values: np.ndarray, sorted_scores: FloatArray,
     return np.asarray(ca + frac * (cb - ca), dtype=np.float64)
 
 
+def tied_groups(sorted_scores: FloatArray) -> tuple[IntArray, IntArray] | None:
+    """[start, end) of every group of two or more equal sorted scores, or None when no two
+    tie: found from the tied neighbours alone (a row's own label is its mean otherwise), with
+    no per-row group arrays, which near-distinct scores with a few ties made ~50 bytes a
+    row."""
+    same = sorted_scores[1:] == sorted_scores[:-1]
+    pair = np.flatnonzero(same)              # rows i and i + 1 tie
+    if pair.shape[0] == 0:
+        return None
+    pad = np.concatenate(([False], same, [False]))
+    return pair[~pad[pair]], pair[~pad[pair + 2]] + 2      # pad[i] = same[i − 1]
+
+
+def range_positions(starts: IntArray, widths: IntArray) -> IntArray:
+    """The positions of the ranges [start, start + width), one range after the other (every
+    width ≥ 1)."""
+    at = np.concatenate(([0], np.cumsum(widths[:-1])))      # each range's first output
+    return np.arange(int(at[-1] + widths[-1]), dtype=np.int64) + np.repeat(starts - at, widths)
+
+
 def shared_labels(sorted_scores: FloatArray, sorted_labels: np.ndarray) -> np.ndarray:
     """Every sorted row's label replaced by its tie group's mean label (the labels themselves,
     in their own dtype, when no two scores tie)."""
-    same = sorted_scores[1:] == sorted_scores[:-1]
-    if not np.any(same):                                     # each row its own mean
+    groups = tied_groups(sorted_scores)
+    if groups is None:                                       # each row its own mean
         return np.asarray(sorted_labels)
+    starts, ends = groups
     out = np.asarray(sorted_labels, dtype=np.float64).copy()
-    # the groups of two or more rows, from the tied neighbours alone (a row's own label is
-    # its mean otherwise): no per-row group arrays, which near-distinct scores with a few
-    # ties made ~50 bytes a row
-    pair = np.flatnonzero(same)              # rows i and i + 1 tie
-    pad = np.concatenate(([False], same, [False]))
-    starts = pair[~pad[pair]]                # pad[i] = same[i − 1]
-    ends = pair[~pad[pair + 2]] + 2          # pad[i + 2] = same[i + 1]
-    del pair, pad, same
     n = out.shape[0]
     cuts = np.empty(2 * starts.shape[0], dtype=np.int64)
     cuts[0::2], cuts[1::2] = starts, ends
@@ -858,10 +871,17 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
     kernel = compiled_pava(values.shape[0], runs)
     if kernel is None:
         return pava_bc_runs(*label_runs(values), n_min, n_max)
+    # the compiled scan finds the runs itself
+    return _compiled_scan(kernel, values, np.zeros(0, dtype=np.int64), n_min, n_max)
+
+
+def _compiled_scan(kernel: Any, values: np.ndarray, lengths: IntArray, n_min: int,
+                   n_max: int) -> list[int]:
+    """numba's PAVA-BC scan of rows (empty ``lengths``) or runs: whole values (0/1 labels)
+    summed as int64, others as float64."""
     if n_min < 0 or n_max < n_min:
         raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, "
                          f"n_max={n_max}")
-    # the compiled scan finds the runs itself: whole values (0/1 labels) summed as int64
     if values.dtype.kind in "iub":
         integer = True
         rows = values.view(np.int8) if values.dtype.kind == "b" else values
@@ -871,8 +891,8 @@ def pava_bc_weights(sorted_labels: np.ndarray, n_min: int, n_max: int) -> list[i
         if integer:
             rows = rows.astype(np.int64)
     acc = np.zeros(1, dtype=np.int64 if integer else np.float64)
-    return kernel(rows, np.zeros(0, dtype=np.int64), int(n_min), int(n_max), integer,  # type: ignore[no-any-return]
-                  acc).tolist()
+    return kernel(rows, np.asarray(lengths, dtype=np.int64), int(n_min), int(n_max),  # type: ignore[no-any-return]
+                  integer, acc).tolist()
 
 
 USE_COMPILED = True          # tests switch the compiled scan off to compare the two
@@ -1005,8 +1025,7 @@ def shared_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray
     was most of its time and 8 bytes a row of memory).  The sorted rows are cut where a label
     changes and where a tie group starts or ends; a piece in a tie group takes the group's
     mean (its labels summed as :func:`shared_labels` sums them: ``reduceat`` over the group's
-    float64 labels),
-    any other its label, and equal neighbours join.  None otherwise (no ties: the labels are
+    float64 labels), any other its label, and equal neighbours join.  None otherwise (no ties: the labels are
     their own runs; frequent changes: the per-row scan)."""
     s = np.asarray(sorted_scores)
     y = np.asarray(sorted_labels)
@@ -1016,21 +1035,15 @@ def shared_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray
     differs = y[1:] != y[:-1]
     if np.count_nonzero(differs) > n // FEW_CHANGES:
         return None
-    same = s[1:] == s[:-1]
-    pair = np.flatnonzero(same)                              # rows i and i + 1 tie
-    if pair.shape[0] == 0:
+    groups = tied_groups(s)
+    if groups is None:
         return None
+    starts, ends = groups
     change = np.flatnonzero(differs) + 1                     # a row whose label differs
     del differs
-    pad = np.concatenate(([False], same, [False]))
-    starts = pair[~pad[pair]]                                # as in shared_labels
-    ends = pair[~pad[pair + 2]] + 2
-    del pair, pad, same
     width = ends - starts
     at = np.concatenate(([0], np.cumsum(width[:-1])))       # each group in the tied rows
-    tied = np.arange(int(at[-1] + width[-1])) + np.repeat(starts - at, width)
-    means = np.add.reduceat(y[tied].astype(np.float64), at) / width
-    del tied
+    means = np.add.reduceat(y[range_positions(starts, width)].astype(np.float64), at) / width
     piece = np.sort(np.concatenate(([0], change, starts, ends[ends < n])))
     piece = piece[run_starts(piece)[0]]                     # (np.unique loads numpy.ma)
     g = np.searchsorted(starts, piece, side="right") - 1
@@ -1052,15 +1065,7 @@ def pava_bc_run_weights(values: np.ndarray, lengths: IntArray, n_min: int,
     if kernel is None:
         vals = [int(v) if float(v).is_integer() else float(v) for v in values.tolist()]
         return pava_bc_runs(vals, lengths.tolist(), n_min, n_max)
-    if n_min < 0 or n_max < n_min:
-        raise ValueError(f"PAVA-BC needs 0 <= n_min <= n_max, got n_min={n_min}, "
-                         f"n_max={n_max}")
-    integer = bool(np.all(values == np.round(values))) and \
-        float(np.abs(values).max()) < 2 ** 52
-    rows_ = values.astype(np.int64) if integer else np.asarray(values, dtype=np.float64)
-    acc = np.zeros(1, dtype=np.int64 if integer else np.float64)
-    return kernel(rows_, np.asarray(lengths, dtype=np.int64), int(n_min), int(n_max),  # type: ignore[no-any-return]
-                  integer, acc).tolist()
+    return _compiled_scan(kernel, values, lengths, n_min, n_max)
 
 
 def tied_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray

@@ -115,6 +115,15 @@ def test_shared_ties_collect_four_times_the_rows_in_one_pass(monkeypatch):
     np.testing.assert_allclose(stats["share"].sum_score, ref.sum_score, rtol=1e-12)
 
 
+def _held_case(case, seed, n=30_000):
+    """(scores, labels, a 6-partition source, its grid state) of ``n`` rows of ``case``: few
+    enough for exact PAVA, whose pass holds every row."""
+    rng = np.random.default_rng(seed)
+    s, y = make(case, n, rng)
+    src = ArraySource(s, y, rng.integers(0, n, 5))
+    return s, y, src, src.run(StateSpec())[0]
+
+
 @pytest.mark.parametrize("replay", [True, False])
 @pytest.mark.parametrize("ties", ["share", "order"])
 @pytest.mark.parametrize("case", CASES)
@@ -125,11 +134,7 @@ def test_streamed_positional_metrics_equal_in_memory(case, ties, replay, monkeyp
     from calcheck.streaming import positional
 
     monkeypatch.setattr(positional, "REPLAY", replay)
-    rng = np.random.default_rng(5)
-    n = 30_000
-    s, y = make(case, n, rng)
-    src = ArraySource(s, y, rng.integers(0, n, 5))
-    grid = src.run(StateSpec())[0]
+    s, y, src, grid = _held_case(case, 5)
     ids = list(POSITIONAL)
     got, details = positional_results(src, grid, ids, hl_groups=10, ties=ties)
     ref = compute_metrics(Prepared(s + 0.0, y, ties=ties), ids, MetricOptions(ties=ties))
@@ -193,11 +198,7 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
         return got
 
     monkeypatch.setattr(positional, "replay", both)
-    rng = np.random.default_rng(17)
-    n = 30_000
-    s, y = make(case, n, rng)
-    src = ArraySource(s, y, rng.integers(0, n, 5))
-    grid = src.run(StateSpec())[0]
+    _, _, src, grid = _held_case(case, 17)
     positional_results(src, grid, list(POSITIONAL), hl_groups=10, ties=ties)
     assert kinds or case not in ("uniform", "beta_zeros")    # (tied cells need no pass)
 

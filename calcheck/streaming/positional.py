@@ -43,6 +43,7 @@ from calcheck.binning import (
     pava_bc_bounds,
     preload_compiled_pava,
     quantile_bounds,
+    range_positions,
     run_starts,
     uniform_edges,
     unpack_keys,
@@ -139,8 +140,7 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
         f, width = f[some], width[some]
         if f.shape[0] == 0:
             continue
-        at = np.concatenate(([0], np.cumsum(width[:-1])))
-        rows = np.arange(int(at[-1] + width[-1]), dtype=np.int64) + np.repeat(f - at, width)
+        rows = range_positions(f, width)
         state.update(scores[rows], labels[rows], rows)
     if isinstance(state, SelectState):
         state.n = n                              # the rows seen, as a full replay counts them
