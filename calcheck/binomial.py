@@ -275,6 +275,50 @@ def decided_pieces(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
     return o[order].astype(np.int64), pa[order], pb[order], rej[order]
 
 
+def decided_by_pieces(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
+                      alpha: float, depth: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """(rejected for sure, accepted for sure) of score intervals [lo_i, hi_i] (lo_i < hi_i),
+    each on one side of k_i/n_i, that :func:`interval_bounds` over the whole interval leaves
+    open: :func:`decided_pieces` down to 2^-``depth`` of each interval, which decides it when
+    its pieces cover it end to end and agree.  The bounds over a whole interval are loose where
+    the other tail's first value as likely as k changes within it (one value's probability,
+    ~10^-3 with tens of expected failures); its halves are decided on each side of the test's
+    threshold — so only the intervals holding a threshold stay open, as for exact tests.  An
+    interval whose ends' own tests differ holds one, and is left open without halving."""
+    m = k.shape[0]
+    yes, no = np.zeros(m, dtype=bool), np.zeros(m, dtype=bool)
+    if m == 0:
+        return yes, no
+    ends = pvalues(np.concatenate((k, k)), np.concatenate((n, n)),
+                   np.concatenate((lo, hi))) <= alpha
+    same = np.flatnonzero(ends[:m] == ends[m:])
+    if same.shape[0] == 0:
+        return yes, no
+    o, a, b, rej = decided_pieces(k[same], n[same], lo[same], hi[same], alpha,
+                                  (hi[same] - lo[same]) * 2.0 ** -depth, levels=depth + 1)
+    if o.shape[0] == 0:
+        return yes, no
+    o = same[o]
+    # pieces are disjoint and in (owner, score) order: a cover starts at lo, ends at hi and
+    # each piece starts at the float after the previous one's end
+    first = np.ones(o.shape[0], dtype=bool)
+    first[1:] = o[1:] != o[:-1]
+    last = np.append(first[1:], True)
+    broken = np.zeros(o.shape[0], dtype=bool)
+    broken[first] = a[first] != lo[o[first]]
+    broken[last] |= b[last] != hi[o[last]]
+    inner = np.flatnonzero(~first)
+    broken[inner] |= a[inner] != np.nextafter(b[inner - 1], np.inf)
+    some = np.bincount(o, minlength=m) > 0
+    gaps = np.bincount(o, weights=broken, minlength=m) > 0
+    hits = np.bincount(o, weights=rej, minlength=m)
+    whole = some & ~gaps
+    pieces = np.bincount(o, minlength=m)
+    yes[whole & (hits == pieces)] = True
+    no[whole & (hits == 0)] = True
+    return yes, no
+
+
 def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: float, *,
                       chunk: int | None = None, refine: int = 64,
                       return_mask: bool = False) -> tuple[IntArray, np.ndarray | None]:

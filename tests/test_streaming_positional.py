@@ -539,6 +539,7 @@ def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):
         if how == "missed":                     # keeps one cell of those guessed
             monkeypatch.setattr(positional, "interval_cells",
                                 lambda *a: prospect.interval_cells(*a)[:1])
+            monkeypatch.setattr(positional, "WINDOW_BLOCKS", 0)     # (and no bins moved)
         runs[how] = positional_results(src, grid, ids, **opts)
     for how in ("kept", "missed"):
         for mid in ids:
@@ -553,6 +554,77 @@ def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):
     assert passes["missed"] == passes["read"]
     if case == "uniform":             # (scores piled near 0 fill a few cells: too many rows)
         assert passes["kept"] == passes["read"] - 1 == 1
+
+
+@pytest.mark.parametrize("ties", ["share", "order"])
+def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
+    """PAVA-BC's exact bins can end a block away from the grid's guess (the blocks' exact
+    positives move a merge).  The first search's pass also keeps the cells of the ranks and
+    row pass of the bins a block off, so the search of the exact bins' new ranks and their row
+    pass run over the kept rows: the same values, bit for bit, as reading the file, one pass
+    fewer than without those cells (``WINDOW_BLOCKS = 0``)."""
+    from calcheck.streaming import positional
+
+    rng = np.random.default_rng(8)
+    n = 40_000
+    s, y = make("uniform", n, rng)
+    src = ArraySource(s, y, rng.integers(0, n, 6))
+    grid = src.run(StateSpec())[0]
+    ids = ["tce", "tce_q", "pde", "ace"]
+    opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
+    monkeypatch.setattr(positional, "PROSPECT_SHARE", 2)
+    exact_blocks = positional.pava_bc_blocks
+    calls = []
+
+    def guessed_off(count, pos, lo, hi):
+        """The guess (the first call of a run) with its later bounds one block on."""
+        b = exact_blocks(count, pos, lo, hi)
+        if positional.PROSPECT and len(calls) % 2 == 0 and b.shape[0] >= 4:
+            edges = np.concatenate(([0], np.cumsum(count)))
+            at = np.searchsorted(edges, b)
+            at[b.shape[0] // 2:-1] += 1
+            if at[-2] < at[-1]:
+                b = edges[at]
+        calls.append(b)
+        return b
+
+    monkeypatch.setattr(positional, "pava_bc_blocks", guessed_off)
+    runs = {}
+    for how, window in (("kept", 1), ("narrow", 0), ("read", 1)):
+        monkeypatch.setattr(positional, "PROSPECT", how != "read")
+        monkeypatch.setattr(positional, "WINDOW_BLOCKS", window)
+        calls.clear()
+        runs[how] = positional_results(src, grid, ids, **opts)
+        if how != "read":
+            assert not np.array_equal(calls[0], calls[1])        # the guess was off
+    for how in ("kept", "narrow"):
+        for mid in ids:
+            a, b = runs[how][0][mid], runs["read"][0][mid]
+            assert a.value == b.value, (how, mid)
+            for key, col in b.bin_extra.items():
+                np.testing.assert_array_equal(np.asarray(a.bin_extra[key], float),
+                                              np.asarray(col, float), err_msg=f"{mid}.{key}")
+    passes = {how: runs[how][1]["extra_passes"] for how in runs}
+    assert passes["kept"] == passes["narrow"] - 1 == passes["read"] - 1
+
+
+@pytest.mark.parametrize("case", ["uniform", "rounded", "beta_zeros"])
+def test_pde_does_not_depend_on_the_tce_tests_beside_it(case):
+    """PDE's equal-mass bins are TCE(Q)'s: the row pass reads the cells either needs, but PDE
+    sums its deviations from its own cells alone (P̂'s, the cuts'), so its value and per-bin
+    deviations are the same, bit for bit, alone, beside TCE(Q) and at any alpha."""
+    rng = np.random.default_rng(5)
+    n = 40_000
+    s, y = make(case, n, rng)
+    src = ArraySource(s, y, rng.integers(0, n, 6))
+    grid = src.run(StateSpec())[0]
+    opts = {"exact_rows": 10_000, "blocks": 256}
+    alone = positional_results(src, grid, ["pde"], **opts)[0]["pde"]
+    for alpha in (0.001, 0.05, 0.3):
+        both = positional_results(src, grid, ["pde", "tce_q"], alpha=alpha, **opts)[0]["pde"]
+        assert both.value == alone.value, alpha
+        np.testing.assert_array_equal(np.asarray(both.bin_extra["mean_abs_deviation"], float),
+                                      np.asarray(alone.bin_extra["mean_abs_deviation"], float))
 
 
 @pytest.mark.parametrize("alpha", [0.001, 0.05, 0.5])

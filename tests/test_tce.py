@@ -7,7 +7,14 @@ from scipy.stats import t as student_t
 
 import calcheck
 from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
-from calcheck.binomial import binomtest_pvalue, decided_pieces, rejections_sorted, side_ends
+from calcheck.binomial import (
+    binomtest_pvalue,
+    decided_by_pieces,
+    decided_pieces,
+    interval_bounds,
+    rejections_sorted,
+    side_ends,
+)
 from calcheck.errors import InputError
 
 # ------------------------------------------------------------------ exact binomial p-values
@@ -200,6 +207,55 @@ def test_decided_pieces_decide_each_point_as_its_own_test(seed, alpha):
     np.testing.assert_array_equal(np.tile(rej, 5), exact)
     covered = np.bincount(owner, weights=z - a, minlength=k.shape[0])
     assert np.all(covered >= (hi - lo) * (1 - 1e-3) - 1e-300)
+
+
+@given(st.integers(0, 2**31), st.sampled_from([0.05, 0.01]))
+def test_decided_by_pieces_decides_only_intervals_whose_every_point_agrees(seed, alpha):
+    """An interval decided on its pieces takes the decision of every prediction in it (ends,
+    the floats next to them and a spread of points inside); one a threshold crosses — where
+    the exact p-values on a fine sample disagree — stays open."""
+    rng = np.random.default_rng(seed)
+    m = 80
+    n = rng.integers(1_000, 5_000_000, m).astype(np.float64)
+    k = np.floor(n * np.where(rng.uniform(size=m) < 0.5, rng.beta(0.3, 3, m),
+                              1.0 - rng.beta(0.3, 30, m)))
+    below_end, above_end = side_ends(k, n)
+    sd = np.sqrt(np.maximum(np.minimum(k, n - k), 1.0)) / n
+    centre = np.clip(k / n + rng.choice([-1, 1], m) * rng.uniform(0, 4, m) * sd, 0, 1)
+    width = sd * rng.choice([0.01, 0.1, 0.5], m)
+    lo = np.clip(centre - width * rng.uniform(0, 1, m), 0, 1)
+    hi = np.clip(lo + width, 0, 1)
+    below = centre * n < k
+    lo = np.where(below, lo, np.maximum(lo, above_end))
+    hi = np.where(below, np.minimum(hi, below_end), hi)
+    keep = lo < hi
+    k, n, lo, hi = k[keep], n[keep], lo[keep], hi[keep]
+    yes, no = decided_by_pieces(k, n, lo, hi, alpha)
+    assert not np.any(yes & no)
+    t = np.linspace(0.0, 1.0, 257)
+    points = np.concatenate((lo[:, None] + (hi - lo)[:, None] * t[None, :],
+                             np.nextafter(lo, 2)[:, None], np.nextafter(hi, -1)[:, None]), axis=1)
+    points = np.clip(points, lo[:, None], hi[:, None])
+    exact = binomtest_pvalue(np.repeat(k, points.shape[1]), np.repeat(n, points.shape[1]),
+                             points.ravel()).reshape(points.shape) <= alpha
+    assert np.all(exact[yes]) and not np.any(exact[no])
+    crossed = exact.any(axis=1) & ~exact.all(axis=1)
+    assert not np.any((yes | no) & crossed)
+
+
+def test_decided_by_pieces_settles_a_cell_beside_the_threshold():
+    """A bin of 3·10^6 predictions with 16 negatives: the binomial test's lower threshold is
+    near 1 − 8.8·10^-6.  A cell of scores just below it, far narrower than one expected
+    negative, is left open by the bounds over the whole cell (the other tail's first value
+    as likely as k moves within it) and decided on its halves — as every point's own test
+    decides it."""
+    k, n = np.array([2_999_984.0]), np.array([3_000_000.0])
+    lo, hi = np.array([0.9999912200]), np.array([0.9999912350])
+    lower, upper = interval_bounds(k, n, lo, hi)
+    assert lower[0] <= 0.05 < upper[0]                       # the whole cell: open
+    yes, no = decided_by_pieces(k, n, lo, hi, 0.05)
+    exact = binomtest_pvalue(np.repeat(k, 33), np.repeat(n, 33), np.linspace(lo, hi, 33)[:, 0])
+    assert (yes[0] and np.all(exact <= 0.05)) or (no[0] and np.all(exact > 0.05))
 
 
 # ------------------------------------------------------------------ TCE

@@ -54,6 +54,7 @@ from calcheck.streaming.prospect import (
     PROSPECT_ROWS,
     PROSPECT_SHARE,
     REFINE_ROWS,
+    WINDOW_BLOCKS,
     HeldCellsSpec,
     HeldCellsState,
     interval_cells,
@@ -149,12 +150,22 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
 
 def _cells_read(spec: Any) -> IntArray | None:
     """The grid cells, ascending, outside which a row changes nothing in a state of ``spec``
-    but the count of rows seen: a row pass's (its binnings' cells) and a search's (its tasks'
-    cells); None for any other pass."""
+    but the count of rows seen: a row pass's (its binnings' cells), a search's (its tasks'
+    cells), those of the parts of a one-pass ViewsSpec over the whole stream; None for any
+    other pass."""
+    from calcheck.streaming.views import ALL, ViewsSpec
+
     if isinstance(spec, RowPassSpec):
         cells = {c for b in spec.binnings for c in b.cells}
     elif isinstance(spec, SelectSpec):
         cells = {t.cell for t in spec.tasks}
+    elif isinstance(spec, ViewsSpec) and all(
+            sub.cls is None and sub.group is ALL and sub.min_score is None
+            for sub, _ in spec.parts):
+        parts = [_cells_read(part) for _, part in spec.parts]
+        if any(p is None for p in parts):
+            return None
+        cells = {c for p in parts if p is not None for c in p.tolist()}
     else:
         return None
     return np.array(sorted(cells), dtype=np.int64)
@@ -361,6 +372,8 @@ class RowBinning:
     # TCE: score pieces on which every prediction's test is decided (:func:`sure_pieces`):
     # float64 starts and ends, int64 bins and bool rejections, as bytes (hashable, picklable)
     pieces: tuple[bytes, ...] = ()
+    # PDE: the cells whose rows' |s − P̂_b| it sums (of ``cells``; None: all of them)
+    pde_cells: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -477,13 +490,14 @@ class RowPassState:
                 continue
             ss = s[sel] + 0.0
             u = ss.view(np.uint64)
-            bins, on_cut = _cut_bins(b.cut_u, grid, cell[sel], u)
+            at = cell[sel]
+            bins, on_cut = _cut_bins(b.cut_u, grid, at, u)
             if b.share:                  # cut_u: the scores at the cuts inside (0, n)
                 bins += b.below
                 if on_cut.shape[0]:                     # a cut value's tie group: from counts
                     keep = np.ones(bins.shape[0], dtype=bool)
                     keep[on_cut] = False
-                    ss, u, bins = ss[keep], u[keep], bins[keep]
+                    ss, u, bins, at = ss[keep], u[keep], bins[keep], at[keep]
             elif on_cut.shape[0]:                       # a cut's score: by row id
                 bins[on_cut] += _cuts_at_or_before(b.cut_u, b.cut_id, u[on_cut],
                                                    row_ids(start, sel[on_cut]))
@@ -505,7 +519,11 @@ class RowPassState:
                     self._test(j)
             if b.pde:
                 phat = np.where(nn > 0, kk / np.maximum(nn, 1), 0.0)
-                self.absdev[j].add(np.bincount(bins, weights=np.abs(ss - phat[bins]),
+                pb, ps = bins, ss
+                if b.pde_cells is not None:              # PDE's own cells only
+                    mine = np.flatnonzero(cell_flags(b.pde_cells, grid).take(at))
+                    pb, ps = bins[mine], ss[mine]
+                self.absdev[j].add(np.bincount(pb, weights=np.abs(ps - phat[pb]),
                                                minlength=size))
         return self
 
@@ -637,8 +655,8 @@ RUN_SIZES = (64, 8, 1)   # neighbours bounded together, then smaller runs (see _
 
 
 def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
-                   below: np.ndarray, alpha: float,
-                   breaks: IntArray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   below: np.ndarray, alpha: float, breaks: IntArray | None = None,
+                   refine: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(rejected for sure, accepted for sure) of cells (or rows: one-point intervals) in score
     order, each on one side of its bin's k/N (``below``: p·N < k).  Runs of up to 64
     neighbours of one bin and side (and one ``breaks`` value: the rows' grid cell, so that a
@@ -646,8 +664,10 @@ def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
     then in runs of 8, and what is left one by one.  The bounds of an interval hold on every
     interval inside it (:func:`calcheck.binomial.interval_bounds`: both ends move the bounds
     monotonically), so a run decided as a whole decides each member as its own bounds would:
-    far fewer binomial searches, the same decisions."""
-    from calcheck.binomial import interval_bounds
+    far fewer binomial searches, the same decisions.  With ``refine``, a cell (lo < hi) still
+    open is then decided on pieces of it when they all agree
+    (:func:`calcheck.binomial.decided_by_pieces`)."""
+    from calcheck.binomial import decided_by_pieces, interval_bounds
 
     m = k.shape[0]
     seg = np.ones(m, dtype=bool)
@@ -675,13 +695,17 @@ def _bounds_decide(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray,
         yes[todo[ry]] = True
         no[todo[rn]] = True
         todo = todo[~ry & ~rn]
+    if refine and todo.size:
+        todo = todo[hi[todo] > lo[todo]]
+        yes[todo], no[todo] = decided_by_pieces(k[todo], n[todo], lo[todo], hi[todo], alpha)
     return yes, no
 
 
 def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, alpha: float,
-                  test: str, breaks: IntArray | None = None) -> tuple[np.ndarray, FloatArray]:
+                  test: str, breaks: IntArray | None = None,
+                  refine: bool = False) -> tuple[np.ndarray, FloatArray]:
     """For cells with score interval [lo, hi]: (decided, rejection weight of each row).  A cell
-    is decided when every prediction in it gets the same weight.  ``breaks``: see
+    is decided when every prediction in it gets the same weight.  ``breaks``, ``refine``: see
     :func:`_bounds_decide`."""
     if test != "binomial":
         phat = k / n
@@ -703,7 +727,7 @@ def _decide_cells(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArray, 
         i = np.flatnonzero((below | above) & used)
         if i.size:
             yes[i], no[i] = _bounds_decide(kk[i], n[i], lo[i], hi[i], below[i], alpha,
-                                           None if breaks is None else breaks[i])
+                                           None if breaks is None else breaks[i], refine)
         decided &= ~used | yes | no
         weight += np.where(yes, share, 0.0)
     return decided, weight
@@ -765,9 +789,8 @@ class PositionalPass:
         counts = {name: self.bin_stats(bounds[name][0], name, bounds[name][1], edges=False)
                   for name in names}
         rows = yield from self.row_pass(bounds, counts, ranks)
-        self._held = None
         yield from self.scan(ranks)              # whatever the shared pass left open
-        self._rows = None
+        self._rows = self._held = None
         stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
         details = {"extra_passes": self.passes - self.replayed,
                    "ranks_resolved": len(self.resolved)}
@@ -849,38 +872,70 @@ class PositionalPass:
         """Before the first search: the bins as the grid alone gives them (PAVA over the
         blocks' midpoint positives), the ranks they will need, and the cells whose rows the
         row pass will likely read — kept by the search's pass when they are few (module
-        :mod:`~calcheck.streaming.prospect`)."""
+        :mod:`~calcheck.streaming.prospect`).  PAVA's exact bins may end a block or so away
+        from these: the pass also keeps the cells of the ranks and of the row pass of the bins
+        whose ends are ``WINDOW_BLOCKS`` blocks off (when they fit), so that a search or a row
+        pass of the exact bins runs over the kept rows."""
         n = self.n
         guess = dict(planned)
+        near: list[tuple[IntArray, IntArray]] = []      # PAVA's bins with ends moved
         if sizes:
             blocks = quantile_bounds(n, min(self.blocks, n))
             mid = positives_before(self.cum_n, self.cum_pos, self.cell_n, self.cell_pos,
                                    blocks)[2]
             count, pos = np.diff(blocks), np.diff(mid)
             keep = count > 0
+            edges = np.concatenate(([0], np.cumsum(count[keep])))
             for name, (lo, hi) in sizes.items():
                 guess[name] = pava_bc_blocks(count[keep], pos[keep], lo, hi), {}
+                near.append(_moved_bins(edges, guess[name][0], WINDOW_BLOCKS))
+            near = [(a, b) for a, b in near if a.shape[0]]
         if self.hl_groups:
             guess["hl"] = quantile_bounds(n, self.hl_groups), {}
         names = self._row_pass_binnings(guess)
         if not names:
             return
         tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
+        if self.test != "binomial" and any(name in tce_bins for name in names):
+            return
+        bins = [(guess[name][0][:-1], guess[name][0][1:], name in tce_bins) for name in names]
+        budget = min(PROSPECT_ROWS, n // PROSPECT_SHARE)
+        cells = self._row_cells(bins, budget)
+        if cells is None:
+            return
+        if near:
+            starts = np.concatenate([a for a, _ in near])
+            ends = np.concatenate([b for _, b in near])
+            more = self._row_cells([(starts, ends, True)], budget)
+            if more is not None:
+                wider = np.union1d(np.union1d(cells, more), self._occupied(np.unique(
+                    rank_cells(self.cum_n, _bin_ranks(starts, ends, n)))))
+                if int(self.cell_n[wider].sum()) <= budget:
+                    cells = wider
+        self._prospect = self.ranks(guess), cells
+
+    def _row_cells(self, bins: list[tuple[IntArray, IntArray, bool]], budget: int
+                   ) -> IntArray | None:
+        """The occupied cells the row pass would read for bins (starts, ends, TCE's or PDE's)
+        whose positives the grid brackets: the cells of their cuts and those where a bin's
+        test can change side (TCE) or its P̂ lies (PDE) — narrowed where crowded; None when
+        they hold more than ``budget`` rows."""
+        n = self.n
         lows, highs = [], []
         narrow: list[tuple[int, FloatArray, FloatArray, FloatArray]] = []
-        for name in names:
-            b = guess[name][0]
-            inner = b[(b > 0) & (b < n)]
+        for starts, ends, tce in bins:
+            inner = np.unique(np.concatenate((starts, ends)))
+            inner = inner[(inner > 0) & (inner < n)]
             cut = self.grid.lower(rank_cells(self.cum_n, inner))
             lows.append(cut)
             highs.append(cut)
-            least, most, _ = positives_before(self.cum_n, self.cum_pos, self.cell_n,
-                                              self.cell_pos, b)
-            k_least, k_most = least[1:] - most[:-1], most[1:] - least[:-1]
-            size = np.diff(b).astype(np.float64)
-            if name in tce_bins:
-                if self.test != "binomial":
-                    return
+            l0, m0, _ = positives_before(self.cum_n, self.cum_pos, self.cell_n, self.cell_pos,
+                                         starts)
+            l1, m1, _ = positives_before(self.cum_n, self.cum_pos, self.cell_n, self.cell_pos,
+                                         ends)
+            k_least, k_most = l1 - m0, m1 - l0
+            size = (ends - starts).astype(np.float64)
+            if tce:
                 low, high = test_cells(k_least, k_most, size, self.alpha)
                 narrow.append((len(lows), k_least, k_most, size))
             else:                                        # PDE: P̂'s range
@@ -888,19 +943,21 @@ class PositionalPass:
                 low, high = k_least[some] / size[some], k_most[some] / size[some]
             lows.append(low)
             highs.append(high)
-        budget = min(PROSPECT_ROWS, n // PROSPECT_SHARE)
         cells = self._guessed_cells(lows, highs)
         if int(self.cell_n[cells].sum()) > budget and narrow:   # too many: look closer
             for j, k_least, k_most, size in narrow:
                 lows[j], highs[j] = self._narrowed(k_least, k_most, size, lows[j], highs[j])
             cells = self._guessed_cells(lows, highs)
-        if int(self.cell_n[cells].sum()) <= budget:
-            self._prospect = self.ranks(guess), cells
+        return cells if int(self.cell_n[cells].sum()) <= budget else None
 
     def _guessed_cells(self, lows: list[FloatArray], highs: list[FloatArray]) -> IntArray:
-        """The occupied cells of the guessed intervals that the row pass would read (with
-        shared ties, not a cell of one score: it is decided at its score)."""
-        cells = interval_cells(np.concatenate(lows), np.concatenate(highs), self.grid)
+        """The occupied cells of the guessed intervals that the row pass would read."""
+        return self._occupied(interval_cells(np.concatenate(lows), np.concatenate(highs),
+                                             self.grid))
+
+    def _occupied(self, cells: IntArray) -> IntArray:
+        """Of ``cells``, those with rows — with shared ties, not a cell of one score: the row
+        pass decides it at its score, and a search resolves its ranks from the counts."""
         cells = cells[self.cell_n[cells] > 0]
         if self.share and self.cell_values is not None:
             cells = cells[np.isnan(self.cell_values[cells])]
@@ -977,10 +1034,11 @@ class PositionalPass:
         """One pass of ``spec``: over the source, or — once exact PAVA holds every row,
         sorted — over those rows in memory (:func:`replay`), which no pass needs to read again."""
         if self._rows is None or not REPLAY:
-            if isinstance(spec, RowPassSpec) and self._held is not None and \
-                    self._held.covers({c for b in spec.binnings for c in b.cells}):
-                self.replayed += 1                 # the row pass over the rows kept for it
-                return replay_held(spec, self._held)
+            cells = _cells_read(spec) if self._held is not None else None
+            if cells is not None and self._held is not None and \
+                    self._held.covers(set(cells.tolist())):
+                self.replayed += 1                 # over the rows the first search kept
+                return replay_held(spec, self._held, self.n)
             return (yield spec)
         self.replayed += 1
         return replay(spec, *self._rows)
@@ -1100,27 +1158,36 @@ class PositionalPass:
         cn, cs = self.cell_n[c_in], self.cell_score[c_in]
         exact = boundary & ~one
         if tce:
+            # a cell the bounds over its whole interval leave open, decided on its pieces: the
+            # row pass reads only the cells a threshold crosses, those the first search's
+            # pass kept (prospect) when the guess was right
             decided, weight = _decide_cells(K[b_in], N[b_in], lo[inner], hi[inner], self.alpha,
-                                            self.test)
+                                            self.test, refine=True)
             left = np.flatnonzero(~decided & one[inner])     # the one test its rows would get
             if left.size:
                 weight[left] = rejection_weight(K[b_in[left]], N[b_in[left]], lo[inner[left]],
                                                 self.alpha, self.test)
                 decided[left] = True
             exact[inner[~decided]] = True
+        # PDE's own cells: those P̂_b lies in and the cuts' — whatever TCE's tests decide, so
+        # its sums (and their last bits) do not depend on them
+        pde_exact = boundary & ~one
         if pde:
             p = phat[b_in]
             up, down = lo[inner] >= p, hi[inner] <= p
             dev = np.where(up, cs - cn * p, np.where(down, cn * p - cs, 0.0))
             exact[inner[~up & ~down]] = True
+            pde_exact[inner[~up & ~down]] = True
         grid = ~exact[inner]                     # cells counted from the grid aggregate
-        def per_bin(weights: FloatArray) -> FloatArray:
-            return np.asarray(np.bincount(b_in[grid], weights=weights, minlength=nb),
+
+        def per_bin(weights: FloatArray, some: np.ndarray = grid) -> FloatArray:
+            return np.asarray(np.bincount(b_in[some], weights=weights, minlength=nb),
                               dtype=np.float64)
 
+        pde_grid = ~pde_exact[inner]
         partial = {"rows": per_bin(cn[grid].astype(np.float64)),
                    "rejected": per_bin(cn[grid] * weight[grid]) if tce else np.zeros(nb),
-                   "absdev": per_bin(dev[grid]) if pde else np.zeros(nb)}
+                   "absdev": per_bin(dev[pde_grid], pde_grid) if pde else np.zeros(nb)}
         if self.share:
             groups = self._groups_at_cuts(bounds, stats, tce=tce, pde=pde)
             partial = {key: partial[key] + groups[key] for key in partial}
@@ -1142,11 +1209,13 @@ class PositionalPass:
         pieces: tuple[bytes, ...] = ()
         if tce and self.test == "binomial":
             pieces = self.sure_pieces(bounds, occ[exact], cuts, N, K)
+        pde_cells = tuple(occ[pde_exact].tolist()) if pde and tce else None
         spec = RowBinning(cells=tuple(occ[exact].tolist()), cut_u=tuple(cut_u),
                           cut_id=tuple(cut_id), share=self.share,
                           below=sum(1 for b in inner_b if b <= 0),
                           n=tuple(stats.count.tolist()), k=tuple(K.tolist()),
-                          alpha=self.alpha, test=self.test, tce=tce, pde=pde, pieces=pieces)
+                          alpha=self.alpha, test=self.test, tce=tce, pde=pde, pieces=pieces,
+                          pde_cells=pde_cells)
         return spec, partial
 
     def sure_pieces(self, bounds: IntArray, cells: IntArray, cuts: IntArray, N: FloatArray,
@@ -1358,6 +1427,43 @@ def _quartile_ranks(bounds: IntArray) -> list[tuple[int, int, float]]:
             lo = int(np.floor(pos))
             out.append((lo, min(lo + 1, b - 1), pos - lo))
     return out
+
+
+def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray, IntArray]:
+    """(starts, ends) of the bins of ``bounds`` when the bounds from one of them on move by up
+    to ``moves`` of ``edges`` (the blocks' bounds, which hold ``bounds``) — as PAVA-BC's bins
+    of sizes near their limits follow one another: each bin moved whole, and with its end
+    alone moved (its start alone, for the last) — but 0 and n, the first start and the last
+    end."""
+    at = np.searchsorted(edges, bounds)
+    last = edges.shape[0] - 1
+    a0, b0 = at[:-1], at[1:]
+    if moves <= 0 or a0.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts, ends = [], []
+    for d in [m for m in range(-moves, moves + 1) if m]:
+        starts += [np.where(a0 == 0, 0, a0 + d), a0, np.full(1, a0[-1] + d)]
+        ends += [np.where(b0 == last, last, b0 + d), b0 + d, np.full(1, last)]
+    a = np.clip(np.concatenate(starts), 0, last)
+    b = np.clip(np.concatenate(ends), 0, last)
+    pairs = np.unique(np.stack((a, b), axis=1), axis=0)
+    pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+    own = np.stack((a0, b0), axis=1)
+    mine = (pairs[:, None, :] == own[None, :, :]).all(axis=2).any(axis=1)
+    pairs = pairs[~mine]
+    return edges[pairs[:, 0]], edges[pairs[:, 1]]
+
+
+def _bin_ranks(starts: IntArray, ends: IntArray, n: int) -> IntArray:
+    """The ranks a TCE binning's bins (starts, ends) need: each inner end b (b − 1 and b) and
+    each bin's quartile ranks (:func:`_quartile_ranks`)."""
+    inner = np.unique(np.concatenate((starts, ends)))
+    inner = inner[(inner > 0) & (inner < n)]
+    size = ends - starts
+    pos = starts[:, None] + (size[:, None] - 1) * np.asarray(QUARTILES)[None, :]
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, (ends - 1)[:, None])
+    return np.unique(np.concatenate((inner - 1, inner, lo.ravel(), hi.ravel())))
 
 
 def positional_passes(state: StreamState, ids: list[str], *, id_bound: int,

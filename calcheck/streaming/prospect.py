@@ -13,8 +13,13 @@ positives within a range, and from the range the cells where each bin's test can
 pass keeps the rows of those cells, a few grid cells wider (:class:`HeldCellsSpec`).  When
 the exact bins' cells are among them, the row pass runs over the kept rows
 (:func:`replay_held`) — batch by batch as the file gave them, so its sums are the same — and
-the file is read twice; else it reads the file as before.  Nothing is approximated: a wrong
-guess costs only the pass it failed to save.
+the file is read twice; else it reads the file as before.  Past exact PAVA, PAVA-BC's bins
+come from the search (its blocks' exact positives) and may end a block or so away from the
+guess — with other quartile ranks, other tests: the pass also keeps the cells of the ranks
+and of the row pass of the bins whose ends are ``WINDOW_BLOCKS`` blocks off (when they fit),
+and a search of the ranks the guess missed, like the row pass, runs over the kept rows when
+they hold its cells.  Nothing is
+approximated: a wrong guess costs only the pass it failed to save.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 1
                             # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
 PROSPECT_SHARE = 16         # ... and at most 1/16 of the rows (many --by groups at once)
 MARGIN_CELLS = 2            # grid cells kept on each side of a predicted cell
+WINDOW_BLOCKS = 1           # PAVA's guessed bins may end this many blocks away: the cells of
+                            # those bins' ranks and row pass are kept too
 REFINE_ROWS = 1 << 16       # a guessed bracket holding more rows is narrowed by exact bounds
 FEW_K = 64                  # ... each whole k of its bin's range apart, up to this many
 
@@ -74,13 +81,21 @@ class HeldCellsState:
         return cells <= set(self.spec.cells)
 
 
-def replay_held(spec: Any, held: HeldCellsState) -> Any:
-    """The state of a pass of ``spec`` (the row pass) over the kept rows, batch by batch with
-    their row ids (when kept): the pass the file would give, for a spec that reads only rows
-    of the kept cells."""
+def replay_held(spec: Any, held: HeldCellsState, n: int) -> Any:
+    """The state of a pass of ``spec`` over the kept rows, batch by batch with their row ids
+    (when kept): the pass the file (of ``n`` rows) would give, for a spec that reads only rows
+    of the kept cells — the row pass, a rank search, or one pass of both (the parts of a
+    :class:`~calcheck.streaming.views.ViewsSpec` over the whole stream, one by one)."""
+    from calcheck.streaming.select import SelectState
+    from calcheck.streaming.views import ViewsSpec, ViewsState
+
+    if isinstance(spec, ViewsSpec):
+        return ViewsState(spec, [replay_held(part, held, n) for _, part in spec.parts])
     state = spec.new()
     for s, y, ids in held.batches:
         state.update(s, y, ids)
+    if isinstance(state, SelectState):
+        state.n = n                              # the rows seen, as the file's pass counts them
     return state
 
 
