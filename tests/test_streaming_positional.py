@@ -572,7 +572,7 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     grid = src.run(StateSpec())[0]
     ids = ["tce", "tce_q", "pde", "ace"]
     opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
-    monkeypatch.setattr(positional, "PROSPECT_SHARE", 2)
+    monkeypatch.setattr(positional, "PROSPECT_SHARE", 1)    # (half of it with row ids)
     exact_blocks = positional.pava_bc_blocks
     calls = []
 

@@ -903,14 +903,17 @@ class PositionalPass:
         cells = self._row_cells(bins, budget)
         if cells is None:
             return
+        # the bins a block off, within the budget — half of it with row ids (17 bytes a row,
+        # not 9): the kept rows then stay under ~38 MB either way
+        limit = budget if self.share else budget // 2
         if near:
             starts = np.concatenate([a for a, _ in near])
             ends = np.concatenate([b for _, b in near])
-            more = self._row_cells([(starts, ends, True)], budget)
+            more = self._row_cells([(starts, ends, True)], limit)
             if more is not None:
                 wider = np.union1d(np.union1d(cells, more), self._occupied(np.unique(
                     rank_cells(self.cum_n, _bin_ranks(starts, ends, n)))))
-                if int(self.cell_n[wider].sum()) <= budget:
+                if int(self.cell_n[wider].sum()) <= limit:
                     cells = wider
         self._prospect = self.ranks(guess), cells
 
