@@ -116,11 +116,9 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
     would have picked itself, in the same order and the same batches, so the same state,
     without computing every held row's cell.  The parts of a one-pass
     :class:`~calcheck.streaming.views.ViewsSpec` over the whole stream replay one by one."""
-    from calcheck.streaming.views import ALL, ViewsSpec, ViewsState
+    from calcheck.streaming.views import ViewsState
 
-    if isinstance(spec, ViewsSpec) and all(
-            sub.cls is None and sub.group is ALL and sub.min_score is None
-            for sub, _ in spec.parts):
+    if _whole_stream_views(spec):
         return ViewsState(spec, [replay(part, scores, labels) for _, part in spec.parts])
     state = spec.new()
     n = int(scores.shape[0])
@@ -148,20 +146,25 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
     return state
 
 
+def _whole_stream_views(spec: Any) -> bool:
+    """Whether ``spec`` is a one-pass ViewsSpec whose parts all see the whole stream (no class
+    view, group or score floor): its parts can then run one by one over any rows."""
+    from calcheck.streaming.views import ALL, ViewsSpec
+
+    return isinstance(spec, ViewsSpec) and all(
+        sub.cls is None and sub.group is ALL and sub.min_score is None for sub, _ in spec.parts)
+
+
 def _cells_read(spec: Any) -> IntArray | None:
     """The grid cells, ascending, outside which a row changes nothing in a state of ``spec``
     but the count of rows seen: a row pass's (its binnings' cells), a search's (its tasks'
     cells), those of the parts of a one-pass ViewsSpec over the whole stream; None for any
     other pass."""
-    from calcheck.streaming.views import ALL, ViewsSpec
-
     if isinstance(spec, RowPassSpec):
         cells = {c for b in spec.binnings for c in b.cells}
     elif isinstance(spec, SelectSpec):
         cells = {t.cell for t in spec.tasks}
-    elif isinstance(spec, ViewsSpec) and all(
-            sub.cls is None and sub.group is ALL and sub.min_score is None
-            for sub, _ in spec.parts):
+    elif _whole_stream_views(spec):
         parts = [_cells_read(part) for _, part in spec.parts]
         if any(p is None for p in parts):
             return None
@@ -991,10 +994,10 @@ class PositionalPass:
         tce_bins = {TCE_BINNINGS[m] for m in self.ids if m in TCE_BINNINGS}
         out: list[int] = []
         for name, (b, _) in bounds.items():
-            out += bound_ranks(b, n)
             if name in tce_bins:
-                out += [r for lo, hi, _ in _quartile_ranks(b) if lo >= 0 for r in (lo, hi)]
-                out += [0, n - 1]
+                out += [*_bin_ranks(b[:-1], b[1:], n).tolist(), 0, n - 1]
+            else:
+                out += bound_ranks(b, n)
         return out
 
     # -- 2. scan ------------------------------------------------------------------------------
@@ -1459,11 +1462,12 @@ def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray
 
 def _bin_ranks(starts: IntArray, ends: IntArray, n: int) -> IntArray:
     """The ranks a TCE binning's bins (starts, ends) need: each inner end b (b − 1 and b) and
-    each bin's quartile ranks (:func:`_quartile_ranks`)."""
+    each non-empty bin's quartile ranks (:func:`_quartile_ranks`' lo and hi)."""
     inner = np.unique(np.concatenate((starts, ends)))
     inner = inner[(inner > 0) & (inner < n)]
-    size = ends - starts
-    pos = starts[:, None] + (size[:, None] - 1) * np.asarray(QUARTILES)[None, :]
+    some = ends > starts
+    starts, ends = starts[some], ends[some]
+    pos = starts[:, None] + (ends - starts - 1)[:, None] * np.asarray(QUARTILES)[None, :]
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, (ends - 1)[:, None])
     return np.unique(np.concatenate((inner - 1, inner, lo.ravel(), hi.ravel())))
