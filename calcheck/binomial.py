@@ -115,9 +115,15 @@ def _pvalue_from_ends(t_lo: FloatArray, t_hi: FloatArray, n: FloatArray, p: Floa
     lo = np.asarray(p if p_lo is None else p_lo)
     hi = np.asarray(p if p_hi is None else p_hi)
     try:
-        a, b = binom.cdf(t_lo, n, lo), binom.sf(t_hi - 1, n, hi)
+        return _tails(t_lo, t_hi, n, lo, hi)
     except OverflowError:
-        a, b = binom.cdf(t_lo, n, _normal(lo)), binom.sf(t_hi - 1, n, _normal(hi))
+        return _tails(t_lo, t_hi, n, _normal(lo), _normal(hi))
+
+
+def _tails(t_lo: FloatArray, t_hi: FloatArray, n: FloatArray, lo: FloatArray,
+           hi: FloatArray) -> FloatArray:
+    """cdf(t_lo; lo) + sf(t_hi − 1; hi), clipped at 1 (OverflowError as scipy raises it)."""
+    a, b = binom.cdf(t_lo, n, lo), binom.sf(t_hi - 1, n, hi)
     return np.asarray(np.minimum(1.0, a + b), dtype=np.float64)
 
 
@@ -214,12 +220,34 @@ def _chunk_bounds(scores: FloatArray, st: IntArray, en: IntArray, k: FloatArray,
 def interval_bounds(k: FloatArray, n: FloatArray, p1: FloatArray,
                     p2: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Lower and upper bounds of ``binomtest(k, n, p).pvalue`` over p in [p1, p2], an interval
-    on one side of k/n (p·n < k throughout, or p·n > k throughout)."""
-    lo1, hi1, _ = tail_ends(k, n, p1)
-    lo2, hi2, _ = tail_ends(k, n, p2)
-    upper = _pvalue_from_ends(lo2, hi1, n, p1, p_lo=p1, p_hi=p2)
-    lower = _pvalue_from_ends(lo1, hi2, n, p1, p_lo=p2, p_hi=p1)
-    return lower, upper
+    on one side of k/n (p·n < k throughout, or p·n > k throughout).
+
+    The two ends' searches run as one call on both ends side by side, and the two bounds'
+    tails as one: elementwise the same arithmetic in half the calls (the halving of
+    :func:`decided_pieces` calls this on a few intervals at a time, where a call costs
+    numpy's per-call overhead).  Where a joint call overflows, each half is redone as its own
+    call, which raises its own probabilities (:func:`_normal`): the same values as apart."""
+    k, n, p1, p2 = (np.ravel(a) for a in np.broadcast_arrays(
+        *(np.asarray(x, dtype=np.float64) for x in (k, n, p1, p2))))
+    m = k.shape[0]
+    kk, nn, pp = np.concatenate((k, k)), np.concatenate((n, n)), np.concatenate((p1, p2))
+    try:
+        t_lo, t_hi, _ = _tail_ends(kk, nn, pp)
+    except OverflowError:
+        (lo1, hi1, _), (lo2, hi2, _) = tail_ends(k, n, p1), tail_ends(k, n, p2)
+        t_lo, t_hi = np.concatenate((lo1, lo2)), np.concatenate((hi1, hi2))
+    # the upper bound cdf(t_lo(p2); p1) + sf(t_hi(p1) − 1; p2), then the lower one
+    # cdf(t_lo(p1); p2) + sf(t_hi(p2) − 1; p1)
+    ends_lo = np.concatenate((t_lo[m:], t_lo[:m]))
+    ends_hi = np.concatenate((t_hi[:m], t_hi[m:]))
+    p_hi = np.concatenate((p2, p1))
+    try:
+        bound = _tails(ends_lo, ends_hi, nn, pp, p_hi)
+    except OverflowError:
+        bound = np.concatenate([_pvalue_from_ends(ends_lo[h], ends_hi[h], nn[h], pp[h],
+                                                  p_lo=pp[h], p_hi=p_hi[h])
+                                for h in (slice(0, m), slice(m, None))])
+    return bound[m:], bound[:m]
 
 
 def side_ends(k: FloatArray, n: FloatArray) -> tuple[FloatArray, FloatArray]:

@@ -243,6 +243,40 @@ def test_decided_by_pieces_decides_only_intervals_whose_every_point_agrees(seed,
     assert not np.any((yes | no) & crossed)
 
 
+def _bounds_apart(k, n, p1, p2):
+    """interval_bounds' definition, one end and one bound per call."""
+    from calcheck.binomial import _pvalue_from_ends, tail_ends
+
+    lo1, hi1, _ = tail_ends(k, n, p1)
+    lo2, hi2, _ = tail_ends(k, n, p2)
+    return (_pvalue_from_ends(lo1, hi2, n, p1, p_lo=p2, p_hi=p1),
+            _pvalue_from_ends(lo2, hi1, n, p1, p_lo=p1, p_hi=p2))
+
+
+@given(st.integers(0, 2**31), st.booleans())
+def test_interval_bounds_equal_their_ends_apart(seed, tiny):
+    """Both ends searched in one call and both bounds' tails in one give, bit for bit, what
+    one call per end and per bound gives — also where some intervals lie among subnormal
+    probabilities, whose calls overflow (each half is then redone as its own call)."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 40))
+    n = rng.integers(1, 10 ** int(rng.integers(1, 8)), m).astype(np.float64)
+    k = np.floor(rng.uniform(size=m) * (n + 1)).clip(0, n)
+    below_end, above_end = side_ends(np.maximum(k, 1.0), n)
+    below = (rng.uniform(size=m) < 0.5) & (k > 0)
+    a = np.where(below, below_end * rng.uniform(size=m), above_end)
+    b = np.where(below, below_end, above_end + (1 - above_end) * rng.uniform(size=m))
+    if tiny:                                  # a few intervals down among subnormal scores
+        some = rng.uniform(size=m) < 0.4
+        a = np.where(some & (k > 0), 1e-310 * rng.uniform(size=m), a)
+        b = np.where(some & (k > 0), 2e-308, b)
+    k = np.where(below | (a > k / n), k, 0.0)  # (every interval on one side of k/n)
+    with np.errstate(all="ignore"):
+        got, want = interval_bounds(k, n, a, b), _bounds_apart(k, n, a, b)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_decided_by_pieces_settles_a_cell_beside_the_threshold():
     """A bin of 3·10^6 predictions with 16 negatives: the binomial test's lower threshold is
     near 1 − 8.8·10^-6.  A cell of scores just below it, far narrower than one expected

@@ -951,8 +951,7 @@ class PositionalPass:
             highs.append(high)
         cells = self._guessed_cells(lows, highs)
         if int(self.cell_n[cells].sum()) > budget and narrow:   # too many: look closer
-            for j, k_least, k_most, size in narrow:
-                lows[j], highs[j] = self._narrowed(k_least, k_most, size, lows[j], highs[j])
+            lows, highs = self._narrowed(narrow, lows, highs)
             cells = self._guessed_cells(lows, highs)
         return cells if int(self.cell_n[cells].sum()) <= budget else None
 
@@ -969,23 +968,35 @@ class PositionalPass:
             cells = cells[np.isnan(self.cell_values[cells])]
         return np.asarray(cells, dtype=np.int64)
 
-    def _narrowed(self, k_least: FloatArray, k_most: FloatArray, size: FloatArray,
-                  low: FloatArray, high: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """:func:`test_cells`' brackets (the bins' P̂ ranges, then each side's thresholds),
-        those holding more than ``REFINE_ROWS`` rows narrowed to where the exact test is not
-        settled (:func:`narrowed_test_cells`): crowded scores near 0 or 1, where a bracket
-        padded by (1 + z²/2)/N covers millions of rows."""
-        a, b = cells_of(self.grid, low), cells_of(self.grid, high)
-        heavy = self.cum_n[np.minimum(b + 1, self.cum_n.shape[0] - 1)] - self.cum_n[a] > \
-            REFINE_ROWS
-        if not heavy.any():
-            return low, high
-        some = size > 0                          # (test_cells' bins, its three groups)
-        nn = np.tile(size[some], 3)
-        k_lo, k_hi = whole_k(np.tile(k_least[some], 3), np.tile(k_most[some], 3), nn)
-        lo2, hi2 = narrowed_test_cells(k_lo[heavy], k_hi[heavy], nn[heavy], low[heavy],
-                                       high[heavy], self.alpha)
-        return np.concatenate((low[~heavy], lo2)), np.concatenate((high[~heavy], hi2))
+    def _narrowed(self, narrow: list[tuple[int, FloatArray, FloatArray, FloatArray]],
+                  lows: list[FloatArray], highs: list[FloatArray]
+                  ) -> tuple[list[FloatArray], list[FloatArray]]:
+        """The intervals ``lows``/``highs`` with :func:`test_cells`' brackets of the TCE
+        binnings ``narrow`` — (index in the lists, k_least, k_most, rows of every bin): the
+        bins' P̂ ranges, then each side's thresholds — that hold more than ``REFINE_ROWS``
+        rows narrowed to where the exact test is not settled (:func:`narrowed_test_cells`, one
+        call for all of them): crowded scores near 0 or 1, where a bracket padded by
+        (1 + z²/2)/N covers millions of rows."""
+        lows, highs = list(lows), list(highs)
+        todo: list[tuple[FloatArray, ...]] = []
+        for j, k_least, k_most, size in narrow:
+            low, high = lows[j], highs[j]
+            a, b = cells_of(self.grid, low), cells_of(self.grid, high)
+            heavy = self.cum_n[np.minimum(b + 1, self.cum_n.shape[0] - 1)] - self.cum_n[a] > \
+                REFINE_ROWS
+            if not heavy.any():
+                continue
+            some = size > 0                      # (test_cells' bins, its three groups)
+            nn = np.tile(size[some], 3)
+            k_lo, k_hi = whole_k(np.tile(k_least[some], 3), np.tile(k_most[some], 3), nn)
+            todo.append((k_lo[heavy], k_hi[heavy], nn[heavy], low[heavy], high[heavy]))
+            lows[j], highs[j] = low[~heavy], high[~heavy]
+        if todo:
+            lo2, hi2 = narrowed_test_cells(*(np.concatenate(x) for x in zip(*todo)),
+                                           self.alpha)
+            lows.append(lo2)
+            highs.append(hi2)
+        return lows, highs
 
     def ranks(self, bounds: dict[str, tuple[IntArray, dict[str, Any]]]) -> list[int]:
         """The ranks to resolve: every cut (b − 1 and b, for the edges) and, for TCE's table,
