@@ -978,7 +978,7 @@ class PositionalPass:
         call for all of them): crowded scores near 0 or 1, where a bracket padded by
         (1 + z²/2)/N covers millions of rows."""
         lows, highs = list(lows), list(highs)
-        todo: list[tuple[FloatArray, ...]] = []
+        todo: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]] = []
         for j, k_least, k_most, size in narrow:
             low, high = lows[j], highs[j]
             a, b = cells_of(self.grid, low), cells_of(self.grid, high)
@@ -992,8 +992,8 @@ class PositionalPass:
             todo.append((k_lo[heavy], k_hi[heavy], nn[heavy], low[heavy], high[heavy]))
             lows[j], highs[j] = low[~heavy], high[~heavy]
         if todo:
-            lo2, hi2 = narrowed_test_cells(*(np.concatenate(x) for x in zip(*todo)),
-                                           self.alpha)
+            k_lo, k_hi, nn, low, high = (np.concatenate(x) for x in zip(*todo))
+            lo2, hi2 = narrowed_test_cells(k_lo, k_hi, nn, low, high, self.alpha)
             lows.append(lo2)
             highs.append(hi2)
         return lows, highs
