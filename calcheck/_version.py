@@ -1,2 +1,2 @@
-__version__ = "0.5.18"
+__version__ = "0.5.19"
 SCHEMA_VERSION = "1"
