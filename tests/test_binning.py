@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calcheck.binning import (
+    distinct,
     positional_edges,
     positional_stats,
     quantile_bounds,
@@ -317,3 +318,12 @@ def test_uniform_fold_raises_what_went_wrong(monkeypatch):
     fold.feed(np.full(10, 0.5), np.zeros(10, dtype=np.int8), 10)
     with pytest.raises(MemoryError, match="no room"):
         fold.finish()
+
+
+@given(st.one_of(st.lists(st.integers(-5, 5), max_size=60),
+                 st.lists(st.floats(allow_nan=False), max_size=60)))
+def test_distinct_is_numpys_unique(values):
+    arr = np.asarray(values)
+    got, want = distinct(arr), np.unique(arr)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -320,6 +320,18 @@ def test_default_score_imports_no_scipy_stats():
     assert "scipy" in mods and not mods & {"pandas", "scipy.stats"}, mods
 
 
+def test_stream_score_does_not_load_numpy_ma():
+    """``numpy.unique``'s first call imports ``numpy.ma`` (~6 ms): the stream engine's
+    positional passes take distinct values without it (``binning.distinct``)."""
+    code = ("import sys; from calcheck.cli import run\n"
+            "try:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('MA=' + str('numpy.ma' in sys.modules), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, "score",
+                        str(SAMPLE / "miscalibrated_50.parquet"), "--engine", "stream", "--json"],
+                       capture_output=True, text=True, check=True)
+    assert r.stderr.strip().splitlines()[-1] == "MA=False"
+
+
 def test_parquet_directory(cli, tmp_path):
     s, y = sample_arrays()
     d = tmp_path / "parts"

@@ -39,6 +39,7 @@ from calcheck.binning import (
     binary_keys,
     count_value,
     default_pava_bc_sizes,
+    distinct,
     pava_bc_blocks,
     pava_bc_bounds,
     preload_compiled_pava,
@@ -914,8 +915,8 @@ class PositionalPass:
             ends = np.concatenate([b for _, b in near])
             more = self._row_cells([(starts, ends, True)], limit)
             if more is not None:
-                wider = np.union1d(np.union1d(cells, more), self._occupied(np.unique(
-                    rank_cells(self.cum_n, _bin_ranks(starts, ends, n)))))
+                wider = distinct(np.concatenate((cells, more, self._occupied(distinct(
+                    rank_cells(self.cum_n, _bin_ranks(starts, ends, n)))))))
                 if int(self.cell_n[wider].sum()) <= limit:
                     cells = wider
         self._prospect = self.ranks(guess), cells
@@ -930,7 +931,7 @@ class PositionalPass:
         lows, highs = [], []
         narrow: list[tuple[int, FloatArray, FloatArray, FloatArray]] = []
         for starts, ends, tce in bins:
-            inner = np.unique(np.concatenate((starts, ends)))
+            inner = distinct(np.concatenate((starts, ends)))
             inner = inner[(inner > 0) & (inner < n)]
             cut = self.grid.lower(rank_cells(self.cum_n, inner))
             lows.append(cut)
@@ -1463,7 +1464,8 @@ def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray
         ends += [np.where(b0 == last, last, b0 + d), b0 + d, np.full(1, last)]
     a = np.clip(np.concatenate(starts), 0, last)
     b = np.clip(np.concatenate(ends), 0, last)
-    pairs = np.unique(np.stack((a, b), axis=1), axis=0)
+    key = distinct(a * (last + 1) + b)                  # the distinct (start, end) pairs,
+    pairs = np.stack((key // (last + 1), key % (last + 1)), axis=1)    # in (start, end) order
     pairs = pairs[pairs[:, 0] < pairs[:, 1]]
     own = np.stack((a0, b0), axis=1)
     mine = (pairs[:, None, :] == own[None, :, :]).all(axis=2).any(axis=1)
@@ -1474,14 +1476,14 @@ def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray
 def _bin_ranks(starts: IntArray, ends: IntArray, n: int) -> IntArray:
     """The ranks a TCE binning's bins (starts, ends) need: each inner end b (b − 1 and b) and
     each non-empty bin's quartile ranks (:func:`_quartile_ranks`' lo and hi)."""
-    inner = np.unique(np.concatenate((starts, ends)))
+    inner = distinct(np.concatenate((starts, ends)))
     inner = inner[(inner > 0) & (inner < n)]
     some = ends > starts
     starts, ends = starts[some], ends[some]
     pos = starts[:, None] + (ends - starts - 1)[:, None] * np.asarray(QUARTILES)[None, :]
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, (ends - 1)[:, None])
-    return np.unique(np.concatenate((inner - 1, inner, lo.ravel(), hi.ravel())))
+    return distinct(np.concatenate((inner - 1, inner, lo.ravel(), hi.ravel())))
 
 
 def positional_passes(state: StreamState, ids: list[str], *, id_bound: int,
