@@ -109,16 +109,31 @@ for name in t.column_names:
 """
 
 
-def run(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(wall seconds, peak GB) of ``python WRAP args`` in a fresh process."""
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    """User + system seconds of the child processes waited for so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """(wall seconds, peak GB, CPU seconds: user + system) of ``python WRAP args`` in a fresh
+    process.  The runs here are CPU-bound on two cores: a row's CPU next to its floor's says
+    how much of the ratio is work rather than waiting."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     r = subprocess.run([sys.executable, "-c", WRAP, *args], capture_output=True, text=True,
                        env={**os.environ, **(env or {})}, check=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if r.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     peak = [ln for ln in r.stderr.splitlines() if ln.startswith("PEAK_KB=")]
-    return wall, int(peak[-1][8:]) / 2**20 if peak else float("nan")
+    return wall, int(peak[-1][8:]) / 2**20 if peak else float("nan"), cpu
+
+
+def best(args: list[str], runs: int) -> tuple[float, float, float]:
+    """The fastest of ``runs`` :func:`run` (wall, its peak, its CPU)."""
+    return min((run(args) for _ in range(runs)), key=lambda r: r[0])
 
 
 def script(folder: Path, name: str, text: str) -> str:
@@ -267,25 +282,26 @@ def row_memory(a: argparse.Namespace, folder: Path) -> None:
 def row_stream(a: argparse.Namespace, folder: Path) -> None:
     path = binary_file(a.rows)
     scan = script(folder, "scan.py", SCAN)
-    floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
+    floor = best([scan, str(path), "score,label"], 3)
     tied = binary_file(a.rows, decimals=3)                # the same scores to 3 decimals
     for name, file, extra in (("default", path, []), ("-m ece", path, ["-m", "ece"]),
                               ("tied default", tied, [])):
         cmd = ["calcheck", "score", str(file), "--engine", "stream", "--no-progress", "-q",
                *extra]
-        ours = min(run(cmd) for _ in range(2))        # (best wall, its peak)
-        line(f"stream {name}", ours[0], floor, "<= 3x, <= 0.4 GB", f"peak {ours[1]:.2f} GB")
+        ours = best(cmd, 2)
+        line(f"stream {name}", ours[0], floor[0], "<= 3x, <= 0.4 GB",
+             f"peak {ours[1]:.2f} GB, cpu {ours[2]:.2f} s (scan {floor[2]:.2f} s)")
         if name == "default":
-            pq_floor = min(run([script(folder, "scan_pq.py", SCAN_PQ), str(path),
-                                "score,label"])[0] for _ in range(3))
-            line("  vs pq-only scan", ours[0], pq_floor, "(informative: no pandas import)")
+            pq_floor = best([script(folder, "scan_pq.py", SCAN_PQ), str(path), "score,label"], 3)
+            line("  vs pq-only scan", ours[0], pq_floor[0],
+                 "(informative: no pandas import)", f"scan cpu {pq_floor[2]:.2f} s")
     if a.rows != EXACT_ROWS:      # the largest file whose PAVA is exact: every row held
         path = binary_file(EXACT_ROWS)
-        floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
-        ours = min(run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress",
-                        "-q"]) for _ in range(2))
-        line(f"stream default {EXACT_ROWS:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
-             f"peak {ours[1]:.2f} GB")
+        floor = best([scan, str(path), "score,label"], 3)
+        ours = best(["calcheck", "score", str(path), "--engine", "stream", "--no-progress",
+                     "-q"], 2)
+        line(f"stream default {EXACT_ROWS:.0e}", ours[0], floor[0], "<= 3x, <= 0.4 GB",
+             f"peak {ours[1]:.2f} GB, cpu {ours[2]:.2f} s (scan {floor[2]:.2f} s)")
     # scores crowded into a few grid cells (near 0, or near 0 and 1): the positional passes
     # then use finer cells that follow the scores (calcheck.streaming.grid); before 0.5.14 the
     # uniform grid put most rows in cells that the bins cut or a test threshold crosses
@@ -296,11 +312,11 @@ def row_stream(a: argparse.Namespace, folder: Path) -> None:
                                 ("u_shaped", "beta(0.05,0.05)", [a.rows])):
         for n in sizes:
             path = binary_file(n, shape=shape)
-            floor = min(run([scan, str(path), "score,label"])[0] for _ in range(3))
-            ours = min(run(["calcheck", "score", str(path), "--engine", "stream",
-                            "--no-progress", "-q"]) for _ in range(2))
-            line(f"stream {label} {n:.0e}", ours[0], floor, "<= 3x, <= 0.4 GB",
-                 f"peak {ours[1]:.2f} GB")
+            floor = best([scan, str(path), "score,label"], 3)
+            ours = best(["calcheck", "score", str(path), "--engine", "stream", "--no-progress",
+                         "-q"], 2)
+            line(f"stream {label} {n:.0e}", ours[0], floor[0], "<= 3x, <= 0.4 GB",
+                 f"peak {ours[1]:.2f} GB, cpu {ours[2]:.2f} s (scan {floor[2]:.2f} s)")
 
 
 def row_layouts(a: argparse.Namespace, folder: Path) -> None:
@@ -377,13 +393,13 @@ def row_startup(a: argparse.Namespace, folder: Path) -> None:
 def row_mc10(a: argparse.Namespace, folder: Path) -> None:
     path = multiclass_file(5 * 10**6, 10)
     cols = ",".join([*(f"prob_{j}" for j in range(10)), "label"])
-    floor = min(run([script(folder, "scan.py", SCAN), str(path), cols])[0] for _ in range(3))
-    ours = min((run(["calcheck", "score", str(path), "--engine", "stream", "--no-progress", "-q"])
-                for _ in range(3)), key=lambda r: r[0])
-    line("multiclass K=10 stream", ours[0], floor, "<= 4x, <= 0.6 GB", f"peak {ours[1]:.2f} GB")
-    pq_floor = min(run([script(folder, "scan_pq.py", SCAN_PQ), str(path), cols])[0]
-                   for _ in range(3))
-    line("  vs pq-only scan", ours[0], pq_floor, "(informative: no pandas import)")
+    floor = best([script(folder, "scan.py", SCAN), str(path), cols], 3)
+    ours = best(["calcheck", "score", str(path), "--engine", "stream", "--no-progress", "-q"], 3)
+    line("multiclass K=10 stream", ours[0], floor[0], "<= 4x, <= 0.6 GB",
+         f"peak {ours[1]:.2f} GB, cpu {ours[2]:.2f} s (scan {floor[2]:.2f} s)")
+    pq_floor = best([script(folder, "scan_pq.py", SCAN_PQ), str(path), cols], 3)
+    line("  vs pq-only scan", ours[0], pq_floor[0], "(informative: no pandas import)",
+         f"scan cpu {pq_floor[2]:.2f} s")
 
 
 def row_mc1000(a: argparse.Namespace, folder: Path) -> None:
