@@ -1052,8 +1052,7 @@ def shared_label_runs(sorted_scores: FloatArray, sorted_labels: np.ndarray
     width = ends - starts
     at = np.concatenate(([0], np.cumsum(width[:-1])))       # each group in the tied rows
     means = np.add.reduceat(y[range_positions(starts, width)].astype(np.float64), at) / width
-    piece = np.sort(np.concatenate(([0], change, starts, ends[ends < n])))
-    piece = piece[run_starts(piece)[0]]                     # (np.unique loads numpy.ma)
+    piece = distinct(np.concatenate(([0], change, starts, ends[ends < n])))
     g = np.searchsorted(starts, piece, side="right") - 1
     gg = np.maximum(g, 0)
     inside = (g >= 0) & (piece < ends[gg])

@@ -915,8 +915,8 @@ class PositionalPass:
             ends = np.concatenate([b for _, b in near])
             more = self._row_cells([(starts, ends, True)], limit)
             if more is not None:
-                wider = distinct(np.concatenate((cells, more, self._occupied(distinct(
-                    rank_cells(self.cum_n, _bin_ranks(starts, ends, n)))))))
+                wider = distinct(np.concatenate((cells, more, self._occupied(
+                    rank_cells(self.cum_n, _bin_ranks(starts, ends, n))))))
                 if int(self.cell_n[wider].sum()) <= limit:
                     cells = wider
         self._prospect = self.ranks(guess), cells
@@ -1476,7 +1476,7 @@ def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray
 def _bin_ranks(starts: IntArray, ends: IntArray, n: int) -> IntArray:
     """The ranks a TCE binning's bins (starts, ends) need: each inner end b (b − 1 and b) and
     each non-empty bin's quartile ranks (:func:`_quartile_ranks`' lo and hi)."""
-    inner = distinct(np.concatenate((starts, ends)))
+    inner = np.concatenate((starts, ends))
     inner = inner[(inner > 0) & (inner < n)]
     some = ends > starts
     starts, ends = starts[some], ends[some]

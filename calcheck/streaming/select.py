@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import run_starts
+from calcheck.binning import distinct
 from calcheck.streaming.grid import Grid, flagged_rows
 
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
@@ -442,8 +442,7 @@ class Search:
         self.passes = 0
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
-        rs = np.sort(np.asarray(ranks, dtype=np.int64).ravel())   # np.unique's values,
-        rs = rs[run_starts(rs)[0]] if rs.shape[0] else rs          # without numpy.ma
+        rs = distinct(np.asarray(ranks, dtype=np.int64))
         bad = rs[(rs < 0) | (rs >= int(cum[-1]))] if rs.shape[0] else rs
         if bad.shape[0]:
             raise ValueError(f"rank {int(bad[0])} outside 0..{int(cum[-1]) - 1}")
@@ -596,8 +595,7 @@ class Search:
             at = seg[f + within[grp]] >> one         # each rank's score bits
             lo = np.searchsorted(seg, at << one, side="left")            # its tie group
             hi = np.searchsorted(seg, (at << one) | one, side="right")
-            where = np.sort(np.concatenate((f, lo, hi)))
-            where = where[run_starts(where)[0]]
+            where = distinct(np.concatenate((f, lo, hi)))
             ones = _ones_before(seg, where)
             tied_pos = (ones[np.searchsorted(where, hi)] - ones[np.searchsorted(where, lo)])
             before_pos = (ones[np.searchsorted(where, lo)] - ones[np.searchsorted(where, f)])
