@@ -28,6 +28,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              OPENBLAS_NUM_THREADS=1                                     [<= 10 s, <= 1.3x]
   dask       calcheck score DIR --engine dask vs --engine stream, 4 files (best of 3 each)
                                                                                  [<= 1.3x]
+  compare    calcheck compare OLD NEW --id (default metrics), 10^4 rows, best of 3
+             vs calcheck score OLD (best of 3)                                    [<= 3 s]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -430,8 +432,30 @@ def row_dask(a: argparse.Namespace, folder: Path) -> None:
     line("dask vs stream 2e7", ours[0], stream[0], "<= 1.3x", f"peak {ours[1]:.2f} GB")
 
 
+def compare_files(n: int) -> tuple[Path, Path]:
+    """Two models' predictions of the same n rows, with an example id (NEW = OLD^1.2)."""
+    old, new = DATA / f"compare_old_{n}.parquet", DATA / f"compare_new_{n}.parquet"
+    if not old.exists() or not new.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        s = rng.random(n)
+        y = (rng.random(n) < s).astype(np.int8)
+        ids = np.arange(n)
+        pq.write_table(pa.table({"example_id": ids, "score": s, "label": y}), old)
+        pq.write_table(pa.table({"example_id": ids, "score": s ** 1.2, "label": y}), new)
+    return old, new
+
+
+def row_compare(a: argparse.Namespace, folder: Path) -> None:
+    old, new = compare_files(10**4)
+    floor = best(["calcheck", "score", str(old), "--no-progress", "-q"], 3)
+    ours = best(["calcheck", "compare", str(old), str(new), "--id", "example_id",
+                 "--no-progress", "-q"], 3)
+    line("compare 1e4 (vs score)", ours[0], floor[0], "<= 3 s")
+
+
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",
-        "dask"]
+        "dask", "compare"]
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ standard error of a rate r over R samples is √(r(1 − r)/R): 0.005 at R = 2,0
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
@@ -153,6 +154,31 @@ def run_ci(model: str, n: int, seed: int, reps: int) -> dict[str, float]:
     return out
 
 
+def run_headline(model: str, n: int, seed: int, tolerance: float) -> dict[str, float]:
+    """The headline of ``calcheck score`` without ``--ci``: does the effect size's parametric
+    interval cover the ACE of these predictions at these bins given the scores (its
+    estimand), and the population ACE; and the ``--tolerance ece:τ`` verdict's rates."""
+    import pandas as pd
+
+    import calcheck
+
+    s, y = sample(model, n, seed)
+    rep = calcheck.score(pd.DataFrame({"score": s, "label": y}), metrics=["ece", "ace"],
+                         seed=seed, tolerance=f"ece:{tolerance}").data["summary"]
+    e = rep["effect"]
+    order = np.argsort(s, kind="stable")
+    cuts = (np.arange(11) * n) // 10
+    resid = (truth(model, s) - s)[order]
+    cond = float(sum(abs(resid[a:b].sum()) for a, b in itertools.pairwise(cuts)) / n)
+    pop = population_ece(model, 10, 1)
+    t = rep["tolerance"]
+    return {"effect covers (given scores)": float(e["low"] <= cond <= e["high"]),
+            "effect covers (population)": float(e["low"] <= pop <= e["high"]),
+            "effect width": e["high"] - e["low"],
+            "within tolerance": float(t["verdict"] == "within tolerance"),
+            "beyond tolerance": float(t["verdict"] == "beyond tolerance")}
+
+
 def run_skce(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
     import calcheck
 
@@ -196,6 +222,12 @@ def cells(quick: bool) -> list[Cell]:
                      ("pow:2", 5000)):
         out.append(Cell("ci", f"{model}, n = {n:,}", run_ci, (model, n, r(1000, 100)),
                         r(150, 4)))
+    pop12 = population_ece("pow:1.2")
+    for model, n, tol in (("cal", 500, 0.02), ("cal", 2000, 0.02), ("cal", 20000, 0.02),
+                          ("pow:1.2", 2000, 0.02), ("pow:1.2", 20000, 0.02),
+                          ("pow:1.2", 2000, round(pop12, 4)), ("pow:1.2", 20000, round(pop12, 4))):
+        out.append(Cell("headline", f"{model}, n = {n:,}, --tolerance ece:{tol:g}", run_headline,
+                        (model, n, tol), r(200, 4)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
@@ -248,13 +280,17 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
           "adaptive": "Adaptive T-Cal: rejection rate at α = 0.05",
           "ci": "95 % intervals (--ci, 10 equal-width / equal-mass bins): coverage of the "
                 "population value, mean width, mean bias of the plug-in and debiased values",
-          "skce": "SKCE test (K = 3): rejection rate at α = 0.05"}
+          "skce": "SKCE test (K = 3): rejection rate at α = 0.05",
+          "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
+                      "interval at 95 %) and the --tolerance verdict (ECE's 95 % norm "
+                      "bootstrap interval): coverage, width, rate of each firm verdict"}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
-    ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, skce")
+    ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
+                    "headline, skce")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")

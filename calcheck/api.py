@@ -206,6 +206,8 @@ def score(
         seed: int = 0,
         fail_if: str | Sequence[str] | None = None,
         gate_groups: bool = False,
+        tolerance: str | Sequence[str] | None = None,
+        fail_if_beyond: bool = False,
         bins_table: str | Sequence[str] | None = None,
         per_class: bool = False,
         plot: bool = False,
@@ -256,6 +258,8 @@ def run_tests(
         discrete_max: int = 50,
         compat: str | None = None,
         fail_on_reject: bool = False,
+        tolerance: str | Sequence[str] | None = None,
+        fail_if_beyond: bool = False,
         engine: str = "memory",
         scheduler: str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
@@ -361,6 +365,7 @@ def write_report(
         trials: int = 1000,
         seed: int = 0,
         alpha: float = 0.05,
+        tolerance: str | Sequence[str] | None = None,
         format: str | None = None,
         paper: str = "a4",
         loess_span: float = 0.75,
@@ -628,6 +633,64 @@ def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
+def direction_fit(eng: Engine, opts: Options, tests: Mapping[str, Any],
+                  summary_bins: tuple[str, list[dict[str, Any]]] | None) -> Any:
+    """Cox's fit behind the headline's direction (its JSON entry), made only when the verdict
+    will claim one (miscalibrated or inconclusive) and the tests did not fit it already."""
+    from calcheck.report.summary import NEEDS_DIRECTION, verdict
+
+    if "cox" in tests and not opts.compat:
+        return None                              # the summary reads the cox test itself
+    rows = summary_bins[1] if summary_bins else []
+    got, _, _ = verdict({k: t.to_dict() for k, t in tests.items()}, rows, alpha=opts.alpha,
+                        seed=opts.seed)
+    if got not in NEEDS_DIRECTION:
+        return None
+    return eng.recalibration(opts.replace(compat=None)).to_dict()
+
+
+def plan_tolerance(opts: Options, multiclass: bool, engine: str) -> list[Any]:
+    """The ``--tolerance`` bounds, each on a metric whose interval covers its population
+    value on this engine (refused before any work otherwise)."""
+    from calcheck.gates import parse_tolerance
+    from calcheck.metrics import resolve_metric_ids
+    from calcheck.uncertainty import covers_population
+
+    label = opts.name_of("tolerance")
+    out = []
+    for text in opts.tolerance or []:
+        t = parse_tolerance(text, label)
+        mid = resolve_metric_ids([t.metric], multiclass=multiclass, name=label)[0]
+        spec = registry.METRICS[mid]
+        if not covers_population(mid):
+            raise UsageError(f"{label} {text}: {mid} has no interval that covers its population "
+                             "value (docs/uncertainty.md), so no equivalence verdict; use ece, "
+                             "ece_l2, ace (or their debiased forms), sce, brier or log_loss")
+        if engine != "memory" and not spec.stream_ci:
+            raise UsageError(f"{label} {text}: {mid} has no interval on --engine {engine}; use "
+                             "--engine memory or ece, ece_l2, ace, brier, log_loss")
+        out.append((mid, t.value))
+    return out
+
+
+def tolerance_checks(eng: Engine, opts: Options, bounds: list[Any],
+                     results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The equivalence verdicts of ``bounds`` (:func:`plan_tolerance`) from each metric's
+    covering interval — the run's own ``--ci`` interval, else one computed for it alone."""
+    from calcheck.report.summary import tolerance_verdict
+
+    if not bounds:
+        return []
+    have = {m: r.extra["ci"] for m, r in results.items() if r.extra.get("ci")}
+    need = [m for m, _ in bounds if m not in have]
+    if need:
+        extra = eng.metrics(list(dict.fromkeys(need)),
+                            opts.replace(ci=True, bins=opts.bins if opts.command != "test"
+                                         else None))
+        have.update({m: r.extra["ci"] for m, r in extra.values.items() if r.extra.get("ci")})
+    return [tolerance_verdict(m, v, have.get(m)) for m, v in bounds]
+
+
 def compat_ids(opts: Options, multiclass: bool) -> tuple[list[str], list[str]]:
     """Under ``compat``: the ids to compute (default and ``all``: every id the library has)
     and the ids it can compute; an id it has not, or a library without a metric for this kind
@@ -678,6 +741,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
+        bounds = plan_tolerance(opts, mc, eng.name)
         m = _split_intervals(eng, ids, run_opts, skip_slow=opts.metrics is None,
                              optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
@@ -716,6 +780,9 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                                     f"{opts.min_group_size} not gated: "
                                     + ", ".join(skipped[:10]) + (" …" if len(skipped) > 10
                                                                  else ""))
+        sb = _summary_bins(eng, opts, m.values)
+        fit = direction_fit(eng, opts, {}, sb)
+        tolerance = tolerance_checks(eng, opts, bounds, m.values)
         settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
                                extra={**m.settings, **v.settings,
                                       **(g.settings if g else {})})
@@ -735,12 +802,13 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             notes=reading.notes + m.notes + v.notes,
                             variables=var.to_dict() if var is not None else None, groups=groups,
                             extra=extra, score_range=getattr(eng, "score_range", None),
-                            summary_bins=(sb := _summary_bins(eng, opts, m.values)),
-                            seed=opts.seed)
+                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
+                            tolerance=tolerance)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
-                  text_plot=plot_id, per_class=opts.per_class, diagram=sb)
+                  text_plot=plot_id, per_class=opts.per_class, diagram=sb,
+                  fail_if_beyond=opts.fail_if_beyond)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -802,17 +870,23 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
     with _engine(source, opts, progress) as eng:
         if not opts.methods and not opts.compat and eng.multiclass and eng.name == "memory":
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
+        bounds = plan_tolerance(opts, eng.multiclass, eng.name)
         t = eng.tests(methods, opts)
         check_dropped(eng, opts)
         reading = eng.reading()
+        sb = _summary_bins(eng, opts, {})
+        fit = direction_fit(eng, opts, t.values, sb)
+        tolerance = tolerance_checks(eng, opts, bounds, {})
         settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
                                engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
                             settings=settings, tests=t.values, notes=reading.notes + t.notes,
                             score_range=getattr(eng, "score_range", None),
-                            summary_bins=(sb := _summary_bins(eng, opts, {})), seed=opts.seed)
+                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
+                            tolerance=tolerance)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
-                  fail_on_reject=opts.fail_on_reject, diagram=sb)
+                  fail_on_reject=opts.fail_on_reject, diagram=sb,
+                  fail_if_beyond=opts.fail_if_beyond)
 
 
 TCE_SKIPPED = "tce not computed: "
@@ -901,6 +975,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, _, planned = plan_metrics(opts, mc, eng.name)
+        bounds = plan_tolerance(opts, mc, eng.name)
         m = _split_intervals(eng, ids, opts, skip_slow="ci" not in opts.given,
                              optional_tce=opts.metrics is None)
         ids = [i for i in ids if i in m.values]
@@ -952,6 +1027,9 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                          eng.figure("variable", fopts, variables=var).values["figure"]))
         check_dropped(eng, opts)
         reading = eng.reading()
+        sb = _summary_bins(eng, opts, m.values)
+        fit = direction_fit(eng, opts, t.values, sb)
+        tolerance = tolerance_checks(eng, opts, bounds, m.values)
         settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
                                extra={**m.settings, **t.settings,
                                       **(g.settings if g else {})})
@@ -960,31 +1038,26 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                             variables=var.to_dict() if var is not None else None,
                             groups=groups,
                             score_range=getattr(eng, "score_range", None),
-                            summary_bins=(sb := _summary_bins(eng, opts, m.values)),
-                            seed=opts.seed)
+                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
+                            tolerance=tolerance)
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
                   figures=pngs, diagram=sb)
 
 
-# metrics whose bootstrap reruns a per-row test or PAVA-BC for every replicate (TCE: ~0.07 s
-# each at 500k rows, TCE(Q) 0.04 s, PDE 0.03 s, against ~0.01 s for all the others together):
-# `score --ci` with the default metrics and a report's default intervals leave them out; naming
-# them (`-m tce --ci`), or an explicit --ci on `report`, computes them too
-SLOW_INTERVALS = ("tce", "tce_q", "tce_u", "tce_v", "tce_cw", "pde")
-
-
 def slow_intervals(ids: list[str], opts: Options, skip_slow: bool) -> tuple[str, ...]:
     """The metrics among ``ids`` computed without an interval: with ``skip_slow`` and intervals
-    on, those of :data:`SLOW_INTERVALS` — for the whole data and for every ``--by`` group."""
-    return tuple(i for i in ids if i in SLOW_INTERVALS) if opts.ci and skip_slow else ()
+    on, those whose bootstrap reruns the per-row tests (``slow_ci`` in the registry) — for the
+    whole data and for every ``--by`` group."""
+    return tuple(i for i in ids if registry.METRICS[i].slow_ci) if opts.ci and skip_slow \
+        else ()
 
 
 def _split_intervals(eng: Engine, ids: list[str], opts: Options, *, skip_slow: bool,
                      optional_tce: bool) -> Outcome:
     """The metrics ``ids``; with ``skip_slow`` and intervals on, those of
-    :data:`SLOW_INTERVALS` are computed without one (said in a note)."""
+    ``slow_ci`` (registry) are computed without one (said in a note)."""
     slow = slow_intervals(ids, opts, skip_slow)
     if not slow:
         return _metrics(eng, ids, opts, optional_tce=optional_tce)

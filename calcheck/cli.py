@@ -31,13 +31,15 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 HELP = "Is this classifier calibrated? Calibration metrics and tests, exact to the papers."
 EXIT_CODES = ("Exit codes: 0 ran fine (whatever the values); 1 a --fail-if or --fail-if-worse "
-              "gate tripped or a test rejected with --fail-on-reject; 2 usage or input error; "
+              "gate tripped, a test rejected with --fail-on-reject or the --tolerance verdict "
+              "is beyond tolerance with --fail-if-beyond; 2 usage or input error; "
               "3 internal error; 130 interrupted.")
 EXAMPLES = {
     "score": ["calcheck score preds.parquet", "calcheck score preds.csv -m ece,ace --bins 15",
               "calcheck score preds.csv --json | jq .metrics.ece.value",
               "calcheck score preds.csv --by site --ci", "calcheck score preds.csv --var age",
               "calcheck score preds.csv --fail-if 'ece>0.02'",
+              "calcheck score preds.csv --tolerance ece:0.02 --fail-if-beyond",
               "calcheck score events/ --engine stream --where \"split = 'test'\""],
     "test": ["calcheck test preds.parquet", "calcheck test preds.parquet --method all --json",
              "calcheck test preds.parquet --bins 15 --seed 1 --fail-on-reject"],
@@ -232,7 +234,15 @@ def _score(file: str, values: dict[str, Any]) -> int:
     for g in rep.failed_gates:
         where = f" in group {g['group']}" if g.get("group") is not None else ""
         note(f"gate failed{where}: {g['condition']} (value {g['value']})")
+    _beyond(rep)
     return rep.exit_code
+
+
+def _beyond(rep: Report) -> None:
+    if rep.fail_if_beyond and rep.beyond_tolerance:
+        t = rep.data["summary"]["tolerance"]
+        note(f"gate failed: --fail-if-beyond: {t['metric']}'s interval [{t['low']:.6g}, "
+             f"{t['high']:.6g}] lies above the tolerance {t['value']:g}")
 
 
 def _test(file: str, values: dict[str, Any]) -> int:
@@ -241,8 +251,9 @@ def _test(file: str, values: dict[str, Any]) -> int:
     opts = _parse("test", file, values)
     rep = _with_bars(opts, api.run_test, file)
     _emit(rep, opts)
-    if rep.exit_code:
+    if rep.fail_on_reject and rep.rejected:
         note(f"calibration rejected by: {', '.join(rep.rejected)}")
+    _beyond(rep)
     return rep.exit_code
 
 

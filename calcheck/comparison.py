@@ -185,7 +185,7 @@ def _load(src: Any, score: str | None, probs: list[str] | None, raw: list[str],
     flags = {c: opts.name_of(n) for n in ("by", "id") if (c := getattr(opts, n))}
     return load_predictions(src, score=score, label=opts.label, pos_label=opts.pos_label,
                             probs=probs, renormalize=opts.renormalize, where=opts.where,
-                            raw=raw, flags=flags)
+                            raw=raw, flags=flags, pair_as_binary=not opts.asks_multiclass)
 
 
 def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictions, dict[str, Any]]:
@@ -252,6 +252,24 @@ def entry(mid: str, old: float, new: float, ci: dict[str, Any] | None) -> dict[s
             "delta": new - old, "ci": ci, "verdict": verdict_of(ci, spec.error)}
 
 
+def skipped_intervals(ids: list[str], opts: Options) -> list[str]:
+    """The metrics compared without an interval: with the default metrics, those whose
+    bootstrap reruns the per-row tests for every replicate (``slow_ci``; TCE, PDE) unless a
+    ``--fail-if-worse`` gate names them."""
+    if opts.metrics is not None:
+        return []
+    gated = {parse_worse_gate(t).metric for t in opts.fail_if_worse or []}
+    return [m for m in ids if registry.METRICS[m].slow_ci and m not in gated]
+
+
+def skipped_note(skipped: list[str], opts: Options) -> str:
+    how = (f"metrics=[{skipped[0]!r}, ...]" if opts.style == "python"
+           else f"-m {','.join(skipped)},...")
+    return (f"{', '.join(skipped)}: compared without an interval (no verdict) by default: the "
+            "paired bootstrap reruns the per-row tests for every replicate (~1 min at 10^5 rows); "
+            f"name them to get it ({how})")
+
+
 def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
                    progress: Any = None) -> tuple[dict[str, Any], list[str]]:
     """The comparison entries of ``ids`` (metric id → entry) and notes."""
@@ -263,8 +281,12 @@ def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Opt
     b, eb = _metric_values(new, ids, mopts)
     notes = [f"{m}: not compared ({ea.get(m) or eb.get(m)})" for m in ids if m in ea or m in eb]
     done = [m for m in ids if m in a and m in b]
-    cis = paired_bootstrap(old, new, done, mopts, compute, reps=opts.ci_reps,
-                           level=opts.ci_level, seed=opts.seed, progress=progress)
+    skipped = skipped_intervals(done, opts)
+    cis = paired_bootstrap(old, new, [m for m in done if m not in skipped], mopts, compute,
+                           reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed,
+                           progress=progress)
+    if skipped:
+        notes.append(skipped_note(skipped, opts))
     out = {m: entry(m, a[m].value, b[m].value, cis[m].to_dict() if m in cis else None)
            for m in done}
     return out, notes

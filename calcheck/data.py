@@ -467,6 +467,20 @@ def class_names_of(cols: list[str]) -> list[str]:
     return names if all(names) and len(set(names)) == len(names) else list(cols)
 
 
+def binary_pair(cols: list[str] | None, probs: list[str] | None) -> bool:
+    """Auto-detected probability columns of two classes (scikit-learn's ``predict_proba`` of a
+    binary model, ``prob_0, prob_1``): read as the binary score of the second class, after the
+    multiclass checks (rows sum to 1, labels are class indices).  ``--probs`` keeps them
+    multiclass."""
+    return cols is not None and len(cols) == 2 and not probs
+
+
+def binary_pair_note(cols: list[str]) -> str:
+    return (f"{cols[0]}, {cols[1]}: two probability columns summing to 1, read as a binary "
+            f"score ({cols[1]}, the probability of class {class_names_of(cols)[1]}); give "
+            f"--probs {cols[0]},{cols[1]} for the multiclass (top-label) metrics")
+
+
 def is_multiclass(available: list[str], score: str | None, probs: list[str] | None) -> bool:
     """--probs, or auto-detected prob_0..prob_{K−1} columns without a score column."""
     if probs:

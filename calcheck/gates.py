@@ -1,5 +1,6 @@
-"""Gates that make a run exit 1: ``--fail-if`` conditions on metric values (``score``, ``test``)
-and ``--fail-if-worse`` conditions on the change of a metric (``compare``)."""
+"""Gates that make a run exit 1: ``--fail-if`` conditions on metric values (``score``, ``test``),
+``--fail-if-worse`` conditions on the change of a metric (``compare``), and the
+``--tolerance METRIC:VALUE`` bounds behind ``--fail-if-beyond``."""
 
 from __future__ import annotations
 
@@ -81,3 +82,31 @@ def parse_worse_gate(text: str, label: str = "--fail-if-worse") -> WorseGate:
     if margin != margin or margin in (float("inf"), float("-inf")):
         raise UsageError(f"{label} {text!r}: the margin must be finite")
     return WorseGate(text.strip(), m.group(1).lower(), margin)
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """One ``--tolerance METRIC:VALUE``: how large a calibration error may be and still count
+    as calibrated enough (the equivalence verdict of :mod:`calcheck.report.summary`)."""
+
+    text: str
+    metric: str
+    value: float
+
+
+_TOLERANCE = re.compile(r"\s*([A-Za-z0-9_]+)\s*:\s*([-+0-9.eE]+)\s*")
+
+
+def parse_tolerance(text: str, label: str = "--tolerance") -> Tolerance:
+    """Parse ``"ece:0.02"``; raise :class:`UsageError` on anything else."""
+    m = _TOLERANCE.fullmatch(text)
+    if m is None:
+        raise UsageError(f"{label} {text!r}: expected METRIC:VALUE, e.g. ece:0.02")
+    try:
+        value = float(m.group(2))
+    except ValueError:
+        raise UsageError(f"{label} {text!r}: the value must be a number") from None
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{label} {text!r}: the value must be a positive finite number (the "
+                         "largest error that still counts as calibrated)")
+    return Tolerance(text.strip(), m.group(1).lower(), value)

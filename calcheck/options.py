@@ -443,6 +443,15 @@ def _check_gates_worse(v: Any, label: str) -> list[str]:
     return values
 
 
+def _check_tolerance(v: Any, label: str) -> list[str]:
+    from calcheck.gates import parse_tolerance
+
+    values = check_list(check_text)(v, label)
+    for t in values:
+        parse_tolerance(t, label)
+    return values
+
+
 def check_window(v: Any, label: str) -> str:
     from calcheck.io.windows import parse_window
 
@@ -459,6 +468,15 @@ def check_tz(v: Any, label: str) -> str:
     return text
 
 
+TOLERANCE = Opt("tolerance", ("--tolerance",), None, "How large METRIC may be and still count "
+                "as calibrated, e.g. ece:0.02 (repeatable): the headline adds an equivalence "
+                "verdict from the metric's covering interval — within tolerance, beyond "
+                "tolerance or inconclusive at this n.", OUTPUT, _check_tolerance,
+                "METRIC:VALUE", "list")
+FAIL_IF_BEYOND = Opt("fail_if_beyond", ("--fail-if-beyond",), False, "Exit 1 when a "
+                     "--tolerance verdict is 'beyond tolerance' (the interval lies above "
+                     "VALUE): a CI gate on how much the miscalibration matters.", OUTPUT,
+                     check_bool, type="bool")
 COMPARE_SCORE = Opt("score", ("--score",), None, "Score column: once (the column of both "
                     "files) or twice (OLD's then NEW's: two models' columns of one file, or "
                     "each file's own).", INPUT, check_list(check_column), "COLUMN", "list")
@@ -494,13 +512,13 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM,
               BY, MAX_GROUPS, MIN_GROUP_SIZE, TIME, WINDOW, TZ, CI_OPT, CI_REPS,
-              CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, BINS_TABLE,
-              PER_CLASS, TEXT_PLOT, DETAILS, QUIET, NO_PROGRESS,
+              CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, TOLERANCE,
+              FAIL_IF_BEYOND, BINS_TABLE, PER_CLASS, TEXT_PLOT, DETAILS, QUIET, NO_PROGRESS,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, ADAPTIVE_GRID,
              ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
-             COMPAT_TEST, FAIL_ON_REJECT, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET, NO_PROGRESS,
-             *_ENGINE),
+             COMPAT_TEST, FAIL_ON_REJECT, TOLERANCE, FAIL_IF_BEYOND, FORMAT, JSON, OUTPUT_FILE,
+             DETAILS, QUIET, NO_PROGRESS, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BY, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
              SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
@@ -510,9 +528,9 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
                 COMPARE_CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE, QUIET,
                 NO_PROGRESS, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
-               REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, REPORT_FORMAT,
-               PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET, NO_PROGRESS,
-               *_ENGINE),
+               REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, TOLERANCE,
+               REPORT_FORMAT, PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET,
+               NO_PROGRESS, *_ENGINE),
 }
 
 
@@ -584,6 +602,8 @@ class Options:
     json: bool = False
     output: str | None = None
     fail_if: list[str] | None = None
+    tolerance: list[str] | None = None
+    fail_if_beyond: bool = False
     plot: bool = False
     quiet: bool = False
     no_progress: bool = False
@@ -628,6 +648,15 @@ class Options:
     def probs_groups(self) -> list[str]:
         """compare's ``--probs``: one entry per model (each a comma list or a glob)."""
         return list(self.probs or [])
+
+    @property
+    def asks_multiclass(self) -> bool:
+        """A multiclass metric named (``-m ece_top``, ``sce``, …) or per-class figures: two
+        auto-detected probability columns then stay multiclass instead of being read as a
+        binary score (:func:`calcheck.data.binary_pair`)."""
+        ids = registry.split_ids(self.metrics or [])
+        return self.per_class or any(
+            registry.METRICS[m].kind == registry.MULTICLASS for m in ids if m in registry.METRICS)
 
     @property
     def variable_list(self) -> list[str]:
@@ -708,6 +737,9 @@ def _cross_checks(o: Options) -> None:
     if o.command == "test" and o.bins is not None and o.adaptive:
         raise UsageError(f"{lab('bins')} (T-Cal with fixed m) and {lab('adaptive')} exclude "
                          "each other")
+    if o.fail_if_beyond and not o.tolerance:
+        raise UsageError(f"{lab('fail_if_beyond')} gates on the {lab('tolerance')} verdict; "
+                         f"give {lab('tolerance')} METRIC:VALUE too")
     if o.gate_groups and not (o.by and o.fail_if):
         raise UsageError(f"{lab('gate_groups')} applies the {lab('fail_if')} gates to each "
                          f"{lab('by')} group; give both")

@@ -101,6 +101,17 @@ def estimand_of(mid: str) -> str:
     return "population value (a mean)" if mid in MEANS else SAMPLING
 
 
+def covers_population(mid: str) -> bool:
+    """Whether the ``--ci`` interval of metric ``mid`` (or of the binary metric it runs on the
+    top-label view) covers a population value: the binned errors' norm intervals and the
+    means' percentile intervals."""
+    from calcheck import registry
+
+    base = registry.binary_of(mid) or mid
+    return (mid in NORM_METRICS or base in NORM_METRICS or base in MEANS) and \
+        bool(registry.METRICS[mid].ci)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfidenceInterval:
     """A bootstrap interval of one metric, with what a reviewer needs to redo it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -166,3 +167,47 @@ def test_delta_norm_interval_holds_zero_for_identical_replicates():
         b.add(r, ms)
     ci = delta_norm_interval(a, b, "l1", level=0.9, seed=0)
     assert ci.low < 0 < ci.high
+
+
+def test_default_metrics_skip_the_slow_paired_intervals(cli, tmp_path):
+    """With the default metrics TCE, TCE(Q) and PDE are compared without an interval (their
+    bootstrap reruns the per-row tests per replicate), with a note; a gate on one, or naming
+    it, keeps its interval."""
+    po, pn, _, _ = _pair(tmp_path, n=1500)
+    r, d = _json(cli, po, pn, "--ci-reps", "50")
+    assert r.code == 0, r.stderr
+    for m in ("tce", "tce_q", "pde"):
+        assert d["metrics"][m]["ci"] is None and d["metrics"][m]["verdict"] is None
+    assert any("compared without an interval" in n for n in d["notes"])
+    assert d["metrics"]["ece"]["ci"] is not None
+    r, d = _json(cli, po, pn, "--ci-reps", "20", "--fail-if-worse", "tce_q")
+    assert d["metrics"]["tce_q"]["ci"] is not None and d["metrics"]["tce"]["ci"] is None
+    r, d = _json(cli, po, pn, "--ci-reps", "20", "-m", "tce_q,ece")
+    assert d["metrics"]["tce_q"]["ci"] is not None
+
+
+def test_the_table_fits_80_columns_in_a_pipe(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    po, pn, _, _ = _pair(tmp_path, n=1500)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERM")}
+    out = subprocess.run([sys.executable, "-m", "calcheck", "compare", str(po), str(pn),
+                          "--id", "id", "--ci-reps", "50"], capture_output=True, text=True,
+                         env=env, timeout=300).stdout
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "…" not in out and "..." not in out                 # nothing cut
+    assert any(line.startswith("| ece ") for line in lines)     # a table, not a list
+    for word in ("better", "worse", "difference"):
+        assert not re.search(rf"\b{word[:3]}\b(?!{word[3:]})", out)
+
+
+def test_html_settings_are_readable(tmp_path):
+    po, pn, _, _ = _pair(tmp_path, n=800)
+    rep = calcheck.compare(po, pn, id="id", metrics=["ece"], ci_reps=20)
+    html = rep.html()
+    settings = html.split("<h2>Settings</h2>", 1)[1]
+    assert "None" not in settings and "{'" not in settings and "True" not in settings
+    assert "<table class='settings'>" in settings and "table class='nested'" in settings

@@ -11,6 +11,7 @@ from calcheck.io import load_predictions, open_source
 
 
 def load_multiclass(path, **kw):
+    kw.setdefault("pair_as_binary", False)      # two columns stay two classes here
     return load_predictions(open_source(path), **kw)
 
 
@@ -154,3 +155,33 @@ def test_class_index_of_integer_and_float_labels_agree(labels, type_):
     assert got[0].dtype == np.int64
     if want[2].any():
         assert np.array_equal(got[3], want[3])
+
+
+def test_two_probability_columns_are_a_binary_score(tmp_path, cli):
+    """scikit-learn's predict_proba of a binary model (prob_0, prob_1, 0/1 labels) is read as
+    the binary score prob_1 after the two-class checks, with a note; --probs, or a multiclass
+    metric named, keeps the two classes."""
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0.02, 0.98, 4000)
+    y = (rng.uniform(size=4000) < s ** 1.1).astype(int)
+    pair = _write(tmp_path, pd.DataFrame({"prob_0": 1 - s, "prob_1": s, "label": y}),
+                  "pair.parquet")
+    one = _write(tmp_path, pd.DataFrame({"score": s, "label": y}), "one.parquet")
+    for engine in ("memory", "stream"):
+        a = cli(["score", pair, "-m", "ece,ace,brier", "--json", "--engine", engine])
+        b = cli(["score", one, "-m", "ece,ace,brier", "--json", "--engine", engine])
+        assert a.code == 0 and b.code == 0, a.stderr
+        ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+        for m in ("ece", "ace", "brier"):
+            assert ja["metrics"][m]["value"] == pytest.approx(jb["metrics"][m]["value"],
+                                                              rel=1e-12, abs=1e-15)
+        assert ja["input"]["score_column"] == "prob_1" and "kind" not in ja["input"]
+        assert "read as a binary score (prob_1" in a.stderr
+    kept = cli(["score", pair, "--probs", "prob_0,prob_1", "-m", "ece_top", "--json"])
+    assert json.loads(kept.stdout)["input"]["kind"] == "multiclass"
+    named = cli(["score", pair, "-m", "ece_top", "--json", "--engine", "stream"])
+    assert named.code == 0 and json.loads(named.stdout)["input"]["kind"] == "multiclass"
+    bad = _write(tmp_path, pd.DataFrame({"prob_0": [0.5, 0.6], "prob_1": [0.5, 0.6],
+                                         "label": [0, 1]}), "bad.csv")
+    r = cli(["score", bad, "-m", "ece"])
+    assert r.code == 2 and "does not sum to 1" in r.stderr

@@ -189,3 +189,15 @@ def test_html_report_renders_offline_in_headless_chromium(cli, tmp_path):
     img = imread(shot)[:400, :, :3]                      # the first 400 px of the page
     pink = (abs(img[..., 0] - 0xfd / 255) < 0.02) & (abs(img[..., 1] - 0xec / 255) < 0.02)
     assert pink.sum() > 20_000                          # the red-bordered verdict box
+
+
+def test_tce_tick_labels_keep_crowded_bins_apart():
+    """Bins whose edges crowd near 1 (or 0) get enough digits to stay distinct: never "1–1"."""
+    from calcheck.figures.draw import range_labels
+
+    rows = [{"lower": 0.99931, "upper": 0.99982}, {"lower": 0.99982, "upper": 0.999991},
+            {"lower": 2e-6, "upper": 3.1e-6}, {"lower": 0.25, "upper": 0.25}]
+    labels = range_labels(rows)
+    assert labels[0] == "0.9993–0.9998" and len(set(labels)) == 4
+    assert all(a != b for a, b in (lab.split("–") for lab in labels if "–" in lab))
+    assert labels[3] == "= 0.25"

@@ -303,11 +303,11 @@ def test_plot_by_on_the_command_line(cli, grouped, tmp_path):
 # terminal conventions
 
 
-def _run(args, **env):
+def _run(args, cwd=None, **env):
     e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERM", "NO_COLOR")}
     e.update(env)
     return subprocess.run([sys.executable, "-m", "calcheck", *map(str, args)],
-                          capture_output=True, env=e, timeout=300)
+                          capture_output=True, env=e, timeout=300, cwd=cwd)
 
 
 def test_dumb_terminal_and_pipes_get_no_escape_and_no_box_drawing():
@@ -324,16 +324,28 @@ def _tokens(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("args", [
-    ["score", SAMPLE / "miscalibrated_50.parquet"],
-    ["test", SAMPLE / "miscalibrated_50.parquet", "--method", "hl,cox,ks,spiegelhalter"],
+    ["score", "sample_data/miscalibrated_50.parquet"],
+    ["test", "sample_data/miscalibrated_50.parquet", "--method", "hl,cox,ks,spiegelhalter"],
+    ["score", "sample_data/miscalibrated_50.parquet", "--ci", "--ci-reps", "50"],
 ])
 def test_narrow_terminal_breaks_no_word(args):
-    wide = set(_tokens(_run(args, COLUMNS="1000").stdout.decode()))
+    # run from the repository root with a relative path: the header names the input as given,
+    # and a clone's absolute path can be longer than the narrowest width tried
+    wide = set(_tokens(_run(args, cwd=ROOT, COLUMNS="1000").stdout.decode()))
     for cols in ("60", "80"):
-        out = _run(args, COLUMNS=cols).stdout.decode()
+        out = _run(args, cwd=ROOT, COLUMNS=cols).stdout.decode()
         assert max(map(len, out.splitlines())) <= int(cols)
         broken = [t for t in _tokens(out) if t not in wide and not t.endswith(":") and t != "-"]
         assert broken == [], (cols, broken)
+
+
+def test_a_path_longer_than_the_terminal_is_folded_not_cut(tmp_path):
+    deep = tmp_path / ("d" * 70)
+    deep.mkdir()
+    shutil.copy(SAMPLE / "miscalibrated_50.parquet", deep / "m.parquet")
+    out = _run(["score", deep / "m.parquet", "-m", "ece"], COLUMNS="60").stdout.decode()
+    assert max(map(len, out.splitlines())) <= 60
+    assert str(deep / "m.parquet") in out.replace("\n", "")
 
 
 def test_plot_without_output_says_it_is_required(cli):
@@ -428,8 +440,11 @@ def test_api_doc_lists_every_public_name_with_its_signature():
             params = {}
         if params:
             shown = body.split("```python", 2)[1]
-            for p in params:
+            for p, par in params.items():
                 assert re.search(rf"\b{re.escape(p)}\b", shown), (name, p)
+                if par.default is not inspect.Parameter.empty:   # defaults shown as they are
+                    assert re.search(rf"\b{re.escape(p)}\b[^=\n]*= {re.escape(repr(par.default))}"
+                                     r"\s*[,)\n]", shown), (name, p, par.default)
 
 
 def test_api_doc_examples_run(tmp_path, monkeypatch):

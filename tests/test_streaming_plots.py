@@ -121,4 +121,4 @@ def test_stream_report_has_the_memory_figures_and_metrics(cli, ds, tmp_path, eng
         assert metric in s_cells
         i, j = m_cells.index(metric), s_cells.index(metric)
         assert s_cells[j:j + 3] == m_cells[i:i + 3]       # as displayed
-    assert f"<dt>engine</dt><dd>{engine}" in html and "pc not computed" in html
+    assert f"<tr><th>engine</th><td>{engine}</td></tr>" in html and "pc not computed" in html

@@ -271,8 +271,46 @@ def test_spiegelhalter_direct_and_direction():
     z = np.sum((y - s) * (1 - 2 * s)) / np.sqrt(np.sum((1 - 2 * s) ** 2 * s * (1 - s)))
     assert r.statistic == pytest.approx(z, rel=1e-12)
     assert r.pvalue == pytest.approx(2 * stats.norm.sf(abs(z)), rel=1e-12)
-    s2, y2 = _data(3, power=2.0)      # true probability s² < s: predictions too high
-    assert calcheck.spiegelhalter(s2, y2).details["direction"] == "over-prediction"
+    # the label follows Z's own sign, not the mean residual's: outcomes nearer 1/2 than the
+    # scores (true logit = logit(s)/2) make Z > 0, further from it (2·logit(s)) Z < 0
+    rng = np.random.default_rng(3)
+    s2 = rng.uniform(0.01, 0.99, 20000)
+    logit = np.log(s2 / (1 - s2))
+    for factor, label in ((0.5, "too extreme"), (2.0, "too cautious")):
+        y2 = (rng.uniform(size=s2.shape[0]) < 1 / (1 + np.exp(-factor * logit))).astype(int)
+        r2 = calcheck.spiegelhalter(s2, y2)
+        assert r2.details["direction"] == label and (r2.statistic > 0) == (label == "too extreme")
+    # a mean residual of the other sign does not flip it: scores shifted down a little while
+    # too extreme keep Z > 0
+    y3 = (rng.uniform(size=s2.shape[0]) < 1 / (1 + np.exp(-(0.5 * logit + 0.3)))).astype(int)
+    r3 = calcheck.spiegelhalter(s2, y3)
+    assert r3.statistic > 0 and r3.details["direction"] == "too extreme"
+
+
+def test_cox_calibration_intercept_and_the_one_direction_rule():
+    """The calibration intercept is the ML fit of logit P = a + logit(s) (slope held at 1);
+    the direction rule reads the intervals of it and of the slope, and claims nothing when
+    they hold 0 and 1."""
+    from calcheck.hypotests.classical import recalibration_direction
+
+    rng = np.random.default_rng(11)
+    s = rng.uniform(0.02, 0.98, 30000)
+    x = np.log(s / (1 - s))
+    y = (rng.uniform(size=s.shape[0]) < 1 / (1 + np.exp(-(0.6 * x - 0.4)))).astype(int)
+    r = calcheck.cox(s, y)
+    a0 = optimize.minimize_scalar(lambda a: np.sum(np.logaddexp(0, a + x) - y * (a + x))).x
+    assert r.details["calibration_intercept"] == pytest.approx(a0, abs=1e-6)
+    p0 = 1 / (1 + np.exp(-(a0 + x)))
+    assert r.details["calibration_intercept_se"] == pytest.approx(
+        1 / np.sqrt(np.sum(p0 * (1 - p0))), rel=1e-6)
+    d = recalibration_direction(r.details)
+    assert d == {"average": "over", "confidence": "over"}
+    cal = (rng.uniform(size=s.shape[0]) < s).astype(int)
+    d = recalibration_direction(calcheck.cox(s, cal).details)
+    assert d == {"average": None, "confidence": None}
+    y = (rng.uniform(size=s.shape[0]) < 1 / (1 + np.exp(-(1.8 * x + 0.3)))).astype(int)
+    assert recalibration_direction(calcheck.cox(s, y).details) == {"average": "under",
+                                                                   "confidence": "under"}
 
 
 def test_cox_matches_direct_maximum_likelihood():

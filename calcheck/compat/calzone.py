@@ -33,6 +33,7 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import BinStats
 from calcheck.compat._common import assigned, result, top, weighted
 from calcheck.hypotests._result import TestResult
+from calcheck.hypotests.classical import spiegelhalter_direction
 from calcheck.metrics._result import MetricResult
 
 MODE = "calzone"
@@ -117,7 +118,7 @@ def spiegelhalter(s: FloatArray, y: IntArray, alpha: float,
     z = float(np.sum((yf - s) * (1 - 2 * s)) / np.sqrt(np.sum((1 - 2 * s) ** 2 * s * (1 - s))))
     p = float(2 * (1 - norm.cdf(abs(z))))
     ms, my = float(np.mean(s)), float(np.mean(yf))
-    direction = "over-prediction" if ms > my else ("under-prediction" if ms < my else "none")
+    direction = spiegelhalter_direction(z)
     return {"spiegelhalter": TestResult(
         id="spiegelhalter", statistic=z, pvalue=p, reject=p <= alpha, alpha=alpha,
         details={"mean_score": ms, "mean_label": my, "direction": direction},

@@ -27,6 +27,7 @@ from calcheck.binning import BinStats
 from calcheck.compat._common import assigned, result
 from calcheck.errors import InputError
 from calcheck.hypotests._result import TestResult
+from calcheck.hypotests.classical import spiegelhalter_direction
 from calcheck.metrics._result import MetricResult
 
 MODE = "pycaleva"
@@ -138,7 +139,7 @@ def spiegelhalter(s: FloatArray, y: IntArray, alpha: float,
     z = float(((yf - s) * (1 - 2 * s)).sum() / np.sqrt(((1 - 2 * s) ** 2 * s * (1 - s)).sum()))
     p = float(2 * norm.cdf(-abs(z)))
     ms, my = float(np.mean(s)), float(np.mean(yf))
-    direction = "over-prediction" if ms > my else ("under-prediction" if ms < my else "none")
+    direction = spiegelhalter_direction(z)
     return {"spiegelhalter": TestResult(
         id="spiegelhalter", statistic=z, pvalue=p, reject=p <= alpha, alpha=alpha,
         details={"mean_score": ms, "mean_label": my, "direction": direction},

@@ -67,7 +67,8 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                                 renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                                 where=opts.where, numeric=numeric, raw=raw, flags=flags,
                                 progress=progress(f"reading {src.name}") if progress else None,
-                                uniform_bins=read_bins(opts))
+                                uniform_bins=read_bins(opts),
+                                pair_as_binary=not opts.asks_multiclass)
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
@@ -80,5 +81,5 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
     return engine(StreamSource(
         src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
         opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
-        opts.renormalize, extra_columns=flags,
+        opts.renormalize, extra_columns=flags, pair_as_binary=not opts.asks_multiclass,
         progress=progress))

@@ -64,6 +64,11 @@ class Engine(Protocol):
     def tests(self, methods: list[str], opts: Options) -> Outcome:
         """Calibration tests on the binary (or top-label) view (values: id → TestResult)."""
 
+    def recalibration(self, opts: Options) -> Any:
+        """Cox's logistic recalibration of the binary (or top-label) view — the fit behind
+        every headline's direction — as the ``cox`` TestResult, Wald intervals at
+        ``opts.ci_level``."""
+
     def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
         """Bin rows of the (top-label) view for the report's summary — equal-mass in memory,
         the first pass's equal-width ones on a stream — when they come without another pass

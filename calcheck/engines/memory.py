@@ -311,6 +311,12 @@ class MemoryEngine:
             out.settings["trials"] = tc.settings["trials"]
         return out
 
+    def recalibration(self, opts: Options) -> Any:
+        from calcheck.hypotests.classical import cox
+
+        scores, labels = self.data.top
+        return cox(scores, labels, alpha=opts.alpha, ci_level=opts.ci_level)
+
     def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
         """Equal-mass bins (ACE's) of the (top-label) view."""
         from calcheck.metrics.binned import ace

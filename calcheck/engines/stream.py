@@ -72,11 +72,11 @@ class StreamEngine:
 
     @property
     def multiclass(self) -> bool:
-        return bool(self.plan.prob_columns)
+        return bool(self.plan.multiclass)
 
     @property
     def classes(self) -> int:
-        return len(self.plan.prob_columns or [])
+        return len(self.plan.prob_columns or []) if self.multiclass else 0
 
     def _run(self, spec: Any) -> Any:
         state, stats = self.source.run(spec)
@@ -165,7 +165,7 @@ class StreamEngine:
         rate = state.positives / state.n if state.n else None
         info: dict[str, Any] = {"path": self.source.path,
                                 "format": "arrow" if plan.in_memory else "parquet"}
-        if plan.prob_columns:
+        if plan.multiclass:
             info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
                          "classes": list(plan.class_names), "label_column": plan.label_column,
                          "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
@@ -175,7 +175,7 @@ class StreamEngine:
         info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
                      "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
                      "batches": stats.batches})
-        if top and plan.prob_columns:                # tested on the top-label view
+        if top and plan.multiclass:                  # tested on the top-label view
             info.update({"view": "top-label", "positives": state.positives,
                          "prevalence": info["accuracy"]})
         return info
@@ -424,6 +424,15 @@ class StreamEngine:
                                                 ci_level=opts.ci_level)
             self.passes += passes
         return out
+
+    def recalibration(self, opts: Options) -> Any:
+        """Cox's fit from Newton passes, started from the first pass's grid."""
+        from calcheck.streaming.rowtests import cox_stream
+
+        result, passes = cox_stream(self.source, self._top_state(), alpha=opts.alpha,
+                                    ci_level=opts.ci_level)
+        self.passes += passes
+        return result
 
     # -- figures -----------------------------------------------------------------------------
 

@@ -336,6 +336,21 @@ def violin_ranks(bounds: IntArray) -> list[IntArray]:
     return out
 
 
+def range_labels(rows: list[dict[str, Any]]) -> list[str]:
+    """Each bin's ``lower–upper`` with the fewest significant digits (3 at least) that keep
+    every distinct edge distinct — so no bin reads "1–1" where scores crowd near 0 or 1 — and
+    ``= v`` for a bin whose edges are equal."""
+    edges = sorted({float(r[k]) for r in rows for k in ("lower", "upper")})
+    digits = 3
+    while digits < 12 and len({f"{v:.{digits}g}" for v in edges}) < len(edges):
+        digits += 1
+
+    def show(v: float) -> str:
+        return f"{v:.{digits}g}"
+    return [f"= {show(r['lower'])}" if show(r["lower"]) == show(r["upper"])
+            else f"{show(r['lower'])}–{show(r['upper'])}" for r in rows]
+
+
 def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, bounds: IntArray, *,
                top_label: bool = False,
                title: str = "Test-based reliability diagram", value: float | None = None,
@@ -393,7 +408,7 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
                   else r"predicted probability $P_\theta(y=1\mid x)$")
     ax.set_title(title + (f" — TCE {number(value, 2)} %" if value is not None else ""))
     ax.legend(loc="upper left", fontsize="small")
-    labels = [f"{r['lower']:.3g}–{r['upper']:.3g}\n{r['n']:,} rows" for r in bins_table]
+    labels = [f"{span}\n{r['n']:,} rows" for span, r in zip(range_labels(bins_table), bins_table)]
     if given:
         ax.set_xticks(x, labels, rotation=30 if nb > 10 else 0,
                       ha="right" if nb > 10 else "center", fontsize=8)

@@ -14,7 +14,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,10 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
 
 
 def _chi2_sf(x: float, df: int) -> float:
+    """P(χ²(df) ≥ x); for df = 2 (Cox's test) the closed form exp(−x/2), exact to the last
+    bit and without scipy (whose import a streamed ``score`` with a direction would pay)."""
+    if df == 2:
+        return math.exp(-x / 2.0)
     from scipy.special import chdtrc  # scipy loads on first use: the streamed tests skip it
 
     return float(chdtrc(df, x))
@@ -130,9 +134,8 @@ def spiegelhalter(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) 
 
     .. math:: Z = \frac{\sum (y - s)(1 - 2s)}{\sqrt{\sum (1 - 2s)^2 s (1 - s)}}
 
-    The numerator is the Brier score minus its expectation under calibration; ``direction``
-    says whether the predictions are too high on average (over-prediction: mean score above
-    the observed rate) or too low.
+    The numerator is the Brier score minus its expectation under calibration, Σ (y − s)² −
+    Σ s(1 − s); ``direction`` follows its sign (:func:`spiegelhalter_direction`).
     """
     s = scores
     y = labels.astype(np.float64)
@@ -152,12 +155,27 @@ def spiegelhalter_from_sums(num: float, den: float, *, n: int, mean_score: float
     else:
         z = num / root
     p = math.erfc(abs(z) / math.sqrt(2.0))          # 2·(1 − Φ(|z|))
-    ms, my = mean_score, mean_label
-    direction = "over-prediction" if ms > my else ("under-prediction" if ms < my else "none")
     return TestResult(id="spiegelhalter", statistic=z, pvalue=p, reject=p <= alpha, alpha=alpha,
-                      details={"mean_score": ms, "mean_label": my, "direction": direction,
+                      details={"mean_score": mean_score, "mean_label": mean_label,
+                               "direction": spiegelhalter_direction(z),
                                "brier_excess": num / n},
                       settings={"alternative": "two-sided"})
+
+
+SPIEGELHALTER_DIRECTIONS = {
+    "too extreme": "Brier score above its expected value under calibration (Z > 0): "
+                   "outcomes less predictable than the scores claim",
+    "too cautious": "Brier score below its expected value under calibration (Z < 0): "
+                    "outcomes more predictable than the scores claim",
+    "none": "Z = 0"}
+
+
+def spiegelhalter_direction(z: float) -> str:
+    """What the sign of Spiegelhalter's Z itself says (:data:`SPIEGELHALTER_DIRECTIONS`): its
+    numerator Σ (y − s)(1 − 2s) is positive when the outcomes fall nearer 1/2 than the scores
+    (scores too extreme) and negative when they fall further from it (too cautious).  It is
+    not the sign of the mean residual: a test's label follows its own statistic."""
+    return "too extreme" if z > 0 else "too cautious" if z < 0 else "none"
 
 
 def logistic_sums(x: FloatArray, y: FloatArray, beta: FloatArray,
@@ -182,24 +200,31 @@ def logistic_sums(x: FloatArray, y: FloatArray, beta: FloatArray,
                      np.sum(wx * x)])
 
 
-def newton_logistic(evaluate: Callable[[FloatArray], FloatArray], beta0: ArrayLike = (0.0, 0.0),
-                    iters: int = 100, last_eval: bool = True) -> tuple[float, float, float]:
-    """Maximum-likelihood (a, b) and ℓ by Newton's method with step halving (which keeps the
-    log-likelihood increasing under separation and extreme scores); ``evaluate(β)`` gives the
-    :func:`logistic_sums` at β — of an array in memory, of one pass on a stream.
+def newton_steps(beta0: ArrayLike = (0.0, 0.0), *, iters: int = 100, last_eval: bool = True,
+                 slope_fixed: bool = False
+                 ) -> Generator[FloatArray, FloatArray, tuple[float, float, float]]:
+    """Newton's method with step halving as a coroutine: it yields each β = (a, b) whose
+    :func:`logistic_sums` it needs and is sent them back, and returns (a, b, ℓ) — so one
+    driver evaluates the iterates of an array in memory (:func:`newton_logistic`) and another
+    those of several fits in one pass over a stream.
 
     It stops after a step under 1e-10.  Without ``last_eval`` (a stream, where an evaluation is
     a pass over the files) that final step is taken without evaluating its end point when ℓ
-    can change by at most |∇ℓ·step| ≤ 1e-12·|ℓ| along it (far below ℓ's rounding)."""
+    can change by at most |∇ℓ·step| ≤ 1e-12·|ℓ| along it (far below ℓ's rounding).
+    ``slope_fixed``: the slope stays at b₀ (the calibration intercept's fit: logit P(y=1) =
+    a + x, with x the offset) and only the intercept moves, step Σr / Σw."""
     beta = np.asarray(beta0, dtype=np.float64)
-    sums = evaluate(beta)
+    sums = yield beta
     for _ in range(iters):
         grad = sums[1:3]
-        hess = np.array([[sums[3], sums[4]], [sums[4], sums[5]]])
-        try:
-            step = np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        if slope_fixed:
+            step = np.array([grad[0] / sums[3] if sums[3] > 0 else 0.0, 0.0])
+        else:
+            hess = np.array([[sums[3], sums[4]], [sums[4], sums[5]]])
+            try:
+                step = np.linalg.solve(hess, grad)
+            except np.linalg.LinAlgError:
+                step = np.linalg.lstsq(hess, grad, rcond=None)[0]
         if (not last_eval and np.max(np.abs(step)) < 1e-10
                 and abs(float(grad[0] * step[0] + grad[1] * step[1]))
                 <= 1e-12 * max(1.0, abs(float(sums[0])))):
@@ -207,7 +232,7 @@ def newton_logistic(evaluate: Callable[[FloatArray], FloatArray], beta0: ArrayLi
             break
         for _ in range(30):
             cand = beta + step
-            cand_sums = evaluate(cand)
+            cand_sums = yield cand
             if cand_sums[0] >= sums[0] - 1e-12:
                 break
             step /= 2.0
@@ -215,6 +240,21 @@ def newton_logistic(evaluate: Callable[[FloatArray], FloatArray], beta0: ArrayLi
         if np.max(np.abs(step)) < 1e-10:
             break
     return float(beta[0]), float(beta[1]), float(sums[0])
+
+
+def newton_logistic(evaluate: Callable[[FloatArray], FloatArray], beta0: ArrayLike = (0.0, 0.0),
+                    iters: int = 100, last_eval: bool = True,
+                    slope_fixed: bool = False) -> tuple[float, float, float]:
+    """Maximum-likelihood (a, b) and ℓ by :func:`newton_steps` (step halving keeps the
+    log-likelihood increasing under separation and extreme scores); ``evaluate(β)`` gives the
+    :func:`logistic_sums` at β — of an array in memory, of one pass on a stream."""
+    steps = newton_steps(beta0, iters=iters, last_eval=last_eval, slope_fixed=slope_fixed)
+    beta = next(steps)
+    while True:
+        try:
+            beta = steps.send(evaluate(beta))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 def cox_logit(scores: FloatArray) -> FloatArray:
@@ -225,47 +265,89 @@ def cox_logit(scores: FloatArray) -> FloatArray:
 
 def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
         ci_level: float = 0.95) -> TestResult:
-    """Cox calibration intercept and slope, with the likelihood-ratio test of (0, 1).
+    """Cox calibration intercept and slope, with the likelihood-ratio test of (0, 1), and the
+    calibration intercept (calibration-in-the-large).
 
     Logistic regression of y on logit(s) (s clipped to [1e-15, 1 − 1e-15]), the rows summed in
     the order (score, label) so that no digit depends on the order of the input.  LR = 2·(ℓ(â, b̂) −
     ℓ(0, 1)) ~ χ²(2).  A slope below 1 means predictions too extreme (over-confident), above 1
     too moderate; the intercept shifts them all.  ``intercept_ci`` and ``slope_ci`` are Wald
-    intervals at ``ci_level`` from the observed information at the fit.
+    intervals at ``ci_level`` from the observed information at the fit.  The calibration
+    intercept is the fit of logit P(y = 1) = a + logit(s) (the slope held at 1): below 0 the
+    scores are too high on average, above 0 too low (:func:`recalibration_direction`).
     """
     order = np.lexsort((labels, scores))       # a canonical row order: identical sums (and
     x = cox_logit(scores[order])               # fit) for any order of the rows in a file
     y = labels[order].astype(np.float64)
-    a, b, ll_fit = newton_logistic(lambda beta: logistic_sums(x, y, beta))
-    ll_null = float(logistic_sums(x, y, np.array([0.0, 1.0]))[0])
+
+    def fit(beta: ArrayLike) -> FloatArray:
+        return logistic_sums(x, y, np.asarray(beta, dtype=np.float64))
+
+    a, b, ll_fit = newton_logistic(fit)
+    ll_null = float(fit(NULL_FIT)[0])
+    a0, _, _ = newton_logistic(fit, NULL_FIT, slope_fixed=True)
     return cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
-                      hessian=logistic_sums(x, y, np.array([a, b]))[3:6])
+                      hessian=fit((a, b))[3:6], citl=(a0, float(fit((a0, 1.0))[3])))
+
+
+NULL_FIT = (0.0, 1.0)        # Cox's (intercept, slope) of calibrated scores
 
 
 def cox_result(a: float, b: float, ll_fit: float, ll_null: float, *, alpha: float,
                settings: dict[str, Any] | None = None,
-               hessian: ArrayLike | None = None, ci_level: float = 0.95) -> TestResult:
+               hessian: ArrayLike | None = None, ci_level: float = 0.95,
+               citl: tuple[float, float] | None = None) -> TestResult:
     """Cox's result from the fitted (a, b), the maximum log-likelihood and ℓ(0, 1);
     ``hessian`` = (Σw, Σw·x, Σw·x²) at the fit gives the Wald standard errors and the Wald
-    intervals (â ± z·se, b̂ ± z·se, z the (1 + level)/2 normal quantile)."""
+    intervals (â ± z·se, b̂ ± z·se, z the (1 + level)/2 normal quantile); ``citl`` = (the
+    calibration intercept, Σw at it) gives that intercept with its Wald interval."""
     lr = max(0.0, 2.0 * (ll_fit - ll_null))
     p = _chi2_sf(lr, 2)
     details: dict[str, Any] = {"intercept": a, "slope": b, "df": 2,
                                "statistic_name": "likelihood ratio vs (intercept, slope) = (0, 1)"}
+    z = _normal_quantile((1.0 + ci_level) / 2.0)
     if hessian is not None:
         w, wx, wxx = (float(v) for v in np.asarray(hessian, dtype=np.float64))
         det = w * wxx - wx * wx
         if det > 0:
             details["intercept_se"] = math.sqrt(wxx / det)
             details["slope_se"] = math.sqrt(w / det)
-            z = _normal_quantile((1.0 + ci_level) / 2.0)
             for name, est in (("intercept", a), ("slope", b)):
                 se = details[f"{name}_se"]
                 details[f"{name}_ci"] = {"low": est - z * se, "high": est + z * se,
                                          "level": ci_level, "method": "Wald"}
+    if citl is not None:
+        a0, w0 = citl
+        details["calibration_intercept"] = a0
+        if w0 > 0:
+            se0 = 1.0 / math.sqrt(w0)
+            details["calibration_intercept_se"] = se0
+            details["calibration_intercept_ci"] = {"low": a0 - z * se0, "high": a0 + z * se0,
+                                                   "level": ci_level, "method": "Wald"}
     return TestResult(id="cox", statistic=lr, pvalue=p, reject=p <= alpha, alpha=alpha,
                       details=details, settings={"clip": LOGIT_EPS, "ci_level": ci_level,
                                                  **(settings or {})})
+
+
+def recalibration_direction(details: Mapping[str, Any]) -> dict[str, Any]:
+    """The direction of a miscalibration, from Cox's fit (``details`` of :func:`cox_result`) —
+    the one rule behind every headline (docs/tests.md, "The direction"):
+
+    * ``average``: ``"over"`` (over-predicting on average) when the calibration intercept's
+      Wald interval lies below 0, ``"under"`` when it lies above 0, else None;
+    * ``confidence``: ``"over"`` (over-confident: predictions too extreme) when the slope's
+      interval lies below 1, ``"under"`` (under-confident: too cautious) when it lies above 1,
+      else None.
+
+    Nothing is claimed without an interval (a fit without standard errors: separation)."""
+    out: dict[str, Any] = {"average": None, "confidence": None}
+    ci0 = details.get("calibration_intercept_ci")
+    if ci0 and math.isfinite(ci0["low"]) and math.isfinite(ci0["high"]):
+        out["average"] = "over" if ci0["high"] < 0 else "under" if ci0["low"] > 0 else None
+    ci1 = details.get("slope_ci")
+    if ci1 and math.isfinite(ci1["low"]) and math.isfinite(ci1["high"]):
+        out["confidence"] = "over" if ci1["high"] < 1 else "under" if ci1["low"] > 1 else None
+    return out
 
 
 def _normal_quantile(q: float) -> float:

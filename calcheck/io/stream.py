@@ -19,6 +19,8 @@ from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.data import (
     ClassColumns,
+    binary_pair,
+    binary_pair_note,
     check_columns_exist,
     class_named_columns,
     class_names_of,
@@ -182,6 +184,12 @@ class StreamPlan:
     renormalize: bool = False
     in_memory: bool = False                # fragments of an in-memory table (no Dask)
     probs_detected: bool = False           # the probability columns were found by name
+    binary_pair: bool = False              # two detected columns read as a binary score
+                                           # (the second), after the multiclass checks
+
+    @property
+    def multiclass(self) -> bool:
+        return bool(self.prob_columns) and not self.binary_pair
 
     @property
     def columns(self) -> list[str]:
@@ -201,11 +209,12 @@ class StreamPlan:
 def plan_stream(src: Source, *, score: str | None = None, label: str | None = None,
                 where: str | None = None, probs: list[str] | None = None,
                 renormalize: bool = False, extra_columns: dict[str, str] | None = None,
-                ) -> StreamPlan:
+                pair_as_binary: bool = True) -> StreamPlan:
     """Plan a streamed read of a Parquet file, directory or hive-partitioned tree (or of an
     in-memory table, batch by batch): binary scores, or (``probs``, or auto-detected
     prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
-    reader decides.  ``extra_columns`` (name → option) must exist."""
+    reader decides (``pair_as_binary``: two detected columns are a binary score, as
+    :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist."""
     if src.data is not None:
         raise InputError("--engine stream/dask reads Parquet files or directories, not stdin "
                          "(--engine memory reads stdin)")
@@ -244,9 +253,17 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
         fragments = list(ds.get_fragments(filter=flt))
     except pa.ArrowException as exc:
         raise InputError(f"{src.name}: cannot scan the dataset ({one_line(exc)})") from None
+    pair = pair_as_binary and binary_pair(cols, probs) and named is None
+    if pair:
+        assert cols is not None
+        score_col = cols[1]
+        note = binary_pair_note(cols)
+        if note not in src.notes:
+            src.notes.append(note)
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
-                      in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs)
+                      in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs,
+                      binary_pair=pair)
 
 
 def _distinct_text(ds: Any, column: str) -> list[Any]:
@@ -490,7 +507,9 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         if not y.shape[0]:
             continue
         out: tuple[Any, ...]
-        if view == "top":
+        if plan.binary_pair:                       # validated as two classes, read as binary
+            out = (np.ascontiguousarray(columns[1]), y.astype(np.int8))
+        elif view == "top":
             conf, correct = top_label_columns(columns, y)
             out = (conf, correct.astype(np.int8))
         elif view == "columns":

@@ -17,6 +17,8 @@ import numpy as np
 from calcheck.data import (
     Predictions,
     Provenance,
+    binary_pair,
+    binary_pair_note,
     check_columns_exist,
     class_named_columns,
     class_names_of,
@@ -97,7 +99,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                      raw: list[str] | None = None,
                      flags: dict[str, str] | None = None,
                      progress: Callable[[int, int], None] | None = None,
-                     uniform_bins: tuple[int, ...] = ()) -> Predictions:
+                     uniform_bins: tuple[int, ...] = (),
+                     pair_as_binary: bool = True) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
@@ -108,6 +111,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     ``uniform_bins``: numbers of equal-width bins whose statistics a large binary Parquet file
     folds while it is read (:class:`~calcheck.binning.UniformFold`), kept in
     ``Predictions.uniform_read`` when every row was folded and kept as read.
+    ``pair_as_binary``: two auto-detected probability columns are read as the binary score
+    of the second (:func:`calcheck.data.binary_pair`).
     """
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
@@ -143,13 +148,21 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         prov.notes.extend(src.notes)
         if named is not None:
             prov.notes.append(named_note(named))
+        P: np.ndarray | None
+        names: list[str] | None
         if cols is not None:
             names = class_names_of(cols)
             P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
                 src, table, cols, label_col, names, renormalize=renormalize,
                 drop_invalid=drop_invalid, detected=not probs)
-            prov.prob_columns, prov.rows_renormalized = cols, renormalized
+            prov.rows_renormalized = renormalized
             scores = None
+            if pair_as_binary and binary_pair(cols, probs) and named is None:
+                scores, P, names = np.ascontiguousarray(P[:, 1]), None, None
+                prov.score_column = cols[1]
+                prov.notes.append(binary_pair_note(cols))
+            else:
+                prov.prob_columns = cols
         else:
             s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
                                                             pos_label, drop_invalid)

@@ -126,11 +126,14 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  extra: Mapping[str, Any] | None = None,
                  summary_bins: tuple[str, list[dict[str, Any]]] | None = None,
                  score_range: Callable[[float, float], tuple[float, float] | None] | None
-                 = None, seed: int = 0) -> dict[str, Any]:
+                 = None, seed: int = 0, direction_fit: Mapping[str, Any] | None = None,
+                 tolerance: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
     adds top-level sections (after ``groups``).  ``summary_bins`` — (metric id, its bin rows)
     — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`), and ``score_range``
-    gives the scores of the bin it names when the rows do not carry them."""
+    gives the scores of the bin it names when the rows do not carry them; ``direction_fit``
+    is Cox's fit behind the direction (when the tests do not carry it) and ``tolerance`` the
+    ``--tolerance`` checks (:func:`calcheck.report.summary.tolerance_verdict`)."""
     from calcheck.report.summary import summarize
 
     with_bins = set(bins_for)
@@ -161,6 +164,8 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
             if isinstance(entry.get("per_class"), list):
                 entry["per_class"] = per_class_by_name(entry["per_class"], classes)
     of, rows = summary_bins if summary_bins is not None else (None, None)
-    report["summary"] = summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
-                                  score_range=score_range)
+    report["summary"] = jsonable(summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
+                                           score_range=score_range,
+                                           direction_fit=jsonable(direction_fit),
+                                           tolerance=tolerance))
     return report

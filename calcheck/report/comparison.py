@@ -10,7 +10,8 @@ from typing import Any
 
 from calcheck.formatting import number
 from calcheck.formatting import value as format_value
-from calcheck.report.render import _write_rows, to_json
+from calcheck.report.render import _fit as fits
+from calcheck.report.render import _write_rows, print_fitted, to_json
 from calcheck.report.text import ascii, clean, markdown
 
 COLUMNS = ("id", "metric", "old", "new", "change", "interval", "verdict")
@@ -31,11 +32,12 @@ def _rows(metrics: Mapping[str, Any]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for mid, e in metrics.items():
         ci = e.get("ci") or {}
-        interval = (f"[{_signed(ci['low'], e['unit'])}, {_signed(ci['high'], e['unit'])}]"
+        unit = "fraction" if e["unit"] == "nats" else e["unit"]     # nats: in the title
+        name = str(e["title"]) + (" (nats)" if e["unit"] == "nats" else "")
+        interval = (f"[{_signed(ci['low'], unit)}, {_signed(ci['high'], unit)}]"
                     if ci.get("low") is not None else "–")
-        out.append((mid, str(e["title"]), format_value(e["old"], e["unit"]),
-                    format_value(e["new"], e["unit"]), _signed(e["delta"], e["unit"]), interval,
-                    str(e.get("verdict") or "–")))
+        out.append((mid, name, format_value(e["old"], unit), format_value(e["new"], unit),
+                    _signed(e["delta"], unit), interval, str(e.get("verdict") or "–")))
     return out
 
 
@@ -66,28 +68,37 @@ def render_table(report: Mapping[str, Any], *, width: int = 100, color: bool = F
         return Text(ascii(text) if plain else text, style=style if color else "")
 
     def table(rows: list[tuple[str, ...]], first: str, title: str | None = None) -> Any:
-        t = Table(box=box.ASCII if plain else box.HEAVY_HEAD, header_style="bold" if color
-                  else "", title=tx(title) if title else None)
-        for c in (first, *COLUMNS[1:]):
-            right = c in ("old", "new", "change", "interval")
-            t.add_column(tx(c if c != "interval" else f"{_level(report)} interval"),
-                         justify="right" if right else "left",
-                         no_wrap=c != "metric", min_width=14 if c == "metric" else None,
-                         overflow="fold" if c == "metric" else "ellipsis")
-        for r in rows:
-            style = {"worse": "bold red", "better": "bold green"}.get(r[-1], "")
-            t.add_row(*(tx(c) for c in r[:-1]), tx(r[-1], style))
+        """The change table; without the metric's title (its id names it) when the table
+        would not fit the width with it."""
+        for names in (True, False):
+            t = Table(box=box.ASCII if plain else box.HEAVY_HEAD, header_style="bold" if color
+                      else "", title=tx(title) if title else None)
+            cols = [c for c in (first, *COLUMNS[1:]) if names or c != "metric"]
+            for c in cols:
+                right = c in ("old", "new", "change", "interval")
+                wrap = c != first               # between words (a unit, a bound), never inside
+                t.add_column(tx(c if c != "interval" else f"{_level(report)} interval"),
+                             justify="right" if right else "left", no_wrap=not wrap,
+                             overflow="fold" if wrap else "ellipsis")
+            for r in rows:
+                style = {"worse": "bold red", "better": "bold green"}.get(r[-1], "")
+                cells = r if names else (r[0], *r[2:])
+                t.add_row(*(tx(c) for c in cells[:-1]), tx(cells[-1], style))
+            if fits(t, console.width):
+                break
         return t
 
     console.print(tx(_header(report)))
     s = report.get("summary") or {}
-    console.print(tx(clean(s.get("text", "")), {"worse": "bold red", "better": "bold green"}
-                     .get(s.get("verdict", ""), "bold")))
-    console.print(table(_rows(report["metrics"]), "id"))
+    for key in ("text", "scores_text"):
+        if s.get(key):
+            console.print(tx(clean(s[key]), {"worse": "bold red", "better": "bold green"}
+                             .get(s.get("verdict", ""), "bold") if key == "text" else ""))
+    print_fitted(console, table(_rows(report["metrics"]), "id"), tx)
     for gname, g in (report.get("groups") or {}).items():
         title = f"{report['settings'].get('by')} = {clean(gname)} (n = {g['n']:,}" + \
             (", small)" if g["flagged"] else ")")
-        console.print(table(_rows(g["metrics"]), "id", title))
+        print_fitted(console, table(_rows(g["metrics"]), "id", title), tx)
     for gate in report.get("gates") or []:
         console.print(tx(_gate_text(gate), "bold red" if gate["failed"] else ""))
     return buf.getvalue()
@@ -164,7 +175,7 @@ def render_fragment(report: Mapping[str, Any]) -> str:
 
 def _parts(report: Mapping[str, Any], figures: list[tuple[str, bytes]], *,
            full: bool) -> list[str]:
-    from calcheck.report.html import _img, _wide
+    from calcheck.report.html import _img, _wide, settings_table
 
     def e(x: Any) -> str:
         return _html.escape(clean(x))
@@ -196,7 +207,5 @@ def _parts(report: Mapping[str, Any], figures: list[tuple[str, bytes]], *,
     if report.get("notes"):
         parts += ["<h2>Notes</h2><ul>", *(f"<li>{e(n)}</li>" for n in report["notes"]), "</ul>"]
     if full:
-        parts += ["<h2>Settings</h2><dl class='settings'>",
-                  *(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in report["settings"].items()),
-                  "</dl>"]
+        parts.append(settings_table(report["settings"]))
     return parts

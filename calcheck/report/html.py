@@ -1,6 +1,6 @@
 """One self-contained HTML report: the summary first, then the input, the tests with their
 direction, the metrics with their intervals, the groups, the figures (embedded as base64 PNG)
-and the settings as a list.  No script, stylesheet, font or image is fetched from anywhere: the
+and the settings as a table.  No script, stylesheet, font or image is fetched from anywhere: the
 file opens offline.  Every text from the data is escaped.
 
 Layout: a figure is shown at most at its natural size (the PNG's pixel width, given as the
@@ -62,9 +62,10 @@ body { margin: 0; }
 .calcheck figure img { display: block; box-sizing: border-box; max-width: 100%; height: auto;
                       border: 1px solid #eee; }
 .calcheck figcaption { color: #444; font-size: 0.95rem; margin-top: 0.3rem; }
-.calcheck dl.settings { display: grid; gap: 0.2rem 1.2rem; font-size: 0.92rem;
-                        grid-template-columns: minmax(5rem, max-content) minmax(0, 1fr); }
-.calcheck dl.settings dt { color: #555; } .calcheck dl.settings dd { margin: 0; }
+.calcheck table.settings { font-size: 0.92rem; }
+.calcheck table.settings th { background: none; color: #555; font-weight: normal; }
+.calcheck table.nested { margin: 0; font-size: 1em; }
+.calcheck table.nested th, .calcheck table.nested td { border: none; padding: 0 0.8rem 0 0; }
 .calcheck.fragment { max-width: 760px; font-size: 0.92rem; }
 .calcheck.fragment h2 { font-size: 1.05rem; margin: 1rem 0 0.3rem; }
 .calcheck.fragment figure { margin: 0.6rem 0; }
@@ -78,6 +79,21 @@ body { margin: 0; }
 
 def _e(x: Any) -> str:
     return html.escape(clean(x))
+
+
+def settings_table(settings: Mapping[str, Any]) -> str:
+    """A report's settings as a readable two-column table: each key in words, each value as
+    :func:`~calcheck.report.text.setting` shows it — no Python literal (``None``, ``{…}``);
+    a nested setting (the intervals', the grid's) as a table of its own in the cell."""
+    def cell(v: Any) -> str:
+        if isinstance(v, Mapping) and v:
+            return "<table class='nested'>" + "".join(
+                f"<tr><th>{_e(str(k).replace('_', ' '))}</th><td>{cell(x)}</td></tr>"
+                for k, x in v.items()) + "</table>"
+        return _e(setting(v))
+    rows = "".join(f"<tr><th>{_e(str(k).replace('_', ' '))}</th><td>{cell(v)}</td></tr>"
+                   for k, v in settings.items())
+    return f"<h2>Settings</h2><div class='wide'><table class='settings'>{rows}</table></div>"
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -115,9 +131,7 @@ def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> 
     if report.get("notes"):
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in report["notes"])
                      + "</ul>")
-    parts.append("<h2>Settings</h2><dl class='settings'>" + "".join(
-        f"<dt>{_e(k.replace('_', ' '))}</dt><dd>{_e(setting(v))}</dd>"
-        for k, v in report.get("settings", {}).items()) + "</dl></main></body></html>")
+    parts.append(settings_table(report.get("settings", {})) + "</main></body></html>")
     return "\n".join(parts)
 
 

@@ -46,6 +46,7 @@ class Report:
     figures: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
     per_class: bool = False
     diagram: tuple[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
+    fail_if_beyond: bool = False
 
     # -- the document ------------------------------------------------------------------------
 
@@ -105,10 +106,18 @@ class Report:
         return [tid for tid, t in self.data.get("tests", {}).items() if t.get("reject")]
 
     @property
+    def beyond_tolerance(self) -> bool:
+        """Whether the ``--tolerance`` verdict is "beyond tolerance"."""
+        t = self.data.get("summary", {}).get("tolerance") or {}
+        return bool(t.get("verdict") == "beyond tolerance")
+
+    @property
     def exit_code(self) -> int:
         """What the command line exits with: 1 when a gate failed (or a test rejected under
-        ``fail_on_reject``), else 0."""
-        if self.failed_gates or (self.fail_on_reject and self.rejected):
+        ``fail_on_reject``, or the tolerance verdict is "beyond tolerance" under
+        ``fail_if_beyond``), else 0."""
+        if self.failed_gates or (self.fail_on_reject and self.rejected) or \
+                (self.fail_if_beyond and self.beyond_tolerance):
             return int(ExitCode.GATE_FAILED)
         return int(ExitCode.OK)
 

@@ -110,7 +110,8 @@ def _context_lines(report: Mapping[str, Any]) -> list[str]:
     for mid, m in report.get("metrics", {}).items():
         if _is_context(mid) and m.get("value") is not None:
             n = report["input"].get("rows_used")
-            out.append(f"{title(mid)}: {number(float(m['value']), 1)} effectively distinct scores"
+            out.append(f"{title(mid)}: {format_value(float(m['value']), 'count')} effectively "
+                       "distinct scores"
                        + (f" of {n:,} rows" if n else "") + " (a count, not an error)")
     return out
 
@@ -292,7 +293,8 @@ def _plain(cell: Any) -> str:
 def _fit(t: Any, width: int) -> bool:
     """Set the columns' widths so that the table fits ``width`` with no word broken: each
     column gets at least its longest word (a wrapping column) or its longest line (the
-    others), and the room left goes to the columns in proportion to what they lack.  False
+    others); the room left first makes whole the columns that lack least, and what remains
+    goes to the others in proportion to what they lack.  False
     when even that is too wide (the caller then stacks the rows)."""
     lo, hi = [], []
     for col in t.columns:
@@ -307,9 +309,13 @@ def _fit(t: Any, width: int) -> bool:
     if sum(hi) + frame <= width:
         return True
     room, lack = width - frame - sum(lo), [h - m for h, m in zip(hi, lo)]
+    widths = list(lo)
+    for j in sorted(range(len(lack)), key=lambda j: lack[j]):   # whole columns first,
+        if 0 < lack[j] <= room:                                  # the least lacking first
+            widths[j], room, lack[j] = hi[j], room - lack[j], 0
     total = sum(lack) or 1
-    for col, m, need in zip(t.columns, lo, lack):
-        col.width = m + room * need // total
+    for col, w, need in zip(t.columns, widths, lack):
+        col.width = w + room * need // total
     return True
 
 
@@ -335,6 +341,17 @@ def _stacked(t: Any, width: int) -> list[str]:
             if value:
                 out += wrap(f"{' '.join(_plain(cols[j].header).split())}: {value}", "    ")
     return out
+
+
+def print_fitted(console: Any, t: Any, tx: Any) -> None:
+    """Print table ``t`` on ``console``, or — when it cannot fit the width without breaking a
+    word — each row as a block of ``column: value`` lines wrapped between words (``tx``
+    makes the console's text)."""
+    if _fit(t, console.width):
+        console.print(t)
+        return
+    for line in _stacked(t, console.width):
+        console.print(tx(line), soft_wrap=True)
 
 
 def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
@@ -367,13 +384,7 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         console.print(tx(text, style))
 
     def show(t: Any) -> None:
-        """The table, or — when it cannot fit the width without breaking a word — each row
-        as a block of ``column: value`` lines wrapped between words."""
-        if _fit(t, console.width):
-            console.print(t)
-            return
-        for line in _stacked(t, console.width):
-            console.print(tx(line), soft_wrap=True)
+        print_fitted(console, t, tx)
 
     out(_header_line(report))
     summary = report.get("summary") or {}
@@ -387,11 +398,11 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         if rows:
             t = table()
             column(t, "id")
-            column(t, "metric")
+            column(t, "metric", wrap=True)
             column(t, "value", "right")
             level = _ci_level(report)
-            if level is not None:
-                column(t, f"{100 * level:g}% CI", "right")
+            if level is not None:            # "[low, high]" may wrap after its comma
+                column(t, f"{100 * level:g}% CI", "right", wrap=True)
             column(t, "bins", wrap=True)
             if details:
                 column(t, "settings", wrap=True)

@@ -1,4 +1,5 @@
-"""The one-line summary every report leads with: a verdict, a direction, the worst place.
+"""The one-line summary every report leads with: a verdict, how much, the direction, the worst
+place (docs/report.md, "The summary").
 
 * **Verdict.** With tests (``test``, ``report``): *miscalibrated* when a selected test rejects
   at α, naming it and its p-value; otherwise *no evidence of miscalibration*, with the smallest
@@ -8,13 +9,16 @@
   least that of the exact Poisson-binomial, so the check is conservative — and the p-value is
   the share of 2,000 such draws (seeded by ``--seed``) whose ECE on the same bins reaches the
   observed one, with the +1 correction.  No binned metric and no test: *not assessed*.
-* **Direction.** Cox's intercept and slope when Cox ran (slope < 1: over-confident, too
-  extreme; > 1: under-confident, too cautious; the intercept shifts everything); otherwise the
-  bin table: the mean score against the observed rate (over- or under-predicting on average,
-  when they differ by more than 1.96 binomial standard errors) and the weighted slope of the
-  bins' observed rates on their mean scores (over- or under-confident when it differs from 1
-  by more than 1.96 standard errors).  For multiclass input the view is top-label: confidence
-  against accuracy.
+* **How much** (``effect``): the binned error behind the summary with an interval — the
+  metric's ``--ci`` interval when the run computed one, else the parametric interval of
+  :func:`effect_interval` (the scores fixed, each bin's positives redrawn at its observed
+  rate).  With ``--tolerance METRIC:VALUE`` the equivalence verdict of :func:`tolerance_verdict`
+  stands beside the significance verdict.
+* **Direction.** One rule, :func:`calcheck.hypotests.classical.recalibration_direction`, on
+  Cox's logistic recalibration (``direction_fit``): over- or under-predicting on average when
+  the calibration intercept's interval excludes 0, over- or under-confident when the slope's
+  excludes 1; nothing when they hold 0 and 1.  For multiclass input the view is top-label:
+  confidence against accuracy.
 * **Where.** The bin that contributes most to the ECE (n_b·|gap_b|), the worst ``--by`` group
   on the first error metric (groups flagged small are skipped) and the variable with the
   largest VCE(v*).
@@ -23,7 +27,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,10 +35,18 @@ import numpy as np
 from calcheck.formatting import number
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
+from calcheck.hypotests.classical import recalibration_direction
 from calcheck.registry import METRICS, title
 
 DRAWS = 2000
 BIN_SOURCES = ("ace", "ace_top", "ece", "ece_top", "mce_q", "mce", "ece_l2")
+# the bin metrics whose value the bin table gives, and their norm
+NORMS = {"ace": "l1", "ace_top": "l1", "ece": "l1", "ece_top": "l1", "ece_l2": "l2"}
+NEEDS_DIRECTION = ("miscalibrated", "inconclusive")
+EFFECT_METHOD = ("parametric bootstrap of the bins (scores fixed, each bin's positives "
+                 "redrawn as Binomial(n_b, its observed rate)): the plug-in minus (plus) the "
+                 "(1+level)/2 quantile of ||m* - m|| (of the linearised change)")
+WITHIN, BEYOND, UNDECIDED = "within tolerance", "beyond tolerance", "inconclusive at this n"
 
 
 def consistency_pvalue(rows: list[Mapping[str, Any]], *, seed: int = 0,
@@ -51,47 +63,187 @@ def consistency_pvalue(rows: list[Mapping[str, Any]], *, seed: int = 0,
     return float((1 + np.sum(null >= observed - 1e-15)) / (draws + 1))
 
 
-def _average(rows: list[Mapping[str, Any]], multiclass: bool) -> str | None:
-    """Over- or under-predicting on average, when the mean score and the observed rate differ
-    by more than 1.96 binomial standard errors."""
-    n_b = np.array([r["n"] for r in rows], dtype=np.float64)
-    x = np.array([r["mean_score"] for r in rows], dtype=np.float64)
-    y = np.array([r["mean_label"] for r in rows], dtype=np.float64)
+# ---------------------------------------------------------------------------------------------
+# how much: the binned error with an interval
+
+
+def _norm(u: np.ndarray, norm: str, n_b: np.ndarray, n: float) -> np.ndarray:
+    """The binned error of weighted residual sums u = (k_b − n_b·s̄_b)/n (last axis): l1 Σ|u|,
+    l2 √(Σ u²·n/n_b) (the root of Σ w_b m_b², w_b = n_b/n, m_b = u_b·n/n_b)."""
+    if norm == "l1":
+        return np.asarray(np.abs(u).sum(axis=-1))
+    return np.asarray(np.sqrt(np.sum(u * u * (n / n_b), axis=-1)))
+
+
+def effect_interval(rows: list[Mapping[str, Any]], norm: str, *, level: float = 0.95,
+                    seed: int = 0, draws: int = DRAWS) -> dict[str, Any] | None:
+    r"""The binned error of ``rows`` (ECE or ACE for ``"l1"``, ECE-l2 for ``"l2"``) with a
+    parametric interval, for a headline without a ``--ci`` interval.
+
+    The scores are held fixed and each bin's positives redrawn as K*_b ~ Binomial(n_b, ȳ_b)
+    (the bin's observed rate: the variance of its label mean given the scores is at most
+    ȳ_b(1 − ȳ_b)/n_b).  With u the bins' weighted residuals and N the norm, the ends are those
+    of the norm bootstrap (:mod:`calcheck.uncertainty`): θ̂ − q(N(u* − û)) (triangle
+    inequality) and θ̂ + q(⟨ĝ, û − u*⟩) (convexity), q the (1 + level)/2 quantile of ``draws``
+    redraws.  The estimand is the error of these predictions at these bins given the scores:
+    Σ_b w_b |mean of P(y = 1 | s) − s over the bin| (l1).  Coverage: docs/validity.md."""
+    use = [r for r in rows if r.get("n")]
+    if not use:
+        return None
+    n_b = np.array([r["n"] for r in use], dtype=np.float64)
+    k_b = np.array([r["positives"] for r in use], dtype=np.float64)
+    s_b = np.array([r["mean_score"] for r in use], dtype=np.float64)
+    n = float(n_b.sum())
+    u = (k_b - n_b * s_b) / n
+    theta = float(_norm(u, norm, n_b, n))
+    rate = np.clip(k_b / n_b, 0.0, 1.0)
+    trials = np.maximum(np.round(n_b), 1).astype(np.int64)
+    rng = np.random.default_rng((seed, 1))
+    moved = (rng.binomial(trials, rate, size=(draws, n_b.shape[0])) / trials - rate) * n_b / n
+    q = (1.0 + level) / 2.0
+    spread = _norm(moved, norm, n_b, n)
+    down = _quantile(spread, q)
+    if norm == "l1":              # a bin at exactly 0 adds |change| (no gradient there)
+        up = _quantile(-(moved @ np.sign(u)) + np.abs(moved) @ (u == 0), q)
+    else:
+        up = _quantile(-(moved @ (u * (n / n_b) / theta)), q) if theta > 0 else down
+    return {"value": theta, "low": max(0.0, theta - down), "high": theta + max(0.0, up),
+            "level": level, "method": EFFECT_METHOD,
+            "estimand": "error of these predictions at these bins, given the scores"}
+
+
+def _quantile(x: np.ndarray, q: float) -> float:
+    """numpy's default (linear) quantile, by a sort: ``np.quantile`` imports ``numpy.ma`` on
+    its first call (~6 ms of a small streamed run)."""
+    v = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    h = (v.shape[0] - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, v.shape[0] - 1)
+    return float(v[lo] + (h - lo) * (v[hi] - v[lo]))
+
+
+def _effect(report: Mapping[str, Any], rows: list[Mapping[str, Any]], bins_of: str | None,
+            level: float, seed: int, tolerance: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The headline's effect size: the bin metric ``bins_of`` with its ``--ci`` interval (or
+    the one a ``--tolerance`` check computed) when it covers the population value, else
+    :func:`effect_interval`."""
+    if not bins_of or bins_of not in NORMS or not rows:
+        return None
+    entry = (report.get("metrics") or {}).get(bins_of) or {}
+    out = effect_interval(rows, NORMS[bins_of], level=level, seed=seed)
+    if out is None:
+        return None
+    if entry.get("value") is not None:
+        out["value"] = entry["value"]
+    ci = entry.get("ci") or next((t for t in tolerance if t["metric"] == bins_of), {})
+    if ci.get("low") is not None and str(ci.get("estimand", "")).startswith("population"):
+        out.update({k: ci.get(k) for k in ("low", "high", "level", "method", "estimand")})
+    return {"metric": bins_of, **out}
+
+
+def _effect_text(e: Mapping[str, Any], unit: str = "fraction") -> str:
+    return (f"{title(e['metric'])} {format_value(e['value'], unit)} "
+            f"({e['level']:.0%} interval {format_value(e['low'], unit)}–"
+            f"{format_value(e['high'], unit)})")
+
+
+def tolerance_verdict(metric: str, value: float, ci: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The equivalence verdict of ``--tolerance METRIC:VALUE`` from the metric's covering
+    interval: *within tolerance* when its upper end is below VALUE, *beyond tolerance* when its
+    lower end is above it, else *inconclusive at this n*.  Each end errs with probability at most
+    (1 − level)/2, so each of the two firm verdicts is wrong at most that often (docs/validity.md
+    measures it)."""
+    low = (ci or {}).get("low")
+    high = (ci or {}).get("high")
+    if low is None or high is None:
+        verdict = UNDECIDED
+    elif high < value:
+        verdict = WITHIN
+    elif low > value:
+        verdict = BEYOND
+    else:
+        verdict = UNDECIDED
+    return {"metric": metric, "value": value, "low": low, "high": high,
+            "level": (ci or {}).get("level"), "verdict": verdict,
+            "method": (ci or {}).get("method"), "estimand": (ci or {}).get("estimand")}
+
+
+def _tolerance(checks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The deciding check of several: beyond if any is, else inconclusive if any is, else
+    within (all of them)."""
+    if not checks:
+        return None
+    for v in (BEYOND, UNDECIDED, WITHIN):
+        for c in checks:
+            if c["verdict"] == v:
+                return c
+    return checks[0]
+
+
+def _tolerance_text(t: Mapping[str, Any], unit: str) -> str:
+    shown = f"{title(t['metric'])} ≤ {format_value(t['value'], unit)}"
+    if t["low"] is None:
+        return f"{t['verdict']} ({shown}: no interval)"
+    span = f"interval {format_value(t['low'], unit)}–{format_value(t['high'], unit)}"
+    where = {WITHIN: "below", BEYOND: "above", UNDECIDED: "holds"}[t["verdict"]]
+    return f"{t['verdict'].upper() if t['verdict'] != UNDECIDED else t['verdict']} " \
+           f"({shown}: {span} {where} {format_value(t['value'], unit)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# the direction
+
+
+def _means(rows: list[Mapping[str, Any]]) -> tuple[float, float] | None:
+    use = [r for r in rows if r.get("n")]
+    if not use:
+        return None
+    n_b = np.array([r["n"] for r in use], dtype=np.float64)
+    x = np.array([r["mean_score"] for r in use], dtype=np.float64)
+    y = np.array([r["mean_label"] for r in use], dtype=np.float64)
     n = n_b.sum()
-    ms, my = float(np.sum(n_b * x) / n), float(np.sum(n_b * y) / n)
-    se = math.sqrt(max(float(np.sum(n_b * x * (1 - x))), 1e-300)) / n
-    if abs(ms - my) <= 1.96 * se:
-        return None
-    what, rate = ("confidence", "accuracy") if multiclass else ("mean score", "observed rate")
-    return (f"{'over' if ms > my else 'under'}-predicting on average ({what} {number(ms)} vs "
-            f"{rate} {number(my)})")
+    return float(np.sum(n_b * x) / n), float(np.sum(n_b * y) / n)
 
 
-def _binned_slope(rows: list[Mapping[str, Any]]) -> str | None:
-    """Over- or under-confident from the weighted slope of the bins' observed rates on their
-    mean scores, when it differs from 1 by more than 1.96 standard errors."""
-    if len(rows) < 3:
-        return None
-    n_b = np.array([r["n"] for r in rows], dtype=np.float64)
-    x = np.array([r["mean_score"] for r in rows], dtype=np.float64)
-    y = np.array([r["mean_label"] for r in rows], dtype=np.float64)
-    n = n_b.sum()
-    xm, ym = float(np.sum(n_b * x) / n), float(np.sum(n_b * y) / n)
-    sxx = float(np.sum(n_b * (x - xm) ** 2))
-    if sxx <= 0:
-        return None
-    slope = float(np.sum(n_b * (x - xm) * (y - ym)) / sxx)
-    var = np.clip(x * (1 - x), 1e-12, None) / n_b
-    se = math.sqrt(float(np.sum((n_b * (x - xm)) ** 2 * var))) / sxx
-    return _confidence(slope, se, "binned slope")
+def _interval(est: float, ci: Mapping[str, Any]) -> str:
+    return f"{est:.2f}, {ci['level']:.0%} CI {ci['low']:.2f} to {ci['high']:.2f}"
 
 
-def _confidence(slope: float, se: float, name: str) -> str | None:
-    if not abs(slope - 1) > 1.96 * se:
+def direction(fit: Mapping[str, Any] | None, rows: list[Mapping[str, Any]],
+              multiclass: bool) -> list[str]:
+    """The direction sentences of Cox's fit ``fit`` (the ``cox`` test's JSON entry), by
+    :func:`recalibration_direction`; ``rows`` add the mean score and observed rate."""
+    if not fit:
+        return []
+    d = recalibration_direction(fit)
+    out = []
+    if d["average"]:
+        what, rate = ("confidence", "accuracy") if multiclass else ("mean score", "observed rate")
+        means = _means(rows)
+        shown = f"; {what} {number(means[0])} vs {rate} {number(means[1])}" if means else ""
+        out.append(f"{d['average']}-predicting on average (calibration intercept "
+                   f"{_interval(fit['calibration_intercept'], fit['calibration_intercept_ci'])}"
+                   f"{shown})")
+    if d["confidence"]:
+        how = "too extreme" if d["confidence"] == "over" else "too cautious"
+        out.append(f"{d['confidence']}-confident: predictions {how} (calibration slope "
+                   f"{_interval(fit['slope'], fit['slope_ci'])})")
+    return out
+
+
+def direction_fit_entry(fit: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the JSON summary keeps of the fit behind the direction."""
+    if not fit:
         return None
-    if slope < 1:
-        return f"over-confident: predictions too extreme ({name} {slope:.2f})"
-    return f"under-confident: predictions too cautious ({name} {slope:.2f})"
+    keys = ("intercept", "intercept_se", "intercept_ci", "slope", "slope_se", "slope_ci",
+            "calibration_intercept", "calibration_intercept_se", "calibration_intercept_ci")
+    return {"method": "Cox logistic recalibration: logit P(y=1) = a + b logit(s) (slope), and "
+                      "a + logit(s) (calibration intercept); Wald intervals",
+            **{k: fit[k] for k in keys if k in fit}, **recalibration_direction(fit)}
+
+
+# ---------------------------------------------------------------------------------------------
+# where
 
 
 def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool,
@@ -109,6 +261,37 @@ def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool,
     return (f"{what} {span}: predicted "
             f"{worst['mean_score']:.3f}, observed {worst['mean_label']:.3f} "
             f"({worst['n']:,} rows)")
+
+
+def _worst_group(report: Mapping[str, Any]) -> str | None:
+    groups = report.get("groups") or {}
+    metrics = report.get("metrics") or {}
+    primary = next((m for m in metrics if METRICS.get(m) is not None and METRICS[m].error), None)
+    if primary is None or not groups:
+        return None
+    scored = [(g, d["metrics"][primary]["value"], d["n"]) for g, d in groups.items()
+              if not d.get("flagged") and primary in d.get("metrics", {})
+              and d["metrics"][primary].get("value") is not None]
+    if not scored:
+        return None
+    name, value, n = max(scored, key=lambda t: t[1])
+    unit = metrics[primary].get("unit", "fraction")
+    shown = format_value(value, unit)
+    by = report.get("settings", {}).get("by")
+    return f"worst group {by} = {name} ({title(primary)} {shown}, {n:,} rows)"
+
+
+def _worst_variable(report: Mapping[str, Any]) -> str | None:
+    variables = report.get("variables") or {}
+    if not variables:
+        return None
+    name, v = max(variables.items(), key=lambda kv: kv[1].get("vce_max") or 0.0)
+    return (f"worst along {name}: VCE(v*) {number(v['vce_max'])} at {name} = {v['v_star']:.4g}"
+            if v.get("vce_max") is not None else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdict
 
 
 def _strength(item: tuple[str, Mapping[str, Any]]) -> tuple[bool, float, bool]:
@@ -157,86 +340,83 @@ def _p_clause(p: float | None) -> str:
     return text if text.startswith("<") else f"= {text}"
 
 
-def _worst_group(report: Mapping[str, Any]) -> str | None:
-    groups = report.get("groups") or {}
-    metrics = report.get("metrics") or {}
-    primary = next((m for m in metrics if METRICS.get(m) is not None and METRICS[m].error), None)
-    if primary is None or not groups:
-        return None
-    scored = [(g, d["metrics"][primary]["value"], d["n"]) for g, d in groups.items()
-              if not d.get("flagged") and primary in d.get("metrics", {})
-              and d["metrics"][primary].get("value") is not None]
-    if not scored:
-        return None
-    name, value, n = max(scored, key=lambda t: t[1])
-    unit = metrics[primary].get("unit", "fraction")
-    shown = format_value(value, unit)
-    by = report.get("settings", {}).get("by")
-    return f"worst group {by} = {name} ({title(primary)} {shown}, {n:,} rows)"
-
-
-def _worst_variable(report: Mapping[str, Any]) -> str | None:
-    variables = report.get("variables") or {}
-    if not variables:
-        return None
-    name, v = max(variables.items(), key=lambda kv: kv[1].get("vce_max") or 0.0)
-    return (f"worst along {name}: VCE(v*) {number(v['vce_max'])} at {name} = {v['v_star']:.4g}"
-            if v.get("vce_max") is not None else None)
+def verdict(tests: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, alpha: float,
+            seed: int = 0) -> tuple[str, str, float | None]:
+    """The verdict, the start of its basis and the p-value behind a verdict without tests:
+    from the tests when there are any, else by consistency resampling of ``rows``."""
+    if tests:
+        v, basis = _tests_verdict(tests, alpha)
+        return v, basis, None
+    rows = [r for r in rows if r.get("n") and r.get("mean_score") is not None]
+    if not rows:
+        return "not assessed", "no test and no binned metric selected", None
+    draws = max(DRAWS, math.ceil(20 / alpha))      # the floor below α/10, as every test's
+    p = consistency_pvalue(rows, seed=seed, draws=draws)
+    chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
+              else f"p {_p_clause(p)}")
+    basis = (f"a calibrated model with these scores reaches it with {chance} "
+             f"(consistency resampling, {len(rows)} bin{'s' if len(rows) != 1 else ''})")
+    return ("miscalibrated" if p <= alpha else "consistent with calibration"), basis, p
 
 
 def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None = None,
               bins_of: str | None = None, seed: int = 0,
-              score_range: Callable[[float, float], tuple[float, float] | None] | None = None
-              ) -> dict[str, Any]:
-    """The report's ``summary``: ``verdict``, ``basis``, ``direction``, ``where`` and the
-    one-line ``text``; ``bins`` is the bin table behind the direction and the verdict of a
-    report without tests (that of metric ``bins_of``); ``score_range(lower, upper)`` gives
-    the smallest and largest score of the bin ``where`` names when its row does not."""
-    alpha = float(report.get("settings", {}).get("alpha", 0.05))
+              score_range: Callable[[float, float], tuple[float, float] | None] | None = None,
+              direction_fit: Mapping[str, Any] | None = None,
+              tolerance: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The report's ``summary``: ``verdict``, ``basis``, ``effect``, ``direction`` (with the
+    ``direction_fit`` behind it), ``where``, ``tolerance`` and the one-line ``text``; ``bins``
+    is the bin table behind the verdict of a report without tests and behind the effect size
+    (that of metric ``bins_of``); ``direction_fit`` Cox's fit (the ``cox`` test's JSON entry,
+    when the run made one); ``tolerance`` the ``--tolerance`` checks of
+    :func:`tolerance_verdict`; ``score_range(lower, upper)`` gives the smallest and largest
+    score of the bin ``where`` names when its row does not."""
+    settings = report.get("settings", {})
+    alpha = float(settings.get("alpha", 0.05))
+    ci = settings.get("ci")
+    level = float(ci.get("level", 0.95)) if isinstance(ci, Mapping) else 0.95
     multiclass = report.get("input", {}).get("kind") == "multiclass"
     tests = report.get("tests") or {}
     rows = [r for r in (bins or []) if r.get("n") and r.get("mean_score") is not None]
-    p_value: float | None = None
-    if tests:
-        verdict, basis = _tests_verdict(tests, alpha)
-    elif rows:
-        draws = max(DRAWS, math.ceil(20 / alpha))      # the floor below α/10, as every test's
-        p = p_value = consistency_pvalue(rows, seed=seed, draws=draws)
-        m = report.get("metrics", {}).get(bins_of or "", {})
+    v, basis, p_value = verdict(tests, rows, alpha=alpha, seed=seed)
+    effect = _effect(report, rows, bins_of, level, seed, tolerance or []) if rows else None
+    unit = (report.get("metrics") or {}).get(bins_of or "", {}).get("unit", "fraction")
+    if effect is not None:
+        basis = (f"{_effect_text(effect, unit)}; {basis}" if not tests
+                 else f"{basis}; {_effect_text(effect, unit)}")
+    elif not tests and bins_of:
+        m = report.get("metrics", {}).get(bins_of, {})
         value = m.get("value")
-        shown = f"{title(bins_of or '')} {format_value(value, m.get('unit', ''))}" \
-            if isinstance(value, float) else \
-            f"{title(bins_of or '')}"
-        verdict = "miscalibrated" if p <= alpha else "consistent with calibration"
-        chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
-                  else f"p {_p_clause(p)}")
-        basis = (f"{shown}; a calibrated model with these scores reaches it with {chance} "
-                 f"(consistency resampling, {len(rows)} bin{'s' if len(rows) != 1 else ''})")
-    else:
-        verdict, basis = "not assessed", "no test and no binned metric selected"
-    direction: list[str] = []
-    if verdict in ("miscalibrated", "inconclusive"):
-        cox = tests.get("cox", {})
-        if cox.get("slope_se") is not None:
-            conf = _confidence(cox["slope"], cox["slope_se"], "Cox slope")
-        else:
-            conf = _binned_slope(rows) if rows else None
-        average = _average(rows, multiclass) if rows else None
-        if average is None and tests.get("spiegelhalter", {}).get("reject"):
-            d = tests["spiegelhalter"].get("direction")
-            average = f"{d} on average (Spiegelhalter)" if d and d != "none" else None
-        direction = [d for d in (average, conf) if d]
-    where = [w for w in (_worst_bin(rows, multiclass, score_range) if rows and verdict == "miscalibrated"
+        shown = f"{title(bins_of)} {format_value(value, m.get('unit', ''))}" \
+            if isinstance(value, float) else title(bins_of)
+        basis = f"{shown}; {basis}" if rows else basis
+    fit = direction_fit if direction_fit is not None else \
+        (tests.get("cox") if "cox" in tests and not settings.get("compat") else None)
+    steer = direction(fit, rows, multiclass) if v in NEEDS_DIRECTION else []
+    where = [w for w in (_worst_bin(rows, multiclass, score_range) if rows and v == "miscalibrated"
                          else None, _worst_group(report), _worst_variable(report)) if w]
     head = {"miscalibrated": "MISCALIBRATED", "no evidence of miscalibration": "no evidence of "
             "miscalibration", "consistent with calibration": "consistent with calibration",
-            "inconclusive": "INCONCLUSIVE", "not assessed": "not assessed"}[verdict]
+            "inconclusive": "INCONCLUSIVE", "not assessed": "not assessed"}[v]
     text = f"{head}: {basis}"
-    if direction:
-        text += "; " + "; ".join(direction)
+    deciding = _tolerance(tolerance or [])
+    if deciding is not None:
+        tunit = (METRICS[deciding["metric"]].unit if deciding["metric"] in METRICS
+                 else "fraction")
+        text += "; " + _tolerance_text(deciding, tunit)
+    if steer:
+        text += "; " + "; ".join(steer)
     if where:
         text += "; " + "; ".join(where)
     decided = decided_by(tests)
-    return {"verdict": verdict, "basis": basis, "decided_by": decided,
-            "pvalue": tests[decided[0]].get("pvalue") if decided else p_value,
-            "direction": direction, "where": where, "text": text}
+    out: dict[str, Any] = {
+        "verdict": v, "basis": basis, "decided_by": decided,
+        "pvalue": tests[decided[0]].get("pvalue") if decided else p_value,
+        "effect": effect, "direction": steer,
+        "direction_fit": direction_fit_entry(fit) if v in NEEDS_DIRECTION else None,
+        "where": where, "text": text}
+    if deciding is not None:
+        out["tolerance"] = deciding
+        if len(tolerance or []) > 1:
+            out["tolerances"] = list(tolerance or [])
+    return out

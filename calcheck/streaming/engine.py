@@ -204,6 +204,7 @@ class StreamSource:
     probs: tuple[str, ...] | None = None     # multiclass: --probs (else auto-detected)
     renormalize: bool = False
     extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
+    pair_as_binary: bool = True     # prob_0, prob_1 read as a binary score (io.stream)
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
@@ -231,7 +232,8 @@ class StreamSource:
 
         plan = plan_stream(self.source, score=self.score, label=self.label, where=self.where,
                            probs=list(self.probs) if self.probs else None,
-                           renormalize=self.renormalize, extra_columns=self.extra_columns)
+                           renormalize=self.renormalize, extra_columns=self.extra_columns,
+                           pair_as_binary=self.pair_as_binary)
         if self.engine == "dask" and plan.in_memory:
             raise UsageError("engine='dask' reads Parquet files or directories; give a path, or "
                              "use engine='stream' for an in-memory table")
@@ -255,7 +257,7 @@ class StreamSource:
                                  else None)
         rows = plan_rows(plan) if hasattr(spec, "prepared") else None    # (Parquet footers)
         state = fold(self._reported(batches), spec, rows=rows)
-        if plan.prob_columns and trusted is None:
+        if plan.multiclass and trusted is None:
             self._clean = stats.rows_dropped == 0 and stats.rows_renormalized == 0
         return state, stats
 
@@ -271,7 +273,7 @@ class StreamSource:
         from calcheck.streaming.views import ALL
 
         plan = self.plan
-        if not (self._clean and plan.prob_columns) or BatchExtras.of(spec).columns:
+        if not (self._clean and plan.multiclass) or BatchExtras.of(spec).columns:
             return None                                   # (--by is among the extra columns)
         view = getattr(spec, "view", "top")
         if view == "top":

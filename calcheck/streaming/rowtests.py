@@ -6,7 +6,8 @@ are sums over rows (:func:`calcheck.hypotests.classical.logistic_sums`), so each
 pass whose per-batch sums merge as compensated float64 sums.  The iterates start from the fit
 to the grid state (each grid cell and label one weighted point at logit of its mean score), a
 few 1e-5 from the optimum, so Newton's quadratic convergence needs two or three passes; the
-first pass also gives ℓ(0, 1).  The stopping rule and step halving are the in-memory ones
+first pass also gives ℓ(0, 1).  The calibration intercept (the slope held at 1) is fitted in
+the same passes, from its own grid-state start.  The stopping rule and step halving are the in-memory ones
 (except that the last, sub-1e-10 step is taken without a pass to evaluate its end point, when ℓ
 cannot change by 1e-12 relative along it), so the fit agrees with memory to ~1e-12 relative.
 
@@ -25,22 +26,25 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.hypotests._result import TestResult
 from calcheck.hypotests.classical import (
+    NULL_FIT,
     binomial_discrete_counts,
     cox_logit,
     cox_result,
     logistic_sums,
     newton_logistic,
+    newton_steps,
 )
 from calcheck.streaming.states import CompensatedSum, StreamState
 
-NULL = (0.0, 1.0)        # Cox's (intercept, slope) of calibrated scores
+NULL = NULL_FIT        # Cox's (intercept, slope) of calibrated scores
 
 
 @dataclass(frozen=True)
 class CoxSpec:
-    """One Newton pass of Cox's fit at ``beta`` (and at (0, 1) when ``null``)."""
+    """One pass of Newton's method for Cox's fits: the sums at every β of ``betas`` (and ℓ at
+    (0, 1) when ``null``)."""
 
-    beta: tuple[float, float]
+    betas: tuple[tuple[float, float], ...]
     null: bool = False
     threaded = True
 
@@ -51,15 +55,16 @@ class CoxSpec:
 class CoxState:
     def __init__(self, spec: CoxSpec) -> None:
         self.spec = spec
-        self.sums = CompensatedSum.zeros(7)
+        self.sums = CompensatedSum.zeros(6 * len(spec.betas) + 1)
 
     def update(self, scores: FloatArray, labels: IntArray, start: int, *_: Any) -> CoxState:
         x = cox_logit(scores)
         y = labels.astype(np.float64)
-        out = np.zeros(7)
-        out[:6] = logistic_sums(x, y, np.asarray(self.spec.beta))
+        out = np.zeros(self.sums.value.shape[0])
+        for j, beta in enumerate(self.spec.betas):
+            out[6 * j:6 * j + 6] = logistic_sums(x, y, np.asarray(beta))
         if self.spec.null:
-            out[6] = logistic_sums(x, y, np.asarray(NULL))[0]
+            out[-1] = logistic_sums(x, y, np.asarray(NULL))[0]
         self.sums.add(out)
         return self
 
@@ -68,34 +73,53 @@ class CoxState:
         return self
 
 
-def grid_start(state: StreamState) -> tuple[float, float]:
-    """Cox's fit to the grid state's cells (each label's rows in a cell at their mean score)."""
+def grid_start(state: StreamState, slope_fixed: bool = False) -> tuple[float, float]:
+    """Cox's fit (or, ``slope_fixed``, the calibration intercept's) to the grid state's cells
+    (each label's rows in a cell at their mean score)."""
     cnt = state.cell_count.reshape(-1, 2).astype(np.float64)
     assert state.cell_score is not None
     tot = state.cell_score.value.reshape(-1, 2)
     occ = cnt > 0
     x = cox_logit(tot[occ] / cnt[occ])
     y = np.broadcast_to(np.array([0.0, 1.0]), cnt.shape)[occ]
-    a, b, _ = newton_logistic(lambda beta: logistic_sums(x, y, beta, cnt[occ]), NULL)
+    a, b, _ = newton_logistic(lambda beta: logistic_sums(x, y, beta, cnt[occ]), NULL,
+                              slope_fixed=slope_fixed)
     return a, b
 
 
 def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
                ci_level: float = 0.95) -> tuple[TestResult, int]:
-    """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the start), and
-    the number of passes."""
-    sums_of: list[FloatArray] = []           # every pass's sums; the first has ℓ(0, 1)
-
-    def evaluate(beta: FloatArray) -> FloatArray:
-        st, _ = source.run(CoxSpec((float(beta[0]), float(beta[1])), null=not sums_of))
-        sums_of.append(st.sums.value)
-        return sums_of[-1][:6]
-
-    a, b, ll_fit = newton_logistic(evaluate, grid_start(state), last_eval=False)
-    passes = len(sums_of)
-    res = cox_result(a, b, ll_fit, float(sums_of[0][6]), alpha=alpha, ci_level=ci_level,
+    """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the starts), and
+    the number of passes: the fit of (a, b) and the calibration intercept's iterate together,
+    each pass evaluating the pending β of both."""
+    fits = [newton_steps(grid_start(state), last_eval=False),
+            newton_steps(grid_start(state, slope_fixed=True), last_eval=False, slope_fixed=True)]
+    pending: list[Any] = [next(f) for f in fits]       # the β each fit waits for (None: done)
+    results: list[tuple[float, float, float] | None] = [None, None]
+    last: list[FloatArray] = [np.zeros(6), np.zeros(6)]  # each fit's last evaluated sums
+    ll_null = None
+    passes = 0
+    while any(b is not None for b in pending):
+        live = [j for j, b in enumerate(pending) if b is not None]
+        spec = CoxSpec(tuple((float(pending[j][0]), float(pending[j][1])) for j in live),
+                       null=ll_null is None)
+        st, _ = source.run(spec)
+        passes += 1
+        sums = st.sums.value
+        if ll_null is None:
+            ll_null = float(sums[-1])
+        for k, j in enumerate(live):
+            last[j] = sums[6 * k:6 * k + 6]
+            try:
+                pending[j] = fits[j].send(last[j])
+            except StopIteration as done:
+                results[j], pending[j] = done.value, None
+    assert results[0] is not None and results[1] is not None and ll_null is not None
+    a, b, ll_fit = results[0]
+    res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
                      settings={"engine_fit": "Newton passes from the grid-state fit",
-                               "passes": passes}, hessian=sums_of[-1][3:6])
+                               "passes": passes}, hessian=last[0][3:6],
+                     citl=(results[1][0], float(last[1][3])))
     return res, passes
 
 
