@@ -742,12 +742,10 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
         bounds = plan_tolerance(opts, mc, eng.name)
-        m = _split_intervals(eng, ids, run_opts, skip_slow=opts.metrics is None,
-                             optional_tce=opts.metrics is None and not opts.compat)
+        m = _metrics(eng, ids, run_opts, optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
-        g = eng.groups(ids, run_opts, slow_intervals(ids, run_opts, opts.metrics is None)) \
-            if run_opts.by else None
+        g = eng.groups(ids, run_opts) if run_opts.by else None
         check_dropped(eng, opts)
         reading = eng.reading()
         gates = None
@@ -976,8 +974,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         mc = eng.multiclass
         ids, _, planned = plan_metrics(opts, mc, eng.name)
         bounds = plan_tolerance(opts, mc, eng.name)
-        m = _split_intervals(eng, ids, opts, skip_slow="ci" not in opts.given,
-                             optional_tce=opts.metrics is None)
+        m = _metrics(eng, ids, opts, optional_tce=opts.metrics is None)
         ids = [i for i in ids if i in m.values]
         tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes) or \
             not any(i in ids for i in ("tce", "tce_top"))
@@ -985,8 +982,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
         notes = planned + m.notes + t.notes
-        g = eng.groups(ids, opts, slow_intervals(ids, opts, "ci" not in opts.given)) \
-            if opts.by else None
+        g = eng.groups(ids, opts) if opts.by else None
         groups = None
         if g is not None:
             names = group_names(g.values)
@@ -1044,38 +1040,6 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
                   figures=pngs, diagram=sb)
-
-
-def slow_intervals(ids: list[str], opts: Options, skip_slow: bool) -> tuple[str, ...]:
-    """The metrics among ``ids`` computed without an interval: with ``skip_slow`` and intervals
-    on, those whose bootstrap reruns the per-row tests (``slow_ci`` in the registry) — for the
-    whole data and for every ``--by`` group."""
-    return tuple(i for i in ids if registry.METRICS[i].slow_ci) if opts.ci and skip_slow \
-        else ()
-
-
-def _split_intervals(eng: Engine, ids: list[str], opts: Options, *, skip_slow: bool,
-                     optional_tce: bool) -> Outcome:
-    """The metrics ``ids``; with ``skip_slow`` and intervals on, those of
-    ``slow_ci`` (registry) are computed without one (said in a note)."""
-    slow = slow_intervals(ids, opts, skip_slow)
-    if not slow:
-        return _metrics(eng, ids, opts, optional_tce=optional_tce)
-    fast = _metrics(eng, [i for i in ids if i not in slow], opts, optional_tce=False)
-    rest = _metrics(eng, list(slow), opts.replace(ci=False), optional_tce=optional_tce)
-    values = {i: (fast.values.get(i) or rest.values.get(i)) for i in ids
-              if i in fast.values or i in rest.values}
-    named = [i for i in slow if i in rest.values]
-    first = named[0] if named else "tce"
-    how = (f"{opts.name_of('ci')} computes them" if opts.command == "report" else
-           f"name a metric to get its interval: metrics=[{first!r}], ci=True"
-           if opts.style == "python" else f"name a metric to get its interval: -m {first} --ci")
-    when = "by default in a report" if opts.command == "report" else "with the default metrics"
-    note = (f"{', '.join(named)}: no interval {when} (the bootstrap reruns the per-row tests "
-            f"for every replicate, ~1 min at 500k rows); {how}") if named else None
-    return Outcome(values=values, notes=rest.notes + fast.notes + ([note] if note else []),
-                   messages=fast.messages + rest.messages,
-                   settings={**rest.settings, **fast.settings})
 
 
 def report_kind(opts: Options) -> str:

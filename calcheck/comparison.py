@@ -252,24 +252,6 @@ def entry(mid: str, old: float, new: float, ci: dict[str, Any] | None) -> dict[s
             "delta": new - old, "ci": ci, "verdict": verdict_of(ci, spec.error)}
 
 
-def skipped_intervals(ids: list[str], opts: Options) -> list[str]:
-    """The metrics compared without an interval: with the default metrics, those whose
-    bootstrap reruns the per-row tests for every replicate (``slow_ci``; TCE, PDE) unless a
-    ``--fail-if-worse`` gate names them."""
-    if opts.metrics is not None:
-        return []
-    gated = {parse_worse_gate(t).metric for t in opts.fail_if_worse or []}
-    return [m for m in ids if registry.METRICS[m].slow_ci and m not in gated]
-
-
-def skipped_note(skipped: list[str], opts: Options) -> str:
-    how = (f"metrics=[{skipped[0]!r}, ...]" if opts.style == "python"
-           else f"-m {','.join(skipped)},...")
-    return (f"{', '.join(skipped)}: compared without an interval (no verdict) by default: the "
-            "paired bootstrap reruns the per-row tests for every replicate (~1 min at 10^5 rows); "
-            f"name them to get it ({how})")
-
-
 def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
                    progress: Any = None) -> tuple[dict[str, Any], list[str]]:
     """The comparison entries of ``ids`` (metric id → entry) and notes."""
@@ -281,12 +263,8 @@ def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Opt
     b, eb = _metric_values(new, ids, mopts)
     notes = [f"{m}: not compared ({ea.get(m) or eb.get(m)})" for m in ids if m in ea or m in eb]
     done = [m for m in ids if m in a and m in b]
-    skipped = skipped_intervals(done, opts)
-    cis = paired_bootstrap(old, new, [m for m in done if m not in skipped], mopts, compute,
-                           reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed,
-                           progress=progress)
-    if skipped:
-        notes.append(skipped_note(skipped, opts))
+    cis = paired_bootstrap(old, new, done, mopts, compute, reps=opts.ci_reps,
+                           level=opts.ci_level, seed=opts.seed, progress=progress)
     out = {m: entry(m, a[m].value, b[m].value, cis[m].to_dict() if m in cis else None)
            for m in done}
     return out, notes
@@ -437,8 +415,9 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
     no_ci = [m for m, e in metrics.items() if e["verdict"] is None and
              not (registry.METRICS[m].ci and registry.METRICS[m].error)]
     if no_ci:
-        notes = [*notes, f"{', '.join(no_ci)}: no interval for the change (a maximum or a "
-                         "count), so no verdict"]
+        notes = [*notes, f"{', '.join(no_ci)}: no interval for the change (a maximum, a "
+                         "count, or a biased estimator whose bootstrap does not cover: "
+                         "docs/uncertainty.md), so no verdict"]
     data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "calcheck_version": __version__,
                             "command": "compare", "input": info, "settings": settings,
                             "summary": summary(metrics, opts.ci_level), "metrics": metrics}

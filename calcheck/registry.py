@@ -60,7 +60,9 @@ class MetricSpec:
     stream : str or None
         How the streaming engines compute it (module docstring); None: memory only.
     ci : bool
-        ``--ci`` gives a bootstrap interval in memory.
+        ``--ci`` gives a bootstrap interval in memory — only where that interval covers the
+        metric's population value (docs/uncertainty.md): the binned errors' norm bootstrap,
+        the means' percentile intervals.
     stream_ci : bool
         ... and on the streaming engines.
     top_of : str or None
@@ -70,11 +72,6 @@ class MetricSpec:
     whole : bool
         A binary-kind id that takes the whole class-probability matrix of multiclass input
         (not the top-label view): SKCE.
-    slow_ci : bool
-        Its bootstrap reruns PAVA-BC or the per-row tests for every replicate (TCE: ~0.07 s
-        each at 500k rows, against ~0.01 s for all the others together): ``score --ci`` and
-        ``compare`` with the default metrics, and a report's default intervals, leave it out
-        with a note; naming it computes its interval too.
     """
 
     id: str
@@ -86,12 +83,11 @@ class MetricSpec:
     default: bool
     kernel: str
     stream: str | None = None
-    ci: bool = True
+    ci: bool = False
     stream_ci: bool = False
     top_of: str | None = None
     error: bool = True
     whole: bool = False
-    slow_ci: bool = False
 
     def compute(self, data: Any, options: Any) -> Any:
         """Run the in-memory kernel."""
@@ -139,46 +135,46 @@ _CO = "calcheck.metrics.corp"
 METRICS: dict[str, MetricSpec] = {m.id: m for m in (
     MetricSpec("tce", "TCE", "percent", BINARY,
                "test-based calibration error: % of predictions rejected by an exact binomial "
-               "test in their PAVA-BC bin", True, True, f"{_T}:tce_pava_bc", "positional",
-               slow_ci=True),
+               "test in their PAVA-BC bin", True, True, f"{_T}:tce_pava_bc", "positional"),
     MetricSpec("tce_q", "TCE(Q)", "percent", BINARY, "TCE on equal-mass bins", True, True,
-               f"{_T}:tce_quantile", "positional", slow_ci=True),
+               f"{_T}:tce_quantile", "positional"),
     MetricSpec("tce_v", "TCE(V)", "percent", BINARY, "TCE on PAVA bins", True, False,
-               f"{_T}:tce_pava", "positional", slow_ci=True),
+               f"{_T}:tce_pava", "positional"),
     MetricSpec("tce_u", "TCE(U)", "percent", BINARY, "TCE on equal-width bins", True, False,
-               f"{_T}:tce_uniform", "positional", slow_ci=True),
+               f"{_T}:tce_uniform", "positional"),
     MetricSpec("ece", "ECE", "fraction", BINARY, "expected calibration error, equal-width bins",
-               True, True, f"{_B}:ece_l1", "grid", stream_ci=True),
+               True, True, f"{_B}:ece_l1", "grid", ci=True, stream_ci=True),
     MetricSpec("ece_l2", "ECE (l2)", "fraction", BINARY, "l2 expected calibration error (the root)",
-               True, True, f"{_B}:ece_l2", "grid", stream_ci=True),
+               True, True, f"{_B}:ece_l2", "grid", ci=True, stream_ci=True),
     MetricSpec("mce", "MCE", "fraction", BINARY, "maximum calibration error, equal-width bins",
-               True, True, f"{_B}:mce_metric", "grid", ci=False),
+               True, True, f"{_B}:mce_metric", "grid"),
     MetricSpec("ace", "ACE", "fraction", BINARY, "adaptive calibration error, equal-mass bins",
-               True, True, f"{_B}:ace_metric", "positional", stream_ci=True),
+               True, True, f"{_B}:ace_metric", "positional", ci=True, stream_ci=True),
     MetricSpec("mce_q", "MCE(Q)", "fraction", BINARY, "MCE on equal-mass bins", True, True,
-               f"{_B}:mce_q_metric", "positional", ci=False),
+               f"{_B}:mce_q_metric", "positional"),
     MetricSpec("ece_debiased", "ECE (debiased)", "fraction", BINARY,
                "ECE with each bin's noise removed: sum_b w_b sqrt(max(0, gap_b^2 - c_b var_b)), "
                "c_b tapering from 1 (gap within 1 sd) to 0 (beyond 2 sd)",
-               False, False, "calcheck.metrics.debiased:ece_debiased", "grid", stream_ci=True),
+               False, False, "calcheck.metrics.debiased:ece_debiased", "grid", ci=True,
+               stream_ci=True),
     MetricSpec("ece_l2_debiased", "ECE (l2, debiased)", "fraction", BINARY,
                "root of the unbiased squared l2-ECE: sqrt(max(0, sum_b w_b (gap_b^2 - var_b)))",
-               False, False, "calcheck.metrics.debiased:ece_l2_debiased", "grid",
+               False, False, "calcheck.metrics.debiased:ece_l2_debiased", "grid", ci=True,
                stream_ci=True),
     MetricSpec("ace_debiased", "ACE (debiased)", "fraction", BINARY,
                "ACE with each bin's noise removed, as ece_debiased on equal-mass bins", False,
-               False, "calcheck.metrics.debiased:ace_debiased", None),
+               False, "calcheck.metrics.debiased:ace_debiased", None, ci=True),
     MetricSpec("brier", "Brier score", "fraction", BINARY, "mean squared error of the scores",
-               False, True, f"{_S}:brier_metric", "grid", stream_ci=True),
+               False, True, f"{_S}:brier_metric", "grid", ci=True, stream_ci=True),
     MetricSpec("log_loss", "Log loss", "nats", BINARY,
                "mean negative log-likelihood (natural log)", False, True,
-               f"{_S}:log_loss_metric", "grid", stream_ci=True),
+               f"{_S}:log_loss_metric", "grid", ci=True, stream_ci=True),
     MetricSpec("pde", "PDE", "fraction", BINARY,
                "probability deviation error (Torabian & Urner)", True, True,
-               f"{_B}:pde_metric", "positional", slow_ci=True),
+               f"{_B}:pde_metric", "positional"),
     MetricSpec("pc", "Probabilistic count", "count", BINARY,
                "number of effectively distinct scores (a count, not an error)", False, True,
-               f"{_S}:pc_metric", None, ci=False, error=False),
+               f"{_S}:pc_metric", None, error=False),
     MetricSpec("smece", "smooth ECE", "fraction", BINARY,
                "smooth ECE: kernel-smoothed residuals at the bandwidth sigma = smECE "
                "(Blasiok & Nakkiran); no bins", False, False, "calcheck.metrics.smooth:smece",
@@ -200,7 +196,7 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
                "better", False, False, f"{_CO}:corp_dsc", None, error=False),
     MetricSpec("corp_unc", "CORP UNC (Brier)", "fraction", BINARY,
                "uncertainty: Brier score of the base rate", False, False, f"{_CO}:corp_unc",
-               None, error=False),
+               None, ci=True, error=False),
     MetricSpec("corp_mcb_log", "CORP MCB (log)", "nats", BINARY,
                "miscalibration of the log score", False, False, f"{_CO}:corp_mcb_log", None),
     MetricSpec("corp_dsc_log", "CORP DSC (log)", "nats", BINARY,
@@ -208,14 +204,14 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
                f"{_CO}:corp_dsc_log", None, error=False),
     MetricSpec("corp_unc_log", "CORP UNC (log)", "nats", BINARY,
                "log score of the base rate", False, False, f"{_CO}:corp_unc_log", None,
-               error=False),
+               ci=True, error=False),
     MetricSpec("ece_sweep", "ECE-sweep", "fraction", BINARY,
                "ECE on the most equal-mass bins whose label means stay monotone (Roelofs et "
                "al.)", True, False, f"{_B}:ece_sweep_metric", None),
     MetricSpec("skce", "SKCE", "fraction", BINARY,
                "squared kernel calibration error over every class (Widmann, Lindsten & "
                "Zachariah), unbiased; may be negative", False, False,
-               "calcheck.metrics.skce:skce_metric", None, ci=False, whole=True),
+               "calcheck.metrics.skce:skce_metric", None, whole=True),
     MetricSpec("ecce_mad", "ECCE-MAD", "fraction", BINARY,
                "estimated cumulative calibration error: largest |walk of cumulative "
                "differences| (Arrieta-Ibarra et al.); no bins", False, False,
@@ -225,15 +221,15 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
                False, False, f"{_CU}:ecce_r", None),
     MetricSpec("ece_top", "top-label ECE", "fraction", MULTICLASS,
                "ECE of the top-label view (confidence vs correctness)", True, True,
-               "", "grid", stream_ci=True, top_of="ece"),
+               "", "grid", ci=True, stream_ci=True, top_of="ece"),
     MetricSpec("mce_top", "top-label MCE", "fraction", MULTICLASS,
-               "MCE of the top-label view", True, True, "", "grid", ci=False, top_of="mce"),
+               "MCE of the top-label view", True, True, "", "grid", top_of="mce"),
     MetricSpec("ace_top", "top-label ACE", "fraction", MULTICLASS,
                "ACE of the top-label view", True, True, "", "positional",
-               stream_ci=True, top_of="ace"),
+               ci=True, stream_ci=True, top_of="ace"),
     MetricSpec("sce", "SCE", "fraction", MULTICLASS,
                "static calibration error: classwise ECE, averaged over classes", False, True,
-               f"{_MC}:sce_metric", "classwise"),
+               f"{_MC}:sce_metric", "classwise", ci=True),
     MetricSpec("ace_cw", "ACE (classwise)", "fraction", MULTICLASS,
                "classwise ACE: equal-mass bins per class, averaged", False, True,
                f"{_MC}:ace_cw_metric", "classwise_positional"),
@@ -242,7 +238,7 @@ METRICS: dict[str, MetricSpec] = {m.id: m for m in (
                f"{_MC}:tace_metric", "classwise_positional"),
     MetricSpec("tce_cw", "TCE (classwise)", "percent", MULTICLASS,
                "classwise TCE, averaged over classes", False, True, f"{_MC}:tce_cw_metric",
-               "classwise_positional", slow_ci=True),
+               "classwise_positional"),
     MetricSpec("smece_cw", "smooth ECE (classwise)", "fraction", MULTICLASS,
                "smooth ECE of each class one-vs-rest, averaged over classes", False, False,
                f"{_MC}:smece_cw_metric", None),

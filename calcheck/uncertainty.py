@@ -22,11 +22,16 @@ is calibrated or clearly miscalibrated.  The estimand is the population value of
 the chosen binning (the bins' edges fixed; equal-mass bins at their population quantiles).  The
 debiased metrics have the same estimand and get the same interval.
 
-Maxima (MCE, MCE(Q)) get no interval: the bootstrap of a maximum is inconsistent near ties and
-at 0, and no interval of ours was shown to cover.  Every other metric keeps the percentile
-interval of its replicates, which covers its population value when that is a mean (Brier, log
-loss) and is reported with the estimand ``"sampling distribution of the estimator"`` otherwise
-(its coverage of the population value is not shown).
+The Brier score and the log loss are means, and the CORP uncertainty component a smooth
+function of one: the percentile interval of their replicates covers their population value.
+
+**Every other metric gets no interval**, with its reason in the notes (:func:`no_interval`):
+maxima (MCE, MCE(Q)) because the bootstrap of a maximum is inconsistent near ties and at 0;
+every other estimator (TCE and its variants, PDE, classwise ACE, TACE, the smooth, cumulative,
+LOESS and sweep errors, CORP's MCB and DSC) because it is biased, and the percentile interval of
+a biased estimator sits beside its population value rather than around it — classwise ACE's
+interval lay entirely above its own estimate on calibrated K = 10 models (docs/validity.md).
+An interval is offered only where it covers.
 
 How replicates are made
 -----------------------
@@ -81,14 +86,23 @@ _MAXIMUM = ("a maximum over bins: its bootstrap does not cover the population va
             "with near-equal bins); no interval")
 NO_INTERVAL = {"pc": "a resample repeats rows, which changes the number of distinct scores "
                      "that pc counts; no bootstrap interval",
-               "mce": _MAXIMUM, "mce_q": _MAXIMUM, "mce_top": _MAXIMUM}
+               "mce": _MAXIMUM, "mce_q": _MAXIMUM, "mce_top": _MAXIMUM,
+               "skce": "its test (calcheck test --method skce) says whether it is 0; no "
+                       "interval"}
+BIASED = ("a biased estimator: the percentile bootstrap of it does not cover its population "
+          "value (docs/uncertainty.md), so no interval is offered")
+
+
+def no_interval(mid: str) -> str:
+    """Why metric ``mid`` gets no ``--ci`` interval."""
+    return NO_INTERVAL.get(mid, BIASED)
 # the binned errors whose interval is the norm bootstrap: (bin vector, norm)
 NORM_METRICS = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"),
                 "ece_l2": ("uniform", "l2"), "ece_l2_debiased": ("uniform", "l2"),
                 "ace": ("quantile", "l1"), "ace_debiased": ("quantile", "l1"),
                 "sce": ("classwise", "l1")}
 POPULATION = "population value at the chosen binning"
-MEANS = ("brier", "log_loss")
+MEANS = ("brier", "log_loss", "corp_unc", "corp_unc_log")   # means, or a smooth function of one
 SAMPLING = "sampling distribution of the estimator (coverage of the population value not shown)"
 NORM_METHOD = ("norm bootstrap: plug-in minus the (1+level)/2 quantile of ||m* - m||, plus "
                "that of the linearised change")

@@ -233,7 +233,9 @@ def test_all_includes_them_with_groups_and_intervals(cli, sample):
     rep = run_json(cli, sample, "-m", "all", "--by", "site", "--ci", "--ci-reps", "30")
     for mid in NEW:
         m = rep["metrics"][mid]
-        assert np.isfinite(m["value"]) and m["ci"]["low"] is not None, mid
+        covers = mid in ("corp_unc", "corp_unc_log")          # a function of a mean
+        assert np.isfinite(m["value"]) and ("ci" in m) == covers, mid
+        assert covers or any(n.startswith(f"{mid}: a biased estimator") for n in rep["notes"])
         assert mid in rep["groups"]["a"]["metrics"]
 
 

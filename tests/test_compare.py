@@ -68,11 +68,11 @@ def test_worse_model_fails_the_gate(cli, tmp_path):
 
 def test_id_matching_takes_old_order(cli, tmp_path):
     po, pn, shuffled, both = _pair(tmp_path)
-    _, a = _json(cli, po, pn, "-m", "ece,brier,tce", "--ci-reps", "200")
-    _, b = _json(cli, po, shuffled, "--id", "id", "-m", "ece,brier,tce", "--ci-reps", "200")
-    _, c = _json(cli, both, "--score", "a", "--score", "b", "-m", "ece,brier,tce",
+    _, a = _json(cli, po, pn, "-m", "ece,brier,ace", "--ci-reps", "200")
+    _, b = _json(cli, po, shuffled, "--id", "id", "-m", "ece,brier,ace", "--ci-reps", "200")
+    _, c = _json(cli, both, "--score", "a", "--score", "b", "-m", "ece,brier,ace",
                  "--ci-reps", "200")
-    for m in ("ece", "brier", "tce"):
+    for m in ("ece", "brier", "ace"):
         assert a["metrics"][m]["delta"] == pytest.approx(b["metrics"][m]["delta"], abs=1e-12)
         assert a["metrics"][m]["ci"]["low"] == pytest.approx(b["metrics"][m]["ci"]["low"],
                                                              abs=1e-12)
@@ -169,21 +169,18 @@ def test_delta_norm_interval_holds_zero_for_identical_replicates():
     assert ci.low < 0 < ci.high
 
 
-def test_default_metrics_skip_the_slow_paired_intervals(cli, tmp_path):
-    """With the default metrics TCE, TCE(Q) and PDE are compared without an interval (their
-    bootstrap reruns the per-row tests per replicate), with a note; a gate on one, or naming
-    it, keeps its interval."""
+def test_metrics_without_a_covering_interval_get_no_verdict(cli, tmp_path):
+    """TCE, TCE(Q), PDE (biased estimators), MCE (a maximum) and pc are compared without an
+    interval and without a verdict, with the reason; a gate on one is refused."""
     po, pn, _, _ = _pair(tmp_path, n=1500)
     r, d = _json(cli, po, pn, "--ci-reps", "50")
     assert r.code == 0, r.stderr
-    for m in ("tce", "tce_q", "pde"):
+    for m in ("tce", "tce_q", "pde", "mce", "pc"):
         assert d["metrics"][m]["ci"] is None and d["metrics"][m]["verdict"] is None
-    assert any("compared without an interval" in n for n in d["notes"])
+    assert any("biased estimator" in n for n in d["notes"])
     assert d["metrics"]["ece"]["ci"] is not None
-    r, d = _json(cli, po, pn, "--ci-reps", "20", "--fail-if-worse", "tce_q")
-    assert d["metrics"]["tce_q"]["ci"] is not None and d["metrics"]["tce"]["ci"] is None
-    r, d = _json(cli, po, pn, "--ci-reps", "20", "-m", "tce_q,ece")
-    assert d["metrics"]["tce_q"]["ci"] is not None
+    r, _ = _json(cli, po, pn, "--ci-reps", "20", "--fail-if-worse", "tce_q")
+    assert r.code == 2 and "has no interval" in r.stderr
 
 
 def test_the_table_fits_80_columns_in_a_pipe(tmp_path):

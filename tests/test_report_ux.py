@@ -465,22 +465,16 @@ def test_api_doc_examples_run(tmp_path, monkeypatch):
         plt.close("all")
 
 
-def test_report_default_intervals_skip_the_slow_bootstraps(cli, tmp_path):
+def test_report_intervals_are_the_covering_ones(cli, tmp_path):
     rep = calcheck.write_report(SAMPLE / "calibrated_50.parquet", tmp_path / "a.html",
                                 adaptive=False, ci_reps=50)
     metrics = rep.data["metrics"]
     assert "ci" in metrics["ece"] and "ci" in metrics["brier"]
     assert all("ci" not in metrics[m] for m in ("tce", "tce_q", "pde"))
-    assert any("no interval by default in a report" in n for n in rep.data["notes"])
-    full = calcheck.write_report(SAMPLE / "calibrated_50.parquet", tmp_path / "b.html",
-                                 adaptive=False, ci_reps=50, ci=True)
-    assert "ci" in full.data["metrics"]["tce"]
+    assert any(n.startswith("tce: a biased estimator") for n in rep.data["notes"])
     off = calcheck.write_report(SAMPLE / "calibrated_50.parquet", tmp_path / "c.html",
                                 adaptive=False, ci=False)
     assert all("ci" not in m for m in off.data["metrics"].values())
-    r = cli(["report", SAMPLE / "calibrated_50.parquet", "-o", tmp_path / "d.html", "--no-tcal",
-             "--ci", "--ci-reps", "20", "-m", "tce"])
-    assert r.code == 0 and "no interval by default" not in r.stderr
 
 
 def test_compare_report_has_a_notebook_view_and_a_styled_page():

@@ -117,8 +117,13 @@ def test_one_blas_thread_limits_blas_inside_only():
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info()] == before
 
 
-def test_score_ci_with_default_metrics_leaves_out_the_slow_intervals(tmp_path, capsys):
+def test_score_ci_offers_only_intervals_that_cover(tmp_path, capsys):
+    """`--ci` gives an interval to the metrics whose interval covers their population value
+    (the binned errors' norm bootstrap, the means); every other metric gets none, named with
+    its reason — also when it is named with -m."""
+    from calcheck import registry
     from calcheck.cli import run
+    from calcheck.uncertainty import covers_population
 
     rng = np.random.default_rng(5)
     s = rng.random(400)
@@ -126,19 +131,21 @@ def test_score_ci_with_default_metrics_leaves_out_the_slow_intervals(tmp_path, c
     pq.write_table(pa.table({"score": s, "label": (rng.random(400) < s).astype(np.int8)}), path)
     assert run(["score", str(path), "--ci", "--ci-reps", "20", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert "ci" in out["metrics"]["ece"] and "ci" not in out["metrics"]["tce"]
-    assert any("tce, tce_q, pde: no interval with the default metrics" in n
-               and "-m tce --ci" in n for n in out["notes"])
-    assert run(["score", str(path), "-m", "tce", "--ci", "--ci-reps", "20", "--json"]) == 0
+    with_ci = {m for m, r in out["metrics"].items() if "ci" in r}
+    assert with_ci == {"ece", "ece_l2", "ace", "brier", "log_loss"}
+    assert all(covers_population(m) for m in with_ci)
+    for m in ("tce", "tce_q", "pde"):
+        assert any(n.startswith(f"{m}: a biased estimator") for n in out["notes"]), m
+    assert run(["score", str(path), "-m", "tce,ece", "--ci", "--ci-reps", "20", "--json"]) == 0
     named = json.loads(capsys.readouterr().out)
-    assert named["metrics"]["tce"]["ci"]["reps"] == 20
+    assert "ci" not in named["metrics"]["tce"] and "ci" in named["metrics"]["ece"]
+    # the registry offers no interval that does not cover
+    assert all(covers_population(m) for m, spec in registry.METRICS.items() if spec.ci)
 
 
 @pytest.mark.parametrize("engine", ["memory", "stream"])
-def test_group_intervals_leave_out_the_slow_ones_as_the_overall_ones_do(tmp_path, capsys, engine):
-    """`--by` with `--ci` and the default metrics: every group gets the intervals the whole
-    data gets (not TCE's, TCE(Q)'s or PDE's, whose bootstraps rerun the per-row tests); naming
-    TCE gives it one in every group too."""
+def test_group_intervals_are_those_of_the_whole_data(tmp_path, capsys, engine):
+    """`--by` with `--ci`: every group gets the intervals the whole data gets."""
     from calcheck.cli import run
 
     rng = np.random.default_rng(11)
@@ -156,8 +163,3 @@ def test_group_intervals_leave_out_the_slow_ones_as_the_overall_ones_do(tmp_path
     assert "ece" in with_ci and not with_ci & {"tce", "tce_q", "pde"}
     for g in out["groups"].values():
         assert {m for m, r in g["metrics"].items() if "ci" in r} == with_ci
-    if engine == "memory":                      # the stream engine has no TCE interval at all
-        assert run([*base, "-m", "tce,ece"]) == 0
-        named = json.loads(capsys.readouterr().out)
-        assert all("ci" in g["metrics"]["tce"] and "ci" in g["metrics"]["ece"]
-                   for g in named["groups"].values())

@@ -52,11 +52,9 @@ class Engine(Protocol):
     def metrics(self, ids: list[str], opts: Options) -> Outcome:
         """The metrics ``ids`` (values: id → MetricResult), with ``--ci`` intervals when asked."""
 
-    def groups(self, ids: list[str], opts: Options, no_interval: tuple[str, ...] = ()
-               ) -> Outcome:
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
         """Every metric per ``--by`` group (values: group key → GroupResult), with ``--ci``
-        intervals when asked — except for the metrics ``no_interval`` (computed without one,
-        as the pipeline computes them for the whole data)."""
+        intervals when asked."""
 
     def variables(self, names: list[str], opts: Options) -> Outcome:
         """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""

@@ -192,20 +192,19 @@ class MemoryEngine:
 
     def _intervals(self, data: Predictions, results: dict[str, MetricResult],
                    mopts: MetricOptions, opts: Options) -> tuple[dict[str, Any], list[str]]:
-        from calcheck.uncertainty import NO_INTERVAL, bootstrap, with_intervals
+        from calcheck.uncertainty import bootstrap, no_interval, with_intervals
 
         progress = self.progress("bootstrap") if self.progress else None
         cis = bootstrap(data, list(results), mopts, compute, reps=opts.ci_reps,
                         level=opts.ci_level, seed=opts.seed, progress=progress)
-        notes = [f"{m}: {NO_INTERVAL.get(m, 'no bootstrap interval')}" for m in results
+        notes = [f"{m}: {no_interval(m)}" for m in results
                  if not registry.METRICS[m].ci]
         notes += [f"{m}: {c.failed} of {c.reps} bootstrap replicates could not be computed"
                   + ("" if c.low is not None else "; no interval")
                   for m, c in cis.items() if c.failed]
         return with_intervals(results, cis), notes
 
-    def groups(self, ids: list[str], opts: Options, no_interval: tuple[str, ...] = ()
-               ) -> Outcome:
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
         assert opts.by is not None
         from calcheck.io.windows import WindowColumn, window_keys
 
@@ -232,9 +231,8 @@ class MemoryEngine:
                     results.update(compute(sub, [mid], mopts))
                 except CalcheckError as exc:
                     errors[mid] = str(exc)
-            wanted = {k: r for k, r in results.items() if k not in no_interval}
-            if opts.ci and wanted:
-                with_ci, _ = self._intervals(sub, wanted, mopts, opts)
+            if opts.ci and results:
+                with_ci, _ = self._intervals(sub, results, mopts, opts)
                 results = {k: with_ci.get(k, r) for k, r in results.items()}
             n = int(mask.sum())
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,

@@ -292,8 +292,7 @@ class StreamEngine:
                     "recorded in the report settings)")
         return out
 
-    def groups(self, ids: list[str], opts: Options, no_interval: tuple[str, ...] = ()
-               ) -> Outcome:
+    def groups(self, ids: list[str], opts: Options) -> Outcome:
         """Every group's grid metrics (with intervals), positional metrics (a rank search per
         group, :func:`calcheck.streaming.groups.group_positional`) and, for multiclass input,
         classwise ones (computed with the overall metrics)."""
@@ -319,7 +318,7 @@ class StreamEngine:
             res = metric_results(g, grid_ids, mopts.smece_sigma) if grid_ids else {}
             more, errors = positional[key]
             res.update(more)
-            ci_ids = [m for m in res if registry.METRICS[m].stream_ci and m not in no_interval]
+            ci_ids = [m for m in res if registry.METRICS[m].stream_ci]
             if opts.ci and ci_ids:
                 res = with_intervals(res, grid_bootstrap(g, ci_ids, reps=opts.ci_reps,
                                                          level=opts.ci_level, seed=opts.seed)[0])
