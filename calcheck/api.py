@@ -200,6 +200,7 @@ def score(
         time: str | ArrayLike | None = None,
         window: str | None = None,
         tz: str = "UTC",
+        family: str = "holm",
         ci: bool = False,
         ci_reps: int = 1000,
         ci_level: float = 0.95,
@@ -257,9 +258,16 @@ def run_tests(
         alpha: float = 0.05,
         discrete_max: int = 50,
         compat: str | None = None,
+        family: str = "holm",
         fail_on_reject: bool = False,
         tolerance: str | Sequence[str] | None = None,
         fail_if_beyond: bool = False,
+        by: str | ArrayLike | None = None,
+        max_groups: int = 1000,
+        min_group_size: int = 100,
+        time: str | ArrayLike | None = None,
+        window: str | None = None,
+        tz: str = "UTC",
         engine: str = "memory",
         scheduler: str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
@@ -365,6 +373,7 @@ def write_report(
         trials: int = 1000,
         seed: int = 0,
         alpha: float = 0.05,
+        family: str = "holm",
         tolerance: str | Sequence[str] | None = None,
         format: str | None = None,
         paper: str = "a4",
@@ -416,6 +425,7 @@ def compare(
         ci_reps: int = 1000,
         ci_level: float = 0.95,
         seed: int = 0,
+        family: str = "holm",
         fail_if_worse: str | Sequence[str] | None = None,
         engine: str = "memory",
         scheduler: str | None = None,
@@ -634,16 +644,25 @@ def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def direction_fit(eng: Engine, opts: Options, tests: Mapping[str, Any],
-                  summary_bins: tuple[str, list[dict[str, Any]]] | None) -> Any:
+                  summary_bins: tuple[str, list[dict[str, Any]]] | None,
+                  sections: Mapping[str, Any] | None = None) -> Any:
     """Cox's fit behind the headline's direction (its JSON entry), made only when the verdict
-    will claim one (miscalibrated or inconclusive) and the tests did not fit it already."""
+    will claim one (miscalibrated or inconclusive) and the tests did not fit it already;
+    ``sections``: the report's ``groups`` or ``windows`` whose verdicts the headline reads too."""
+    import copy
+
+    from calcheck.report.build import apply_family
     from calcheck.report.summary import NEEDS_DIRECTION, verdict
 
     if "cox" in tests and not opts.compat:
         return None                              # the summary reads the cox test itself
     rows = summary_bins[1] if summary_bins else []
-    got, _, _ = verdict({k: t.to_dict() for k, t in tests.items()}, rows, alpha=opts.alpha,
-                        seed=opts.seed)
+    fragment: dict[str, Any] = {"tests": {k: t.to_dict() for k, t in tests.items()},
+                                "settings": {"family": opts.family, "by": opts.by},
+                                **copy.deepcopy({k: v for k, v in (sections or {}).items()
+                                                 if v is not None})}
+    apply_family(fragment, opts.family, opts.alpha)
+    got, _, _ = verdict(fragment, rows, alpha=opts.alpha, seed=opts.seed)
     if got not in NEEDS_DIRECTION:
         return None
     return eng.recalibration(opts.replace(compat=None)).to_dict()
@@ -730,14 +749,65 @@ def check_dropped(eng: Engine, opts: Options) -> None:
                          f"{opts.name_of('max_dropped')}")
 
 
+def _windows(opts: Options) -> tuple[Any, Options]:
+    """``--time``/``--window``: the window, and the options whose ``by`` keys every row by its
+    window's start (windows are groups)."""
+    if not opts.time:
+        return None, opts
+    from calcheck.io.windows import WindowColumn, parse_window
+
+    window = parse_window(opts.window or "", opts.tz, opts.name_of("window"))
+    return window, opts.replace(by=WindowColumn(opts.time, window))
+
+
+def _group_test_sections(g: Outcome, window: Any, opts: Options) -> dict[str, Any]:
+    """The report's ``groups`` (``--by``) or ``windows`` (``--time``) of a ``test`` run: each
+    group's rows, whether it is flagged small, and its tests."""
+    entries = {key: {"n": n, "flagged": flagged,
+                     "tests": {tid: r.to_dict() for tid, r in out.values.items()}}
+               for key, (n, flagged, out) in g.values.items()}
+    if window is not None:
+        from calcheck.io.windows import assemble
+
+        return {"windows": assemble(window, entries, "tests")}
+    names = group_names(entries)
+    return {"groups": {names[k]: e for k, e in entries.items()}}
+
+
+def window_intervals(opts: Options, k: int) -> dict[str, Any]:
+    """What the ``--time`` windows' ``--ci`` intervals are: simultaneous (Bonferroni over the
+    k windows with rows: all cover at once with probability at least the level) unless
+    ``--family none`` (each covers on its own)."""
+    from calcheck.uncertainty import simultaneous_level
+
+    each = simultaneous_level(opts.ci_level, k, opts.family)
+    return {"kind": "marginal" if each == opts.ci_level else "simultaneous",
+            "method": "none: each window's interval at the level" if each == opts.ci_level
+            else "bonferroni over the windows with rows", "windows": k,
+            "level": opts.ci_level, "per_window_level": each}
+
+
+def group_verdicts(g: Outcome, opts: Options) -> dict[Any, dict[str, Any]]:
+    """Each ``--by`` group's (or ``--time`` window's) consistency verdict on its own bins (the
+    first of ACE, ECE, … it has), for the groups not flagged small; their draws let the
+    smallest p-value adjusted over the family reach α/10."""
+    from calcheck.report.summary import BIN_SOURCES, consistency_draws, group_verdict
+
+    tables = {}
+    for key, gr in g.values.items():
+        mid = next((m for m in BIN_SOURCES if m in gr.metrics
+                    and gr.metrics[m].bins is not None), None)
+        if mid is not None and not gr.flagged and gr.n:
+            tables[key] = (mid, gr.metrics[mid].bin_rows())
+    k = 1 + len(tables) if opts.family != "none" else 1
+    draws = consistency_draws(opts.alpha, k)
+    return {key: group_verdict(rows, alpha=opts.alpha, seed=opts.seed, draws=draws, metric=mid)
+            for key, (mid, rows) in tables.items()}
+
+
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""
-    window, run_opts = None, opts
-    if opts.time:                  # windows are groups keyed by each window's start
-        from calcheck.io.windows import WindowColumn, parse_window
-
-        window = parse_window(opts.window or "", opts.tz, opts.name_of("window"))
-        run_opts = opts.replace(by=WindowColumn(opts.time, window))
+    window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
@@ -778,22 +848,26 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                                     f"{opts.min_group_size} not gated: "
                                     + ", ".join(skipped[:10]) + (" …" if len(skipped) > 10
                                                                  else ""))
+        groups = None
+        extra = None
+        verdicts = group_verdicts(g, opts) if g is not None else {}
+        entries = {k: {**gr.to_dict(), **({"verdict": verdicts[k]} if k in verdicts else {})}
+                   for k, gr in (g.values.items() if g is not None else ())}
+        if window is not None and g is not None:
+            from calcheck.io.windows import assemble
+
+            extra = {"windows": assemble(window, entries)}
+        elif g is not None:
+            names = group_names(g.values)
+            groups = {names[k]: e for k, e in entries.items()}
         sb = _summary_bins(eng, opts, m.values)
-        fit = direction_fit(eng, opts, {}, sb)
+        fit = direction_fit(eng, opts, {}, sb, {"groups": groups, **(extra or {})})
         tolerance = tolerance_checks(eng, opts, bounds, m.values)
         settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
                                extra={**m.settings, **v.settings,
                                       **(g.settings if g else {})})
-        groups = None
-        extra = None
-        if window is not None and g is not None:
-            from calcheck.io.windows import assemble
-
-            extra = {"windows": assemble(window, {k: gr.to_dict()
-                                                  for k, gr in g.values.items()})}
-        elif g is not None:
-            names = group_names(g.values)
-            groups = {names[k]: gr.to_dict() for k, gr in g.values.items()}
+        if window is not None and g is not None and opts.ci:
+            settings["window_intervals"] = window_intervals(opts, len(g.values))
         var = v.values.get("result")
         data = build_report(command="score", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, bins_for=bins_for, gates=gates,
@@ -801,7 +875,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             variables=var.to_dict() if var is not None else None, groups=groups,
                             extra=extra, score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance)
+                            tolerance=tolerance, family=opts.family)
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
@@ -865,11 +939,15 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         if left:
             messages.append(f"{opts.name_of('methods')} all on --engine {opts.engine}: every "
                             f"test it runs; {', '.join(left)} need(s) --engine memory")
+    window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
         if not opts.methods and not opts.compat and eng.multiclass and eng.name == "memory":
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
         bounds = plan_tolerance(opts, eng.multiclass, eng.name)
-        t = eng.tests(methods, opts)
+        g = eng.group_tests(methods, run_opts) if run_opts.by else None
+        tested = sum(1 for _, flagged, _ in (g.values.values() if g else []) if not flagged)
+        t = eng.tests(methods, opts, groups=1 + tested)
+        extra = _group_test_sections(g, window, run_opts) if g is not None else None
         check_dropped(eng, opts)
         reading = eng.reading()
         sb = _summary_bins(eng, opts, {})
@@ -879,9 +957,10 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                                engine=_settings(eng), extra=t.settings)
         data = build_report(command="test", input_info=eng.input_info(top=True),
                             settings=settings, tests=t.values, notes=reading.notes + t.notes,
+                            extra=extra,
                             score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance)
+                            tolerance=tolerance, family=opts.family)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject, diagram=sb,
                   fail_if_beyond=opts.fail_if_beyond)
@@ -1035,7 +1114,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                             groups=groups,
                             score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance)
+                            tolerance=tolerance, family=opts.family)
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),

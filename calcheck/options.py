@@ -356,6 +356,19 @@ TEST_CI_LEVEL = Opt("ci_level", ("--ci-level",), 0.95, "Level of the Wald interv
 DISCRETE_MAX = Opt("discrete_max", ("--discrete-max",), 50, "With at most this many distinct "
                    "scores, also run the exact binomial test per value.", TESTS,
                    check_count(0), "N", "int")
+FAMILY = Opt("family", ("--family",), "holm", "How a verdict that reads several p-values (several "
+             "tests, --by groups, --time windows) keeps its false-alarm rate at --alpha: holm "
+             "(default), bonferroni, or none (each p-value on its own: the any-rejects rule).",
+             TESTS, choice("holm", "bonferroni", "none"), "RULE")
+SCORE_FAMILY = dataclasses.replace(FAMILY, help="With --by or --time: how the verdicts of the "
+                                   "groups or windows keep their false-alarm rate at --alpha "
+                                   "(holm, default; bonferroni; none), and with --ci the "
+                                   "windows' simultaneous intervals (bonferroni unless none).",
+                                   panel=VARIABLES)
+COMPARE_FAMILY = dataclasses.replace(FAMILY, help="How the summary's verdict over the "
+                                     "calibration errors keeps its false-alarm rate at the "
+                                     "interval's level: holm (default), bonferroni or none.",
+                                     panel=OUTPUT)
 FAIL_ON_REJECT = Opt("fail_on_reject", ("--fail-on-reject",), False, "Exit 1 when any selected "
                      "test rejects calibration.", OUTPUT, check_bool, type="bool")
 
@@ -504,6 +517,9 @@ PLOT_METRIC = Opt("metrics", ("--metrics", "-m"), None, "--kind drift: the metri
                   "time (default ece, or ece_top for multiclass input).", METRICS,
                   check_list(check_text), "ID", "list")
 
+TEST_BY = dataclasses.replace(BY, help="Also run every selected test per value of this "
+                              "column; the verdict reads every group's p-values together "
+                              "(--family).")
 _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
           WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
@@ -511,24 +527,26 @@ _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
               SMECE_SIGMA, SCORE_SKCE_BANDWIDTH, COMPAT_OPT, VARS, LOESS_SPAN, CORRECT_FROM,
-              BY, MAX_GROUPS, MIN_GROUP_SIZE, TIME, WINDOW, TZ, CI_OPT, CI_REPS,
+              BY, MAX_GROUPS, MIN_GROUP_SIZE, TIME, WINDOW, TZ, SCORE_FAMILY, CI_OPT, CI_REPS,
               CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF, GATE_GROUPS, TOLERANCE,
               FAIL_IF_BEYOND, BINS_TABLE, PER_CLASS, TEXT_PLOT, DETAILS, QUIET, NO_PROGRESS,
               *_ENGINE),
     "test": (*_INPUT, METHODS, TCAL_BINS, ADAPTIVE, TRIALS, RESAMPLE, ADAPTIVE_GRID,
              ADAPTIVE_CORRECTION, HL_DF, SKCE_BANDWIDTH, TEST_CI_LEVEL, SEED, ALPHA, DISCRETE_MAX,
-             COMPAT_TEST, FAIL_ON_REJECT, TOLERANCE, FAIL_IF_BEYOND, FORMAT, JSON, OUTPUT_FILE,
-             DETAILS, QUIET, NO_PROGRESS, *_ENGINE),
+             FAMILY, COMPAT_TEST, FAIL_ON_REJECT, TOLERANCE, FAIL_IF_BEYOND, TEST_BY, MAX_GROUPS,
+             MIN_GROUP_SIZE, TIME, WINDOW, TZ, FORMAT, JSON, OUTPUT_FILE, DETAILS, QUIET,
+             NO_PROGRESS, *_ENGINE),
     "plot": (*_INPUT, KIND, PLOT_OUTPUT, PLOT_VAR, PLOT_BY, PLOT_BINS, BINNING, YSCALE, LOESS_SPAN,
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
              SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
     "compare": (COMPARE_SCORE, LABEL, POS_LABEL, COMPARE_PROBS, RENORMALIZE, INPUT_FORMAT,
                 WHERE, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
                 TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
-                COMPARE_CI_LEVEL, SEED, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE, QUIET,
+                COMPARE_CI_LEVEL, SEED, COMPARE_FAMILY, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE,
+                QUIET,
                 NO_PROGRESS, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
-               REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, TOLERANCE,
+               REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, FAMILY, TOLERANCE,
                REPORT_FORMAT, PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET,
                NO_PROGRESS, *_ENGINE),
 }
@@ -593,6 +611,7 @@ class Options:
     adaptive_correction: str = "minp"
     hl_df: str = "external"
     skce_bandwidth: float | None = None
+    family: str = "holm"
     fail_on_reject: bool = False
     # compare
     id: str | None = None
@@ -807,13 +826,18 @@ def _meaningless(o: Options) -> None:
             if name in given and not cond:
                 raise UsageError(f"{lab(name)} has no effect without {what}")
 
-    if o.command in ("score", "report"):
-        needs(("ci_reps", "ci_level"), o.ci, lab("ci"))
+    if o.command in ("score", "report", "test"):
+        if o.command != "test":
+            needs(("ci_reps", "ci_level"), o.ci, lab("ci"))
         needs(("min_group_size", "max_groups"), o.by is not None or o.time is not None,
-              f"{lab('by')} COLUMN" + (f" or {lab('time')} COLUMN" if o.command == "score"
+              f"{lab('by')} COLUMN" + (f" or {lab('time')} COLUMN" if o.command != "report"
                                       else ""))
+    if o.command == "test":
+        needs(("tz",), o.window is not None, f"{lab('window')}")
     if o.command == "score":
         needs(("tz",), o.window is not None, f"{lab('window')}")
+        needs(("family",), o.by is not None or o.time is not None,
+              f"{lab('by')} COLUMN or {lab('time')} COLUMN (it adjusts their verdicts)")
         needs(("loess_span",), bool(o.variables), f"{lab('variables')} COLUMN")
         chosen = registry.split_ids(o.metrics or [])
         needs(("smece_sigma",), any(m in ("all", "smece", "smece_cw") for m in chosen),

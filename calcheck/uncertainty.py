@@ -148,6 +148,13 @@ class ConfidenceInterval:
                 "resampling": self.resampling}
 
 
+def simultaneous_level(level: float, k: int, family: str) -> float:
+    """The level of each of k intervals read together (the ``--time`` windows'): Bonferroni's
+    1 − (1 − level)/k, so that all k cover at once with probability at least ``level``;
+    ``family="none"`` keeps each at ``level`` (they then cover one at a time)."""
+    return level if family == "none" or k <= 1 else 1.0 - (1.0 - level) / k
+
+
 def check_ci_options(reps: int, level: float) -> None:
     if reps < 10:
         raise UsageError(f"ci_reps must be >= 10, got {reps}")

@@ -59,8 +59,14 @@ class Engine(Protocol):
     def variables(self, names: list[str], opts: Options) -> Outcome:
         """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""
 
-    def tests(self, methods: list[str], opts: Options) -> Outcome:
-        """Calibration tests on the binary (or top-label) view (values: id → TestResult)."""
+    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
+        """Calibration tests on the binary (or top-label) view (values: id → TestResult);
+        ``groups``: how many groups' tests the verdict reads together (their Monte Carlo
+        trials reach α/10 after the family adjustment)."""
+
+    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
+        """The tests of every ``--by`` group or ``--time`` window (values: key → (rows,
+        flagged, Outcome)); groups under ``--min-group-size`` flagged and not tested."""
 
     def recalibration(self, opts: Options) -> Any:
         """Cox's logistic recalibration of the binary (or top-label) view — the fit behind

@@ -205,22 +205,14 @@ class MemoryEngine:
         return with_intervals(results, cis), notes
 
     def groups(self, ids: list[str], opts: Options) -> Outcome:
-        assert opts.by is not None
-        from calcheck.io.windows import WindowColumn, window_keys
+        from calcheck.uncertainty import simultaneous_level
 
-        if isinstance(opts.by, WindowColumn):
-            keys, codes = window_keys(self.data.column(opts.by), opts.by,
-                                      self.data.provenance.path)
-        else:
-            keys, codes = group_keys(self.data.column(opts.by))
-        if len(keys) > opts.max_groups:
-            from calcheck.errors import UsageError
-
-            raise UsageError(f"{opts.name_of('by')} {opts.by}: {len(keys):,} distinct values, "
-                             f"more than {opts.name_of('max_groups')} {opts.max_groups:,}; group "
-                             "by a coarser column or raise the limit")
+        keys, codes = self.group_codes(opts)
         mopts = metric_options(opts, self.multiclass)
         out = Outcome()
+        if opts.time and opts.ci:                   # windows read together: simultaneous
+            opts = opts.replace(ci_level=simultaneous_level(opts.ci_level, len(keys),
+                                                            opts.family))
         for j, key in enumerate(keys):
             mask = codes == j
             sub = self.data.subset(mask)
@@ -238,6 +230,25 @@ class MemoryEngine:
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
                                           metrics=results, errors=errors)
         return out
+
+    def group_codes(self, opts: Options) -> tuple[list[str | None], IntArray]:
+        """The ``--by`` groups (or ``--time`` windows, as their ISO starts) and every row's
+        group; more than ``--max-groups`` is a usage error."""
+        assert opts.by is not None
+        from calcheck.io.windows import WindowColumn, window_keys
+
+        if isinstance(opts.by, WindowColumn):
+            keys, codes = window_keys(self.data.column(opts.by), opts.by,
+                                      self.data.provenance.path)
+        else:
+            keys, codes = group_keys(self.data.column(opts.by))
+        if len(keys) > opts.max_groups:
+            from calcheck.errors import UsageError
+
+            raise UsageError(f"{opts.name_of('by')} {opts.by}: {len(keys):,} distinct values, "
+                             f"more than {opts.name_of('max_groups')} {opts.max_groups:,}; group "
+                             "by a coarser column or raise the limit")
+        return keys, codes
 
     # -- variables ---------------------------------------------------------------------------
 
@@ -275,18 +286,41 @@ class MemoryEngine:
 
     # -- tests -------------------------------------------------------------------------------
 
-    def tests(self, methods: list[str], opts: Options) -> Outcome:
+    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
+        return self._tests(self.data, methods, opts, groups)
+
+    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
+        """The tests of every ``--by`` group (or ``--time`` window): values key →
+        (rows, flagged, Outcome of its tests); groups under ``--min-group-size`` are flagged
+        and not tested (their rows are too few for the tests' references).  Monte Carlo
+        trials count every group's tests in the family."""
+        keys, codes = self.group_codes(opts)
+        counts = np.bincount(codes, minlength=len(keys))
+        tested = int(np.sum(counts >= max(opts.min_group_size, 1)))
+        out = Outcome()
+        for j, key in enumerate(keys):
+            n = int(counts[j])
+            flagged = n < opts.min_group_size
+            res = Outcome() if flagged or n == 0 else \
+                self._tests(self.data.subset(codes == j), methods, opts, 1 + tested)
+            out.values[key] = (n, flagged, res)
+        return out
+
+    def _tests(self, data: Predictions, methods: list[str], opts: Options,
+               groups: int) -> Outcome:
+        """The tests of ``data`` (the whole input, or one group of ``groups`` tested)."""
         from calcheck.hypotests import TestOptions, run_tests
 
-        scores, labels = self.data.top
+        scores, labels = data.top
         if opts.compat:
             from calcheck import compat
 
             results = compat.run_tests(opts.compat, scores, labels, methods, opts.alpha,
                                        default_bins(opts, self.multiclass))
-            notes = [top_label_note(self.data.classes)] if self.multiclass else []
+            notes = [top_label_note(data.classes)] if self.multiclass else []
             return Outcome(values=results, notes=notes)
-        progress = self.progress("simulating the null") if self.progress else None
+        progress = self.progress("simulating the null") if self.progress and data is self.data \
+            else None
         topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
                             trials=opts.trials, resample=opts.resample, seed=opts.seed,
                             discrete_max=opts.discrete_max, ties=opts.ties,
@@ -294,12 +328,13 @@ class MemoryEngine:
                             adaptive_correction=opts.adaptive_correction,
                             skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
                             auto_trials="trials" not in opts.given,
-                            trials_label=opts.name_of("trials"))
+                            trials_label=opts.name_of("trials"), family=opts.family,
+                            family_groups=groups)
         results, notes = run_tests(scores, labels, methods, topts, progress=progress,
-                                   probs=self.data.probs if self.multiclass else None,
-                                   classes=self.data.labels if self.multiclass else None)
+                                   probs=data.probs if self.multiclass else None,
+                                   classes=data.labels if self.multiclass else None)
         if self.multiclass and set(methods) - {"skce"}:
-            note = top_label_note(self.data.classes)
+            note = top_label_note(data.classes)
             if "skce" in methods:
                 note += "; the SKCE test uses every class's probability"
             notes.insert(0, note)

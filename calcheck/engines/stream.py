@@ -298,7 +298,7 @@ class StreamEngine:
         classwise ones (computed with the overall metrics)."""
         from calcheck.streaming.bootstrap import grid_bootstrap
         from calcheck.streaming.groups import group_positional
-        from calcheck.uncertainty import with_intervals
+        from calcheck.uncertainty import simultaneous_level, with_intervals
 
         assert opts.by is not None
         mopts = self._options(opts)
@@ -313,6 +313,8 @@ class StreamEngine:
             n_max=mopts.tce_nmax, ties=mopts.ties)
         self.passes += passes
         out = Outcome(settings={"group_metrics": ids})
+        level = simultaneous_level(opts.ci_level, len(grids), opts.family) if opts.time \
+            else opts.ci_level
         for key in sorted(grids, key=lambda k: (k is None, k or "")):
             g = grids[key]
             res = metric_results(g, grid_ids, mopts.smece_sigma) if grid_ids else {}
@@ -321,7 +323,7 @@ class StreamEngine:
             ci_ids = [m for m in res if registry.METRICS[m].stream_ci]
             if opts.ci and ci_ids:
                 res = with_intervals(res, grid_bootstrap(g, ci_ids, reps=opts.ci_reps,
-                                                         level=opts.ci_level, seed=opts.seed)[0])
+                                                         level=level, seed=opts.seed)[0])
             cw_res, cw_errors = self._by_group.get(key, ({}, {}))
             if self.multiclass:
                 cw_res = {**grouped.groups[key].results(ids), **cw_res}
@@ -348,7 +350,14 @@ class StreamEngine:
 
     # -- tests -------------------------------------------------------------------------------
 
-    def tests(self, methods: list[str], opts: Options) -> Outcome:
+    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
+        from calcheck.errors import UsageError
+
+        raise UsageError(f"calcheck test with {opts.name_of('by')} or {opts.name_of('time')} "
+                         f"needs {opts.name_of('engine')} memory: the streaming engines test "
+                         "the whole data only")
+
+    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
         """T-Cal, Hosmer–Lemeshow (after a rank search), Spiegelhalter, Cox (a few Newton
         passes) and, for discrete scores, the binomial test per value (multiclass input: on
         its top-label view, as in memory)."""
@@ -369,14 +378,18 @@ class StreamEngine:
         if self.multiclass:
             out.notes.append(top_label_note(self.classes))
         if "tcal" in methods:
-            from calcheck.hypotests import tcal_trials
+            from calcheck.hypotests import family_of, tcal_trials
             from calcheck.hypotests.tcal import adaptive_ms
 
             levels = 1 if fixed is not None or opts.adaptive_correction == "minp" else \
                 min(len(adaptive_ms(state.n, opts.adaptive_grid, dyadic=True)), state.grid_bits)
+            few = int(np.count_nonzero(state.cell_count.reshape(-1, 2).sum(axis=1))) \
+                <= opts.discrete_max
             trials, note = tcal_trials(opts.trials, opts.alpha, levels,
                                        auto="trials" not in opts.given,
-                                       label=opts.name_of("trials"))
+                                       label=opts.name_of("trials"),
+                                       family=family_of(methods, opts.family, few)
+                                       * (groups if opts.family != "none" else 1))
             if note:
                 out.notes.append(note)
             out.settings["trials"] = trials

@@ -40,6 +40,8 @@ class TestOptions:
     ties: str = "share"
     auto_trials: bool = False        # trials not set by the user: raise them to reach α
     trials_label: str = "--trials"
+    family: str = "holm"             # how the verdict reads the tests' p-values together
+    family_groups: int = 1           # ... over this many groups (whole data + --by groups)
 
 
 MIN_TRIALS = 1000
@@ -54,17 +56,20 @@ def trials_needed(alpha: float, multiplicity: int = 1) -> int:
 
 
 def tcal_trials(trials: int | None, alpha: float, levels: int, *, auto: bool,
-                label: str = "--trials") -> tuple[int, str | None]:
+                label: str = "--trials", family: int = 1) -> tuple[int, str | None]:
     """The Monte Carlo trials of a test whose smallest attainable p-value is
     levels/(trials + 1) (``levels`` = 1 for fixed-m T-Cal, min-P adaptive T-Cal and the SKCE
-    test; the number of levels under Bonferroni), and a note.
+    test; the number of levels under Bonferroni), read in a family of ``family`` tests (its
+    smallest adjusted p-value is ``family`` times that), and a note.
 
     Without an explicit count (``auto`` or ``trials=None``) the trials are
-    :func:`trials_needed` (at least 1,000; the floor below α/10).  An explicit count is kept,
-    with a note when its floor is not below α/10, and a stronger one when it cannot reach α.
+    :func:`trials_needed` (at least 1,000; the adjusted floor below α/10).  An explicit count
+    is kept, with a note when its floor is not below α/10, and a stronger one when it cannot
+    reach α.
     """
+    levels = levels * max(1, family)
     need = trials_needed(alpha, levels)
-    what = "adaptive T-Cal" if levels > 1 else "the Monte Carlo test"
+    what = "adaptive T-Cal" if levels > family else "the Monte Carlo test"
     del label                       # the note is part of the report: the same from CLI and API
     if trials is None or auto:
         if trials is not None and trials < need:
@@ -85,6 +90,14 @@ def tcal_trials(trials: int | None, alpha: float, levels: int, *, auto: bool,
     return trials, None
 
 
+def family_of(methods: list[str], family: str, discrete: bool) -> int:
+    """How many p-values the verdict reads together (the methods', and the binomial test per
+    value that T-Cal adds on discrete scores); 1 without a family adjustment."""
+    if family == "none":
+        return 1
+    return len(methods) + (1 if "tcal" in methods and discrete else 0)
+
+
 def discrete_note(distinct: int, discrete_max: int) -> str:
     return (f"scores take {distinct} distinct values (<= --discrete-max {discrete_max}): added "
             "the exact binomial test per value (binomial_discrete); T-Cal assumes continuous "
@@ -102,6 +115,9 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
 
     results: dict[str, TestResult] = {}
     notes: list[str] = []
+    distinct = int(np.unique(scores).shape[0]) if "tcal" in methods else 0
+    family = family_of(methods, options.family, distinct <= options.discrete_max) * \
+        (options.family_groups if options.family != "none" else 1)
     for m in methods:
         if m == "tcal":
             from calcheck.hypotests.tcal import n_levels
@@ -109,7 +125,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             levels = 1 if options.bins is not None or options.adaptive_correction == "minp" \
                 else n_levels(scores.shape[0], options.adaptive_grid)
             trials, note = tcal_trials(options.trials, options.alpha, levels,
-                                       auto=options.auto_trials, label=options.trials_label)
+                                       auto=options.auto_trials, label=options.trials_label,
+                                       family=family)
             if note:
                 notes.append(note)
             options = replace(options, trials=trials)
@@ -122,7 +139,6 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
                     scores, labels, alpha=options.alpha, trials=options.trials,
                     resample=options.resample, rng=options.seed, progress=progress,
                     grid=options.adaptive_grid, correction=options.adaptive_correction)
-            distinct = int(np.unique(scores).shape[0])
             if distinct <= options.discrete_max:
                 results["binomial_discrete"] = classical.binomial_discrete(
                     scores, labels, alpha=options.alpha)
@@ -142,7 +158,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             p2, c2 = (probs, classes) if probs is not None and classes is not None else \
                 (scores, labels)
             trials, note = tcal_trials(None if options.auto_trials else options.trials,
-                                       options.alpha, 1, auto=options.auto_trials)
+                                       options.alpha, 1, auto=options.auto_trials,
+                                       family=family)
             if note:
                 notes.append(note)
             results["skce"] = skce_test(p2, c2, alpha=options.alpha, trials=trials,

@@ -200,10 +200,11 @@ def start_ns(iso: str) -> int:
     return int(datetime.fromisoformat(iso).timestamp()) * 1_000_000_000
 
 
-def assemble(window: Window, groups: dict[str | None, Any], empty_metrics: dict[str, Any] | None
-             = None) -> list[dict[str, Any]]:
+def assemble(window: Window, groups: dict[str | None, Any], section: str = "metrics"
+             ) -> list[dict[str, Any]]:
     """The report's ``windows``: every window from the first to the last one with rows, in
-    time order, ``{start, end, n, flagged, metrics}`` (empty windows with n = 0)."""
+    time order, ``{start, end, n, flagged, <section>}`` (``metrics`` of ``score``, ``tests``
+    of ``test``; empty windows with n = 0 and an empty section)."""
     present = {start_ns(k): g for k, g in groups.items() if k is not None}
     if not present:
         return []
@@ -212,7 +213,7 @@ def assemble(window: Window, groups: dict[str | None, Any], empty_metrics: dict[
         g = present.get(a)
         entry: dict[str, Any] = {"start": window.iso(a), "end": window.iso(b)}
         if g is None:
-            entry.update({"n": 0, "flagged": True, "metrics": dict(empty_metrics or {})})
+            entry.update({"n": 0, "flagged": True, section: {}})
         else:
             entry.update(g)
         out.append(entry)

@@ -46,15 +46,22 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
         if opts.time:
             out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
                         "min_group_size": opts.min_group_size})
+        if opts.by or opts.time:
+            out["family"] = opts.family
     elif opts.command == "test":
         out = {"methods": methods, "alpha": opts.alpha,
                "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
                "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
                "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
                "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where,
-               "ties": _ties(opts), "compat": opts.compat}
+               "ties": _ties(opts), "compat": opts.compat, "family": opts.family}
         if opts.compat:
             out.update({"tcal": None, "bins": _bins(opts, multiclass)})
+        if opts.by:
+            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+        if opts.time:
+            out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
+                        "min_group_size": opts.min_group_size})
     elif opts.command == "compare":
         out = {"metrics": ids, "bins": _bins(opts, multiclass), "alpha": opts.alpha,
                "test": opts.test, "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
@@ -68,7 +75,8 @@ def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None
                (15 if multiclass else 10), "alpha": opts.alpha, "trials": opts.trials,
                "seed": opts.seed, "tcal": opts.adaptive, "variables": opts.variable_list,
                "loess_span": opts.loess_span, "correct_from": opts.correct_from,
-               "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties}
+               "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties,
+               "family": opts.family}
         if opts.by:
             out.update({"by": opts.by, "min_group_size": opts.min_group_size})
         if opts.format == "pdf" or (opts.output or "").lower().endswith(".pdf"):
@@ -118,6 +126,45 @@ def group_names(keys: Iterable[str | None]) -> dict[str | None, str]:
     return {k: (missing if k is None else k) for k in keys}
 
 
+def family_entries(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every test p-value a verdict reads, as (where, entry): the tests of the whole data, of
+    each ``--by`` group and of each ``--time`` window (``where`` names the group or window,
+    "" for the whole data).  ``score``'s consistency verdicts of its groups are read with the
+    whole data's in :func:`calcheck.report.summary.verdict`."""
+    out: list[tuple[str, dict[str, Any]]] = [("", t) for t in
+                                             (report.get("tests") or {}).values()]
+    for name, g in (report.get("groups") or {}).items():
+        out += [(str(name), t) for t in (g.get("tests") or {}).values()]
+    for w in report.get("windows") or []:
+        out += [(str(w["start"]), t) for t in (w.get("tests") or {}).values()]
+    return out
+
+
+def _group_verdict_entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [g["verdict"] for g in (report.get("groups") or {}).values() if g.get("verdict")] + \
+        [w["verdict"] for w in report.get("windows") or [] if w.get("verdict")]
+
+
+def apply_family(report: dict[str, Any], method: str, alpha: float) -> dict[str, Any] | None:
+    """Adjust every p-value a verdict reads for the family they form
+    (:func:`calcheck.hypotests.family.adjust`): each entry gains ``pvalue_adjusted`` and
+    ``reject_adjusted`` (at α), a Monte Carlo one ``min_attainable_pvalue_adjusted`` too;
+    returns the report's ``summary.family`` (None when no p-value is read)."""
+    from calcheck.hypotests.family import DESCRIPTION, adjust, family_size, floor_of
+
+    entries = family_entries(report)
+    if not entries:
+        return None
+    ps = [e.get("pvalue") for _, e in entries]
+    k = family_size(ps)
+    for (_, e), q in zip(entries, adjust(ps, method)):
+        e["pvalue_adjusted"] = q
+        e["reject_adjusted"] = bool(q is not None and q <= alpha)
+        if e.get("min_attainable_pvalue") is not None:
+            e["min_attainable_pvalue_adjusted"] = floor_of(e["min_attainable_pvalue"], k, method)
+    return {"method": method, "alpha": alpha, "size": k, "description": DESCRIPTION[method]}
+
+
 def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mapping[str, Any],
                  metrics: Mapping[str, Any] | None = None, tests: Mapping[str, Any] | None = None,
                  bins_for: Iterable[str] = (), gates: list[dict[str, Any]] | None = None,
@@ -127,13 +174,15 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  summary_bins: tuple[str, list[dict[str, Any]]] | None = None,
                  score_range: Callable[[float, float], tuple[float, float] | None] | None
                  = None, seed: int = 0, direction_fit: Mapping[str, Any] | None = None,
-                 tolerance: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 tolerance: list[dict[str, Any]] | None = None,
+                 family: str = "holm") -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
     adds top-level sections (after ``groups``).  ``summary_bins`` — (metric id, its bin rows)
     — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`), and ``score_range``
     gives the scores of the bin it names when the rows do not carry them; ``direction_fit``
-    is Cox's fit behind the direction (when the tests do not carry it) and ``tolerance`` the
-    ``--tolerance`` checks (:func:`calcheck.report.summary.tolerance_verdict`)."""
+    is Cox's fit behind the direction (when the tests do not carry it), ``tolerance`` the
+    ``--tolerance`` checks (:func:`calcheck.report.summary.tolerance_verdict`) and ``family``
+    the adjustment of the p-values the verdict reads (:func:`apply_family`)."""
     from calcheck.report.summary import summarize
 
     with_bins = set(bins_for)
@@ -163,9 +212,19 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
         for entry in _metric_entries(report):
             if isinstance(entry.get("per_class"), list):
                 entry["per_class"] = per_class_by_name(entry["per_class"], classes)
+    alpha = float(report["settings"].get("alpha", 0.05))
+    fam = apply_family(report, family, alpha)
     of, rows = summary_bins if summary_bins is not None else (None, None)
-    report["summary"] = jsonable(summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
-                                           score_range=score_range,
-                                           direction_fit=jsonable(direction_fit),
-                                           tolerance=tolerance))
+    summary = summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
+                        score_range=score_range, direction_fit=jsonable(direction_fit),
+                        tolerance=tolerance)
+    if fam is not None and (fam["size"] > 1 or family == "none"):
+        summary["family"] = fam
+    elif summary.get("pvalue_adjusted") is not None:      # score: groups' or windows' verdicts
+        from calcheck.hypotests.family import DESCRIPTION
+
+        size = 1 + sum(1 for e in _group_verdict_entries(report))
+        summary["family"] = {"method": family, "alpha": alpha, "size": size,
+                             "description": DESCRIPTION[family]}
+    report["summary"] = jsonable(summary)
     return report

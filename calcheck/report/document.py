@@ -16,7 +16,14 @@ from calcheck.formatting import number, statistic
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
 from calcheck.registry import title
-from calcheck.report.render import _ci_text, _grouping, _test_note, groups_of, short_settings
+from calcheck.report.render import (
+    _ci_text,
+    _grouping,
+    _test_note,
+    adjusted_shown,
+    groups_of,
+    short_settings,
+)
 from calcheck.report.text import setting
 
 Block = tuple[Any, ...]
@@ -54,12 +61,16 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
         out += [("heading", "Metrics"), ("table", head, rows, (1, 2) if level else (1,))]
     tests = report.get("tests") or {}
     if tests:
+        adj = adjusted_shown(report)
         rows = [[title(tid), "∞" if t.get("infinite") else statistic(t.get("statistic")),
-                 format_p(t.get("pvalue")), "rejected" if t.get("reject") else "not rejected",
+                 format_p(t.get("pvalue")), *([format_p(t.get("pvalue_adjusted"))] if adj else []),
+                 "rejected" if t.get("reject_adjusted", t.get("reject")) else "not rejected",
                  _test_note(tid, t)] for tid, t in tests.items()]
+        method = ((report.get("summary") or {}).get("family") or {}).get("method", "")
         out += [("heading", f"Calibration tests at α = "
                             f"{report.get('settings', {}).get('alpha')}"),
-                ("table", ["test", "statistic", "p-value", "verdict", "details"], rows, (1, 2))]
+                ("table", ["test", "statistic", "p-value", *([f"{method} p"] if adj else []),
+                           "verdict", "details"], rows, (1, 2, 3) if adj else (1, 2))]
     groups = groups_of(report)
     if groups:
         ids = list(metrics)[:GROUP_METRICS]

@@ -27,6 +27,7 @@ from calcheck.report.render import (
     _ci_text,
     _grouping,
     _test_note,
+    adjusted_shown,
     groups_of,
     per_class_rows,
     short_settings,
@@ -238,16 +239,22 @@ def _section_parts(report: Mapping[str, Any], *, full: bool) -> list[str]:
         inp = report["input"]
         parts.append(f"<p class='meta'>{_e(inp['path'])} · {inp['rows_used']:,} rows</p>")
     if report.get("tests"):
-        parts.append(f"<h2>Calibration tests at α = {_e(report['settings'].get('alpha'))}</h2>"
-                     "<table><tr><th>test</th><th>statistic</th><th>p-value</th>"
-                     "<th>verdict</th><th>details</th></tr>")
+        adj = adjusted_shown(report)
+        fam = (report.get("summary") or {}).get("family") or {}
+        how = f" ({_e(fam['method'])} over {fam['size']} tests)" if adj else ""
+        parts.append(f"<h2>Calibration tests at α = {_e(report['settings'].get('alpha'))}{how}"
+                     "</h2><table><tr><th>test</th><th>statistic</th><th>p-value</th>"
+                     + (f"<th>{_e(fam['method'])} p</th>" if adj else "")
+                     + "<th>verdict</th><th>details</th></tr>")
         for tid, t in report["tests"].items():
-            verdict = ("<span class='reject'>rejected</span>" if t["reject"]
+            verdict = ("<span class='reject'>rejected</span>"
+                       if t.get("reject_adjusted", t["reject"])
                        else "<span class='accept'>not rejected</span>")
             stat = "∞" if t.get("infinite") else ("–" if t["statistic"] is None
                                                    else statistic(t["statistic"]))
+            q = f"<td class='num'>{_e(format_p(t.get('pvalue_adjusted')))}</td>" if adj else ""
             parts.append(f"<tr><td>{_e(title(tid))}</td><td class='num'>{stat}</td>"
-                         f"<td class='num'>{_e(format_p(t.get('pvalue')))}</td>"
+                         f"<td class='num'>{_e(format_p(t.get('pvalue')))}</td>{q}"
                          f"<td>{verdict}</td><td>{_e(_test_note(tid, t))}</td></tr>")
         parts.append("</table>")
     if report.get("metrics"):

@@ -102,8 +102,12 @@ class Report:
 
     @property
     def rejected(self) -> list[str]:
-        """The ids of the tests that rejected calibration."""
-        return [tid for tid, t in self.data.get("tests", {}).items() if t.get("reject")]
+        """The tests that rejected calibration after the family adjustment (``--family``):
+        test ids, and "GROUP: id" for a ``--by`` group's test (the keys of
+        ``summary.decided_by``)."""
+        s = self.data.get("summary", {})
+        return list(s.get("decided_by", [])) if s.get("verdict") == "miscalibrated" and \
+            "tests" in self.data else []
 
     @property
     def beyond_tolerance(self) -> bool:

@@ -154,8 +154,9 @@ def _test_note(tid: str, t: Mapping[str, Any]) -> str:
         ref = "external" if t.get("df_rule", "external") == "external" else "fitted"
         return f"χ²({t['df']}) ({ref} predictions), {t['groups']} groups"
     if tid == "spiegelhalter":
-        return (f"{t['direction']}: mean score {number(t['mean_score'])} vs observed "
-                f"{number(t['mean_label'])}")
+        z = t.get("statistic") or 0.0
+        where = "above" if z > 0 else "below" if z < 0 else "at"
+        return f"{t['direction']}: Brier score {where} its expectation under calibration"
     if tid == "cox":
         def ci(name: str) -> str:
             c = t.get(f"{name}_ci")
@@ -175,10 +176,58 @@ def _statistic(t: Mapping[str, Any]) -> str:
     return statistic(t.get("statistic"))
 
 
-def _test_rows(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def group_verdict_column(report: Mapping[str, Any]
+                         ) -> tuple[str, list[str], list[bool]] | None:
+    """The groups' (windows') consistency verdicts of a ``score`` run as a column: its
+    header, one cell per row ((all) first: the whole data's), and which reject after the
+    family adjustment; None without group verdicts."""
+    groups = list(groups_of(report).values())
+    if not any(g.get("verdict") for g in groups):
+        return None
+    s = report.get("summary") or {}
+    fam = (report.get("settings") or {}).get("family", "none")
+    head = "p (adjusted)" if fam != "none" else "p-value"
+    key = "pvalue_adjusted" if fam != "none" else "pvalue"
+    whole = s.get("pvalue_adjusted", s.get("pvalue")) if fam != "none" else s.get("pvalue")
+    cells = [format_p(whole)]
+    flags = [s.get("verdict") == "miscalibrated" and whole is not None
+             and whole <= float(report["settings"].get("alpha", 0.05))]
+    for g in groups:
+        v = g.get("verdict") or {}
+        cells.append(format_p(v.get(key)) if v else "–")
+        flags.append(bool(v.get("reject_adjusted", v.get("reject"))))
+    return head, cells, flags
+
+
+def group_test_rows(report: Mapping[str, Any], adjusted: bool) -> list[tuple[str, ...]]:
+    """group (or window), n, test, p-value, (adjusted p-value), verdict: one row per test of
+    each ``--by`` group or ``--time`` window of a ``test`` run."""
+    rows: list[tuple[str, ...]] = []
+    for gname, g in groups_of(report).items():
+        name = clean(gname) + (" *" if g["flagged"] else "")
+        if not g.get("tests"):
+            rows.append((name, f"{g['n']:,}", "–", "–", *(("–",) if adjusted else ()), "–"))
+        for tid, t in (g.get("tests") or {}).items():
+            rows.append((name, f"{g['n']:,}", title(tid), format_p(t.get("pvalue")),
+                         *((format_p(t.get("pvalue_adjusted")),) if adjusted else ()),
+                         "REJECT" if t.get("reject_adjusted", t["reject"]) else "not rejected"))
+    return rows
+
+
+def adjusted_shown(report: Mapping[str, Any]) -> bool:
+    """Whether the tests' p-values were adjusted for their family (a column of its own)."""
+    fam = (report.get("summary") or {}).get("family") or {}
+    return bool(fam.get("method", "none") != "none" and fam.get("size", 0) > 1)
+
+
+def _test_rows(tests: Mapping[str, Any], adjusted: bool) -> list[tuple[str, ...]]:
+    """id, title, statistic, p-value, (adjusted p-value), verdict, details: the verdict after
+    the family adjustment when there is one."""
     return [(clean(tid), title(tid), _statistic(t), format_p(t.get("pvalue")),
-             "REJECT" if t["reject"] else "not rejected", _test_note(tid, t))
-            for tid, t in report.get("tests", {}).items()]
+             *((format_p(t.get("pvalue_adjusted")),) if adjusted else ()),
+             "REJECT" if t.get("reject_adjusted", t["reject"]) else "not rejected",
+             _test_note(tid, t))
+            for tid, t in tests.items()]
 
 
 _LEVEL_COLUMNS = ("m", "dpe", "debiased_l2_ece", "critical_value", "pvalue", "reject")
@@ -428,21 +477,33 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             for r in prow:
                 pt.add_row(*(tx(c) for c in r))
             show(pt)
-    if report.get("tests"):
-        tt = table(f"calibration tests at α = {report['settings'].get('alpha')}")
+    adjusted = adjusted_shown(report)
+    fam = (report.get("summary") or {}).get("family") or {}
+
+    def tests_table(tests: Mapping[str, Any], caption: str) -> None:
+        tt = table(caption)
         if details:
             column(tt, "id")
         column(tt, "test", wrap=True)
         column(tt, "statistic", "right")
         column(tt, "p-value", "right")
+        if adjusted:
+            column(tt, f"{fam['method']} p", "right")
         column(tt, "verdict")
         column(tt, "details", wrap=True)
-        for row in _test_rows(report):
+        for row in _test_rows(tests, adjusted):
             cells = [tx(c) for c in (row if details else row[1:])]
-            if row[4] == "REJECT" and color:
+            if row[-2] == "REJECT" and color:
                 cells[-2].stylize("bold red")
             tt.add_row(*cells)
         show(tt)
+
+    if report.get("tests"):
+        how = (f"{fam['method']} over {fam['size']} tests" if adjusted else
+               "no family adjustment" if fam.get("method") == "none" else "")
+        tests_table(report["tests"], f"calibration tests at α = "
+                                     f"{report['settings'].get('alpha')}"
+                                     + (f" ({how})" if how else ""))
         levels = report["tests"].get("tcal_adaptive", {}).get("levels")
         if levels:
             shown, left = shown_levels(levels, details)
@@ -468,7 +529,24 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         if first is not None:
             out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
                 f"{number(first['ece_qcut'])}")
-    if groups_of(report):
+    if groups_of(report) and report.get("command") == "test":
+        gt = table(f"tests {_grouping(report)}")
+        column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
+        column(gt, "n", "right")
+        column(gt, "test", wrap=True)
+        column(gt, "p-value", "right")
+        if adjusted:
+            column(gt, f"{fam['method']} p", "right")
+        column(gt, "verdict")
+        for row in group_test_rows(report, adjusted):
+            cells = [tx(c) for c in row]
+            if row[-1] == "REJECT" and color:
+                cells[-1].stylize("bold red")
+            gt.add_row(*cells)
+        show(gt)
+        if any(g["flagged"] for g in groups_of(report).values()):
+            out(f"* fewer than {report['settings'].get('min_group_size')} rows: not tested")
+    elif groups_of(report):
         ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
         overall = report.get("metrics", {})
         failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
@@ -479,10 +557,12 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         cells_of = {mid: [_group_cell(overall[mid]),
                           *(_group_cell(g["metrics"].get(mid, {}))
                             for g in groups_of(report).values())] for mid in ids}
+        verdict_col = group_verdict_column(report)
         # metric columns never wrap: when they do not all fit, the table is cut into several,
-        # each repeating the group and n columns
+        # each repeating the group, n (and verdict) columns
         name_w = min(24, max(map(len, names)))
-        fixed = name_w + max(map(len, counts)) + 7
+        fixed = name_w + max(map(len, counts)) + 7 + \
+            (max(len(verdict_col[0]), *map(len, verdict_col[1])) + 3 if verdict_col else 0)
         chunks: list[list[str]] = [[]]
         used = fixed
         for mid in ids:
@@ -497,10 +577,14 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             gt = table(f"{_grouping(report)}{what}")
             column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
             column(gt, "n", "right")
+            if verdict_col:
+                column(gt, verdict_col[0], "right")
             for mid in chunk:
                 column(gt, clean(mid), "right")
             for i, gname in enumerate(["(all)", *groups_of(report)]):
                 cells = [tx(names[i]), tx(counts[i])]
+                if verdict_col:
+                    cells.append(tx(verdict_col[1][i], "bold red" if verdict_col[2][i] else ""))
                 for mid in chunk:
                     cell = tx(cells_of[mid][i])
                     if i and (gname, mid) in failed and color:
@@ -701,9 +785,12 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
             lines += ["", _md_row(head), "|---|" + "---:|" * (len(head) - 1)]
             lines += [_md_row(r) for r in prow]
     if report.get("tests"):
-        lines += ["", _md_row(["id", "test", "statistic", "p-value", "verdict", "details"]),
-                  "|---|---|---:|---:|---|---|"]
-        lines += [_md_row(row) for row in _test_rows(report)]
+        adj = adjusted_shown(report)
+        method = ((report.get("summary") or {}).get("family") or {}).get("method", "")
+        lines += ["", _md_row(["id", "test", "statistic", "p-value",
+                               *([f"{method} p"] if adj else []), "verdict", "details"]),
+                  "|---|---|---:|---:|" + ("---:|" if adj else "") + "---|---|"]
+        lines += [_md_row(row) for row in _test_rows(report["tests"], adj)]
         levels = report["tests"].get("tcal_adaptive", {}).get("levels")
         if levels:
             shown, left = shown_levels(levels, details)
@@ -717,7 +804,13 @@ def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         for name, v in report["variables"].items():
             lines.append(_md_row([str(v["rank"]), name, number(v["vece"]), number(v["vce_max"]),
                                   number(v["v_star"]), f"{v['n']:,}"]))
-    if groups_of(report):
+    if groups_of(report) and report.get("command") == "test":
+        adj = adjusted_shown(report)
+        lines += ["", _md_row(["group", "n", "test", "p-value", *(["adjusted p"] if adj else []),
+                               "verdict"]), "|---|---:|---|---:|" + ("---:|" if adj else "")
+                  + "---|"]
+        lines += [_md_row(r) for r in group_test_rows(report, adj)]
+    elif groups_of(report):
         ids = [m for m in report.get("metrics", {}) if not _is_context(m)]
         lines += ["", _md_row(["group", "n", *ids]), "|---|---:|" + "---:|" * len(ids)]
         for gname, g in groups_of(report).items():

@@ -294,43 +294,86 @@ def _worst_variable(report: Mapping[str, Any]) -> str | None:
 # the verdict
 
 
-def _strength(item: tuple[str, Mapping[str, Any]]) -> tuple[bool, float, bool]:
-    """Order of evidence: the smallest p-value first; at equal p, a test whose p-value is
-    exact (or asymptotic) before a Monte Carlo one sitting at its floor 1/(trials+1)."""
-    t = item[1]
+Item = tuple[str, str, Mapping[str, Any]]        # (key, what the headline calls it, entry)
+
+
+def _items(report: Mapping[str, Any]) -> list[Item]:
+    """Every test a verdict reads: the whole data's (keyed by test id), each ``--by``
+    group's ("GROUP: id") and each ``--time`` window's ("START: id")."""
+    out: list[Item] = [(tid, title(tid), t) for tid, t in (report.get("tests") or {}).items()]
+    by = (report.get("settings") or {}).get("by")
+    for name, g in (report.get("groups") or {}).items():
+        out += [(f"{name}: {tid}", f"{title(tid)} in {by} = {name}", t)
+                for tid, t in (g.get("tests") or {}).items()]
+    for w in report.get("windows") or []:
+        out += [(f"{w['start']}: {tid}", f"{title(tid)} in the window from {w['start']}", t)
+                for tid, t in (w.get("tests") or {}).items()]
+    return out
+
+
+def _rejects(t: Mapping[str, Any]) -> bool:
+    """Rejected after the family adjustment (when the report made one)."""
+    return bool(t.get("reject_adjusted", t.get("reject")))
+
+
+def _strength(item: Item) -> tuple[bool, float, float, bool]:
+    """Order of evidence: the smallest (adjusted) p-value first; at equal p, a test whose
+    p-value is exact (or asymptotic) before a Monte Carlo one sitting at its floor."""
+    t = item[2]
+    q = t.get("pvalue_adjusted", t.get("pvalue"))
     p = t.get("pvalue")
-    return (p is None, p if p is not None else 1.0, t.get("min_attainable_pvalue") is not None)
+    return (q is None, q if q is not None else 1.0, p if p is not None else 1.0,
+            t.get("min_attainable_pvalue") is not None)
 
 
-def decided_by(tests: Mapping[str, Any]) -> list[str]:
-    """The tests that decided the verdict, strongest evidence first: every rejecting test
-    (the first is the one the headline quotes), else the one with the smallest p-value."""
-    rejected = sorted(((tid, t) for tid, t in tests.items() if t.get("reject")), key=_strength)
-    if rejected or not tests:
-        return [tid for tid, _ in rejected]
-    return [min(tests.items(), key=_strength)[0]]
+def decided_by(report: Mapping[str, Any]) -> list[str]:
+    """The tests that decided the verdict, strongest evidence first: every test rejecting
+    after the family adjustment (the first is the one the headline quotes), else the one with
+    the smallest p-value."""
+    items = _items(report)
+    rejected = sorted((it for it in items if _rejects(it[2])), key=_strength)
+    if rejected or not items:
+        return [key for key, _, _ in rejected]
+    return [min(items, key=_strength)[0]]
 
 
-def _tests_verdict(tests: Mapping[str, Any], alpha: float) -> tuple[str, str]:
-    if not tests:
+def _p_pair(t: Mapping[str, Any], adjusted: bool) -> str:
+    text = f"p {_p_clause(t.get('pvalue'))}"
+    if adjusted and t.get("pvalue_adjusted") is not None:
+        text += f", adjusted p {_p_clause(t['pvalue_adjusted'])}"
+    return text
+
+
+def _tests_verdict(report: Mapping[str, Any], alpha: float) -> tuple[str, str]:
+    items = _items(report)
+    if not items:
         return "not assessed", "no test ran"
-    rejected = [(tid, tests[tid]) for tid in decided_by(tests) if tests[tid].get("reject")]
+    family = (report.get("settings") or {}).get("family", "none")
+    adjusted = family != "none" and len(items) > 1
+    rejected = sorted((it for it in items if _rejects(it[2])), key=_strength)
     if rejected:
-        (first, t0), others = rejected[0], rejected[1:]
-        basis = f"rejected by {title(first)} (p {_p_clause(t0['pvalue'])})"
+        (_, first, t0), others = rejected[0], rejected[1:]
+        basis = f"rejected by {first} ({_p_pair(t0, adjusted)})"
         if others:
-            basis += "; also by " + ", ".join(f"{title(tid)} (p {_p_clause(t['pvalue'])})"
-                                             for tid, t in others)
+            shown = others[:5]
+            basis += "; also by " + ", ".join(f"{what} ({_p_pair(t, adjusted)})"
+                                             for _, what, t in shown)
+            if len(others) > len(shown):
+                basis += f" and {len(others) - len(shown)} more"
+        if adjusted:
+            basis += f" ({family} over {len(items)} tests)"
         return "miscalibrated", basis
-    best = min(tests.items(), key=_strength)
-    basis = (f"no test rejects at α = {alpha:g} (smallest p: {title(best[0])} "
-             f"{format_p(best[1].get('pvalue'))})")
-    blind = {tid: t["min_attainable_pvalue"] for tid, t in tests.items()
-             if (t.get("min_attainable_pvalue") or 0.0) > alpha}
+    best = min(items, key=_strength)
+    after = f" after {family}'s adjustment over {len(items)} tests" if adjusted else ""
+    basis = (f"no test rejects at α = {alpha:g}{after} (smallest p: {best[1]} "
+             f"{format_p(best[2].get('pvalue'))})")
+    key = "min_attainable_pvalue_adjusted" if adjusted else "min_attainable_pvalue"
+    blind = {what: t.get(key, t.get("min_attainable_pvalue")) for _, what, t in items
+             if (t.get(key, t.get("min_attainable_pvalue")) or 0.0) > alpha}
     if blind:
-        basis += "; " + "; ".join(f"{title(tid)} cannot reach p below {floor:.3g} with these "
-                                  "trials" for tid, floor in blind.items())
-        if len(blind) == len(tests):
+        basis += "; " + "; ".join(f"{what} cannot reach p below {floor:.3g} with these "
+                                  "trials" for what, floor in blind.items())
+        if len(blind) == len(items):
             return "inconclusive", basis
     return "no evidence of miscalibration", basis
 
@@ -340,23 +383,89 @@ def _p_clause(p: float | None) -> str:
     return text if text.startswith("<") else f"= {text}"
 
 
-def verdict(tests: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, alpha: float,
+def consistency_draws(alpha: float, k: int = 1) -> int:
+    """Draws of the consistency resampling behind a verdict read in a family of k p-values:
+    at least 2,000, and enough that the smallest adjusted p-value, k/(draws + 1), is below
+    α/10 (as every Monte Carlo test's)."""
+    return max(DRAWS, math.ceil(20 * max(1, k) / alpha))
+
+
+def group_verdict(rows: Sequence[Mapping[str, Any]], *, alpha: float, seed: int,
+                  draws: int, metric: str) -> dict[str, Any]:
+    """A ``--by`` group's (or ``--time`` window's) consistency verdict on its bin table —
+    read, with the whole data's and the other groups', in one family (:func:`summarize`)."""
+    use = [r for r in rows if r.get("n") and r.get("mean_score") is not None]
+    p = consistency_pvalue(use, seed=seed, draws=draws) if use else None
+    return {"pvalue": p, "reject": bool(p is not None and p <= alpha), "metric": metric,
+            "method": f"consistency resampling of the {title(metric)} bins", "draws": draws,
+            "min_attainable_pvalue": 1 / (draws + 1)}
+
+
+def _group_verdicts(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    by = (report.get("settings") or {}).get("by")
+    out = [(f"{by} = {name}", g["verdict"]) for name, g in (report.get("groups") or {}).items()
+           if g.get("verdict")]
+    out += [(f"the window from {w['start']}", w["verdict"]) for w in report.get("windows") or []
+            if w.get("verdict")]
+    return out
+
+
+def _whole_adjusted(report: Mapping[str, Any], p: float | None) -> float | None:
+    """The whole data's consistency p-value adjusted with its groups' (or windows'), when the
+    verdict read them together."""
+    groups = _group_verdicts(report)
+    family = (report.get("settings") or {}).get("family", "none")
+    if p is None or not groups or family == "none":
+        return None
+    from calcheck.hypotests.family import adjust
+
+    return adjust([p, *(e.get("pvalue") for _, e in groups)], family)[0]
+
+
+def verdict(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, alpha: float,
             seed: int = 0) -> tuple[str, str, float | None]:
     """The verdict, the start of its basis and the p-value behind a verdict without tests:
-    from the tests when there are any, else by consistency resampling of ``rows``."""
-    if tests:
-        v, basis = _tests_verdict(tests, alpha)
+    from the tests (``report``'s ``tests``, and its groups' and windows', adjusted for their
+    family) when there are any, else by consistency resampling of ``rows`` — read with the
+    groups' or windows' own consistency verdicts in one family when there are any (their
+    entries gain ``pvalue_adjusted`` and ``reject_adjusted``)."""
+    if _items(report):
+        v, basis = _tests_verdict(report, alpha)
         return v, basis, None
     rows = [r for r in rows if r.get("n") and r.get("mean_score") is not None]
     if not rows:
         return "not assessed", "no test and no binned metric selected", None
-    draws = max(DRAWS, math.ceil(20 / alpha))      # the floor below α/10, as every test's
+    groups = _group_verdicts(report)
+    family = (report.get("settings") or {}).get("family", "none") if groups else "none"
+    draws = consistency_draws(alpha, 1 + len(groups) if family != "none" else 1)
     p = consistency_pvalue(rows, seed=seed, draws=draws)
     chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
               else f"p {_p_clause(p)}")
     basis = (f"a calibrated model with these scores reaches it with {chance} "
              f"(consistency resampling, {len(rows)} bin{'s' if len(rows) != 1 else ''})")
-    return ("miscalibrated" if p <= alpha else "consistent with calibration"), basis, p
+    if not groups:
+        return ("miscalibrated" if p <= alpha else "consistent with calibration"), basis, p
+    from calcheck.hypotests.family import adjust
+
+    adj = adjust([p, *(e.get("pvalue") for _, e in groups)], family)
+    for (_, e), q in zip(groups, adj[1:]):
+        e["pvalue_adjusted"] = q
+        e["reject_adjusted"] = bool(q is not None and q <= alpha)
+    flagged = sorted(((what, e) for what, e in groups if e["reject_adjusted"]),
+                     key=lambda it: it[1]["pvalue_adjusted"])
+    whole = adj[0] is not None and adj[0] <= alpha
+    if family != "none":
+        basis += f", adjusted p {_p_clause(adj[0])} ({family} over {1 + len(groups)})"
+    if flagged:
+        shown = ", ".join(f"{what} (p {_p_clause(e['pvalue'])}"
+                          + (f", adjusted p {_p_clause(e['pvalue_adjusted'])}"
+                             if family != "none" else "") + ")" for what, e in flagged[:5])
+        more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        basis += f"; miscalibrated in {shown}{more}"
+    elif family != "none":
+        basis += "; no group or window rejects after the adjustment"
+    v = "miscalibrated" if whole or flagged else "consistent with calibration"
+    return v, basis, p
 
 
 def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None = None,
@@ -378,11 +487,12 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
     multiclass = report.get("input", {}).get("kind") == "multiclass"
     tests = report.get("tests") or {}
     rows = [r for r in (bins or []) if r.get("n") and r.get("mean_score") is not None]
-    v, basis, p_value = verdict(tests, rows, alpha=alpha, seed=seed)
+    v, basis, p_value = verdict(report, rows, alpha=alpha, seed=seed)
+    whole_adjusted = _whole_adjusted(report, p_value)
     effect = _effect(report, rows, bins_of, level, seed, tolerance or []) if rows else None
     unit = (report.get("metrics") or {}).get(bins_of or "", {}).get("unit", "fraction")
     if effect is not None:
-        basis = (f"{_effect_text(effect, unit)}; {basis}" if not tests
+        basis = (f"{_effect_text(effect, unit)}; {basis}" if not _items(report)
                  else f"{basis}; {_effect_text(effect, unit)}")
     elif not tests and bins_of:
         m = report.get("metrics", {}).get(bins_of, {})
@@ -408,13 +518,16 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
         text += "; " + "; ".join(steer)
     if where:
         text += "; " + "; ".join(where)
-    decided = decided_by(tests)
+    decided = decided_by(report)
+    first = next((t for key, _, t in _items(report) if decided and key == decided[0]), None)
     out: dict[str, Any] = {
         "verdict": v, "basis": basis, "decided_by": decided,
-        "pvalue": tests[decided[0]].get("pvalue") if decided else p_value,
+        "pvalue": first.get("pvalue") if first is not None else p_value,
         "effect": effect, "direction": steer,
         "direction_fit": direction_fit_entry(fit) if v in NEEDS_DIRECTION else None,
         "where": where, "text": text}
+    if whole_adjusted is not None:
+        out["pvalue_adjusted"] = whole_adjusted
     if deciding is not None:
         out["tolerance"] = deciding
         if len(tolerance or []) > 1:
