@@ -259,19 +259,36 @@ def _check_rng(rng: Any) -> Any:
     return int(rng)
 
 
+def _check_trials(trials: Any) -> int:
+    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise UsageError(f"trials must be an integer >= 1, got {trials!r}")
+    return int(trials)
+
+
+def _seed_of(rng: Any) -> int:
+    """A seed from a seed, a Generator (one draw of it) or None (0)."""
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(0, 2 ** 63))
+    return 0 if rng is None else int(rng)
+
+
 def hosmer_lemeshow(scores: ArrayLike, labels: ArrayLike, *, groups: int = 10,
                     alpha: float = 0.05, ties: str = "share",
-                    hl_df: str = "external") -> TestResult:
+                    hl_df: str = "external", trials: int = 1000,
+                    rng: int = 0) -> TestResult:
     """Hosmer–Lemeshow test on equal-mass groups: χ²(G) for predictions not fitted to these
     rows (``hl_df="external"``, default), χ²(G − 2) for a logistic model fitted to them
-    (``hl_df="fitted"``)."""
+    (``hl_df="fitted"``); G counts the informative groups.  When a group expects fewer than
+    5 positives or negatives, the p-value comes from ``trials`` draws of the exact null
+    (seeded by ``rng``; ``details["pvalue_method"]`` says which)."""
     from calcheck.hypotests import classical
 
     _check_choice(hl_df, classical.HL_DF, "hl_df")
     data = Prepared(scores, labels)
     return classical.hosmer_lemeshow(data.scores, data.labels, groups=check_bins(groups, name="groups"),
                                      alpha=check_alpha(alpha, name="alpha"), ties=_ties(ties),
-                                     df=hl_df)
+                                     df=hl_df, trials=_check_trials(trials),
+                                     seed=_seed_of(_check_rng(rng)))
 
 
 def spiegelhalter(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
@@ -360,20 +377,26 @@ def ecce(scores: ArrayLike, labels: ArrayLike) -> dict[str, MetricResult]:
     return {"ecce_mad": cumulative.ecce_mad(data, o), "ecce_r": cumulative.ecce_r(data, o)}
 
 
-def ks(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Kolmogorov–Smirnov test of calibration on the walk of cumulative differences."""
+def ks(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05, trials: int = 1000,
+       rng: int = 0) -> TestResult:
+    """Kolmogorov–Smirnov test of calibration on the walk of cumulative differences (on at
+    most 1,000 distinct scores the null is simulated: ``trials`` draws seeded by ``rng``)."""
     from calcheck.hypotests.cumulative import walk_test
 
     data = Prepared(scores, labels)
-    return walk_test("ks", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+    return walk_test("ks", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"),
+                     trials=_check_trials(trials), seed=_seed_of(_check_rng(rng)))
 
 
-def kuiper(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05) -> TestResult:
-    """Kuiper test of calibration on the walk of cumulative differences."""
+def kuiper(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05, trials: int = 1000,
+           rng: int = 0) -> TestResult:
+    """Kuiper test of calibration on the walk of cumulative differences (on at most 1,000
+    distinct scores the null is simulated: ``trials`` draws seeded by ``rng``)."""
     from calcheck.hypotests.cumulative import walk_test
 
     data = Prepared(scores, labels)
-    return walk_test("kuiper", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"))
+    return walk_test("kuiper", data.scores, data.labels, alpha=check_alpha(alpha, name="alpha"),
+                     trials=_check_trials(trials), seed=_seed_of(_check_rng(rng)))
 
 
 def evaluate(scores: ArrayLike, labels: ArrayLike, ids: list[str] | None = None,

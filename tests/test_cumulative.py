@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from scipy.special import ndtr
 
 import calcheck
-from calcheck.hypotests.cumulative import max_abs_sf, range_sf
+from calcheck.hypotests.cumulative import max_abs_sf, range_sf, walk_test
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics.cumulative import ecce_mad, ecce_r
 
@@ -84,7 +85,7 @@ def test_deep_tail_p_values(x):
 
 def test_p_value_below_1e300_is_right_and_logged():
     n = 200_000
-    s = np.full(n, 0.01)
+    s = 0.01 + np.arange(n) * 1e-9          # distinct scores: the Brownian-motion series
     y = np.zeros(n, dtype=np.int64)
     y[: n // 20] = 1                        # 5 % observed against 1 % predicted
     rep = calcheck.run_tests(pd.DataFrame({"score": s, "label": y}), method=["ks", "kuiper"])
@@ -101,11 +102,35 @@ def test_tests_agree_with_mapie_on_tie_free_scores():
     for case in ("smooth", "rare", "tiny"):
         df = pd.DataFrame({"score": cases[f"binary_{case}_s"],
                            "label": cases[f"binary_{case}_y"]})
-        got = calcheck.run_tests(df, method=["ks", "kuiper"]).data["tests"]
         ref = values["binary"][case]["mapie_50"]
         for t in ("ks", "kuiper"):
-            assert got[t]["statistic"] == pytest.approx(ref[t]["statistic"], rel=1e-7)
-            assert got[t]["pvalue"] == pytest.approx(ref[t]["pvalue"], rel=1e-4, abs=2e-8)
+            got = walk_test(t, df["score"].to_numpy(), df["label"].to_numpy(), null="brownian")
+            assert got.statistic == pytest.approx(ref[t]["statistic"], rel=1e-7)
+            assert got.pvalue == pytest.approx(ref[t]["pvalue"], rel=1e-4, abs=2e-8)
+
+
+def test_few_distinct_scores_get_the_simulated_null():
+    """On 11 distinct scores the walk has 11 steps: the Brownian limit is conservative (KS
+    size 0.033, Kuiper 0.022 at α = 0.05, docs/validity.md), so the p-value comes from labels
+    redrawn from the scores — uniform under calibration; seeded."""
+    rng = np.random.default_rng(4)
+    pvals = {"ks": [], "kuiper": []}
+    for _ in range(300):
+        s = np.round(rng.random(2000) * 10) / 10
+        y = (rng.random(2000) < s).astype(np.int64)
+        for t in pvals:
+            r = walk_test(t, s, y, trials=300, seed=1)
+            assert r.details["pvalue_method"] == "monte carlo"
+            pvals[t].append(r.pvalue)
+    for t, p in pvals.items():
+        p = np.array(p)
+        assert 0.02 <= np.mean(p <= 0.05) <= 0.09, t
+        assert stats.kstest(p, "uniform").pvalue > 1e-3 or np.mean(p <= 0.5) < 0.6, t
+    again = walk_test("ks", s, y, trials=300, seed=1)
+    assert again.pvalue == walk_test("ks", s, y, trials=300, seed=1).pvalue
+    smooth = rng.random(3000)
+    assert walk_test("ks", smooth, (rng.random(3000) < smooth).astype(int)).details[
+        "pvalue_method"] == "brownian motion"
 
 
 def test_cli_and_engines(cli, tmp_path):

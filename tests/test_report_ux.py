@@ -397,7 +397,8 @@ def test_headline_quotes_the_deciding_tests_pvalue():
     summary = rep.to_dict()["summary"]
     assert summary["decided_by"][0] == "hosmer_lemeshow"
     assert summary["pvalue"] == tests["hosmer_lemeshow"]["pvalue"]
-    assert summary["text"].startswith("MISCALIBRATED: rejected by Hosmer–Lemeshow (p < 1e-300)")
+    assert summary["text"].startswith("MISCALIBRATED: rejected by Hosmer–Lemeshow (p < 1e-300, "
+                                      "adjusted p < 1e-300)")
     assert "also by adaptive T-Cal" in summary["text"]
 
 

@@ -425,8 +425,15 @@ class StreamEngine:
                 results["binomial_discrete"] = discrete
                 out.notes.append(discrete_note(distinct, opts.discrete_max))
         if "hl" in methods:
+            from calcheck.hypotests import family_of, tcal_trials
+
+            hl_trials, _ = tcal_trials(None if "trials" not in opts.given else opts.trials,
+                                       opts.alpha, 1, auto="trials" not in opts.given,
+                                       family=family_of(methods, opts.family, False)
+                                       * (groups if opts.family != "none" else 1))
             more, details = positional_results(self.source, state, [], alpha=opts.alpha,
-                                               hl_groups=10, ties=opts.ties, hl_df=opts.hl_df)
+                                               hl_groups=10, ties=opts.ties, hl_df=opts.hl_df,
+                                               hl_trials=hl_trials, seed=opts.seed)
             self.passes += details["extra_passes"]
             results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
         if "spiegelhalter" in methods:

@@ -144,9 +144,11 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
                     scores, labels, alpha=options.alpha)
                 notes.append(discrete_note(distinct, options.discrete_max))
         elif m == "hl":
+            trials, _ = tcal_trials(None if options.auto_trials else options.trials,
+                                    options.alpha, 1, auto=options.auto_trials, family=family)
             results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
                 scores, labels, groups=options.hl_groups, alpha=options.alpha,
-                ties=options.ties, df=options.hl_df)
+                ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
         elif m == "spiegelhalter":
             results["spiegelhalter"] = classical.spiegelhalter(scores, labels, alpha=options.alpha)
         elif m == "cox":
@@ -167,5 +169,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
         elif m in ("ks", "kuiper"):
             from calcheck.hypotests.cumulative import walk_test
 
-            results[m] = walk_test(m, scores, labels, alpha=options.alpha, ties=options.ties)
+            trials, _ = tcal_trials(None if options.auto_trials else options.trials,
+                                    options.alpha, 1, auto=options.auto_trials, family=family)
+            results[m] = walk_test(m, scores, labels, alpha=options.alpha, ties=options.ties,
+                                   trials=trials, seed=options.seed)
     return results, notes

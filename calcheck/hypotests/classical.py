@@ -28,9 +28,12 @@ LOGIT_EPS = 1e-15
 HL_DF = ("external", "fitted")
 
 
+MIN_EXPECTED = 5.0          # Cochran's rule: the χ² reference needs expected counts >= 5
+
+
 def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
                     alpha: float = 0.05, ties: str = "share",
-                    df: str = "external") -> TestResult:
+                    df: str = "external", trials: int = 1000, seed: int = 0) -> TestResult:
     r"""Hosmer–Lemeshow test on ``groups`` equal-mass groups (cuts at ⌊g·n/G⌋ of the sorted
     scores; a tie group cut by one is shared pro rata, or split in row order with
     ``ties="order"``).
@@ -39,13 +42,20 @@ def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
 
     ``df="external"`` (default): C ~ χ²(G) — predictions scored on rows they were not fitted
     to, calcheck's normal case; ``df="fitted"``: C ~ χ²(G − 2), the original reference for a
-    logistic model fitted on these very rows.  Empty groups are skipped (G counts the
-    non-empty ones).  A group whose expected variance is 0 (all scores 0 or all 1) adds 0 when
-    O_g = E_g and makes C infinite otherwise.  With shared ties (the default), a tie group cut
-    by a bound adds its label sum pro rata to the groups it spans, which lowers the variance of
-    O_g under calibration; the denominator drops by exactly that amount
-    (:func:`shared_tie_loss`), so tied scores keep the size of the test.  Without ties cut, C is
-    the textbook statistic.
+    logistic model fitted on these very rows.  G counts the *informative* groups: empty groups
+    and groups whose scores are all 0 or all 1 (no variance: they add 0 when O_g = E_g and make
+    C infinite otherwise) do not count.  With shared ties (the default), a tie group cut by a
+    bound adds its label sum pro rata to the groups it spans, which lowers the variance of O_g
+    under calibration; the denominator drops by exactly that amount (:func:`shared_tie_loss`),
+    so tied scores keep the size of the test.
+
+    **Small expected counts.** χ²(G) is the distribution of C only when every informative
+    group expects at least :data:`MIN_EXPECTED` positives and negatives (E_g ≥ 5 and
+    n_g − E_g ≥ 5, Cochran's rule); with rare positives it is not (size 0.09–0.10 at α = 0.05
+    measured).  Then the p-value comes from the exact null by simulation: ``trials`` label
+    vectors y ~ Bernoulli(s) drawn per tie group (seeded by ``seed``;
+    :mod:`calcheck.hypotests.simulate`), each giving C on the same groups
+    (``pvalue_method: "monte carlo"``); otherwise ``"chi2"``.
     """
     order = sort_order(scores, ties)
     s, y = scores[order], labels[order]
@@ -57,9 +67,18 @@ def hosmer_lemeshow(scores: FloatArray, labels: IntArray, *, groups: int = 10,
         cut = (t[k] < b[1:-1]) & (b[1:-1] < t[np.minimum(k + 1, t.shape[0] - 1)])
         k = np.unique(k[cut])
         loss = shared_tie_loss(b, t[k], t[k + 1] - t[k], s[t[k]]) if k.size else None
+
+    def null(trials_: int) -> FloatArray:
+        from calcheck.hypotests import simulate
+
+        start, score, size = simulate.units(s, None if ties == "share" else b)
+        return np.concatenate([simulate.segment_sums(d, start, size, b)
+                               for d in simulate.chunks(score, size, trials_, seed)])
+
     result = hosmer_lemeshow_from_groups(np.diff(b), label_sums(s, y, b, ties),
                                          segment_sums(s, b), groups=groups, alpha=alpha, df=df,
-                                         variance_loss=loss)
+                                         variance_loss=loss, trials=trials, seed=seed,
+                                         null=null)
     result.settings["ties"] = ties
     return result
 
@@ -78,45 +97,89 @@ def shared_tie_loss(bounds: IntArray, start: IntArray, size: IntArray,
     return np.asarray((L * (1.0 - L / n) * v * (1.0 - v)).sum(axis=0), dtype=np.float64)
 
 
+def _hl_statistic(obs: FloatArray, exp: FloatArray, var: FloatArray) -> FloatArray:
+    """C of every row of ``obs`` (trials × groups, or one vector)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        terms = np.where(var > 0, (obs - exp) ** 2 / np.where(var > 0, var, 1.0),
+                         np.where(np.isclose(obs, exp), 0.0, np.inf))
+    return np.asarray(terms.sum(axis=-1), dtype=np.float64)
+
+
 def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
                                 groups: int = 10, alpha: float = 0.05,
                                 df: str = "external",
-                                variance_loss: ArrayLike | None = None) -> TestResult:
+                                variance_loss: ArrayLike | None = None,
+                                trials: int | None = None, seed: int = 0,
+                                null: Callable[[int], FloatArray] | None = None) -> TestResult:
     """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g;
     ``variance_loss`` (:func:`shared_tie_loss`) is subtracted from each group's variance
-    E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata."""
+    E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata.
+
+    With small expected counts (:func:`hosmer_lemeshow`) and ``trials``, the p-value is a
+    Monte Carlo one: ``null(trials)`` gives each trial's O*_g (trials × groups; the exact null,
+    drawn from the rows), or without it — a streamed source, whose rows are not at hand —
+    O*_g ~ Binomial(n_g, E_g/n_g), whose variance is at least the exact Poisson-binomial one,
+    so that p-value is conservative."""
     if df not in HL_DF:
         from calcheck.errors import UsageError
 
         raise UsageError(f"unknown Hosmer–Lemeshow reference {df!r}; use one of "
                          f"{', '.join(HL_DF)}")
-    n_g = np.asarray(count).astype(np.float64)
-    keep = n_g > 0
+    n_all = np.asarray(count).astype(np.float64)
+    keep = n_all > 0
     obs = np.asarray(observed)[keep].astype(np.float64)
     exp = np.asarray(expected, dtype=np.float64)[keep]
-    n_g = n_g[keep]
-    var = exp * (1.0 - exp / n_g)
+    n_g = n_all[keep]
+    var0 = exp * (1.0 - exp / n_g)
+    var = var0
     shared = variance_loss is not None and bool(np.any(np.asarray(variance_loss) > 0))
     if variance_loss is not None:
         var = np.maximum(var - np.asarray(variance_loss, dtype=np.float64)[keep], 0.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        terms = np.where(var > 0, (obs - exp) ** 2 / np.where(var > 0, var, 1.0),
-                         np.where(np.isclose(obs, exp), 0.0, np.inf))
-    stat = float(terms.sum())
-    g = int(keep.sum())
+    stat = float(_hl_statistic(obs, exp, var))
+    informative = var0 > 0
+    g = int(informative.sum())
+    constant = int(keep.sum()) - g
     dof = g if df == "external" else g - 2
-    p = _chi2_sf(stat, dof) if dof > 0 else float("nan")
-    reference = (f"chi2(G) = chi2({dof}): predictions not fitted to these rows" if df == "external"
-                 else f"chi2(G - 2) = chi2({dof}): a logistic model fitted to these rows")
+    small = bool(np.any((exp[informative] < MIN_EXPECTED)
+                        | (n_g[informative] - exp[informative] < MIN_EXPECTED)))
+    details: dict[str, Any] = {"df": dof, "df_rule": df, "groups": g,
+                               "constant_groups": constant, "infinite": bool(np.isinf(stat)),
+                               "min_expected": float(np.min(np.minimum(
+                                   exp[informative], n_g[informative] - exp[informative])))
+                               if g else None}
+    settings: dict[str, Any] = {"groups": groups, "grouping": "equal-mass by index",
+                                "hl_df": df, "tie_variance": "shared ties' variance removed"
+                                if shared else "none cut"}
+    if small and trials and dof > 0:
+        if null is not None:
+            draws = np.asarray(null(trials))[:, keep]
+            how = "labels y ~ Bernoulli(s) redrawn per tie group (the exact null)"
+        else:
+            rng = np.random.default_rng(seed)
+            draws = rng.binomial(np.maximum(np.round(n_g), 1).astype(np.int64),
+                                 np.clip(exp / n_g, 0.0, 1.0),
+                                 size=(trials, n_g.shape[0])).astype(np.float64)
+            how = ("per group Binomial(n_g, mean score): a variance at least the exact one, "
+                   "so the p-value is conservative")
+        from calcheck.hypotests.simulate import mc_pvalue
+
+        p = mc_pvalue(stat, _hl_statistic(draws.astype(np.float64), exp, var))
+        details.update({"pvalue_method": "monte carlo", "min_attainable_pvalue": 1 / (trials + 1),
+                        "reference": f"the exact null by simulation: an expected count below "
+                                     f"{MIN_EXPECTED:g} makes chi2({dof}) unreliable"})
+        settings.update({"trials": trials, "seed": seed, "null": how})
+    else:
+        p = _chi2_sf(stat, dof) if dof > 0 else float("nan")
+        details.update({"pvalue_method": "chi2",
+                        "reference": (f"chi2(G) = chi2({dof}): predictions not fitted to these "
+                                      "rows" if df == "external" else
+                                      f"chi2(G - 2) = chi2({dof}): a logistic model fitted to "
+                                      "these rows")})
+    details["table"] = [{"n": int(a), "observed": float(o), "expected": float(e)}
+                        for a, o, e in zip(n_g, obs, exp)]
     return TestResult(id="hosmer_lemeshow", statistic=stat, pvalue=p,
                       reject=bool(p <= alpha) if dof > 0 else False, alpha=alpha,
-                      details={"df": dof, "df_rule": df, "reference": reference, "groups": g,
-                               "infinite": bool(np.isinf(stat)),
-                               "table": [{"n": int(a), "observed": float(o), "expected": float(e)}
-                                         for a, o, e in zip(n_g, obs, exp)]},
-                      settings={"groups": groups, "grouping": "equal-mass by index", "hl_df": df,
-                                "tie_variance": "shared ties' variance removed" if shared
-                                else "none cut"})
+                      details=details, settings=settings)
 
 
 def _chi2_sf(x: float, df: int) -> float:

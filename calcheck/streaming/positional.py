@@ -749,7 +749,7 @@ class PositionalPass:
     def __init__(self, state: StreamState, ids: list[str], *, id_bound: int, bins: int = 10,
                  alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
                  n_max: int | None = None, hl_groups: int | None = None, ties: str = "share",
-                 hl_df: str = "external",
+                 hl_df: str = "external", hl_trials: int | None = None, seed: int = 0,
                  exact_rows: int | None = None, blocks: int | None = None,
                  collect_rows: int = COLLECT_ROWS) -> None:
         self.ids = ids
@@ -760,7 +760,7 @@ class PositionalPass:
         self.id_bound, self.collect_rows = id_bound, collect_rows
         self.bins, self.alpha, self.test = bins, alpha, test
         self.n_min, self.n_max, self.hl_groups = n_min, n_max, hl_groups
-        self.hl_df = hl_df
+        self.hl_df, self.hl_trials, self.seed = hl_df, hl_trials, seed
         self.share = ties == "share"
         self.ties = ties
         self.exact_rows = EXACT_PAVA_ROWS if exact_rows is None else exact_rows
@@ -1386,7 +1386,8 @@ class PositionalPass:
             res = hosmer_lemeshow_from_groups(st.count, st.sum_label, st.sum_score,
                                               groups=self.hl_groups, alpha=self.alpha,
                                               df=self.hl_df, variance_loss=self._tie_loss(
-                                                  bounds["hl"][0]))
+                                                  bounds["hl"][0]), trials=self.hl_trials,
+                                              seed=self.seed)
             res.settings["ties"] = self.ties
             out["hosmer_lemeshow"] = res
         return out
