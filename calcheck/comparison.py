@@ -10,11 +10,13 @@ bootstrap of :mod:`calcheck.streaming.paired`).  The interval decides the verdic
 * ``"better"`` when its upper end is below 0,
 * ``"no detectable difference"`` otherwise;
 
-metrics without an interval (MCE, MCE(Q), the probabilistic count) get no verdict.  The
-overall verdict is "worse" when any metric is worse, else "better" when any is better, else
-"no detectable difference".  ``--fail-if-worse METRIC[:MARGIN]`` exits 1 when the metric's
-interval lies above MARGIN (default 0): the new model is worse calibrated by more than MARGIN
-with confidence ``--ci-level`` (one-sided level (1 + level)/2).
+metrics without an interval get no verdict; an equal-width binned error's verdict comes from
+the sharper test of its squared error (:mod:`calcheck.paired`).  The headline's verdict reads
+the calibration errors only, their p-values adjusted for the family (``--family``, Holm by
+default); the Brier score and log loss, which measure sharpness too, get a line of their own.
+``--fail-if-worse METRIC`` exits 1 when the metric's verdict is "worse";
+``--fail-if-worse METRIC:MARGIN`` when its interval lies above MARGIN: the new model is worse
+calibrated by more than MARGIN with confidence ``--ci-level`` (one-sided level (1 + level)/2).
 """
 
 from __future__ import annotations
@@ -42,12 +44,6 @@ def verdict_of(ci: dict[str, Any] | None, error: bool = True) -> str | None:
     if ci["high"] < 0:
         return "better"
     return "no detectable difference"
-
-
-def overall(verdicts: dict[str, str | None]) -> str:
-    got = set(verdicts.values())
-    return "worse" if "worse" in got else "better" if "better" in got else \
-        "no detectable difference"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,11 +241,23 @@ def _metric_values(data: Predictions, ids: list[str], mopts: Any
         return out, errors
 
 
-def entry(mid: str, old: float, new: float, ci: dict[str, Any] | None) -> dict[str, Any]:
-    """One metric's row of the comparison."""
+SCORES = ("brier", "log_loss")        # proper scores: they measure sharpness too
+
+
+def entry(mid: str, old: float, new: float, change: Any = None) -> dict[str, Any]:
+    """One metric's row of the comparison: values, change, its paired interval, the p-value
+    of "no change" and the per-metric verdict — from the sharper squared-error test where the
+    metric has one (:mod:`calcheck.paired`), else from the interval."""
     spec = registry.METRICS[mid]
+    ci = change.ci.to_dict() if change is not None else None
+    test = change.test if change is not None else None
+    verdict = test["verdict"] if test is not None and spec.error else verdict_of(ci, spec.error)
     return {"title": spec.title, "unit": spec.unit, "old": old, "new": new,
-            "delta": new - old, "ci": ci, "verdict": verdict_of(ci, spec.error)}
+            "delta": new - old, "ci": ci,
+            "pvalue": (test["pvalue"] if test is not None else change.pvalue)
+            if change is not None else None,
+            **({"test": test} if test is not None else {}), "verdict": verdict,
+            "verdict_scope": "this metric alone"}
 
 
 def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
@@ -265,8 +273,7 @@ def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Opt
     done = [m for m in ids if m in a and m in b]
     cis = paired_bootstrap(old, new, done, mopts, compute, reps=opts.ci_reps,
                            level=opts.ci_level, seed=opts.seed, progress=progress)
-    out = {m: entry(m, a[m].value, b[m].value, cis[m].to_dict() if m in cis else None)
-           for m in done}
+    out = {m: entry(m, a[m].value, b[m].value, cis.get(m)) for m in done}
     return out, notes
 
 
@@ -304,40 +311,102 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
 
 
 def evaluate(gates: list[WorseGate], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each ``--fail-if-worse`` gate: without a margin it trips when the metric's verdict is
+    "worse" (for the equal-width binned errors, the sharper squared-error test); with a
+    margin, when the lower end of the change's interval is above it (a claim in the metric's
+    own units)."""
     out = []
     for g in gates:
-        ci = (metrics.get(g.metric) or {}).get("ci") or {}
+        e = metrics.get(g.metric) or {}
+        ci = e.get("ci") or {}
         low = ci.get("low")
         if low is None:
             raise UsageError(f"--fail-if-worse {g.text}: {g.metric}'s change has no interval on "
                              "these data; the gate cannot be evaluated")
+        by_test = g.margin == 0 and e.get("test") is not None
+        failed = e["verdict"] == "worse" if by_test else bool(low > g.margin)
         out.append({"condition": g.text, "metric": g.metric, "margin": g.margin,
-                    "delta": metrics[g.metric]["delta"], "low": low,
-                    "failed": bool(low > g.margin)})
+                    "delta": e["delta"], "low": low, "failed": bool(failed),
+                    "decided_by": "squared-error test" if by_test else "interval"})
     return out
 
 
-def summary(metrics: dict[str, Any], level: float) -> dict[str, Any]:
+def _family_verdict(metrics: dict[str, Any], ids: list[str], level: float,
+                    family: str) -> tuple[str, list[str], list[str], dict[str, Any]]:
+    """The verdict over ``ids`` read together: each metric's p-value adjusted for the family
+    (``pvalue_adjusted``), "worse" when one rejects at 1 − level with NEW's error larger,
+    "better" when one rejects with it smaller (and none worse)."""
+    from calcheck.hypotests.family import DESCRIPTION, adjust, family_size
+
+    alpha = 1.0 - level
+    # metrics decided by one test (ECE and ECE-l2 share the squared-error test of their bins)
+    # are one hypothesis of the family, not two
+    keys = {m: ("squared", metrics[m]["test"]["statistic"]) if metrics[m].get("test") else m
+            for m in ids}
+    unique = list(dict.fromkeys(keys.values()))
+    first = {k: next(m for m in ids if keys[m] == k) for k in unique}
+    ps = [metrics[first[k]].get("pvalue") for k in unique]
+    adjusted = dict(zip(unique, adjust(ps, family)))
+    adj = [adjusted[keys[m]] for m in ids]
+    worse: list[str] = []
+    better: list[str] = []
+    for m, q in zip(ids, adj):
+        metrics[m]["pvalue_adjusted"] = q
+        if q is None or q > alpha:
+            continue
+        direction = metrics[m]["verdict"] if metrics[m]["verdict"] in ("worse", "better") \
+            else ("worse" if metrics[m]["delta"] > 0 else "better")
+        (worse if direction == "worse" else better).append(m)
+    v = "worse" if worse else "better" if better else "no detectable difference"
+    return v, worse, better, {"method": family, "alpha": alpha, "size": family_size(ps),
+                              "metrics": ids, "description": DESCRIPTION[family]}
+
+
+def _parts(metrics: dict[str, Any], shown: list[str]) -> str:
     from calcheck.report.comparison import signed
 
-    verdicts = {m: e["verdict"] for m, e in metrics.items()}
-    v = overall(verdicts)
-    worse = [m for m, x in verdicts.items() if x == "worse"]
-    better = [m for m, x in verdicts.items() if x == "better"]
-    shown = (worse or better or [m for m, x in verdicts.items() if x is not None])[:3]
-    parts = []
+    out = []
     for m in shown:
         e = metrics[m]
-        ci = e["ci"]
-        parts.append(f"{e['title']} {signed(e['delta'], e['unit'])} "
-                     f"[{signed(ci['low'], e['unit'])}, {signed(ci['high'], e['unit'])}]")
+        ci = e["ci"] or {}
+        span = (f" [{signed(ci['low'], e['unit'])}, {signed(ci['high'], e['unit'])}]"
+                if ci.get("low") is not None else "")
+        out.append(f"{e['title']} {signed(e['delta'], e['unit'])}{span}")
+    return "; ".join(out)
+
+
+def summary(metrics: dict[str, Any], level: float, family: str = "holm") -> dict[str, Any]:
+    """The comparison's headline: ``verdict`` reads the calibration errors only — every error
+    metric with a p-value but the Brier score and log loss — with the family-wise error
+    controlled over them (``--family``); ``scores`` reads the Brier score and log loss, which
+    also measure sharpness, on a line of their own."""
+    calib = [m for m, e in metrics.items() if registry.METRICS[m].error and m not in SCORES
+             and e.get("pvalue") is not None]
+    v, worse, better, fam = _family_verdict(metrics, calib, level, family)
+    shown = (worse or better or calib)[:3]
     head = {"worse": "NEW is worse calibrated than OLD",
             "better": "NEW is better calibrated than OLD",
             "no detectable difference": "no detectable difference in calibration between OLD "
                                         "and NEW"}[v]
-    text = head + (": " + "; ".join(parts) if parts else "") + \
-        f" (change new - old, {level:.0%} paired bootstrap interval)"
-    return {"verdict": v, "text": text, "worse": worse, "better": better}
+    how = f"{family} over {fam['size']} calibration errors" if family != "none" and \
+        fam["size"] > 1 else "each calibration error on its own" if family == "none" else ""
+    text = head + (": " + _parts(metrics, shown) if shown else "") + \
+        f" (change new - old, {level:.0%} paired bootstrap interval" + \
+        (f"; {how}" if how else "") + ")"
+    out: dict[str, Any] = {"verdict": v, "text": text, "worse": worse, "better": better,
+                           "family": fam}
+    sc = [m for m in SCORES if m in metrics and metrics[m].get("pvalue") is not None]
+    if sc:
+        sv, sw, sb, sfam = _family_verdict(metrics, sc, level, family)
+        words = {"worse": "NEW scores worse overall than OLD",
+                 "better": "NEW scores better overall than OLD",
+                 "no detectable difference": "no detectable difference in overall score "
+                                             "between OLD and NEW"}[sv]
+        out["scores"] = {"verdict": sv, "worse": sw, "better": sb, "family": sfam,
+                         "text": f"{words}: {_parts(metrics, (sw or sb or sc)[:2])} (the Brier "
+                                 "score and log loss measure sharpness as well as calibration)"}
+        out["scores_text"] = out["scores"]["text"]
+    return out
 
 
 def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
@@ -420,7 +489,8 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
                          "docs/uncertainty.md), so no verdict"]
     data: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "calcheck_version": __version__,
                             "command": "compare", "input": info, "settings": settings,
-                            "summary": summary(metrics, opts.ci_level), "metrics": metrics}
+                            "summary": summary(metrics, opts.ci_level, opts.family),
+                            "metrics": metrics}
     if groups is not None:
         data["groups"] = groups
     data["notes"] = notes
@@ -487,8 +557,8 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     cis, ci_settings = paired_intervals(units, list(dict.fromkeys(base.values())),
                                         reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed)
     done = [m for m in ids if m in results[0] and m in results[1]]
-    metrics = {m: entry(m, results[0][m].value, results[1][m].value,
-                        cis[base[m]].to_dict() if base[m] in cis else None) for m in done}
+    metrics = {m: entry(m, results[0][m].value, results[1][m].value, cis.get(base[m]))
+               for m in done}
     left = [m for m in done if metrics[m]["ci"] is None and registry.METRICS[m].ci]
     if left:
         notes.append(f"{', '.join(left)}: no interval for the change on --engine {opts.engine} "

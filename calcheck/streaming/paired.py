@@ -27,9 +27,18 @@ import numpy as np
 
 from calcheck._typing import FloatArray
 from calcheck.errors import InputError
-from calcheck.paired import delta_norm_interval, delta_percentile_interval
+from calcheck.paired import (
+    SQUARED_TESTED,
+    PairedChange,
+    PairSums,
+    delta_norm_interval,
+    delta_percentile_interval,
+    norm_pvalue,
+    percentile_pvalue,
+    squared_change,
+)
 from calcheck.streaming.bootstrap import REP_CHUNK, _quantile_replicates
-from calcheck.uncertainty import ConfidenceInterval, NormReplicates, check_ci_options
+from calcheck.uncertainty import NormReplicates, check_ci_options
 
 BLOCKS = 64
 NORM = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"), "ece_l2": ("uniform", "l2"),
@@ -61,9 +70,12 @@ class PairedUnits:
         self.side = bins * (BLOCKS + 1) + BLOCKS + 1
         self.keys = np.zeros(0, dtype=np.int64)
         self.sums = np.zeros((len(SUMS), 0))
+        self.pair: PairSums | None = None       # the squared-error test's sums
 
     def update(self, so: FloatArray, sn: FloatArray, yo: FloatArray, yn: FloatArray) -> None:
         """A batch: both models' scores and (binary, or top-label correct) labels."""
+        batch = PairSums.of(so, sn, yo, yn, self.bins)
+        self.pair = batch if self.pair is None else self.pair + batch
         key = (_unit_key(so, self.bins) * self.side + _unit_key(sn, self.bins)) * 4 + \
             yo.astype(np.int64) * 2 + yn.astype(np.int64)
         uniq, inv = np.unique(key, return_inverse=True)
@@ -106,8 +118,10 @@ def _model_view(u: dict[str, Any], side: str, bins: int) -> dict[str, Any]:
 
 
 def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: float,
-                     seed: int) -> tuple[dict[str, ConfidenceInterval], dict[str, Any]]:
-    """The paired intervals of the changes of ``ids`` (those in :data:`CI_IDS`)."""
+                     seed: int) -> tuple[dict[str, PairedChange], dict[str, Any]]:
+    """The paired intervals of the changes of ``ids`` (those in :data:`CI_IDS`), with the
+    p-value each inverts and the sharper squared-error test of the equal-width binned
+    errors (:mod:`calcheck.paired`)."""
     check_ci_options(reps, level)
     ids = [m for m in ids if m in CI_IDS]
     u = units.columns()
@@ -156,15 +170,22 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
             if "log_loss" in values:
                 values["log_loss"][j, sl] = -(Wm @ v["mean_ll"]) / n_star
         done += t
-    cis = {}
+    test = squared_change(units.pair, level=level) \
+        if units.pair is not None and any(m in SQUARED_TESTED for m in ids) else None
+    cis: dict[str, PairedChange] = {}
     for mid in ids:
         if mid in NORM:
             kind, norm = NORM[mid]
-            cis[mid] = delta_norm_interval(norms[0][kind], norms[1][kind], norm, level=level,
-                                           seed=seed, resampling=RESAMPLING)
+            a, b = norms[0][kind], norms[1][kind]
+            cis[mid] = PairedChange(delta_norm_interval(a, b, norm, level=level, seed=seed,
+                                                        resampling=RESAMPLING),
+                                    norm_pvalue(a, b, norm),
+                                    test if mid in SQUARED_TESTED else None)
         else:
-            cis[mid] = delta_percentile_interval(values[mid][0], values[mid][1], mid,
-                                                 level=level, seed=seed, resampling=RESAMPLING)
+            cis[mid] = PairedChange(delta_percentile_interval(values[mid][0], values[mid][1],
+                                                              mid, level=level, seed=seed,
+                                                              resampling=RESAMPLING),
+                                    percentile_pvalue(values[mid][0], values[mid][1]))
     within = sum(float(np.sum(np.maximum(u[f"s2_{s}"] - u[f"s_{s}"] ** 2 / u["count"], 0.0)))
                  for s in ("old", "new"))
     total = sum(float(np.sum(u[f"s2_{s}"])) for s in ("old", "new"))
