@@ -45,6 +45,12 @@ def scores_of(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.beta(2.0, 5.0, n)
     if kind == "rounded":                     # U(0, 1) rounded to 2 decimals: ties
         return np.round(rng.random(n), 2)
+    if kind == "u_shaped":                    # Beta(0.5, 0.5): crowded near 0 and 1
+        return rng.beta(0.5, 0.5, n)
+    if kind == "rare":                        # Beta(0.5, 20): ~2.4 % positives
+        return rng.beta(0.5, 20.0, n)
+    if kind == "eleven":                      # 11 distinct values 0, 0.1, …, 1
+        return np.round(rng.random(n) * 10) / 10
     raise ValueError(kind)
 
 
@@ -179,6 +185,139 @@ def run_headline(model: str, n: int, seed: int, tolerance: float) -> dict[str, f
             "beyond tolerance": float(t["verdict"] == "beyond tolerance")}
 
 
+def run_family(model: str, n: int, seed: int, scores: str, trials: int) -> dict[str, float]:
+    """``calcheck test --method all``: the Holm headline against the any-rejects rule, and
+    each single test's own rejection."""
+    import calcheck
+
+    s, y = sample(model, n, seed, scores)
+    rep = calcheck.run_tests(scores=s, labels=y, method="all", trials=trials, seed=seed)
+    tests = rep.data["tests"]
+    out = {"holm headline": float(rep.data["summary"]["verdict"] == "miscalibrated"),
+           "any test (--family none)": float(any(t["reject"] for t in tests.values()))}
+    for tid in ("tcal_adaptive", "hosmer_lemeshow", "spiegelhalter", "cox", "skce", "ks",
+                "kuiper"):
+        out[tid] = float(tests[tid]["reject"])
+    return out
+
+
+def run_multiclass_family(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
+    """K = 10 Dirichlet(0.3) predictions, calibrated: the default verdict (T-Cal and SKCE,
+    Holm) and ``--method all``."""
+    import calcheck
+
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.full(10, 0.3), size=n)
+    y = (P.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1).clip(0, 9)
+    default = calcheck.run_tests(probs=P, labels=y, trials=trials, seed=seed).data
+    every = calcheck.run_tests(probs=P, labels=y, method="all", trials=trials, seed=seed).data
+    return {"default (T-Cal + SKCE) headline": float(default["summary"]["verdict"]
+                                                    == "miscalibrated"),
+            "default, any test": float(any(t["reject"] for t in default["tests"].values())),
+            "--method all headline": float(every["summary"]["verdict"] == "miscalibrated"),
+            "--method all, any test": float(any(t["reject"] for t in every["tests"].values()))}
+
+
+def run_groups(groups: int, n: int, seed: int) -> dict[str, float]:
+    """``score --by`` on a calibrated model: the headline, which reads every group's
+    consistency verdict with the whole data's (Holm), against any group rejecting alone."""
+    import pandas as pd
+
+    import calcheck
+
+    s, y = sample("cal", n, seed)
+    g = np.random.default_rng(seed + 7).integers(0, groups, n)
+    rep = calcheck.score(pd.DataFrame({"score": s, "label": y, "g": g.astype(str)}),
+                         metrics=["ace"], by="g", seed=seed, min_group_size=50).data
+    raw = [v["verdict"]["pvalue"] for v in rep["groups"].values() if v.get("verdict")]
+    return {"holm headline": float(rep["summary"]["verdict"] == "miscalibrated"),
+            "any group alone": float(min(raw) <= ALPHA) if raw else float("nan")}
+
+
+def run_windows(days: int, per_day: int, seed: int, reps: int) -> dict[str, float]:
+    """``score --time ts --window 1d --ci`` over ``days`` days of a calibrated stream: the
+    headline, and whether any window's ECE interval misses the window's population ECE (0)
+    with simultaneous and with marginal intervals."""
+    import pandas as pd
+
+    import calcheck
+
+    n = days * per_day
+    s, y = sample("cal", n, seed)
+    ts = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(
+        np.repeat(np.arange(days), per_day) * 86400 + 3600, "s")
+    df = pd.DataFrame({"score": s, "label": y, "ts": ts})
+    out = {}
+    for fam in ("holm", "none"):
+        rep = calcheck.score(df, metrics=["ece"], time="ts", window="1d", ci=True,
+                             ci_reps=reps, seed=seed, family=fam).data
+        lows = [w["metrics"]["ece"]["ci"]["low"] for w in rep["windows"] if w["n"]]
+        what = "simultaneous" if fam == "holm" else "marginal"
+        out[f"any window interval misses 0 ({what})"] = float(max(lows) > 0)
+        if fam == "holm":
+            out["holm headline"] = float(rep["summary"]["verdict"] == "miscalibrated")
+    return out
+
+
+def run_compare_cell(kind: str, n: int, seed: int, reps: int) -> dict[str, float]:
+    """``compare`` on two equally calibrated models of different sharpness (``sharpness``:
+    p against p averaged over 1/10 cells), or against p^1.2 (``power``): the summary's
+    calibration verdict, the ECE gate (``--fail-if-worse ece``), and the scores line."""
+    import pandas as pd
+
+    import calcheck
+
+    rng = np.random.default_rng(seed)
+    s = rng.random(n)
+    y = (rng.random(n) < s).astype(int)
+    new = (np.floor(s * 10) + 0.5) / 10 if kind == "sharpness" else s ** 1.2
+    rep = calcheck.compare(pd.DataFrame({"a": s, "b": new, "label": y}), score=["a", "b"],
+                           metrics=["ece", "ece_l2", "ace", "brier", "log_loss"], ci_reps=reps,
+                           seed=seed, fail_if_worse=["ece"]).data
+    return {"summary: NEW worse calibrated": float(rep["summary"]["verdict"] == "worse"),
+            "ECE gate trips": float(rep["gates"][0]["failed"]),
+            "ACE worse (interval)": float(rep["metrics"]["ace"]["verdict"] == "worse"),
+            "scores line: NEW worse": float(rep["summary"]["scores"]["verdict"] == "worse")}
+
+
+def run_small(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
+    """Rare positives (Hosmer–Lemeshow's small expected counts), 11 distinct scores (the
+    score headline's tie groups, KS and Kuiper) and U-shaped scores (KS, Kuiper, T-Cal), all
+    calibrated."""
+    import pandas as pd
+
+    import calcheck
+
+    s, y = sample("cal", n, seed, kind)
+    out: dict[str, float] = {"score headline": float("nan")}
+    if kind == "rare":
+        hl = calcheck.hosmer_lemeshow(s, y, trials=trials, rng=seed)
+        return {"hl": float(hl.reject),
+                "share with a Monte Carlo p-value": float(hl.details["pvalue_method"]
+                                                          == "monte carlo"),
+                "hl against chi2(G) (before 0.6)": float(_chi2_sf(hl.statistic,
+                                                                  hl.details["df"]) <= ALPHA)}
+    if kind == "eleven":
+        rep = calcheck.score(pd.DataFrame({"score": s, "label": y}), metrics=["ace"],
+                             seed=seed).data
+        out["score headline"] = float(rep["summary"]["verdict"] == "miscalibrated")
+    out["ks"] = float(calcheck.ks(s, y, trials=trials, rng=seed).reject)
+    out["kuiper"] = float(calcheck.kuiper(s, y, trials=trials, rng=seed).reject)
+    out["tcal adaptive"] = float("nan")
+    if kind == "u_shaped":
+        from calcheck.hypotests import tcal
+
+        out["tcal adaptive"] = float(tcal.tcal_adaptive(s, y.astype(float), trials=trials,
+                                                        rng=seed).reject)
+    return out
+
+
+def _chi2_sf(x: float, df: int) -> float:
+    from scipy.stats import chi2
+
+    return float(chi2.sf(x, df))
+
+
 def run_skce(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
     import calcheck
 
@@ -228,6 +367,32 @@ def cells(quick: bool) -> list[Cell]:
                           ("pow:1.2", 2000, round(pop12, 4)), ("pow:1.2", 20000, round(pop12, 4))):
         out.append(Cell("headline", f"{model}, n = {n:,}, --tolerance ece:{tol:g}", run_headline,
                         (model, n, tol), r(200, 4)))
+    for scores in ("uniform", "u_shaped"):
+        for n in (100, 500, 5000):
+            out.append(Cell("family", f"calibrated, scores {scores}, n = {n:,}", run_family,
+                            ("cal", n, scores, r(200, 20)), r(600, 4)))
+    for model, n in (("pow:1.5", 500), ("bump:0.12", 2000), ("pow:1.3", 400)):
+        out.append(Cell("family", f"{model}, scores uniform, n = {n:,}", run_family,
+                        (model, n, "uniform", r(200, 20)), r(500, 4)))
+    out.append(Cell("multiclass", "K = 10, Dirichlet(0.3), calibrated, n = 2,000",
+                    run_multiclass_family, ("cal", 2000, r(300, 50)), r(300, 3)))
+    for groups in (3, 20):
+        out.append(Cell("groups", f"score --by, {groups} groups, n = 6,000 (calibrated)",
+                        run_groups, (groups, 6000), r(1000, 4)))
+    out.append(Cell("windows", "30 daily windows of 300 rows (calibrated)", run_windows,
+                    (30, 300, r(500, 50)), r(400, 3)))
+    for kind, note in (("sharpness", "p against p averaged over 1/10 cells (equally calibrated)"),
+                       ("power", "p against p^1.2 (population ECE change 0.045)")):
+        out.append(Cell("compare", f"{note}, n = 2,000", run_compare_cell,
+                        (kind, 2000, r(500, 50)), r(500, 4)))
+    for kind, n in (("rare", 500), ("rare", 5000)):
+        out.append(Cell("small", f"calibrated, scores Beta(0.5, 20), n = {n:,}", run_small,
+                        (kind, n, r(1000, 100)), r(1000, 4)))
+    for kind, n, what in (("eleven", 1000, "11 distinct values"),
+                          ("eleven", 5000, "11 distinct values"),
+                          ("u_shaped", 5000, "Beta(0.5, 0.5)")):
+        out.append(Cell("ties", f"calibrated, scores {what}, n = {n:,}", run_small,
+                        (kind, n, r(1000, 100)), r(2000 if kind == "eleven" else 1500, 4)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
@@ -237,10 +402,9 @@ def cells(quick: bool) -> list[Cell]:
 
 def _one(job: tuple[Callable[..., dict[str, float]], tuple[Any, ...], int]) -> dict[str, float]:
     fn, args, seed = job
-    model_args = args[:-1] if fn is not run_tests else args[:3]
-    if fn is run_tests:
+    if fn in (run_tests, run_family):
         return fn(args[0], args[1], seed, args[2], args[3])
-    return fn(*model_args[:2], seed, *args[2:])
+    return fn(*args[:2], seed, *args[2:])
 
 
 def run_cell(cell: Cell, pool: ProcessPoolExecutor | None) -> dict[str, float]:
@@ -281,6 +445,20 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
           "ci": "95 % intervals (--ci, 10 equal-width / equal-mass bins): coverage of the "
                 "population value, mean width, mean bias of the plug-in and debiased values",
           "skce": "SKCE test (K = 3): rejection rate at α = 0.05",
+          "family": "calcheck test --method all: the headline (Holm over the 7 tests) against "
+                    "the any-rejects rule (--family none) and each test alone, at α = 0.05",
+          "multiclass": "Multiclass verdicts (K = 10): rejection rate of the headline at "
+                        "α = 0.05",
+          "groups": "score --by: the headline (the whole data's and every group's consistency "
+                    "verdicts, Holm) against any group rejecting alone, at α = 0.05",
+          "windows": "score --time --window 1d --ci over 30 days: the headline, and whether "
+                     "any window's 95 % ECE interval misses 0 (simultaneous and marginal)",
+          "compare": "compare at n = 2,000 (interval level 0.95): the summary's calibration "
+                     "verdict, the ECE gate (--fail-if-worse ece), ACE's interval verdict and "
+                     "the scores line",
+          "small": "Hosmer–Lemeshow with rare positives (calibrated): rejection rate at "
+                   "α = 0.05",
+          "ties": "Few distinct or U-shaped scores (calibrated): rejection rate at α = 0.05",
           "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
                       "interval at 95 %) and the --tolerance verdict (ECE's 95 % norm "
                       "bootstrap interval): coverage, width, rate of each firm verdict"}
@@ -290,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
-                    "headline, skce")
+                    "headline, family, multiclass, groups, windows, compare, small, ties, skce")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")

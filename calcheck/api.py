@@ -621,6 +621,12 @@ def _summary_bins(eng: Engine, opts: Options,
         ("ece_top" if eng.multiclass else "ece"), _with_ranges(eng, rows)
 
 
+def _ties_of(eng: Engine, sb: tuple[str, list[dict[str, Any]]] | None,
+             opts: Options) -> list[Any]:
+    """The tie groups the summary's bins share, for its consistency resampling."""
+    return eng.summary_ties(sb[0], sb[1], opts) if sb else []
+
+
 def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """In memory, when the metrics sorted the scores, each bin row with the smallest and
     largest score inside its edges, so the summary names the scores a bin really holds
@@ -662,7 +668,8 @@ def direction_fit(eng: Engine, opts: Options, tests: Mapping[str, Any],
                                 **copy.deepcopy({k: v for k, v in (sections or {}).items()
                                                  if v is not None})}
     apply_family(fragment, opts.family, opts.alpha)
-    got, _, _ = verdict(fragment, rows, alpha=opts.alpha, seed=opts.seed)
+    got, _, _ = verdict(fragment, rows, alpha=opts.alpha, seed=opts.seed,
+                        ties=_ties_of(eng, summary_bins, opts))
     if got not in NEEDS_DIRECTION:
         return None
     return eng.recalibration(opts.replace(compat=None)).to_dict()
@@ -875,7 +882,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
                             variables=var.to_dict() if var is not None else None, groups=groups,
                             extra=extra, score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family)
+                            tolerance=tolerance, family=opts.family,
+                            summary_ties=_ties_of(eng, sb, opts))
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
@@ -960,7 +968,8 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                             extra=extra,
                             score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family)
+                            tolerance=tolerance, family=opts.family,
+                            summary_ties=_ties_of(eng, sb, opts))
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject, diagram=sb,
                   fail_if_beyond=opts.fail_if_beyond)
@@ -1114,7 +1123,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                             groups=groups,
                             score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family)
+                            tolerance=tolerance, family=opts.family,
+                            summary_ties=_ties_of(eng, sb, opts))
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),

@@ -79,6 +79,11 @@ class Engine(Protocol):
         over the data (None otherwise)."""
         ...
 
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
+        """The tie groups the summary's bins (of metric ``mid``) share pro rata, when the
+        engine has the rows to find them (the streaming engines give none: their headline's
+        consistency resampling is then conservative on tied scores)."""
+
     def figure(self, kind: str, opts: Options, *, variables: Any = None,
                ax: Any = None) -> Outcome:
         """A figure (values: {"figure": matplotlib Figure}); ``variables``: the run's

@@ -358,6 +358,18 @@ class MemoryEngine:
         return ace(Prepared(s, y, validate=False, ties=opts.ties),
                    bins=15 if self.multiclass else 10).bin_rows()
 
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
+        """The tie groups the summary's equal-mass bins share pro rata (ACE's, with
+        ``--ties share``), for its consistency resampling."""
+        from calcheck.binning import quantile_bounds
+        from calcheck.report.summary import shared_ties
+
+        if mid not in ("ace", "ace_top") or opts.ties != "share" or not rows:
+            return []
+        s = self.sorted_scores()
+        assert s is not None
+        return shared_ties(s, quantile_bounds(s.shape[0], len(rows)))
+
     # -- figures -----------------------------------------------------------------------------
 
     def figure(self, kind: str, opts: Options, *, variables: Any = None,

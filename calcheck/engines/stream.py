@@ -444,6 +444,9 @@ class StreamEngine:
             self.passes += passes
         return out
 
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
+        return []
+
     def recalibration(self, opts: Options) -> Any:
         """Cox's fit from Newton passes, started from the first pass's grid."""
         from calcheck.streaming.rowtests import cox_stream

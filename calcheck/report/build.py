@@ -175,14 +175,16 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
                  score_range: Callable[[float, float], tuple[float, float] | None] | None
                  = None, seed: int = 0, direction_fit: Mapping[str, Any] | None = None,
                  tolerance: list[dict[str, Any]] | None = None,
-                 family: str = "holm") -> dict[str, Any]:
+                 family: str = "holm", summary_ties: Any = ()) -> dict[str, Any]:
     """The JSON report of a run; bin tables only for the metrics in ``bins_for``.  ``extra``
     adds top-level sections (after ``groups``).  ``summary_bins`` — (metric id, its bin rows)
     — feeds the one-line ``summary`` (:mod:`calcheck.report.summary`), and ``score_range``
     gives the scores of the bin it names when the rows do not carry them; ``direction_fit``
     is Cox's fit behind the direction (when the tests do not carry it), ``tolerance`` the
-    ``--tolerance`` checks (:func:`calcheck.report.summary.tolerance_verdict`) and ``family``
-    the adjustment of the p-values the verdict reads (:func:`apply_family`)."""
+    ``--tolerance`` checks (:func:`calcheck.report.summary.tolerance_verdict`), ``family``
+    the adjustment of the p-values the verdict reads (:func:`apply_family`) and
+    ``summary_ties`` the tie groups the summary's bins share
+    (:func:`calcheck.report.summary.shared_ties`)."""
     from calcheck.report.summary import summarize
 
     with_bins = set(bins_for)
@@ -217,7 +219,7 @@ def build_report(*, command: str, input_info: Mapping[str, Any], settings: Mappi
     of, rows = summary_bins if summary_bins is not None else (None, None)
     summary = summarize(report, bins=list(rows or []), bins_of=of, seed=seed,
                         score_range=score_range, direction_fit=jsonable(direction_fit),
-                        tolerance=tolerance)
+                        tolerance=tolerance, ties=summary_ties)
     if fam is not None and (fam["size"] > 1 or family == "none"):
         summary["family"] = fam
     elif summary.get("pvalue_adjusted") is not None:      # score: groups' or windows' verdicts

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from calcheck._typing import FloatArray, IntArray
 from calcheck.formatting import number
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
@@ -50,17 +52,70 @@ WITHIN, BEYOND, UNDECIDED = "within tolerance", "beyond tolerance", "inconclusiv
 
 
 def consistency_pvalue(rows: list[Mapping[str, Any]], *, seed: int = 0,
-                       draws: int = DRAWS) -> float:
-    """P(ECE ≥ observed) for a calibrated model with these bins (see the module docstring)."""
+                       draws: int = DRAWS, ties: Sequence[SharedTie] = ()) -> float:
+    """P(ECE ≥ observed) for a calibrated model with these bins (see the module docstring).
+
+    ``ties``: the tie groups the bins share pro rata (equal-mass bins cutting a run of equal
+    scores): each is drawn once, K ~ Binomial(N, v), and shared as the observed positives are
+    — bin b gets K·L_b/N — which has less variance than L_b rows drawn apart; the rest of each
+    bin is drawn as before.  Without them a shared tie group's rows count as independent
+    rows, and the p-value is conservative (0 of 300 calibrated samples rejected on 11 distinct
+    scores, docs/validity.md)."""
+    nonempty = [int(r.get("bin", i)) for i, r in enumerate(rows) if r["n"]]
     use = [r for r in rows if r["n"]]
-    n_b = np.array([r["n"] for r in use], dtype=np.int64)
+    n_b = np.array([r["n"] for r in use], dtype=np.float64)
     s_b = np.clip(np.array([r["mean_score"] for r in use], dtype=np.float64), 0.0, 1.0)
     k_b = np.array([r["positives"] for r in use], dtype=np.float64)
     n = float(n_b.sum())
-    observed = float(np.sum(np.abs(k_b - n_b * s_b)) / n)
+    expected = n_b * s_b
+    observed = float(np.sum(np.abs(k_b - expected)) / n)
+    at = {b: j for j, b in enumerate(nonempty)}
+    rest_n, rest_s = n_b.copy(), expected.copy()
+    for t in ties:                                  # the rest of each bin: its own rows
+        for b, share in t.shares.items():
+            if b in at:
+                rest_n[at[b]] -= share
+                rest_s[at[b]] -= share * t.value
+    rest_p = s_b if not ties else \
+        np.clip(np.divide(rest_s, rest_n, out=np.zeros_like(rest_s), where=rest_n > 0), 0.0, 1.0)
+    trials_n = np.maximum(np.round(rest_n), 0).astype(np.int64)
     rng = np.random.default_rng(seed)
-    null = np.abs(rng.binomial(n_b, s_b, size=(draws, n_b.shape[0])) - n_b * s_b).sum(axis=1) / n
+    drawn = rng.binomial(trials_n, rest_p, size=(draws, n_b.shape[0])).astype(np.float64)
+    for t in ties:
+        k = rng.binomial(t.size, t.value, size=draws).astype(np.float64)
+        for b, share in t.shares.items():
+            if b in at:
+                drawn[:, at[b]] += k * share / t.size
+    null = np.abs(drawn - expected).sum(axis=1) / n
     return float((1 + np.sum(null >= observed - 1e-15)) / (draws + 1))
+
+
+@dataclass(frozen=True)
+class SharedTie:
+    """A tie group of ``size`` rows at score ``value`` that equal-mass bins share pro rata:
+    ``shares`` maps a bin's index to the rows of the group it holds."""
+
+    value: float
+    size: int
+    shares: dict[int, float]
+
+
+def shared_ties(sorted_scores: FloatArray, bounds: IntArray) -> list[SharedTie]:
+    """The tie groups of the sorted scores cut by a bin bound (positions ``bounds``)."""
+    from calcheck.binning import tie_bounds
+
+    t = tie_bounds(sorted_scores)
+    inner = bounds[1:-1]
+    k = np.searchsorted(t, inner, side="right") - 1
+    cut = (t[k] < inner) & (inner < t[np.minimum(k + 1, t.shape[0] - 1)])
+    out = []
+    for g in np.unique(k[cut]):
+        a, e = int(t[g]), int(t[g + 1])
+        lo = np.maximum(bounds[:-1], a)
+        hi = np.minimum(bounds[1:], e)
+        shares = {int(b): float(h - lo_) for b, (lo_, h) in enumerate(zip(lo, hi)) if h > lo_}
+        out.append(SharedTie(float(sorted_scores[a]), e - a, shares))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +478,7 @@ def _whole_adjusted(report: Mapping[str, Any], p: float | None) -> float | None:
 
 
 def verdict(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, alpha: float,
-            seed: int = 0) -> tuple[str, str, float | None]:
+            seed: int = 0, ties: Sequence[SharedTie] = ()) -> tuple[str, str, float | None]:
     """The verdict, the start of its basis and the p-value behind a verdict without tests:
     from the tests (``report``'s ``tests``, and its groups' and windows', adjusted for their
     family) when there are any, else by consistency resampling of ``rows`` — read with the
@@ -438,7 +493,7 @@ def verdict(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, alp
     groups = _group_verdicts(report)
     family = (report.get("settings") or {}).get("family", "none") if groups else "none"
     draws = consistency_draws(alpha, 1 + len(groups) if family != "none" else 1)
-    p = consistency_pvalue(rows, seed=seed, draws=draws)
+    p = consistency_pvalue(rows, seed=seed, draws=draws, ties=ties)
     chance = (f"p < {1 / (draws + 1) * 1.0001:.1g}" if p <= 1 / (draws + 1)
               else f"p {_p_clause(p)}")
     basis = (f"a calibrated model with these scores reaches it with {chance} "
@@ -472,14 +527,16 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
               bins_of: str | None = None, seed: int = 0,
               score_range: Callable[[float, float], tuple[float, float] | None] | None = None,
               direction_fit: Mapping[str, Any] | None = None,
-              tolerance: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              tolerance: list[dict[str, Any]] | None = None,
+              ties: Sequence[SharedTie] = ()) -> dict[str, Any]:
     """The report's ``summary``: ``verdict``, ``basis``, ``effect``, ``direction`` (with the
     ``direction_fit`` behind it), ``where``, ``tolerance`` and the one-line ``text``; ``bins``
     is the bin table behind the verdict of a report without tests and behind the effect size
     (that of metric ``bins_of``); ``direction_fit`` Cox's fit (the ``cox`` test's JSON entry,
     when the run made one); ``tolerance`` the ``--tolerance`` checks of
-    :func:`tolerance_verdict`; ``score_range(lower, upper)`` gives the smallest and largest
-    score of the bin ``where`` names when its row does not."""
+    :func:`tolerance_verdict`; ``ties`` the tie groups the bins share (:func:`shared_ties`);
+    ``score_range(lower, upper)`` gives the smallest and largest score of the bin ``where``
+    names when its row does not."""
     settings = report.get("settings", {})
     alpha = float(settings.get("alpha", 0.05))
     ci = settings.get("ci")
@@ -487,7 +544,7 @@ def summarize(report: Mapping[str, Any], *, bins: list[Mapping[str, Any]] | None
     multiclass = report.get("input", {}).get("kind") == "multiclass"
     tests = report.get("tests") or {}
     rows = [r for r in (bins or []) if r.get("n") and r.get("mean_score") is not None]
-    v, basis, p_value = verdict(report, rows, alpha=alpha, seed=seed)
+    v, basis, p_value = verdict(report, rows, alpha=alpha, seed=seed, ties=ties)
     whole_adjusted = _whole_adjusted(report, p_value)
     effect = _effect(report, rows, bins_of, level, seed, tolerance or []) if rows else None
     unit = (report.get("metrics") or {}).get(bins_of or "", {}).get("unit", "fraction")
