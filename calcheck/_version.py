@@ -1,2 +1,2 @@
-__version__ = "0.5.19"
+__version__ = "0.6.0"
 SCHEMA_VERSION = "1"
