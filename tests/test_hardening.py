@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SAMPLE
+
 CORPUS = Path(__file__).resolve().parent / "corpus" / "files"
 CONTROL = [chr(c) for c in range(32) if chr(c) not in "\n\t"] + ["\x7f"]
 
@@ -440,3 +442,103 @@ def test_signals_default_restored_after_a_write(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     atomic_write(str(tmp_path / "a.txt"), "x")
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# the machine, not the input: a full disk, no threads
+
+
+def test_a_pdf_report_on_a_full_disk_is_exit_2(cli, tmp_path, monkeypatch):
+    """A disk that fills while matplotlib writes the PDF: its cleanup fails again in zlib
+    ("Error -2 while flushing"), hiding the reason; the run is exit 2 naming it."""
+    import errno
+
+    import matplotlib.backends.backend_pdf as backend
+    import matplotlib.cbook as cbook
+
+    original = cbook.to_filehandle
+
+    class Full(io.RawIOBase):
+        def __init__(self, fh):
+            self.fh, self.n = fh, 0
+
+        def write(self, b):
+            if self.n + len(b) > 1000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.n += len(b)
+            return self.fh.write(b)
+
+        def writable(self):
+            return True
+
+        def tell(self):
+            return self.fh.tell()
+
+        def close(self):
+            self.fh.close()
+
+    def to_filehandle(fname, flag="r", return_opened=False, encoding=None):
+        fh, opened = original(fname, flag, return_opened=True, encoding=encoding)
+        fh = Full(fh) if "w" in flag else fh
+        return (fh, opened) if return_opened else fh
+
+    monkeypatch.setattr(backend.cbook, "to_filehandle", to_filehandle)
+    out = tmp_path / "r.pdf"
+    r = cli(["report", SAMPLE / "miscalibrated_50.parquet", "-o", out, "--no-tcal", "--no-ci"])
+    assert r.code == 2 and "No space left on device" in r.stderr
+    assert not out.exists() and not list(tmp_path.glob(".r.pdf.*"))
+
+
+def test_a_reader_out_of_threads_says_memory_ran_out(cli, monkeypatch):
+    """pyarrow that cannot start its reader threads: out of memory, with the advice to
+    stream — not "cannot read the data"."""
+    import pyarrow as pa
+
+    import calcheck.io.source as source
+
+    class Broken:
+        def __init__(self, pf):
+            self.pf = pf
+
+        def __getattr__(self, name):
+            return getattr(self.pf, name)
+
+        def read(self, *a, **k):
+            raise pa.ArrowException("Unknown error: Failed to launch worker thread: Resource "
+                                    "temporarily unavailable")
+
+        read_row_groups = read
+
+    real = source.parquet_file
+    monkeypatch.setattr(source, "parquet_file", lambda src: Broken(real(src)))
+    r = cli(["score", SAMPLE / "miscalibrated_50.parquet"])
+    assert r.code == 2 and "out of memory" in r.stderr and "--engine stream" in r.stderr
+
+
+def test_dask_on_one_file_needs_no_thread_pool(cli, tmp_path, monkeypatch):
+    """A one-file input runs its Dask passes in this thread: no pool to start, so a loaded
+    machine that cannot start threads does not fail it (memory and stream never needed
+    one); with several files the failure names the machine, not the data."""
+    pytest.importorskip("dask")
+    import threading
+
+    import pandas as pd
+
+    one = tmp_path / "one.parquet"
+    pd.DataFrame({"score": [0.3], "label": [1]}).to_parquet(one)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(3):
+        pd.DataFrame({"score": [0.2 + 0.1 * i] * 40, "label": [i % 2] * 40}).to_parquet(
+            parts / f"p{i}.parquet")
+    start = threading.Thread.start
+
+    def no_pool(self):
+        if (self.name or "").startswith("ThreadPoolExecutor"):
+            raise RuntimeError("can't start new thread")
+        return start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", no_pool)
+    assert cli(["score", one, "--engine", "dask", "-m", "ece"]).code == 0
+    r = cli(["score", parts, "--engine", "dask", "-m", "ece"])
+    assert r.code == 2 and "could not get the threads or memory" in r.stderr

@@ -157,16 +157,33 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_RO
             # threads, not a dask.bag's default process pool: a pool re-imports the caller's
             # script (BrokenProcessPool in a plain script without a __main__ guard); given as
             # the function scheduler="threads" names, since by name dask first imports
-            # distributed (~0.2 s) to look for a client
+            # distributed (~0.2 s) to look for a client.  One partition (one file) has nothing
+            # to share out: it runs in this thread — no pool to start, which on a loaded
+            # machine could fail to get its threads where the stream engine needs none
+            from dask.local import get_sync
             from dask.threaded import get as threads
 
             with one_blas_thread():         # Dask's threads, not BLAS's, share the cores
-                return total.compute(scheduler=threads)  # type: ignore[no-any-return]
+                return total.compute(  # type: ignore[no-any-return]
+                    scheduler=get_sync if nparts == 1 else threads)
         return client.compute(total).result()  # type: ignore[no-any-return]
     except CalcheckError:
         raise
     except Exception as exc:
+        if exhausted(exc):
+            raise CalcheckError(f"the Dask run could not get the threads or memory it needs "
+                                f"({type(exc).__name__}: {exc}): the machine is out of them; "
+                                "retry when it is less loaded, or use --engine stream (one "
+                                "thread of reads)") from exc
         raise CalcheckError(f"the Dask run failed: {type(exc).__name__}: {exc}") from exc
+
+
+def exhausted(exc: BaseException) -> bool:
+    """A failure of the machine rather than of the data: no thread could be started, or
+    memory ran out."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't start new thread" in text or \
+        "Resource temporarily unavailable" in text
 
 
 def prepared_on_first_batch(plan: StreamPlan, spec: Any, batch_rows: int,

@@ -141,11 +141,28 @@ def write_output(path: str, write: Callable[[str], None], *,
                 os.umask(umask)
                 os.chmod(tmp, 0o666 & ~umask)
             os.replace(tmp, target)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write output ({_one_line(exc)})") from None
+    except Exception as exc:
+        cause = os_error_in(exc)
+        if cause is None:
+            raise
+        raise InputError(f"{path}: cannot write output ({_one_line(cause)})") from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The operating-system error behind ``exc``: itself, or the one it was raised while
+    handling — a writer that cleans up after a full disk can fail again in its own way
+    (matplotlib's PDF writer: "zlib.error: Error -2 while flushing"), hiding the reason."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, OSError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def atomic_write(path: str, text: str, *, label: str = "--output") -> None:

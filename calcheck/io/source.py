@@ -54,6 +54,20 @@ def one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+# what Arrow says when the machine, not the file, is exhausted
+EXHAUSTED = ("Failed to launch worker thread", "Resource temporarily unavailable",
+             "Cannot allocate memory", "std::bad_alloc", "Out of memory")
+
+
+def raise_if_exhausted(exc: BaseException, name: str) -> None:
+    """A read that failed because memory (or the threads it needs) ran out is a MemoryError —
+    which the command line reports as running out of memory, with the advice to stream —
+    not an unreadable file."""
+    if isinstance(exc, (MemoryError, pa.ArrowMemoryError)) or \
+            any(m in str(exc) for m in EXHAUSTED):
+        raise MemoryError(f"{name}: {one_line(exc)}") from None
+
+
 def _sniff(head: bytes) -> str | None:
     """What a non-tabular file is, from its first bytes (None: readable as CSV or Parquet)."""
     for magic, what in OTHER_MAGIC:
@@ -501,6 +515,7 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
             table = _read_csv(src).select(read)
         return table if flt is None else table.filter(flt).select(cols)
     except (pa.ArrowException, OSError) as exc:
+        raise_if_exhausted(exc, src.name)
         what = "apply --where" if flt is not None and isinstance(
             exc, (pa.ArrowNotImplementedError, pa.ArrowTypeError)) else "read the data"
         raise InputError(f"{src.name}: cannot {what} ({one_line(exc)})") from None

@@ -48,6 +48,7 @@ from calcheck.io.source import (
     one_line,
     parquet_dataset,
     parquet_format,
+    raise_if_exhausted,
     row_group_runs,
     to_expression,
 )
@@ -428,6 +429,7 @@ def fragment_batches(plan: StreamPlan, fragment: Any, batch_rows: int,
                                        batch_readahead=0, fragment_readahead=0)
     except (pa.ArrowException, OSError) as exc:
         where = getattr(fragment, "path", plan.name)
+        raise_if_exhausted(exc, str(where))
         raise InputError(f"{where}: cannot scan ({one_line(exc)})") from None
 
 
