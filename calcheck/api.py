@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike
 from calcheck import registry
 from calcheck._quiet import quiet
 from calcheck.data import Predictions
-from calcheck.engines import Progress, open_engine
+from calcheck.engines import Progress, capabilities, open_engine
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
@@ -511,7 +511,7 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None 
 @contextlib.contextmanager
 def _engine(source: Any, opts: Options, progress: Progress | None) -> Iterator[Engine]:
     with open_engine(source, opts, progress=progress) as eng:
-        if eng.name == "memory":
+        if eng.capabilities.rows:
             check_bins_against_rows(opts, eng.input_info().get("rows_used") or 0)
         yield eng
 
@@ -546,8 +546,9 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
     from calcheck.metrics import resolve_metric_ids
 
     label = opts.name_of("metrics")
-    streamed = engine != "memory"
-    can = registry.streamable(multiclass) if streamed else registry.selectable(multiclass)
+    caps = capabilities(engine)
+    streamed = not caps.rows
+    can = caps.metrics(multiclass)
     messages: list[str] = []
     if opts.compat:
         ids, can = compat_ids(opts, multiclass)
@@ -616,7 +617,7 @@ def _summary_bins(eng: Engine, opts: Options,
     rows = eng.summary_bins(opts)
     if not rows:
         return None
-    quantile = eng.name == "memory"
+    quantile = eng.capabilities.rows
     return ("ace_top" if eng.multiclass else "ace") if quantile else \
         ("ece_top" if eng.multiclass else "ece"), _with_ranges(eng, rows)
 
@@ -687,12 +688,11 @@ def plan_tolerance(opts: Options, multiclass: bool, engine: str) -> list[Any]:
     for text in opts.tolerance or []:
         t = parse_tolerance(text, label)
         mid = resolve_metric_ids([t.metric], multiclass=multiclass, name=label)[0]
-        spec = registry.METRICS[mid]
         if not covers_population(mid):
             raise UsageError(f"{label} {text}: {mid} has no interval that covers its population "
                              "value (docs/uncertainty.md), so no equivalence verdict; use ece, "
                              "ece_l2, ace (or their debiased forms), sce, brier or log_loss")
-        if engine != "memory" and not spec.stream_ci:
+        if not capabilities(engine).interval(mid):
             raise UsageError(f"{label} {text}: {mid} has no interval on --engine {engine}; use "
                              "--engine memory or ece, ece_l2, ace, brier, log_loss")
         out.append((mid, t.value))
@@ -926,8 +926,8 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
             raise UsageError(f"unknown {label} {m!r}; use one of {', '.join(known)}, all")
     if not out:
         raise UsageError(f"{label}: no test method selected")
-    if engine != "memory" and not compat:
-        runs = registry.methods(streamed=True)
+    if not capabilities(engine).rows and not compat:
+        runs = capabilities(engine).methods()
         if "all" in registry.split_ids(methods):
             out = [m for m in out if m in runs]
         bad = [m for m in out if m not in runs]
@@ -941,7 +941,7 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
     """``calcheck test`` on ``source`` with validated options."""
     methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
     messages = []
-    if opts.engine != "memory" and not opts.compat and \
+    if not capabilities(opts.engine).rows and not opts.compat and \
             "all" in registry.split_ids(opts.methods or []):
         left = [m for m in registry.methods() if m not in methods]
         if left:
@@ -949,7 +949,7 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                             f"test it runs; {', '.join(left)} need(s) --engine memory")
     window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
-        if not opts.methods and not opts.compat and eng.multiclass and eng.name == "memory":
+        if not opts.methods and not opts.compat and eng.multiclass and eng.capabilities.rows:
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
         bounds = plan_tolerance(opts, eng.multiclass, eng.name)
         g = eng.group_tests(methods, run_opts) if run_opts.by else None
@@ -1066,7 +1066,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         ids = [i for i in ids if i in m.values]
         tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes) or \
             not any(i in ids for i in ("tce", "tce_top"))
-        if mc and eng.name == "memory":
+        if mc and eng.capabilities.rows:
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
         notes = planned + m.notes + t.notes
@@ -1090,7 +1090,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
                          "95% intervals)", over.values["figure"]))
             notes += over.notes
-        if eng.name == "memory" and mc:
+        if eng.capabilities.rows and mc:
             figs.append(("Per-class reliability diagrams (one-vs-rest)",
                          eng.figure("reliability", opts.replace(per_class=True, bins=None,
                                                                 binning="uniform")
@@ -1098,7 +1098,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         elif mc:
             notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                          f"{eng.name}")
-        if eng.name == "memory":
+        if eng.capabilities.rows:
             figs.append((f"CORP reliability diagram: PAV recalibration with its "
                          f"{opts.band_level:.0%} consistency band and the score decomposition",
                          eng.figure("corp", opts).values["figure"]))

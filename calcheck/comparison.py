@@ -21,6 +21,7 @@ calibrated by more than MARGIN with confidence ``--ci-level`` (one-sided level (
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,10 +286,11 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
     """The metric ids compared (``-m``, default the ``score`` default set, plus the gated
     ones) and the parsed ``--fail-if-worse`` gates; a gate on a metric without an interval is
     refused before any work."""
+    from calcheck.engines import capabilities
     from calcheck.metrics import resolve_metric_ids
 
-    can = registry.streamable(multiclass) if engine != "memory" else \
-        registry.selectable(multiclass)
+    caps = capabilities(engine)
+    can = caps.metrics(multiclass)
     label = opts.name_of("metrics")
     if opts.metrics is None:
         ids = [m for m in registry.default_ids(multiclass) if m in can]
@@ -300,9 +302,9 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
         mid = resolve_metric_ids([g.metric], multiclass=multiclass,
                                  name=opts.name_of("fail_if_worse"), allowed=can)[0]
         spec = registry.METRICS[mid]
-        if not spec.ci or (engine != "memory" and not spec.stream_ci) or not spec.error:
+        if not caps.interval(mid) or not spec.error:
             raise UsageError(f"{opts.name_of('fail_if_worse')} {text}: {mid} has no interval "
-                             f"for its change{' on --engine ' + engine if engine != 'memory' else ''}"
+                             f"for its change{' on --engine ' + engine if not caps.rows else ''}"
                              "; gate on a metric with one (e.g. ece, ace, brier)")
         gates.append(WorseGate(g.text, mid, g.margin))
         if mid not in ids:
@@ -411,9 +413,10 @@ def summary(metrics: dict[str, Any], level: float, family: str = "holm") -> dict
 
 def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
     """``calcheck compare`` with validated options: the comparison :class:`Report`."""
+    from calcheck.engines import capabilities
     from calcheck.report.build import group_names
 
-    if opts.engine != "memory":
+    if not capabilities(opts.engine).rows:
         return compare_stream(sources, opts, progress=progress)
     old, new, info = load_pair(sources, opts)
     ids, gates = plan(opts, old.multiclass, "memory")
@@ -499,10 +502,22 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
     return Report(jsonable(data))
 
 
+def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool) -> None:
+    """One batch of both models' rows in step into the paired units (multiclass: each
+    model's top-label view)."""
+    if multiclass:
+        from calcheck.data import top_label_view
+
+        (so, yo), (sn, yn) = top_label_view(so, y), top_label_view(sn, y)
+        units.update(so, sn, np.asarray(yo, dtype=np.float64), np.asarray(yn, dtype=np.float64))
+    else:
+        yf = np.asarray(y, dtype=np.float64)
+        units.update(so, sn, yf, yf)
+
+
 def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
     """``compare`` with ``--engine stream`` or ``dask``."""
     from calcheck.engines import open_engine
-    from calcheck.io.stream import stream_batches
     from calcheck.metrics._result import MetricResult
     from calcheck.streaming.paired import PairedUnits, in_step, paired_intervals
 
@@ -521,9 +536,9 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     infos, notes, engines_settings = [], [], {}
     ids: list[str] = []
     tables = []
-    plans: list[Any] = []
-    for j, (src, o) in enumerate(sides):
-        with open_engine(src, o) as eng:
+    with contextlib.ExitStack() as stack:
+        engines = [stack.enter_context(open_engine(src, o)) for src, o in sides]
+        for j, ((_, o), eng) in enumerate(zip(sides, engines)):
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)
                 multiclass = eng.multiclass
@@ -536,23 +551,12 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
                 mid = "ece_top" if multiclass else "ece"
                 r = out.values.get(mid) or eng.metrics([mid], o.replace(ci=False)).values[mid]
                 tables.append(("OLD" if j == 0 else "NEW", r.to_dict(bins=True)["bins"]))
-            plans.append(eng.source.plan)  # type: ignore[attr-defined]
-    names = ("OLD", "NEW")
-    mopt_bins = opts.bins if opts.bins is not None else (15 if multiclass else 10)
-    units = PairedUnits(mopt_bins)
-    view = "classes" if multiclass else "top"
-    streams = [stream_batches(p, pos_label=o.pos_label, batch_rows=o.batch_rows, view=view)
-               for (_, o), p in zip(sides, plans)]
-    for so, sn, y in in_step(streams[0], streams[1], names):
-        if multiclass:
-            from calcheck.data import top_label_view
-
-            (so, yo), (sn, yn) = top_label_view(so, y), top_label_view(sn, y)
-            units.update(so, sn, np.asarray(yo, dtype=np.float64),
-                         np.asarray(yn, dtype=np.float64))
-        else:
-            yf = np.asarray(y, dtype=np.float64)
-            units.update(so, sn, yf, yf)
+        names = ("OLD", "NEW")
+        mopt_bins = opts.bins if opts.bins is not None else (15 if multiclass else 10)
+        units = PairedUnits(mopt_bins)
+        view = "classes" if multiclass else "top"
+        for so, sn, y in in_step(engines[0].rows(view), engines[1].rows(view), names):
+            _add_units(units, so, sn, y, multiclass)
     base = {m: registry.binary_of(m) or m for m in ids}
     cis, ci_settings = paired_intervals(units, list(dict.fromkeys(base.values())),
                                         reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed)

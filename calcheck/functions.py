@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -24,7 +24,11 @@ from calcheck.metrics import (
     scoring,
 )
 from calcheck.metrics import tce as _tce
+from calcheck.metrics._result import MetricSet
 from calcheck.validation import check_alpha, check_bins, check_p
+
+if TYPE_CHECKING:
+    from calcheck.metrics.corp import Decomposition
 
 
 def ece(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10, p: int = 1) -> MetricResult:
@@ -346,22 +350,24 @@ def smece(scores: ArrayLike, labels: ArrayLike, *, sigma: float | None = None) -
     return smooth.smece(Prepared(scores, labels), MetricOptions(smece_sigma=sigma))
 
 
-def ici(scores: ArrayLike, labels: ArrayLike) -> dict[str, MetricResult]:
-    """ICI, E50, E90 and Emax of the LOESS calibration curve (docs/ici.md), by id."""
+def ici(scores: ArrayLike, labels: ArrayLike) -> MetricSet:
+    """ICI, E50, E90 and Emax of the LOESS calibration curve (docs/ici.md): a result object
+    whose ``.value`` is ICI and whose metrics are there by id (``r["e90"]``, ``r.e90``)."""
     from calcheck.metrics import ici as _ici
 
     data, o = Prepared(scores, labels), MetricOptions()
-    return {m: getattr(_ici, m)(data, o) for m in ("ici", "e50", "e90", "emax")}
+    return MetricSet({m: getattr(_ici, m)(data, o) for m in ("ici", "e50", "e90", "emax")})
 
 
-def corp(scores: ArrayLike, labels: ArrayLike, *, score: str = "brier") -> dict[str, float]:
+def corp(scores: ArrayLike, labels: ArrayLike, *, score: str = "brier") -> Decomposition:
     """The CORP decomposition (docs/corp.md) of the Brier (``"brier"``) or log (``"log"``)
-    score: ``{"score", "mcb", "dsc", "unc"}`` with score = mcb − dsc + unc."""
+    score: a result object with ``score``, ``mcb``, ``dsc`` and ``unc`` (score = mcb − dsc +
+    unc; also by key, ``r["mcb"]``); ``.value`` is MCB."""
     from calcheck.metrics import corp as _corp
 
     if score not in ("brier", "log"):
         raise UsageError(f"score must be 'brier' or 'log', got {score!r}")
-    return vars(_corp.decompose(_corp.recalibration(Prepared(scores, labels)), score))
+    return _corp.decompose(_corp.recalibration(Prepared(scores, labels)), score)
 
 
 def ece_sweep(scores: ArrayLike, labels: ArrayLike, *, ties: str = "share") -> MetricResult:
@@ -369,12 +375,14 @@ def ece_sweep(scores: ArrayLike, labels: ArrayLike, *, ties: str = "share") -> M
     return binned.ece_sweep(Prepared(scores, labels, ties=_ties(ties)))
 
 
-def ecce(scores: ArrayLike, labels: ArrayLike) -> dict[str, MetricResult]:
-    """ECCE-MAD and ECCE-R (docs/ecce.md), by id."""
+def ecce(scores: ArrayLike, labels: ArrayLike) -> MetricSet:
+    """ECCE-MAD and ECCE-R (docs/ecce.md): a result object whose ``.value`` is ECCE-MAD and
+    whose metrics are there by id (``r["ecce_r"]``, ``r.ecce_r``)."""
     from calcheck.metrics import cumulative
 
     data, o = Prepared(scores, labels), MetricOptions()
-    return {"ecce_mad": cumulative.ecce_mad(data, o), "ecce_r": cumulative.ecce_r(data, o)}
+    return MetricSet({"ecce_mad": cumulative.ecce_mad(data, o),
+                      "ecce_r": cumulative.ecce_r(data, o)})
 
 
 def ks(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05, trials: int = 1000,

@@ -22,6 +22,7 @@ from typing import Any
 
 from calcheck import registry
 from calcheck.errors import UsageError
+from calcheck.limits import MAX_BINS, bins_in_range
 
 # rows per batch of the streaming engines: a Parquet row group is read in equal parts of about
 # this many rows (pyarrow's default 1Mi-row groups: two).  Measured at 3·10^7 rows, default
@@ -29,10 +30,10 @@ from calcheck.errors import UsageError
 # instead of 0.34 GB
 DEFAULT_BATCH_ROWS = 1 << 19
 
-MAX_BINS = 1_000_000           # a documented ceiling: --bins 10^9 would allocate gigabytes
 MAX_BATCH_ROWS = 1 << 31
 MAX_SEED = (1 << 63) - 1
 ENGINES = ("memory", "stream", "dask")
+DEFAULT_ENGINE = ENGINES[0]
 INPUT_FORMATS = ("csv", "parquet")
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 REPORT_FORMATS = ("html", "pdf")
@@ -88,7 +89,7 @@ def _float(v: Any, label: str) -> float:
 
 
 def check_bins(v: Any, label: str) -> int:
-    return _int(v, label, 1, MAX_BINS)
+    return bins_in_range(_int(v, label), label)
 
 
 def check_count(lo: int, hi: int | None = None) -> Callable[[Any, str], int]:
@@ -402,7 +403,7 @@ GATE_GROUPS = Opt("gate_groups", ("--gate-groups",), False, "Apply every --fail-
                   "--by group too (groups under --min-group-size are skipped, and said so).",
                   OUTPUT, check_bool, type="bool")
 
-ENGINE_OPT = Opt("engine", ("--engine",), "memory", "memory (default: every metric, exact), "
+ENGINE_OPT = Opt("engine", ("--engine",), DEFAULT_ENGINE, "memory (default: every metric, exact), "
                  "stream (Parquet files or directories in bounded memory) or dask (the same on "
                  "a Dask cluster; pip install 'calcheck[dask]').", ENGINE, choice(*ENGINES),
                  "ENGINE")

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from calcheck._typing import BoolArray, FloatArray, IntArray
 from calcheck.errors import InputError, UsageError
+from calcheck.limits import bins_in_range
 
 MAX_SHOWN = 3
 
@@ -192,11 +193,12 @@ def check_nonempty(n: int, *, where: str) -> None:
         raise InputError(f"{where}: no rows to compute on")
 
 
-def check_bins(bins: int, *, name: str = "bins", minimum: int = 1) -> int:
-    """Validate a bin count."""
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < minimum:
+def check_bins(bins: Any, *, name: str = "bins", minimum: int = 1) -> int:
+    """Validate a bin count: an integer, in the range every entry point shares
+    (:func:`calcheck.limits.bins_in_range`)."""
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)):
         raise UsageError(f"{name} must be an integer >= {minimum}, got {bins!r}")
-    return int(bins)
+    return bins_in_range(int(bins), name, minimum)
 
 
 def check_alpha(alpha: float, *, name: str = "alpha") -> float:

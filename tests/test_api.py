@@ -177,3 +177,30 @@ def test_report_object(data, tmp_path):
         rep.value("mce")
     t = calcheck.run_tests(data[0], method=["hl"], fail_on_reject=True)
     assert t.rejected == ["hosmer_lemeshow"] and t.exit_code == 1
+
+
+def test_api_defaults_are_the_option_tables():
+    """Each keyword default of the report API is its command's option default (the option
+    table is the one place defaults are written: a drift here would make the API and the
+    command line compute different things for the same omitted option)."""
+    import inspect
+
+    from calcheck.options import COMMANDS
+
+    for fn, command in ((calcheck.score, "score"), (calcheck.run_tests, "test"),
+                        (calcheck.figure, "plot"), (calcheck.write_report, "report"),
+                        (calcheck.compare, "compare")):
+        table = {o.kw: o for o in COMMANDS[command]}
+        for name, par in inspect.signature(fn).parameters.items():
+            if name not in table or par.default is inspect.Parameter.empty:
+                continue
+            opt = table[name]
+            if opt.type == "toggle":                 # None: not given, the table's default
+                assert par.default is None, (command, name)
+                continue
+            assert par.default == opt.default, (command, name, par.default, opt.default)
+        missing = [o.kw for o in COMMANDS[command]
+                   if o.kw not in inspect.signature(fn).parameters
+                   and o.kw not in ("output", "format", "json", "quiet", "no_progress",
+                                    "details", "file")]
+        assert not missing or command == "plot", (command, missing)

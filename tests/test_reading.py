@@ -365,7 +365,9 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
     src = source.open_source(str(path), "parquet")
     if case == "late_nulls":
         kwargs = {"drop_invalid": True}
-    data = load_predictions(src, uniform_bins=(10, 15), **kwargs)
+    from calcheck.binning import UniformFold
+
+    data = load_predictions(src, fold=lambda rows: UniformFold(rows, (10, 15)), **kwargs)
     if case != "plain":
         assert data.uniform_read == {}
         return

@@ -8,17 +8,18 @@ both start there.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from calcheck.data import Predictions
+from calcheck.engines.base import Capabilities, Progress, capabilities
 from calcheck.errors import UsageError
 from calcheck.options import Options
 
 if TYPE_CHECKING:
     from calcheck.engines.base import Engine
 
-Progress = Callable[[str], Callable[[int, int], None] | None]
+__all__ = ["Capabilities", "Progress", "capabilities", "extra_columns", "open_engine",
+           "source_of"]
 
 
 def source_of(source: Any, opts: Options) -> Any:
@@ -46,7 +47,7 @@ def extra_columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
 
 def open_engine(source: Any, opts: Options, *, progress: Progress | None = None) -> Engine:
     """The engine ``opts.engine`` on ``source``."""
-    from calcheck.engines.memory import MemoryEngine, read_bins
+    from calcheck.engines.memory import MemoryEngine, read_fold
 
     numeric, raw, flags = extra_columns(opts)
     if isinstance(source, Predictions):
@@ -67,7 +68,7 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                                 renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                                 where=opts.where, numeric=numeric, raw=raw, flags=flags,
                                 progress=progress(f"reading {src.name}") if progress else None,
-                                uniform_bins=read_bins(opts),
+                                fold=read_fold(opts),
                                 pair_as_binary=not opts.asks_multiclass)
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine

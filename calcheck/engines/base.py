@@ -12,10 +12,52 @@ Dask client).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from calcheck import registry
 from calcheck.options import Options
+
+# a run's progress bars: label → callback(done, total), or None without a bar
+Progress = Callable[[str], Callable[[int, int], None] | None]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can compute — the one place the pipeline asks (nothing outside
+    ``engines/`` and ``options.py`` compares engine names).
+
+    ``rows``: the engine holds every row in memory — so it computes every registered metric
+    and test (the streaming engines: those with a ``stream`` mode), checks ``--bins`` against
+    the rows, draws the CORP and per-class figures, runs SKCE and tests per group, and its
+    summary bins are equal-mass (ACE's) rather than the first pass's equal-width ones."""
+
+    name: str
+    rows: bool
+
+    def metrics(self, multiclass: bool) -> list[str]:
+        """The metric ids this engine computes for this input kind."""
+        return registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
+
+    def methods(self) -> list[str]:
+        """The ``--method`` values this engine runs."""
+        return registry.methods(streamed=not self.rows)
+
+    def interval(self, mid: str) -> bool:
+        """Whether metric ``mid`` gets a ``--ci`` interval on this engine."""
+        spec = registry.METRICS[mid]
+        return spec.ci if self.rows else spec.stream_ci
+
+
+CAPABILITIES = {"memory": Capabilities("memory", rows=True),
+                "stream": Capabilities("stream", rows=False),
+                "dask": Capabilities("dask", rows=False)}
+
+
+def capabilities(engine: str) -> Capabilities:
+    """The capabilities of the engine named ``engine`` (an ``--engine`` value)."""
+    return CAPABILITIES[engine]
 
 
 def top_label_note(classes: int) -> str:
@@ -38,6 +80,9 @@ class Engine(Protocol):
     """What the pipeline (:mod:`calcheck.api`) asks of an engine."""
 
     name: str
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     @property
     def multiclass(self) -> bool: ...
@@ -78,6 +123,11 @@ class Engine(Protocol):
         the first pass's equal-width ones on a stream — when they come without another pass
         over the data (None otherwise)."""
         ...
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+        """Every row once, validated, in the input's order, as batches of (scores, labels) —
+        ``view="classes"``: (class probabilities (n, K), class indices) of multiclass input —
+        for a pass over two models in step (``compare``)."""
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         """The tie groups the summary's bins (of metric ``mid``) share pro rata, when the

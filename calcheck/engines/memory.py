@@ -9,7 +9,7 @@ binary (or top-label) view.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,8 +17,7 @@ import numpy as np
 from calcheck import registry
 from calcheck._typing import IntArray
 from calcheck.data import Predictions
-from calcheck.engines import Progress
-from calcheck.engines.base import Outcome, top_label_note
+from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome, Progress, top_label_note
 from calcheck.errors import CalcheckError, InputError
 from calcheck.metrics import (
     MetricOptions,
@@ -83,6 +82,17 @@ def read_bins(opts: Options) -> tuple[int, ...]:
     return (default_bins(opts, False),) if ids & {"ece", "ece_l2", "mce", "all"} else ()
 
 
+def read_fold(opts: Options) -> Callable[[int], Any] | None:
+    """The hook the reader calls to fold a large binary file's rows into the equal-width bins
+    of :func:`read_bins` while it reads (:class:`~calcheck.binning.UniformFold`), or None."""
+    bins = read_bins(opts)
+    if not bins:
+        return None
+    from calcheck.binning import UniformFold
+
+    return lambda rows: UniformFold(rows, bins)
+
+
 def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:
     """Distinct ``--by`` keys (``str(value)``; None for a missing value, listed last) and the
     key index of every row."""
@@ -102,6 +112,7 @@ class MemoryEngine:
     """Every metric and test on predictions held in memory."""
 
     name = "memory"
+    capabilities: Capabilities = CAPABILITIES["memory"]
 
     def __init__(self, data: Predictions, *, progress: Progress | None = None) -> None:
         self.data = data
@@ -357,6 +368,12 @@ class MemoryEngine:
         s, y = self.data.top
         return ace(Prepared(s, y, validate=False, ties=opts.ties),
                    bins=15 if self.multiclass else 10).bin_rows()
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+        if view == "classes" and self.multiclass:
+            yield self.data.probs, self.data.labels
+        else:
+            yield self.data.top
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         """The tie groups the summary's equal-mass bins share pro rata (ACE's, with

@@ -14,13 +14,14 @@ figures from their own passes.  Every pass goes through :class:`StreamSource.run
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from calcheck import registry
-from calcheck.engines.base import Outcome, top_label_note
+from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome, top_label_note
 from calcheck.errors import InputError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
@@ -63,6 +64,10 @@ class StreamEngine:
             self.source.client.close()
             self.source.client = None
             self._own_client = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return CAPABILITIES[self.name]
 
     # -- the input ---------------------------------------------------------------------------
 
@@ -446,6 +451,13 @@ class StreamEngine:
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         return []
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+        from calcheck.io.stream import stream_batches
+
+        for batch in stream_batches(self.plan, pos_label=self.source.pos_label,
+                                    batch_rows=self.source.batch_rows, view=view):
+            yield batch[0], batch[1]
 
     def recalibration(self, opts: Options) -> Any:
         """Cox's fit from Newton passes, started from the first pass's grid."""

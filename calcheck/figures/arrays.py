@@ -46,7 +46,7 @@ def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
 
     rec = c.recalibration(data)
     band = c.consistency_band(rec, reps=reps, level=level, seed=seed)
-    parts = {name: vars(c.decompose(rec, kind)) for name, kind in (("Brier", "brier"),
+    parts = {name: c.decompose(rec, kind).to_dict() for name, kind in (("Brier", "brier"),
                                                                   ("log", "log"))}
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
               if top_label else {})

@@ -57,12 +57,13 @@ def _extras(src: Source, table: Any, numeric: list[str], raw: list[str]) -> dict
 
 
 class _Folding:
-    """The equal-width bins ``bins`` of a binary read, folded while the file is read
-    (:class:`~calcheck.binning.UniformFold`) from the reader's arrays of the score and label
-    columns; stopped however the read ends."""
+    """The fold a run installs (``fold(rows)``: an object with ``feed(scores, labels, rows)``,
+    ``stop()``, ``finish()`` and ``close()``; the engine's equal-width bins of a binary read)
+    fed from the reader's arrays of the score and label columns; stopped however the read
+    ends.  The reader knows nothing of bins: it hands its arrays on."""
 
-    def __init__(self, bins: tuple[int, ...], score: str, label: str) -> None:
-        self.bins, self.score, self.label = bins, score, label
+    def __init__(self, factory: Callable[[int], Any] | None, score: str, label: str) -> None:
+        self.factory, self.score, self.label = factory, score, label
         self.fold: Any = None
 
     def __enter__(self) -> _Folding:
@@ -76,10 +77,8 @@ class _Folding:
     def consume(self, arrays: dict[str, np.ndarray], rows: int) -> None:
         """``read_columns``' view of the rows read so far."""
         s, y = arrays.get(self.score), arrays.get(self.label)
-        if self.fold is None and s is not None and y is not None:
-            from calcheck.binning import UniformFold
-
-            self.fold = UniformFold(s.shape[0], self.bins)
+        if self.fold is None and self.factory is not None and s is not None and y is not None:
+            self.fold = self.factory(s.shape[0])
         if self.fold is None:
             return
         if s is None or y is None:              # a column left numpy (nulls, another type)
@@ -99,7 +98,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                      raw: list[str] | None = None,
                      flags: dict[str, str] | None = None,
                      progress: Callable[[int, int], None] | None = None,
-                     uniform_bins: tuple[int, ...] = (),
+                     fold: Callable[[int], Any] | None = None,
                      pair_as_binary: bool = True) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
@@ -108,9 +107,10 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     naming the first ones, unless ``drop_invalid`` is set: then they are removed and counted
     by reason.  ``flags`` names the options of the extra columns in messages; ``progress``
     (rows read, rows in all) follows the read of a Parquet file or directory.
-    ``uniform_bins``: numbers of equal-width bins whose statistics a large binary Parquet file
-    folds while it is read (:class:`~calcheck.binning.UniformFold`), kept in
-    ``Predictions.uniform_read`` when every row was folded and kept as read.
+    ``fold``: a hook the engine installs to fold a large binary Parquet file's rows while it
+    is read (``fold(rows)`` makes the folder: the equal-width bins'
+    :class:`~calcheck.binning.UniformFold`), its result kept in ``Predictions.uniform_read``
+    when every row was folded and kept as read.
     ``pair_as_binary``: two auto-detected probability columns are read as the binary score
     of the second (:func:`calcheck.data.binary_pair`).
     """
@@ -129,14 +129,15 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         probs, label = named
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     wanted = [*(cols or [score_col]), label_col]
-    fold = cols is None and pos_label is None and flt is None
-    with _Folding(uniform_bins if fold else (), score_col, label_col) as folding:
+    foldable = cols is None and pos_label is None and flt is None
+    with _Folding(fold if foldable else None, score_col, label_col) as folding:
         # one column plan for every source kind: the columns the run uses, plus those the filter
         # reads (dropped again once it has been applied)
         table = read_columns(src, [*wanted, *numeric, *raw],
                              to_expression(flt) if flt is not None else None,
                              filter_columns=flt.columns if flt is not None else None,
-                             progress=progress, consume=folding.consume if folding.bins else None)
+                             progress=progress,
+                             consume=folding.consume if folding.factory else None)
         n = table.num_rows
         if n == 0:
             if where:

@@ -86,3 +86,46 @@ class GroupResult:
             out["missing"] = True
         return out
 
+
+
+@dataclass(frozen=True)
+class MetricSet:
+    """Several metrics computed together (ICI with E50, E90 and Emax; ECCE-MAD with ECCE-R) as
+    one result object: each by id (``r["e90"]`` or ``r.e90``, a :class:`MetricResult`), the
+    first one's ``value``, ``ids`` and ``to_dict()``."""
+
+    results: dict[str, MetricResult]
+
+    def __getitem__(self, mid: str) -> MetricResult:
+        return self.results[mid]
+
+    def __getattr__(self, mid: str) -> MetricResult:
+        try:
+            return self.results[mid]
+        except KeyError:
+            raise AttributeError(mid) from None
+
+    def __iter__(self) -> Any:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def keys(self) -> Any:
+        return self.results.keys()
+
+    def items(self) -> Any:
+        return self.results.items()
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.results)
+
+    @property
+    def value(self) -> float:
+        """The first metric's value (ICI, ECCE-MAD)."""
+        return next(iter(self.results.values())).value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {mid: r.to_dict() for mid, r in self.results.items()}
+

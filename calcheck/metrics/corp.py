@@ -28,6 +28,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -85,10 +86,30 @@ def mean_score(kind: str, p: FloatArray, count: FloatArray, positives: FloatArra
 
 @dataclass(frozen=True)
 class Decomposition:
+    """A score's CORP decomposition, score = mcb − dsc + unc — as attributes or by key
+    (``r["mcb"]``), with ``to_dict()``; ``value`` is MCB, the calibration part."""
+
     score: float
     mcb: float
     dsc: float
     unc: float
+    kind: str = "brier"
+
+    def __getitem__(self, key: str) -> float:
+        if key not in ("score", "mcb", "dsc", "unc"):
+            raise KeyError(key)
+        return float(getattr(self, key))
+
+    def keys(self) -> list[str]:
+        return ["score", "mcb", "dsc", "unc"]
+
+    @property
+    def value(self) -> float:
+        return self.mcb
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, "mcb": self.mcb, "dsc": self.dsc, "unc": self.unc,
+                "kind": self.kind}
 
 
 def decompose(r: Recalibration, kind: str) -> Decomposition:
@@ -97,7 +118,7 @@ def decompose(r: Recalibration, kind: str) -> Decomposition:
     s_orig = mean_score(kind, r.x, r.count, r.positives)
     s_fit = mean_score(kind, r.fit, r.count, r.positives)
     unc = mean_score(kind, base, r.count, r.positives)
-    return Decomposition(score=s_orig, mcb=s_orig - s_fit, dsc=unc - s_fit, unc=unc)
+    return Decomposition(score=s_orig, mcb=s_orig - s_fit, dsc=unc - s_fit, unc=unc, kind=kind)
 
 
 @dataclass(frozen=True)

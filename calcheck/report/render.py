@@ -20,6 +20,7 @@ from typing import Any
 from calcheck.formatting import number, statistic
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
+from calcheck.options import DEFAULT_ENGINE
 from calcheck.registry import METRICS, title
 from calcheck.report.text import ascii, clean, markdown, setting
 
@@ -129,7 +130,7 @@ def _common_settings(report: Mapping[str, Any]) -> str:
         parts.append(f"compat {setting(s['compat'])}")
     if s.get("where"):
         parts.append(f"where {clean(s['where'])}")
-    if s.get("engine") and s.get("engine") != "memory":
+    if s.get("engine") and s.get("engine") != DEFAULT_ENGINE:
         parts.append(f"engine {setting(s['engine'])}")
     return "; ".join(parts)
 
