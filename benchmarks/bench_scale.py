@@ -30,6 +30,10 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
                                                                                  [<= 1.3x]
   compare    calcheck compare OLD NEW --id (default metrics), 10^4 rows, best of 3
              vs calcheck score OLD (best of 3)                                    [<= 3 s]
+  audit      calcheck audit --segment region --segment device --segment age (depth 2,
+             1,000 null draws), 10^6 rows, vs calcheck score -m ece           [<= 10 s]
+  monitor    calcheck monitor --time ts --window 1d, 10^6 rows over 60 days,
+             vs calcheck score -m ece                                       [one pass]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -454,8 +458,46 @@ def row_compare(a: argparse.Namespace, folder: Path) -> None:
     line("compare 1e4 (vs score)", ours[0], floor[0], "<= 3 s")
 
 
+def audit_file(n: int) -> Path:
+    """Scores, labels and three segment columns: region (8 values), device (4), age (numeric)."""
+    path = DATA / f"audit_{n}.parquet"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        s = rng.beta(2, 5, n)
+        pq.write_table(pa.table({
+            "region": rng.choice(list("ABCDEFGH"), n), "device": rng.choice(
+                ["mobile", "desktop", "tablet", "tv"], n), "age": rng.integers(18, 90, n),
+            "score": s, "label": (rng.random(n) < s).astype(np.int8)}), path)
+    return path
+
+
+def row_audit(a: argparse.Namespace, folder: Path) -> None:
+    path = audit_file(10**6)
+    floor = best(["calcheck", "score", str(path), "-m", "ece", "--no-progress", "-q"], 3)
+    ours = best(["calcheck", "audit", str(path), "--segment", "region", "--segment", "device",
+                 "--segment", "age", "--no-progress", "-q"], 3)
+    line("audit 1e6, 3 columns, depth 2", ours[0], floor[0], "<= 10 s", f"peak {ours[1]:.2f} GB")
+
+
+def row_monitor(a: argparse.Namespace, folder: Path) -> None:
+    path = DATA / "monitor_1e6.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(0)
+        n = 10**6
+        s = rng.beta(2, 5, n)
+        ts = np.datetime64("2026-01-01", "s") + rng.integers(0, 60 * 86400, n).astype(
+            "timedelta64[s]")
+        pq.write_table(pa.table({"ts": ts, "score": s,
+                                 "label": (rng.random(n) < s).astype(np.int8)}), path)
+    floor = best(["calcheck", "score", str(path), "-m", "ece", "--no-progress", "-q"], 3)
+    ours = best(["calcheck", "monitor", str(path), "--time", "ts", "--window", "1d",
+                 "--no-progress", "-q"], 3)
+    line("monitor 1e6, 60 daily windows", ours[0], floor[0], "one pass", f"peak {ours[1]:.2f} GB")
+
+
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",
-        "dask", "compare"]
+        "dask", "compare", "audit", "monitor"]
 
 
 def main() -> None:

@@ -312,6 +312,63 @@ def run_small(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
     return out
 
 
+def audit_sample(kind: str, n: int, seed: int) -> dict[str, Any]:
+    """Three segment columns — region (8 values, A a quarter of the rows), device (4 values,
+    tablet a fifth), age (numeric: 4 quantile buckets) — about 100 segments at depth 2; scores
+    Beta(2, 5); calibrated, or (``planted``) y ~ Bernoulli(s + 0.1) on region A & tablet (5 %
+    of the rows)."""
+    rng = np.random.default_rng(seed)
+    region = rng.choice(list("ABCDEFGH"), n, p=[0.25] + [0.75 / 7] * 7)
+    device = rng.choice(["tablet", "mobile", "desktop", "tv"], n, p=[0.2, 0.4, 0.3, 0.1])
+    age = rng.integers(18, 90, n).astype(float)
+    s = rng.beta(2, 5, n)
+    p = s.copy()
+    planted = (region == "A") & (device == "tablet")
+    if kind == "planted":
+        p[planted] = np.minimum(1.0, p[planted] + 0.1)
+    y = (rng.uniform(size=n) < p).astype(np.int64)
+    return {"scores": s, "labels": y, "segment": {"region": region, "device": device,
+                                                   "age": age}}
+
+
+def run_audit(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
+    """``calcheck audit`` at depth 2: does any segment reject after the adjustment, and is
+    the planted segment the first one named?"""
+    import calcheck
+
+    rep = calcheck.audit(**audit_sample(kind, n, seed), trials=trials, seed=seed)
+    segs = rep["segments"]
+    first = segs[0]["name"] if segs else ""
+    return {"segments": float(rep["search"]["searched"]),
+            "any rejects": float(rep["summary"]["verdict"] == "miscalibrated"),
+            "planted first and rejected": float(first == "region = A & device = tablet"
+                                                and segs[0]["reject_adjusted"])}
+
+
+def run_monitor(kind: str, days: int, seed: int, per_day: int) -> dict[str, float]:
+    """``calcheck monitor --window 1d`` over ``days`` daily windows of ``per_day`` rows (scores
+    Beta(2, 5)): calibrated throughout, or (``drift``) a logit offset of +0.4 from day 30 —
+    whether the alarm ever sounds, and after how many windows of the drift."""
+    import calcheck
+
+    rng = np.random.default_rng(seed)
+    s = rng.beta(2, 5, days * per_day)
+    day = np.repeat(np.arange(days), per_day)
+    eta = np.log(s) - np.log1p(-s) + (0.4 * (day >= 30) if kind == "drift" else 0.0)
+    y = (rng.uniform(size=s.size) < 1 / (1 + np.exp(-eta))).astype(np.int64)
+    ts = np.datetime64("2026-01-01T00:00:00") + (day * 86400 + rng.integers(0, 86400, s.size)
+                                                 ).astype("timedelta64[s]")
+    rep = calcheck.monitor(scores=s, labels=y, time=ts.astype("datetime64[ns]"), window="1d")
+    alarms = [i for i, w in enumerate(rep["windows"]) if w["alarm"]]
+    first = alarms[0] if alarms else None
+    drift = kind == "drift"
+    detect = float(first - 30 + 1) if drift and first is not None and first >= 30 else math.nan
+    return {"ever alarms": float(first is not None),
+            "alarm before the drift": float(first is not None and first < 30) if drift
+            else math.nan,
+            "median windows to detect": detect}
+
+
 def _chi2_sf(x: float, df: int) -> float:
     from scipy.stats import chi2
 
@@ -393,6 +450,13 @@ def cells(quick: bool) -> list[Cell]:
                           ("u_shaped", 5000, "Beta(0.5, 0.5)")):
         out.append(Cell("ties", f"calibrated, scores {what}, n = {n:,}", run_small,
                         (kind, n, r(1000, 100)), r(2000 if kind == "eleven" else 1500, 4)))
+    for kind in ("calibrated", "planted"):
+        out.append(Cell("audit", f"{kind}, 3 columns at depth 2, n = 20,000", run_audit,
+                        (kind, 20_000, r(1000, 100)), r(300, 3)))
+    for kind, per_day in (("calibrated", 1000), ("calibrated", 100), ("drift", 1000),
+                          ("drift", 300)):
+        out.append(Cell("monitor", f"{kind}, 60 daily windows of {per_day:,} rows", run_monitor,
+                        (kind, 60, per_day), r(1000, 3)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
@@ -414,7 +478,8 @@ def run_cell(cell: Cell, pool: ProcessPoolExecutor | None) -> dict[str, float]:
     out = {}
     for k in results[0]:
         v = np.array([r[k] for r in results], dtype=np.float64)
-        out[k] = float(v[~np.isnan(v)].mean()) if (~np.isnan(v)).any() else float("nan")
+        agg = np.median if k.startswith("median") else np.mean
+        out[k] = float(agg(v[~np.isnan(v)])) if (~np.isnan(v)).any() else float("nan")
     return out
 
 
@@ -459,6 +524,12 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
           "small": "Hosmer–Lemeshow with rare positives (calibrated): rejection rate at "
                    "α = 0.05",
           "ties": "Few distinct or U-shaped scores (calibrated): rejection rate at α = 0.05",
+          "audit": "calcheck audit (region × device × age, depth 2, max-type adjustment at "
+                   "α = 0.05): the chance that any segment rejects, and that the planted "
+                   "segment (5 % of rows, +0.1) is named first and rejected",
+          "monitor": "calcheck monitor over 60 daily windows (α = 0.05): the chance of ever "
+                     "alarming, and the mean number of drifted windows read until the alarm "
+                     "(logit offset +0.4 from day 30)",
           "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
                       "interval at 95 %) and the --tolerance verdict (ECE's 95 % norm "
                       "bootstrap interval): coverage, width, rate of each firm verdict"}
@@ -468,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
-                    "headline, family, multiclass, groups, windows, compare, small, ties, skce")
+                    "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
+                    "monitor, skce")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")

@@ -18,6 +18,7 @@ _API = {
     # the report API: what the command line prints, from Python
     "score": "calcheck.api", "run_tests": "calcheck.api", "compare": "calcheck.api", "figure": "calcheck.api",
     "write_report": "calcheck.api", "Report": "calcheck.report.model",
+    "audit": "calcheck.auditing", "monitor": "calcheck.monitoring",
     "Predictions": "calcheck.data",
     # metrics and tests on arrays
     "ece": _F, "mce": _F, "ace": _F, "mce_q": _F, "pde": _F, "brier": _F, "log_loss": _F,

@@ -142,6 +142,11 @@ def _inputs(command: str, values: Mapping[str, Any], *,
         for key, name in (("by", "group"), ("correct_from", "correct_from"), ("time", "time")):
             if _is_array(values.get(key)):
                 columns[name], values[key] = values[key], name
+        for key in ("segment", "audit"):
+            named = values.get(key)
+            if isinstance(named, Mapping):
+                columns.update({str(k): a for k, a in named.items()})
+                values[key] = [str(k) for k in named]
         var = values.get("var")
         if isinstance(var, Mapping):
             columns.update({str(k): a for k, a in var.items()})
@@ -156,7 +161,7 @@ def _inputs(command: str, values: Mapping[str, Any], *,
                          "DataFrame, a pyarrow Table, Predictions) or arrays: scores= (or "
                          "probs=) with labels=")
     else:
-        for key in ("by", "correct_from", "time", "var"):
+        for key in ("by", "correct_from", "time", "var", "segment"):
             if _is_array(values.get(key)) or isinstance(values.get(key), Mapping):
                 raise UsageError(f"{key}= names a column of the source; arrays are for input "
                                  "given as arrays (scores= or probs= with labels=)")
@@ -381,6 +386,11 @@ def write_report(
         correct_from: str | ArrayLike | None = None,
         band_level: float = 0.9,
         band_reps: int = 200,
+        audit: str | Sequence[str] | Mapping[str, ArrayLike] | None = None,
+        buckets: int = 4,
+        depth: int = 2,
+        min_size: int = 200,
+        max_segments: int = 1000,
         engine: str = "memory",
         scheduler: str | None = None,
         batch_rows: int = DEFAULT_BATCH_ROWS,
@@ -1006,6 +1016,8 @@ def run_figure(source: Any, opts: Options, *, progress: Progress | None = None,
     require_matplotlib()
     if opts.kind == "drift":
         return _drift_figure(source, opts, progress, ax)
+    if opts.kind == "monitor":
+        return _monitor_figure(source, opts, progress, ax)
     with _engine(source, opts, progress) as eng:
         if opts.by:
             out = _groups_figure(eng, opts, ax)
@@ -1049,6 +1061,23 @@ def _drift_figure(source: Any, opts: Options, progress: Progress | None,
     mid = next(iter(rep.metrics))
     fig = draw.drift_figure(rep.data["windows"], mid, registry.title(mid),
                              window=f"{opts.window} windows of {opts.time} ({opts.tz})", ax=ax)
+    return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
+
+
+def _monitor_figure(source: Any, opts: Options, progress: Progress | None,
+                    ax: Any = None) -> Outcome:
+    """``plot --kind monitor``: the e-value path and the offset's confidence sequence."""
+    from calcheck.figures.watch import monitor_figure
+    from calcheck.monitoring import run_monitor
+
+    mopts = parse("monitor", {"time": opts.time, "window": opts.window, "tz": opts.tz,
+                              "score": opts.score, "label": opts.label,
+                              "pos_label": opts.pos_label, "probs": opts.probs,
+                              "where": opts.where, "drop_invalid": opts.drop_invalid,
+                              "input_format": opts.input_format},
+                  style=opts.style)
+    rep = run_monitor(source, mopts, progress=progress)
+    fig = monitor_figure(rep.data["windows"], alpha=rep.data["settings"]["alpha"], ax=ax)
     return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
 
 
@@ -1109,6 +1138,18 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             fopts = opts.replace(variables=[name])
             figs.append((f"Variable-based calibration along {name}",
                          eng.figure("variable", fopts, variables=var).values["figure"]))
+        extra = None
+        if opts.audit:
+            from calcheck.auditing import audit_section
+            from calcheck.figures.watch import segments_figure
+
+            aopts = opts.replace(segments=opts.audit)
+            section = audit_section(eng.segment_table(list(dict.fromkeys(opts.audit)), aopts),
+                                    aopts)
+            extra = {"audit": section}
+            figs.append(("The worst segments: observed rate − mean score (red: miscalibrated "
+                         "after adjusting for every segment searched)",
+                         segments_figure(section["segments"], alpha=opts.alpha)))
         check_dropped(eng, opts)
         reading = eng.reading()
         sb = _summary_bins(eng, opts, m.values)
@@ -1120,7 +1161,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         data = build_report(command="report", input_info=eng.input_info(), settings=settings,
                             metrics=m.values, tests=t.values, notes=reading.notes + notes,
                             variables=var.to_dict() if var is not None else None,
-                            groups=groups,
+                            groups=groups, extra=extra,
                             score_range=getattr(eng, "score_range", None),
                             summary_bins=sb, seed=opts.seed, direction_fit=fit,
                             tolerance=tolerance, family=opts.family,

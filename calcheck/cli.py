@@ -31,8 +31,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 HELP = "Is this classifier calibrated? Calibration metrics and tests, exact to the papers."
 EXIT_CODES = ("Exit codes: 0 ran fine (whatever the values); 1 a --fail-if or --fail-if-worse "
-              "gate tripped, a test rejected with --fail-on-reject or the --tolerance verdict "
-              "is beyond tolerance with --fail-if-beyond; 2 usage or input error; "
+              "gate tripped, a test (or an audit's segment) rejected with --fail-on-reject, the "
+              "--tolerance verdict is beyond tolerance with --fail-if-beyond, or the monitor's "
+              "alarm is raised with --fail-on-alarm; 2 usage or input error; "
               "3 internal error; 130 interrupted.")
 EXAMPLES = {
     "score": ["calcheck score preds.parquet", "calcheck score preds.csv -m ece,ace --bins 15",
@@ -50,6 +51,12 @@ EXAMPLES = {
                 "calcheck compare preds.parquet --score old_score --score new_score",
                 "calcheck compare old.csv new.csv --fail-if-worse ece --fail-if-worse brier:0.001",
                 "calcheck compare old.parquet new.parquet -o comparison.html"],
+    "audit": ["calcheck audit preds.parquet --segment region --segment device",
+              "calcheck audit preds.parquet --segment region --segment age --depth 2 --json",
+              "calcheck audit preds.parquet --segment site --fail-on-reject"],
+    "monitor": ["calcheck monitor preds.parquet --time ts --window 1d",
+                "calcheck monitor today.parquet --time ts --window 1d --state monitor.json "
+                "--fail-on-alarm"],
     "report": ["calcheck report preds.parquet -o report.html",
                "calcheck report preds.parquet --var age -o report.pdf"],
 }
@@ -61,6 +68,11 @@ DOCS = {
     "compare": "Compare two models' calibration on the same rows: each metric's change with a "
                "paired bootstrap interval and a verdict (better, worse, no detectable "
                "difference); --fail-if-worse gates a CI pipeline.",
+    "audit": "Find the miscalibrated segments: every value of the --segment columns and their "
+             "intersections, worst first, with p-values adjusted for every segment searched.",
+    "monitor": "Watch calibration window after window with an anytime-valid e-process: the "
+               "alarm's chance of ever sounding on a calibrated model stays below --alpha; "
+               "--state continues yesterday's run.",
     "report": "Write one self-contained report: metrics, test verdicts and every figure (HTML or "
               "PDF).",
 }
@@ -177,7 +189,7 @@ def _parse(command: str, file: str, values: dict[str, Any],
 
     opts = O.parse(command, values, style="cli")
     if opts.output is not None:
-        if command in ("score", "test", "compare"):
+        if command in ("score", "test", "compare", "audit", "monitor"):
             from calcheck.report.render import format_for_path
 
             if opts.format is None:
@@ -294,8 +306,31 @@ def _compare(files: list[str], values: dict[str, Any]) -> int:
     return rep.exit_code
 
 
+def _audit(file: str, values: dict[str, Any]) -> int:
+    from calcheck import auditing
+
+    opts = _parse("audit", file, values)
+    rep = _with_bars(opts, auditing.run_audit, file)
+    _emit(rep, opts)
+    if rep.fail_on_reject and rep.rejected:
+        note(f"miscalibrated segments: {', '.join(rep.rejected[:10])}"
+             + (" …" if len(rep.rejected) > 10 else ""))
+    return rep.exit_code
+
+
+def _monitor(file: str, values: dict[str, Any]) -> int:
+    from calcheck import monitoring
+
+    opts = _parse("monitor", file, values)
+    rep = _with_bars(opts, monitoring.run_monitor, file)
+    _emit(rep, opts)
+    if rep.fail_on_alarm and rep.alarm is not None:
+        note(f"alarm since {rep.alarm['window']}")
+    return rep.exit_code
+
+
 for _name, _body in (("score", _score), ("test", _test), ("plot", _plot), ("report", _report),
-                     ("compare", _compare)):
+                     ("compare", _compare), ("audit", _audit), ("monitor", _monitor)):
     _command(_name, _body)
 
 

@@ -37,7 +37,7 @@ DEFAULT_ENGINE = ENGINES[0]
 INPUT_FORMATS = ("csv", "parquet")
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 REPORT_FORMATS = ("html", "pdf")
-PLOT_KINDS = ("reliability", "tce", "corp", "variable", "drift")
+PLOT_KINDS = ("reliability", "tce", "corp", "variable", "drift", "monitor")
 COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "nixon")
 
 
@@ -414,8 +414,9 @@ BATCH_ROWS = Opt("batch_rows", ("--batch-rows",), DEFAULT_BATCH_ROWS, "Rows per 
                  "rows).", ENGINE, check_count(1, MAX_BATCH_ROWS), "N", "int")
 
 KIND = Opt("kind", ("--kind",), "tce", "reliability, tce (test-based reliability diagram), "
-           "corp (PAV reliability diagram with its consistency band and decomposition) or "
-           "variable.", OUTPUT, choice(*PLOT_KINDS), "KIND")
+           "corp (PAV reliability diagram with its consistency band and decomposition), "
+           "variable, drift (a metric per --window) or monitor (the monitor's e-value path and "
+           "offset confidence sequence).", OUTPUT, choice(*PLOT_KINDS), "KIND")
 BAND_LEVEL = Opt("band_level", ("--band-level",), 0.9, "Level of the CORP diagram's consistency "
                  "band.", METRICS, check_open_unit, "LEVEL", "float")
 BAND_REPS = Opt("band_reps", ("--band-reps",), 200, "Draws of the CORP consistency band.",
@@ -518,12 +519,51 @@ PLOT_METRIC = Opt("metrics", ("--metrics", "-m"), None, "--kind drift: the metri
                   "time (default ece, or ece_top for multiclass input).", METRICS,
                   check_list(check_text), "ID", "list")
 
+SEGMENT = Opt("segments", ("--segment",), None, "A column whose values (numeric: quantile "
+              "buckets) define segments; repeatable, their intersections up to --depth are "
+              "searched too.", VARIABLES, check_list(check_column), "COLUMN", "list",
+              required=True)
+BUCKETS = Opt("buckets", ("--buckets",), 4, "Quantile buckets of a numeric --segment column "
+              "with more distinct values than this.", VARIABLES, check_count(2, 1000), "N", "int")
+DEPTH = Opt("depth", ("--depth",), 2, "Intersections of up to this many --segment columns.",
+            VARIABLES, check_count(1, 5), "D", "int")
+MIN_SIZE = Opt("min_size", ("--min-size",), 200, "Skip (and count) segments with fewer rows.",
+               VARIABLES, check_count(1), "N", "int")
+MAX_SEGMENTS = Opt("max_segments", ("--max-segments",), 1000, "Search at most this many "
+                   "segments (the shallower, then the larger first; the rest are counted).",
+                   VARIABLES, check_count(1, 100_000), "N", "int")
+MAX_LEVELS = Opt("max_levels", ("--max-levels",), 1000, "Refuse a categorical --segment column "
+                 "with more distinct values than this.", VARIABLES, check_count(1, 1_000_000),
+                 "N", "int")
+SCORE_CELLS = Opt("score_cells", ("--score-cells",), 100, "Equal-mass score cells of the "
+                  "segments' shape statistic and its null draws.", TESTS,
+                  check_count(2, 10_000), "N", "int")
+AUDIT_TRIALS = dataclasses.replace(TRIALS, help="Null draws of the labels behind the segments' "
+                                   "p-values and their adjustment.")
+AUDIT_REJECT = dataclasses.replace(FAIL_ON_REJECT, help="Exit 1 when a segment is "
+                                   "miscalibrated after adjusting for every segment searched.")
+TOP = Opt("top", ("--top",), 20, "Segments shown in the table and markdown (worst first; the "
+          "JSON and CSV hold every one).", OUTPUT, check_count(1), "N", "int")
+MONITOR_TIME = dataclasses.replace(TIME, help="Timestamp column: the monitor reads the windows "
+                                   "in time order.", required=True)
+MONITOR_WINDOW = dataclasses.replace(WINDOW, help="Window length: 1h, 6h, 1d, 7d, 1mo …, "
+                                     "aligned to calendar boundaries.", required=True)
+STATE = Opt("state", ("--state",), None, "Continue the e-process from this state file (if it "
+            "exists) and write it back with the new windows (atomically).", INPUT, check_path,
+            "FILE")
+FAIL_ON_ALARM = Opt("fail_on_alarm", ("--fail-on-alarm",), False, "Exit 1 when the alarm is "
+                    "raised (now or in an earlier window of the state).", OUTPUT, check_bool,
+                    type="bool")
+REPORT_AUDIT = Opt("audit", ("--audit",), None, "Add an audit section: the segments of this "
+                   "column (repeatable) and their intersections, worst first.", VARIABLES,
+                   check_list(check_column), "COLUMN", "list")
 TEST_BY = dataclasses.replace(BY, help="Also run every selected test per value of this "
                               "column; the verdict reads every group's p-values together "
                               "(--family).")
 _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
           WHERE, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
+_ROWS = tuple(o for o in _INPUT if o is not TIES)      # audit and monitor cut no tie group
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
@@ -546,9 +586,15 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
                 COMPARE_CI_LEVEL, SEED, COMPARE_FAMILY, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE,
                 QUIET,
                 NO_PROGRESS, *_ENGINE),
+    "audit": (*_ROWS, SEGMENT, BUCKETS, DEPTH, MIN_SIZE, MAX_SEGMENTS, MAX_LEVELS,
+              SCORE_CELLS, AUDIT_TRIALS, SEED, ALPHA, AUDIT_REJECT, FORMAT, JSON, OUTPUT_FILE,
+              TOP, QUIET, NO_PROGRESS, *_ENGINE),
+    "monitor": (*_ROWS, MONITOR_TIME, MONITOR_WINDOW, TZ, STATE, ALPHA, FAIL_ON_ALARM, FORMAT,
+                JSON, OUTPUT_FILE, QUIET, NO_PROGRESS, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
                REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, FAMILY, TOLERANCE,
-               REPORT_FORMAT, PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS, QUIET,
+               REPORT_FORMAT, PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS,
+               REPORT_AUDIT, BUCKETS, DEPTH, MIN_SIZE, MAX_SEGMENTS, QUIET,
                NO_PROGRESS, *_ENGINE),
 }
 
@@ -630,6 +676,18 @@ class Options:
     details: bool = False
     gate_groups: bool = False
     per_class: bool = False
+    # audit and monitor
+    segments: list[str] | None = None
+    audit: list[str] | None = None
+    buckets: int = 4
+    depth: int = 2
+    min_size: int = 200
+    max_segments: int = 1000
+    max_levels: int = 1000
+    score_cells: int = 100
+    top: int = 20
+    state: str | None = None
+    fail_on_alarm: bool = False
     # engine
     engine: str = "memory"
     scheduler: str | None = None
@@ -710,7 +768,8 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
     given = []
     for name, value in values.items():
         opt = table.get(name)
-        if style == "python" and command in ("score", "test", "compare") and \
+        if style == "python" and command in ("score", "test", "compare", "audit",
+                                             "monitor") and \
                 name in DISPLAY_ONLY:
             raise UsageError(f"{command}() does not take {name}= (a command-line display "
                              f"option): {DISPLAY_ONLY[name]}")
@@ -798,12 +857,14 @@ def _cross_checks(o: Options) -> None:
                              f"with {lab('kind')} reliability")
         if o.by and o.per_class:
             raise UsageError(f"{lab('by')} and {lab('per_class')} exclude each other")
-        if o.kind == "drift" and not o.time:
-            raise UsageError(f"{lab('kind')} drift draws a metric over time: give "
+        if o.kind in ("drift", "monitor") and not o.time:
+            raise UsageError(f"{lab('kind')} {o.kind} draws over time: give "
                              f"{lab('time')} COLUMN and {lab('window')} LENGTH")
-        if o.kind != "drift" and (o.time or o.metrics):
-            raise UsageError(f"{lab('time')}, {lab('window')} and {lab('metrics')} apply to "
-                             f"{lab('kind')} drift")
+        if o.kind not in ("drift", "monitor") and o.time:
+            raise UsageError(f"{lab('time')} and {lab('window')} apply to {lab('kind')} drift "
+                             "or monitor")
+        if o.kind != "drift" and o.metrics:
+            raise UsageError(f"{lab('metrics')} applies to {lab('kind')} drift")
         if o.metrics and len(registry.split_ids(o.metrics)) != 1:
             raise UsageError(f"{lab('metrics')}: {lab('kind')} drift draws one metric")
         if o.kind == "variable" and not o.variables:
@@ -851,7 +912,10 @@ def _meaningless(o: Options) -> None:
         needs(("hl_df",), every or "hl" in methods, f"{lab('methods')} hl")
         needs(("adaptive_grid", "adaptive_correction"), o.bins is None,
               f"adaptive T-Cal (they set its levels; {lab('bins')} fixes m)")
-    if o.command in ("score", "test", "report", "plot"):
+    if o.command == "report":
+        needs(("buckets", "depth", "min_size", "max_segments"), bool(o.audit),
+              f"{lab('audit')} COLUMN")
+    if o.command in ("score", "test", "report", "plot", "audit", "monitor"):
         needs(("max_dropped",), o.drop_invalid, lab("drop_invalid"))
     if o.command == "report":
         needs(("paper",), (o.format or "") == "pdf" or (o.output or "").lower().endswith(

@@ -84,6 +84,8 @@ LAYERS = [
     ("calcheck.__main__", 5),
     ("calcheck.api", 4),
     ("calcheck.comparison", 4),
+    ("calcheck.auditing", 4),
+    ("calcheck.monitoring", 4),
     ("calcheck.report", 3),
     ("calcheck.engines", 3),
     ("calcheck.figures", 2),
@@ -92,6 +94,7 @@ LAYERS = [
     ("calcheck.hypotests", 2),                 # tests may use metrics, never the reverse
     ("calcheck.compat", 2),
     ("calcheck.metrics", 1),
+    ("calcheck.segments", 1),
     ("calcheck.binning", 0),                   # kernels on arrays
     ("calcheck.binomial", 0),
     ("calcheck._binom_dist", 0),

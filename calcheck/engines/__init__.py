@@ -35,11 +35,14 @@ def source_of(source: Any, opts: Options) -> Any:
 
 
 def extra_columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
-    """The extra columns a run reads: numeric (``--var``) and raw (``--by``,
-    ``--correct-from``), and the option naming each."""
+    """The extra columns a run reads: numeric (``--var``) and raw (``--by``, ``--time``,
+    ``--correct-from``, ``--segment``, ``--audit``), and the option naming each."""
     numeric = opts.variable_list
-    raw = [c for c in (opts.by, opts.time, opts.correct_from) if c]
+    segments = list(dict.fromkeys([*(opts.segments or []), *(opts.audit or [])]))
+    raw = list(dict.fromkeys([c for c in (opts.by, opts.time, opts.correct_from) if c]
+                             + segments))
     flags = {c: opts.name_of("variables") for c in numeric}
+    flags.update({c: opts.name_of("segments" if opts.segments else "audit") for c in segments})
     flags.update({c: opts.name_of(n) for n in ("by", "time", "correct_from")
                   if (c := getattr(opts, n))})
     return numeric, raw, flags

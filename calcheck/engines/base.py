@@ -124,6 +124,19 @@ class Engine(Protocol):
         over the data (None otherwise)."""
         ...
 
+    @property
+    def classes(self) -> int: ...
+
+    def segment_table(self, columns: list[str], opts: Options) -> Any:
+        """``audit``: the segment columns cut into levels and the cell table of their atoms
+        (:class:`calcheck.segments.SegmentData`)."""
+        ...
+
+    def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
+        """``monitor``: (each row's window start in ns, scores, labels) of the binary or
+        top-label view."""
+        ...
+
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
         """Every row once, validated, in the input's order, as batches of (scores, labels) —
         ``view="classes"``: (class probabilities (n, K), class indices) of multiclass input —

@@ -131,6 +131,10 @@ class MemoryEngine:
     def multiclass(self) -> bool:
         return self.data.multiclass
 
+    @property
+    def classes(self) -> int:
+        return self.data.classes if self.multiclass else 0
+
     def sorted_scores(self, sort: bool = True) -> np.ndarray | None:
         """The (top-label) scores in ascending order: the metrics' sort when they made one,
         else a new sort (``sort=False``: None)."""
@@ -386,6 +390,34 @@ class MemoryEngine:
         s = self.sorted_scores()
         assert s is not None
         return shared_ties(s, quantile_bounds(s.shape[0], len(rows)))
+
+    # -- audit and monitor -------------------------------------------------------------------
+
+    def segment_table(self, columns: list[str], opts: Options) -> Any:
+        """The audit's cell table over the segment ``columns`` (:mod:`calcheck.segments`),
+        with the rows themselves for the segments' row-level walks."""
+        from calcheck.io.columns import as_numeric, categories
+        from calcheck.segments import SegmentData, segment_data
+
+        s, y = self.data.top
+        encoded = []
+        for c in columns:
+            raw = self.data.column(c)
+            num = as_numeric(raw)
+            encoded.append((num, None if num is not None else categories(raw)))
+        data: SegmentData = segment_data(s, y, columns, encoded, opts)
+        return data
+
+    def window_rows(self, opts: Options) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(window start in ns, scores, labels) of every row of the binary (top-label) view,
+        for ``monitor``."""
+        from calcheck.io.windows import parse_window, timestamps
+
+        assert opts.time is not None and opts.window is not None
+        window = parse_window(opts.window, opts.tz, opts.name_of("window"))
+        ns = timestamps(self.data.column(opts.time), opts.time, self.data.provenance.path)
+        s, y = self.data.top
+        return window.starts(ns), s, y
 
     # -- figures -----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from calcheck import registry
 from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome, top_label_note
-from calcheck.errors import InputError
+from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
 from calcheck.options import Options
@@ -451,6 +451,15 @@ class StreamEngine:
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         return []
+
+    def segment_table(self, columns: list[str], opts: Options) -> Any:
+        raise UsageError(f"{opts.name_of('engine')} {self.name}: the audit runs on the memory "
+                         "engine (the streaming engines do not cut segment columns yet)")
+
+    def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
+        raise UsageError(f"{opts.name_of('engine')} {self.name}: the monitor runs on the "
+                         "memory engine (the streaming engines do not read windows in order "
+                         "yet)")
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
         from calcheck.io.stream import stream_batches

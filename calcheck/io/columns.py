@@ -486,3 +486,41 @@ def incorrect_from(values: np.ndarray, labels: IntArray, *, class_names: list[st
     return batch_incorrect(Source(source, "csv"), table, column, None, labels, class_names,
                             pos_label, 0)
 
+
+
+def as_numeric(values: np.ndarray) -> FloatArray | None:
+    """An extra column as float64 (NaN for missing values) when it is numeric (integers or
+    floats, booleans excluded), else None (text, booleans, dates, mixed objects)."""
+    if values.dtype.kind in "fiu":
+        return values.astype(np.float64, copy=False)
+    if values.dtype.kind != "O":
+        return None
+    try:
+        arr = pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+        return None
+    return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def categories(values: np.ndarray) -> tuple[list[Any], IntArray]:
+    """A categorical column's distinct values as text, sorted, and each row's index into
+    them (−1 for a missing value); booleans read ``false``/``true``."""
+    if values.dtype.kind == "b":
+        values = np.where(values, "true", "false").astype(object)
+    try:
+        arr = pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        arr = None
+    if arr is None or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pa.array([None if v is None or (isinstance(v, float) and v != v) else str(v)
+                        for v in values.tolist()], type=pa.string())
+    enc = arr.dictionary_encode()
+    dictionary = enc.dictionary.to_pylist()
+    idx = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    order = sorted(range(len(dictionary)), key=lambda i: dictionary[i])
+    rank = np.empty(len(dictionary), dtype=np.int64)
+    rank[order] = np.arange(len(dictionary))
+    codes = np.where(idx >= 0, rank[np.maximum(idx, 0)] if len(dictionary) else -1, -1)
+    return [dictionary[i] for i in order], codes.astype(np.int64)

@@ -144,7 +144,7 @@ def render_csv(report: Mapping[str, Any]) -> str:
 
 
 def render(report: Mapping[str, Any], fmt: str, *, width: int = 100, color: bool = False,
-           plain: bool = False) -> str:
+           plain: bool = False, details: bool = False) -> str:
     if fmt == "json":
         return to_json(report)
     if fmt == "csv":

@@ -90,6 +90,8 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
                 ("table", ["variable", "VECE", "VCE(v*)", "v*", "rows"],
                  [[name, number(v["vece"]), number(v["vce_max"]), number(v["v_star"]),
                    f"{v['n']:,}"] for name, v in variables.items()], (1, 2, 3, 4))]
+    if report.get("audit"):
+        out += audit_blocks(report["audit"])
     if report.get("notes"):
         out.append(("heading", "Notes"))
         out += [("text", "• " + str(n)) for n in report["notes"]]
@@ -97,4 +99,30 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
             ("table", ["setting", "value"], [[k.replace("_", " "), setting(v)]
                                              for k, v in report.get("settings", {}).items()],
              ())]
+    return out
+
+
+AUDIT_HEAD = ("segment", "rows", "predicted", "observed", "ECCE σ", "adjusted p")
+AUDIT_ROWS = 10                 # segments in a report's audit section
+
+
+def audit_rows(segments: list[Mapping[str, Any]]) -> list[list[str]]:
+    """The audit table's rows (the columns of :data:`AUDIT_HEAD`)."""
+    return [[e["name"], f"{e['n']:,}", number(e["mean_score"], 3), number(e["observed_rate"], 3),
+             number(e["ecce_sigma"], 2), format_p(e["pvalue_adjusted"])] for e in segments]
+
+
+def audit_blocks(audit: Mapping[str, Any]) -> list[Block]:
+    """A report's audit section: the verdict, the worst segments, the multicalibration error."""
+    st = audit["settings"]
+    segments = list(audit["segments"])
+    out: list[Block] = [("heading", f"Audit: segments of {', '.join(st['segments'])} (depth "
+                                    f"≤ {st['depth']})"),
+                        ("text", audit["summary"]["text"]),
+                        ("table", list(AUDIT_HEAD), audit_rows(segments[:AUDIT_ROWS]),
+                         (1, 2, 3, 4, 5))]
+    mc = audit.get("multicalibration") or {}
+    if mc.get("mce") is not None:
+        out.append(("text", f"Multicalibration error (MCGrad's MCE): {number(mc['mce'], 5)} = "
+                            f"{number(mc['mce_sigma'], 2)} σ, in {mc['segment']}."))
     return out

@@ -286,4 +286,22 @@ def _section_parts(report: Mapping[str, Any], *, full: bool) -> list[str]:
                          f"<td class='num'>{number(v['vece'])}</td><td class='num'>"
                          f"{number(v['vce_max'])}</td><td class='num'>{v['v_star']:.4g}</td></tr>")
         parts.append("</table>")
+    if report.get("audit"):
+        from calcheck.report.document import audit_blocks
+
+        parts += [_block(b) for b in audit_blocks(report["audit"])]
     return parts
+
+
+def _block(block: tuple[Any, ...]) -> str:
+    """One block of :mod:`calcheck.report.document` as HTML (heading, text or table)."""
+    kind = block[0]
+    if kind == "heading":
+        return f"<h2>{_e(block[1])}</h2>"
+    if kind == "table":
+        _, head, rows, right = block
+        return ("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
+                + "".join("<tr>" + "".join(
+                    f"<td class='num'>{_e(c)}</td>" if i in right else f"<td>{_e(c)}</td>"
+                    for i, c in enumerate(r)) + "</tr>" for r in rows) + "</table>")
+    return f"<p>{_e(block[1])}</p>"

@@ -47,6 +47,7 @@ class Report:
     per_class: bool = False
     diagram: tuple[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
     fail_if_beyond: bool = False
+    fail_on_alarm: bool = False
 
     # -- the document ------------------------------------------------------------------------
 
@@ -106,8 +107,15 @@ class Report:
         test ids, and "GROUP: id" for a ``--by`` group's test (the keys of
         ``summary.decided_by``)."""
         s = self.data.get("summary", {})
+        if self.command == "audit":                   # the segments that reject
+            return list(s.get("rejected", []))
         return list(s.get("decided_by", [])) if s.get("verdict") == "miscalibrated" and \
             "tests" in self.data else []
+
+    @property
+    def alarm(self) -> dict[str, Any] | None:
+        """``monitor``: the alarm (the window that raised it, its e-value), or None."""
+        return self.data.get("summary", {}).get("alarm") if self.command == "monitor" else None
 
     @property
     def beyond_tolerance(self) -> bool:
@@ -121,7 +129,8 @@ class Report:
         ``fail_on_reject``, or the tolerance verdict is "beyond tolerance" under
         ``fail_if_beyond``), else 0."""
         if self.failed_gates or (self.fail_on_reject and self.rejected) or \
-                (self.fail_if_beyond and self.beyond_tolerance):
+                (self.fail_if_beyond and self.beyond_tolerance) or \
+                (self.fail_on_alarm and self.alarm is not None):
             return int(ExitCode.GATE_FAILED)
         return int(ExitCode.OK)
 
@@ -136,11 +145,10 @@ class Report:
 
         if fmt == "html":
             return self.html()
-        if self.command == "compare" and fmt in r.OUTPUT_FORMATS:
-            from calcheck.report import comparison
-
-            return comparison.render(self.data, fmt, width=width or 100, color=bool(color),
-                                     plain=plain)
+        own = _own_renderer(self.command)
+        if own is not None and fmt in r.OUTPUT_FORMATS:
+            return own.render(self.data, fmt, width=width or 100,  # type: ignore[no-any-return]
+                              color=bool(color), plain=plain, details=details)
         if fmt not in r.OUTPUT_FORMATS:
             raise UsageError(f"unknown format {fmt!r}; use one of "
                              f"{', '.join((*r.OUTPUT_FORMATS, 'html'))}")
@@ -165,10 +173,10 @@ class Report:
         """The self-contained HTML report (with the figures, when the report has them)."""
         from calcheck.report.html import render_html
 
-        if self.command == "compare":
-            from calcheck.report.comparison import render_html as compare_html
-
-            return compare_html(self.data, [(cap, png) for cap, png in self.figures])
+        own = _own_renderer(self.command)
+        if own is not None:
+            return own.render_html(self.data,  # type: ignore[no-any-return]
+                                   [(cap, png) for cap, png in self.figures])
         return render_html(self.data, [(cap, png) for cap, png in self.figures])
 
     def save(self, path: str, fmt: str | None = None) -> None:
@@ -200,10 +208,9 @@ class Report:
 
         from calcheck.report.html import render_fragment
 
-        if self.data.get("command") == "compare":
-            from calcheck.report.comparison import render_fragment as compare_fragment
-
-            return compare_fragment(self.data)
+        own = _own_renderer(self.command)
+        if own is not None:
+            return own.render_fragment(self.data)  # type: ignore[no-any-return]
         figure = None
         if self.diagram is not None and importlib.util.find_spec("matplotlib") is not None:
             from calcheck.figures import draw
@@ -219,3 +226,21 @@ class Report:
 
     def _repr_json_(self) -> dict[str, Any]:
         return json.loads(self.to_json())  # type: ignore[no-any-return]
+
+
+def _own_renderer(command: str) -> Any:
+    """The rendering module of a command whose report is not a metrics-and-tests report
+    (``compare``, ``audit``, ``monitor``), or None."""
+    if command == "compare":
+        from calcheck.report import comparison
+
+        return comparison
+    if command == "audit":
+        from calcheck.report import audit
+
+        return audit
+    if command == "monitor":
+        from calcheck.report import monitoring
+
+        return monitoring
+    return None

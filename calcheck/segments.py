@@ -1,0 +1,350 @@
+"""Segments for ``calcheck audit``: the columns' levels, their intersections, and the sums the
+audit's statistics read (docs/audit.md).
+
+A **segment column** is cut into levels: each value of a categorical column (text, booleans, a
+numeric column with at most ``buckets`` distinct values) is a level; a numeric column with more
+is cut into ``buckets`` quantile buckets (edges at numpy's linear percentiles k/buckets, a row
+in bucket j when ``edge[j-1] <= v < edge[j]``, the last bucket closed); a missing value is a
+level of its own.  Levels depend on the columns only, never on the labels, so the search below
+is fixed before any label is looked at — what keeps the adjusted p-values honest.
+
+An **atom** is one combination of levels of every column (the occupied ones only); a
+**segment** is the set of rows sharing the levels of d of the columns (d = 0: every row), so it
+is a union of atoms.  Every statistic of a segment is a sum over its atoms, and the
+:class:`CellTable` keeps per (atom, score cell) the sums they need: rows, Σs, Σy and
+Σs(1 − s), plus per (atom, equal-width bin) those of the segment's ECE.  The table is mergeable
+(``update`` batch by batch, ``merge`` partial tables), so the memory and the stream engine fill
+the same one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import InputError, UsageError
+
+MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a column: its readable name and what it holds (``value``, or ``low`` /
+    ``high`` with ``closed`` for a numeric bucket; ``missing``)."""
+
+    name: str
+    value: Any = None
+    low: float | None = None
+    high: float | None = None
+    closed: bool = False          # the high end is included (the last bucket)
+    missing: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.missing:
+            return {"missing": True}
+        if self.low is not None:
+            return {"low": self.low, "high": self.high, "closed": self.closed}
+        return {"value": self.value}
+
+
+@dataclass(frozen=True)
+class SegmentColumn:
+    """A column cut into levels: ``kind`` is ``categorical`` or ``numeric`` (quantile buckets;
+    ``edges`` their inner edges)."""
+
+    name: str
+    kind: str
+    levels: tuple[Level, ...]
+    edges: tuple[float, ...] = ()
+
+
+def _short(values: FloatArray) -> list[str]:
+    """The shortest ``%g`` texts (4 to 17 digits) that keep distinct values distinct."""
+    for digits in (4, 6, 8, 10, 12, 17):
+        texts = [f"{v:.{digits}g}" for v in values]
+        if len(set(texts)) == len(set(values.tolist())):
+            return texts
+    return [repr(float(v)) for v in values]
+
+
+def code_column(name: str, *, numeric: FloatArray | None = None,
+                categories: tuple[list[Any], IntArray] | None = None, buckets: int,
+                max_levels: int, label: str = "--segment") -> tuple[SegmentColumn, IntArray]:
+    """The levels of one column and each row's level index (missing values: the last level):
+    ``numeric`` (float64, NaN for missing) or ``categories`` (the distinct values as text,
+    sorted, and each row's index, −1 for missing — :func:`calcheck.io.columns.categories`)."""
+    if numeric is not None:
+        missing = np.isnan(numeric)
+        present = numeric[~missing]
+        distinct = np.unique(present)
+        if distinct.size > buckets:
+            return _buckets(name, numeric, missing, present, buckets)
+        codes = np.searchsorted(distinct, np.where(missing, distinct[0] if distinct.size else 0,
+                                                   numeric)).astype(np.int64)
+        levels = [Level(f"{name} = {t}", value=int(v) if float(v).is_integer() else float(v))
+                  for t, v in zip(_short(distinct), distinct)]
+    else:
+        assert categories is not None
+        cats, codes = categories
+        missing = codes < 0
+        if len(cats) > max_levels:
+            raise UsageError(f"{label} {name}: {len(cats):,} distinct values, more than "
+                             f"--max-levels {max_levels:,}; bucket the column, choose a coarser "
+                             "one or raise the limit")
+        levels = [Level(f"{name} = {c}", value=c) for c in cats]
+    if missing.any():
+        codes = np.where(missing, len(levels), codes)
+        levels.append(Level(f"{name} {MISSING}", missing=True))
+    if not levels:
+        raise InputError(f"{label} {name}: the column has no rows", column=name)
+    return SegmentColumn(name, "categorical", tuple(levels)), codes.astype(np.int64)
+
+
+def _buckets(name: str, num: FloatArray, missing: np.ndarray, present: FloatArray,
+             buckets: int) -> tuple[SegmentColumn, IntArray]:
+    lo, hi = float(present.min()), float(present.max())
+    inner = np.unique(np.quantile(present, np.arange(1, buckets) / buckets))
+    inner = inner[(inner > lo) & (inner <= hi)]
+    codes = np.searchsorted(inner, np.where(missing, lo, num), side="right").astype(np.int64)
+    bounds = np.concatenate(([lo], inner, [hi]))
+    texts = _short(bounds)
+    levels = []
+    for j in range(inner.size + 1):
+        last = j == inner.size
+        levels.append(Level(f"{name} ∈ [{texts[j]}, {texts[j + 1]}{']' if last else ')'}",
+                            low=float(bounds[j]), high=float(bounds[j + 1]), closed=last))
+    if missing.any():
+        codes = np.where(missing, len(levels), codes)
+        levels.append(Level(f"{name} {MISSING}", missing=True))
+    return SegmentColumn(name, "numeric", tuple(levels), tuple(float(e) for e in inner)), codes
+
+
+# ---------------------------------------------------------------------------------------------
+# atoms and segments
+
+
+def atom_keys(codes: list[IntArray], sizes: list[int]) -> IntArray:
+    """One int64 key per row for its combination of levels (mixed radix over the columns)."""
+    key = np.zeros(codes[0].shape[0] if codes else 0, dtype=np.int64)
+    for c, size in zip(codes, sizes):
+        key = key * size + c
+    return key
+
+
+def key_levels(keys: IntArray, sizes: list[int]) -> IntArray:
+    """The level of every column of each atom key (rows: keys, columns: columns)."""
+    out = np.empty((keys.shape[0], len(sizes)), dtype=np.int64)
+    rest = keys.copy()
+    for j in range(len(sizes) - 1, -1, -1):
+        out[:, j] = rest % sizes[j]
+        rest //= sizes[j]
+    return out
+
+
+def check_sizes(sizes: list[int]) -> None:
+    if float(np.prod(np.asarray(sizes, dtype=np.float64))) >= 2.0 ** 62:
+        raise UsageError("--segment: the columns' levels combine into more than 2^62 cells; "
+                         "use fewer or coarser columns")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The rows whose ``columns`` (indices) take ``levels``: the atoms ``atoms`` (indices into
+    the space's atoms), ``n`` rows."""
+
+    columns: tuple[int, ...]
+    levels: tuple[int, ...]
+    atoms: IntArray = field(repr=False)
+    n: int
+
+    @property
+    def depth(self) -> int:
+        return len(self.columns)
+
+
+@dataclass(frozen=True)
+class SegmentSpace:
+    """The segments an audit searches, and what it left out (``small``: under ``min_size``
+    rows; ``duplicates``: the same rows as a shallower segment; ``unsearched``: beyond
+    ``max_segments``)."""
+
+    columns: tuple[SegmentColumn, ...]
+    atom_levels: IntArray            # atom × column
+    atom_rows: IntArray
+    segments: tuple[Segment, ...]
+    formed: int
+    small: int
+    duplicates: int
+    unsearched: int
+
+    def name(self, seg: Segment) -> str:
+        if not seg.columns:
+            return "all rows"
+        return " & ".join(self.columns[c].levels[lv].name
+                          for c, lv in zip(seg.columns, seg.levels))
+
+    def describe(self, seg: Segment) -> dict[str, Any]:
+        return {self.columns[c].name: self.columns[c].levels[lv].to_dict()
+                for c, lv in zip(seg.columns, seg.levels)}
+
+    def membership(self) -> Any:
+        """The segments × atoms 0/1 matrix (scipy sparse, CSR)."""
+        from scipy import sparse
+
+        rows = np.concatenate([np.full(s.atoms.size, i, dtype=np.int64)
+                               for i, s in enumerate(self.segments)])
+        cols = np.concatenate([s.atoms for s in self.segments])
+        return sparse.csr_matrix((np.ones(rows.size), (rows, cols)),
+                                 shape=(len(self.segments), self.atom_rows.size))
+
+
+def search_space(columns: tuple[SegmentColumn, ...], atom_levels: IntArray, atom_rows: IntArray,
+                 *, depth: int, min_size: int, max_segments: int) -> SegmentSpace:
+    """Every segment up to ``depth`` columns deep, in the order searched: by depth, then the
+    larger first (then by columns and levels).  "All rows" is always searched; a segment under
+    ``min_size`` rows, or holding the same rows as a shallower one, is left out and counted; so
+    are those beyond ``max_segments``.  Nothing here looks at a label."""
+    found: list[Segment] = []
+    formed = small = duplicates = 0
+    seen: set[bytes] = set()
+    for d in range(0, min(depth, len(columns)) + 1):
+        level_segments: list[Segment] = []
+        for combo in itertools.combinations(range(len(columns)), d):
+            if d == 0:
+                groups, inverse = np.zeros((1, 0), dtype=np.int64), \
+                    np.zeros(atom_rows.size, dtype=np.int64)
+            else:
+                groups, inverse = np.unique(atom_levels[:, combo], axis=0, return_inverse=True)
+                inverse = inverse.reshape(-1)
+            rows = np.bincount(inverse, weights=atom_rows, minlength=groups.shape[0])
+            order = np.argsort(inverse, kind="stable")
+            starts = np.searchsorted(inverse[order], np.arange(groups.shape[0] + 1))
+            for g in range(groups.shape[0]):
+                formed += 1
+                n = int(rows[g])
+                if d and n < min_size:
+                    small += 1
+                    continue
+                atoms = order[starts[g]:starts[g + 1]]
+                key = atoms.tobytes()
+                if key in seen:
+                    duplicates += 1
+                    continue
+                seen.add(key)
+                level_segments.append(Segment(combo, tuple(int(v) for v in groups[g]), atoms, n))
+        level_segments.sort(key=lambda s: -s.n)          # (stable: columns, levels)
+        found += level_segments
+    return SegmentSpace(columns, atom_levels, atom_rows, tuple(found[:max_segments]), formed,
+                        small, duplicates, max(0, len(found) - max_segments))
+
+
+# ---------------------------------------------------------------------------------------------
+# the sums
+
+
+@dataclass
+class CellTable:
+    """Per (atom key, score cell): rows, Σs, Σy, Σs(1 − s); per (atom key, equal-width bin):
+    rows, Σs, Σy.  ``edges``: the inner edges of the score cells (a score s is in cell
+    ``searchsorted(edges, s, "right")``); ``bins``: the equal-width bins of the segments'
+    ECE.  Atom keys are :func:`atom_keys`; :meth:`compact` maps them to atom indices."""
+
+    edges: FloatArray
+    bins: int
+    keys: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    cells: dict[str, FloatArray] = field(default_factory=dict)
+    ece: dict[str, FloatArray] = field(default_factory=dict)
+
+    @property
+    def score_cells(self) -> int:
+        return int(self.edges.size) + 1
+
+    def update(self, scores: FloatArray, labels: Any, keys: IntArray) -> CellTable:
+        """Add a batch: scores, 0/1 labels and each row's atom key."""
+        uniq, atom = np.unique(keys, return_inverse=True)
+        atom = atom.reshape(-1)
+        g, b = self.score_cells, self.bins
+        cell = atom * g + np.searchsorted(self.edges, scores, side="right")
+        ebin = atom * b + np.minimum((scores * b).astype(np.int64), b - 1)
+        y = np.asarray(labels, dtype=np.float64)
+        a = uniq.size
+        part = {"rows": np.bincount(cell, minlength=a * g).astype(np.float64),
+                "s": np.bincount(cell, weights=scores, minlength=a * g),
+                "y": np.bincount(cell, weights=y, minlength=a * g),
+                "v": np.bincount(cell, weights=scores * (1.0 - scores), minlength=a * g)}
+        epart = {"rows": np.bincount(ebin, minlength=a * b).astype(np.float64),
+                 "s": np.bincount(ebin, weights=scores, minlength=a * b),
+                 "y": np.bincount(ebin, weights=y, minlength=a * b)}
+        other = CellTable(self.edges, self.bins, uniq,
+                          {k: np.asarray(v, dtype=np.float64).reshape(a, g)
+                           for k, v in part.items()},
+                          {k: np.asarray(v, dtype=np.float64).reshape(a, b)
+                           for k, v in epart.items()})
+        return self.merge(other)
+
+    def merge(self, other: CellTable) -> CellTable:
+        if not other.keys.size:
+            return self
+        if not self.keys.size:
+            self.keys, self.cells, self.ece = other.keys, other.cells, other.ece
+            return self
+        keys = np.union1d(self.keys, other.keys)
+        mine, theirs = np.searchsorted(keys, self.keys), np.searchsorted(keys, other.keys)
+        for own, add in ((self.cells, other.cells), (self.ece, other.ece)):
+            for k in own:
+                out = np.zeros((keys.size, own[k].shape[1]))
+                out[mine] += own[k]
+                out[theirs] += add[k]
+                own[k] = out
+        self.keys = keys
+        return self
+
+
+def score_cells(scores: FloatArray, cells: int) -> FloatArray:
+    """The inner edges of ``cells`` equal-mass score cells (numpy's linear percentiles,
+    distinct, above the smallest score): tied scores share a cell."""
+    if scores.size == 0:
+        return np.zeros(0)
+    inner = np.unique(np.quantile(scores, np.arange(1, cells) / cells))
+    return np.asarray(inner[inner > scores.min()], dtype=np.float64)
+
+
+ECE_BINS = 10
+
+
+@dataclass(frozen=True)
+class SegmentData:
+    """What an engine hands the audit: the cut ``columns``, the filled :class:`CellTable`,
+    and — when the engine holds them — the rows (scores, labels, atom keys) for the
+    segments' row-level walks (None on the streaming engines)."""
+
+    columns: tuple[SegmentColumn, ...]
+    table: CellTable
+    rows: tuple[FloatArray, IntArray, IntArray] | None = None
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(c.levels) for c in self.columns]
+
+
+def segment_data(scores: FloatArray, labels: IntArray, names: list[str],
+                 encoded: list[tuple[FloatArray | None, tuple[list[Any], IntArray] | None]],
+                 opts: Any) -> SegmentData:
+    """Cut the columns (each given as ``(numeric, None)`` or ``(None, categories)``, see
+    :func:`code_column`), key the atoms and fill the table from rows held in memory (``opts``:
+    ``buckets``, ``max_levels``, ``score_cells`` and ``name_of``)."""
+    label = opts.name_of("segments")
+    cut = [code_column(name, numeric=num, categories=cats, buckets=opts.buckets,
+                       max_levels=opts.max_levels, label=label)
+           for name, (num, cats) in zip(names, encoded)]
+    columns = tuple(c for c, _ in cut)
+    sizes = [len(c.levels) for c in columns]
+    check_sizes(sizes)
+    keys = atom_keys([codes for _, codes in cut], sizes)
+    table = CellTable(score_cells(scores, opts.score_cells), ECE_BINS).update(scores, labels,
+                                                                             keys)
+    return SegmentData(columns, table, (scores, labels, keys))
