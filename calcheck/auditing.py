@@ -79,6 +79,8 @@ def run_audit(source: Any, opts: Options, *, progress: Progress | None = None) -
     with open_engine(source, opts, progress=progress) as eng:
         names = list(dict.fromkeys(opts.segments or []))
         data = eng.segment_table(names, opts)
+        engine_settings = {k: v for k, v in eng.settings().items() if k in ("batch_rows",
+                                                                            "passes")}
         info = eng.input_info(top=True)
         notes = list(eng.reading().notes)
         messages = list(eng.reading().messages)
@@ -87,7 +89,8 @@ def run_audit(source: Any, opts: Options, *, progress: Progress | None = None) -
                          "top-label view (confidence, correct)")
     section = audit_section(data, opts, progress=progress)
     doc = {"schema_version": SCHEMA_VERSION, "calcheck_version": __version__,
-           "command": "audit", "input": info, "settings": section.pop("settings"),
+           "command": "audit", "input": info,
+           "settings": {**section.pop("settings"), **engine_settings},
            "summary": section.pop("summary"), **section, "notes": notes + section_notes(section)}
     return Report(jsonable(doc), messages=tuple(messages), fail_on_reject=opts.fail_on_reject)
 

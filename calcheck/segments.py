@@ -71,6 +71,86 @@ def _short(values: FloatArray) -> list[str]:
     return [repr(float(v)) for v in values]
 
 
+def text_column(name: str, cats: list[Any], missing: bool, *, max_levels: int,
+                label: str = "--segment") -> SegmentColumn:
+    """A categorical column of text values ``cats`` (sorted), with a missing level."""
+    if len(cats) > max_levels:
+        raise UsageError(f"{label} {name}: {len(cats):,} distinct values, more than "
+                         f"--max-levels {max_levels:,}; bucket the column, choose a coarser "
+                         "one or raise the limit")
+    return _column(name, "categorical", [Level(f"{name} = {c}", value=c) for c in cats], missing,
+                   label)
+
+
+def value_column(name: str, distinct: FloatArray, missing: bool,
+                 label: str = "--segment") -> SegmentColumn:
+    """A numeric column with few distinct values (sorted): one level each."""
+    levels = [Level(f"{name} = {t}", value=int(v) if float(v).is_integer() else float(v))
+              for t, v in zip(_short(distinct), distinct)]
+    return _column(name, "categorical", levels, missing, label)
+
+
+def bucket_column(name: str, lo: float, hi: float, inner: FloatArray,
+                  missing: bool) -> SegmentColumn:
+    """A numeric column cut at the inner edges ``inner`` (the values' range [lo, hi])."""
+    bounds = np.concatenate(([lo], inner, [hi]))
+    texts = _short(bounds)
+    levels = []
+    for j in range(inner.size + 1):
+        last = j == inner.size
+        levels.append(Level(f"{name} ∈ [{texts[j]}, {texts[j + 1]}{']' if last else ')'}",
+                            low=float(bounds[j]), high=float(bounds[j + 1]), closed=last))
+    col = _column(name, "numeric", levels, missing, "")
+    return SegmentColumn(name, "numeric", col.levels, tuple(float(e) for e in inner))
+
+
+def _column(name: str, kind: str, levels: list[Level], missing: bool,
+            label: str) -> SegmentColumn:
+    if missing:
+        levels.append(Level(f"{name} {MISSING}", missing=True))
+    if not levels:
+        raise InputError(f"{label} {name}: the column has no rows", column=name)
+    return SegmentColumn(name, kind, tuple(levels))
+
+
+def _unseen(column: SegmentColumn) -> InputError:
+    return InputError(f"--segment {column.name}: a value that the stream's first pass did not "
+                      "see (the file changed between passes?)", column=column.name)
+
+
+def level_codes(column: SegmentColumn, *, numeric: FloatArray | None = None,
+                categories: tuple[list[Any], IntArray] | None = None) -> IntArray:
+    """Each row's level in ``column``, the column given as :func:`code_column` takes it; a
+    value the levels do not hold is an error."""
+    has_missing = bool(column.levels) and column.levels[-1].missing
+    real = column.levels[:len(column.levels) - int(has_missing)]
+    if numeric is not None:
+        miss = np.isnan(numeric)
+        filled = np.where(miss, 0.0, numeric)
+        if column.kind == "numeric":
+            codes = np.searchsorted(np.asarray(column.edges), filled, side="right")
+        else:
+            keys = np.asarray([lv.value for lv in real], dtype=np.float64)
+            if not keys.size:
+                codes = np.zeros(filled.shape, dtype=np.int64)
+            else:
+                codes = np.minimum(np.searchsorted(keys, filled), keys.size - 1)
+            if not (miss | ((keys[codes] == filled) if keys.size else miss)).all():
+                raise _unseen(column)
+    else:
+        assert categories is not None
+        cats, idx = categories
+        lookup = {lv.value: i for i, lv in enumerate(real)}
+        if any(c not in lookup for c in cats):
+            raise _unseen(column)
+        remap = np.asarray([lookup[c] for c in cats] or [0], dtype=np.int64)
+        miss = idx < 0
+        codes = remap[np.maximum(idx, 0)]
+    if miss.any() and not has_missing:
+        raise _unseen(column)
+    return np.where(miss, len(real), codes).astype(np.int64)
+
+
 def code_column(name: str, *, numeric: FloatArray | None = None,
                 categories: tuple[list[Any], IntArray] | None = None, buckets: int,
                 max_levels: int, label: str = "--segment") -> tuple[SegmentColumn, IntArray]:
@@ -82,45 +162,16 @@ def code_column(name: str, *, numeric: FloatArray | None = None,
         present = numeric[~missing]
         distinct = np.unique(present)
         if distinct.size > buckets:
-            return _buckets(name, numeric, missing, present, buckets)
-        codes = np.searchsorted(distinct, np.where(missing, distinct[0] if distinct.size else 0,
-                                                   numeric)).astype(np.int64)
-        levels = [Level(f"{name} = {t}", value=int(v) if float(v).is_integer() else float(v))
-                  for t, v in zip(_short(distinct), distinct)]
+            lo = float(present.min())
+            column = bucket_column(name, lo, float(present.max()), inner_edges(
+                np.percentile(present, percents(buckets)), lo), bool(missing.any()))
+        else:
+            column = value_column(name, distinct, bool(missing.any()), label)
     else:
         assert categories is not None
-        cats, codes = categories
-        missing = codes < 0
-        if len(cats) > max_levels:
-            raise UsageError(f"{label} {name}: {len(cats):,} distinct values, more than "
-                             f"--max-levels {max_levels:,}; bucket the column, choose a coarser "
-                             "one or raise the limit")
-        levels = [Level(f"{name} = {c}", value=c) for c in cats]
-    if missing.any():
-        codes = np.where(missing, len(levels), codes)
-        levels.append(Level(f"{name} {MISSING}", missing=True))
-    if not levels:
-        raise InputError(f"{label} {name}: the column has no rows", column=name)
-    return SegmentColumn(name, "categorical", tuple(levels)), codes.astype(np.int64)
-
-
-def _buckets(name: str, num: FloatArray, missing: np.ndarray, present: FloatArray,
-             buckets: int) -> tuple[SegmentColumn, IntArray]:
-    lo, hi = float(present.min()), float(present.max())
-    inner = np.unique(np.quantile(present, np.arange(1, buckets) / buckets))
-    inner = inner[(inner > lo) & (inner <= hi)]
-    codes = np.searchsorted(inner, np.where(missing, lo, num), side="right").astype(np.int64)
-    bounds = np.concatenate(([lo], inner, [hi]))
-    texts = _short(bounds)
-    levels = []
-    for j in range(inner.size + 1):
-        last = j == inner.size
-        levels.append(Level(f"{name} ∈ [{texts[j]}, {texts[j + 1]}{']' if last else ')'}",
-                            low=float(bounds[j]), high=float(bounds[j + 1]), closed=last))
-    if missing.any():
-        codes = np.where(missing, len(levels), codes)
-        levels.append(Level(f"{name} {MISSING}", missing=True))
-    return SegmentColumn(name, "numeric", tuple(levels), tuple(float(e) for e in inner)), codes
+        column = text_column(name, categories[0], bool((categories[1] < 0).any()),
+                             max_levels=max_levels, label=label)
+    return column, level_codes(column, numeric=numeric, categories=categories)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,8 +360,19 @@ def score_cells(scores: FloatArray, cells: int) -> FloatArray:
     distinct, above the smallest score): tied scores share a cell."""
     if scores.size == 0:
         return np.zeros(0)
-    inner = np.unique(np.quantile(scores, np.arange(1, cells) / cells))
-    return np.asarray(inner[inner > scores.min()], dtype=np.float64)
+    return inner_edges(np.percentile(scores, percents(cells)), float(scores.min()))
+
+
+def percents(parts: int) -> FloatArray:
+    """The inner cut points of ``parts`` equal-mass parts, in percent (numpy's linear
+    percentiles there are the edges; the streaming engines find the same values exactly)."""
+    return np.asarray(np.linspace(0.0, 1.0, parts + 1)[1:-1] * 100.0, dtype=np.float64)
+
+
+def inner_edges(values: FloatArray, low: float) -> FloatArray:
+    """The distinct percentile values above the smallest value: the inner edges."""
+    inner = np.unique(values)
+    return np.asarray(inner[inner > low], dtype=np.float64)
 
 
 ECE_BINS = 10

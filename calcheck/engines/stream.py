@@ -453,8 +453,13 @@ class StreamEngine:
         return []
 
     def segment_table(self, columns: list[str], opts: Options) -> Any:
-        raise UsageError(f"{opts.name_of('engine')} {self.name}: the audit runs on the memory "
-                         "engine (the streaming engines do not cut segment columns yet)")
+        """The audit's columns and cell table from passes (:mod:`calcheck.streaming.segments`):
+        the segments' walks on the score cells (the rows are not held)."""
+        from calcheck.streaming.segments import segment_data
+
+        data, passes = segment_data(self.source, columns, opts)
+        self.passes += passes
+        return data
 
     def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
         raise UsageError(f"{opts.name_of('engine')} {self.name}: the monitor runs on the "

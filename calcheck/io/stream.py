@@ -111,21 +111,23 @@ def _batch_numeric(src: Source, table: Any, names: tuple[str, ...], keep: np.nda
 @dataclass(frozen=True)
 class BatchExtras:
     """What a pass wants with each batch besides (scores, labels): the ``--by`` codes, the
-    ``--var`` matrix and ``--correct-from``'s incorrect flags, in that order."""
+    ``--var`` matrix, ``--correct-from``'s incorrect flags and the ``raw`` columns as they are
+    (a list of arrays, nulls as None or NaN: the audit's segment columns), in that order."""
 
     by: str | None = None
     numeric: tuple[str, ...] = ()
     correct_from: str | None = None
+    raw: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, spec: Any) -> BatchExtras:
         return cls(getattr(spec, "by", None), tuple(getattr(spec, "numeric", ())),
-                   getattr(spec, "correct_from", None))
+                   getattr(spec, "correct_from", None), tuple(getattr(spec, "raw", ())))
 
     @property
     def columns(self) -> list[str]:
         return [*([self.by] if self.by else []), *self.numeric,
-                *([self.correct_from] if self.correct_from else [])]
+                *([self.correct_from] if self.correct_from else []), *self.raw]
 
 
 def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExtras,
@@ -139,6 +141,9 @@ def _with_extras(out: tuple[Any, ...], src: Source, table: Any, extras: BatchExt
     if extras.correct_from:
         out = (*out, batch_incorrect(src, table, extras.correct_from, keep, labels, class_names,
                                       pos_label, row_offset))
+    if extras.raw:
+        cols = [np.asarray(table.column(c).to_numpy(zero_copy_only=False)) for c in extras.raw]
+        out = (*out, [c if keep is None else c[keep] for c in cols])
     return out
 
 

@@ -1,0 +1,230 @@
+"""``calcheck audit`` on the streaming engines: the segment columns' levels and the cell table
+from passes over the data, equal to the in-memory engine's.
+
+1. **scan**: per segment column, whether it is numeric, its missing values, its distinct values
+   while there are few (numeric) or all of them up to ``--max-levels`` (text), and the top-16-bit
+   histogram of the numeric columns' and the scores' order keys
+   (:mod:`calcheck.streaming.ranks`);
+2. **rank search** (usually one or two passes): the exact values at the ranks numpy's linear
+   percentile reads — each bucketed column's quantile edges and its smallest and largest
+   value, the scores' equal-mass cell edges;
+3. **cells**: every batch's rows coded into levels and atoms and added to the
+   :class:`~calcheck.segments.CellTable`, which merges across batches and workers.
+
+The levels, the edges and the cell table's counts are the in-memory engine's exactly; the sums
+agree to rounding (they are added batch by batch).  What the stream does not have is the
+segments' rows in score order: their ECCE and the multicalibration error are taken on the
+score cells (``settings.ecce: "score cells"``), a lower bound of the row-level ones; the
+p-values are the same statistics as in memory (they read the cells on both engines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.errors import InputError
+from calcheck.io.columns import as_numeric, categories
+from calcheck.segments import (
+    ECE_BINS,
+    CellTable,
+    SegmentColumn,
+    SegmentData,
+    atom_keys,
+    bucket_column,
+    check_sizes,
+    inner_edges,
+    level_codes,
+    percents,
+    text_column,
+    value_column,
+)
+from calcheck.streaming.ranks import FULL, Range, RankPassSpec, RankPassState, RankSearch, order_keys
+from calcheck.streaming.variables import Distinct, _distinct_add, _distinct_merge, _percentiles
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """A scan (``scan``) or rank-search pass over the ``raw`` segment columns and the scores
+    (the last of ``ranges``)."""
+
+    raw: tuple[str, ...]
+    ranges: tuple[tuple[Range, ...], ...]
+    scan: bool = False
+    max_levels: int = 1000
+    threaded = True
+
+    def new(self) -> ScanState:
+        return ScanState(self)
+
+
+@dataclass
+class ScanState:
+    spec: ScanSpec
+    ranks: RankPassState = field(init=False)
+    rows: IntArray = field(init=False)
+    missing: IntArray = field(init=False)
+    numeric: list[bool | None] = field(init=False)
+    distinct: list[Distinct] = field(init=False)
+    texts: list[set[Any] | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        k = len(self.spec.raw)
+        self.ranks = RankPassSpec(self.spec.ranges).new()
+        self.rows = np.zeros(k + 1, dtype=np.int64)
+        self.missing = np.zeros(k, dtype=np.int64)
+        self.numeric = [None] * k
+        self.distinct = [(np.zeros(0), np.zeros(0, dtype=np.int64)) for _ in range(k)]
+        self.texts = [set() for _ in range(k)]
+
+    def update(self, scores: FloatArray, labels: Any, start: int = 0,
+               raw: list[np.ndarray] | None = None) -> ScanState:
+        k = len(self.spec.raw)
+        if self.spec.ranges[k]:
+            self.ranks.add(k, order_keys(scores))
+        self.rows[k] += scores.shape[0]
+        for j, values in enumerate(raw or []):
+            num = as_numeric(values)
+            if self.spec.scan and self.numeric[j] is None:
+                self.numeric[j] = num is not None
+            if num is not None:
+                miss = np.isnan(num)
+                v = num[~miss] if miss.any() else num
+                if self.spec.scan:
+                    self.missing[j] += int(miss.sum())
+                    self.rows[j] += v.shape[0]
+                    self.distinct[j] = _distinct_add(self.distinct[j], v)
+                if self.spec.ranges[j]:
+                    self.ranks.add(j, order_keys(v))
+            elif self.spec.scan:
+                cats, idx = categories(values)
+                self.missing[j] += int((idx < 0).sum())
+                known = self.texts[j]
+                if known is not None:
+                    known.update(cats)
+                    if len(known) > self.spec.max_levels:
+                        self.texts[j] = None
+        return self
+
+    def merge(self, other: ScanState) -> ScanState:
+        self.ranks.merge(other.ranks)
+        self.rows += other.rows
+        self.missing += other.missing
+        for j in range(len(self.spec.raw)):
+            if self.numeric[j] is None:
+                self.numeric[j] = other.numeric[j]
+            d = other.distinct[j]
+            self.distinct[j] = None if d is None else _distinct_merge(self.distinct[j], *d)
+            mine, theirs = self.texts[j], other.texts[j]
+            self.texts[j] = None if mine is None or theirs is None else mine | theirs
+            if self.texts[j] is not None and len(self.texts[j] or ()) > self.spec.max_levels:
+                self.texts[j] = None
+        return self
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """The pass that codes every row into its atom and fills the cell table."""
+
+    raw: tuple[str, ...]
+    columns: tuple[SegmentColumn, ...]
+    edges: tuple[float, ...]
+    threaded = True
+
+    def new(self) -> CellState:
+        return CellState(self)
+
+
+@dataclass
+class CellState:
+    spec: CellSpec
+    table: CellTable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.table = CellTable(np.asarray(self.spec.edges, dtype=np.float64), ECE_BINS)
+
+    def update(self, scores: FloatArray, labels: Any, start: int = 0,
+               raw: list[np.ndarray] | None = None) -> CellState:
+        codes = []
+        for col, values in zip(self.spec.columns, raw or []):
+            num = as_numeric(values)
+            codes.append(level_codes(col, numeric=num, categories=None if num is not None
+                                     else categories(values)))
+        keys = atom_keys(codes, [len(c.levels) for c in self.spec.columns])
+        self.table.update(scores, labels, keys)
+        return self
+
+    def merge(self, other: CellState) -> CellState:
+        self.table.merge(other.table)
+        return self
+
+
+def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData, int]:
+    """The cut columns and the filled cell table from passes over ``source`` (a
+    :class:`~calcheck.streaming.engine.StreamSource`), and the number of passes."""
+    from calcheck.streaming.ranks import percentile_plan
+
+    raw = tuple(names)
+    k = len(raw)
+    label = opts.name_of("segments")
+    scan, _ = source.run(ScanSpec(raw, ((FULL,),) * (k + 1), scan=True,
+                                  max_levels=opts.max_levels))
+    passes = 1
+    n = int(scan.rows[k])
+    if n == 0:
+        from calcheck.streaming.engine import no_rows_error
+
+        raise no_rows_error(source.path, source.where)
+    plans: dict[int, tuple[int, FloatArray]] = {}        # column → (rows, percents)
+    for j in range(k):
+        d = scan.distinct[j]
+        if scan.numeric[j] and (d is None or d[0].size > opts.buckets):
+            plans[j] = (int(scan.rows[j]), percents(opts.buckets))
+    plans[k] = (n, percents(opts.score_cells))
+    searches: dict[int, RankSearch] = {}
+    for j, (rows, pct) in plans.items():
+        below, above, _ = percentile_plan(rows, pct)
+        s = RankSearch(rows, sorted({0, rows - 1, *(int(r) for r in below),
+                                     *(int(r) for r in above)}))
+        d = scan.distinct[j] if j < k else None
+        if d is not None:
+            s.resolve_sorted(*d)
+        else:
+            s.first()
+            s.absorb(scan.ranks, j)
+        searches[j] = s
+    while not all(s.done for s in searches.values()):
+        ranges = tuple(searches[j].ranges() if j in searches and not searches[j].done else ()
+                       for j in range(k + 1))
+        state, _ = source.run(ScanSpec(raw, ranges, max_levels=opts.max_levels))
+        passes += 1
+        for j, s in searches.items():
+            if not s.done:
+                s.absorb(state.ranks, j)
+    columns = []
+    for j, name in enumerate(raw):
+        missing = bool(scan.missing[j])
+        if j in searches:
+            rows, pct = plans[j]
+            lo, hi = searches[j].value(0), searches[j].value(rows - 1)
+            columns.append(bucket_column(name, lo, hi, inner_edges(
+                _percentiles(searches[j], rows, pct), lo), missing))
+        elif scan.numeric[j]:
+            d = scan.distinct[j]
+            assert d is not None
+            columns.append(value_column(name, d[0], missing, label))
+        else:
+            texts = scan.texts[j]
+            if texts is None:
+                raise InputError(f"{label} {name}: more than --max-levels "
+                                 f"{opts.max_levels:,} distinct values; bucket the column, "
+                                 "choose a coarser one or raise the limit", column=name)
+            columns.append(text_column(name, sorted(texts), missing,
+                                       max_levels=opts.max_levels, label=label))
+    check_sizes([len(c.levels) for c in columns])
+    edges = inner_edges(_percentiles(searches[k], n, plans[k][1]), searches[k].value(0))
+    cells, _ = source.run(CellSpec(raw, tuple(columns), tuple(float(e) for e in edges)))
+    return SegmentData(tuple(columns), cells.table), passes + 1
