@@ -551,6 +551,8 @@ MONITOR_WINDOW = dataclasses.replace(WINDOW, help="Window length: 1h, 6h, 1d, 7d
 STATE = Opt("state", ("--state",), None, "Continue the e-process from this state file (if it "
             "exists) and write it back with the new windows (atomically).", INPUT, check_path,
             "FILE")
+MONITOR_DETAILS = dataclasses.replace(DETAILS, help="Show every window in the table and "
+                                      "markdown (by default the last 30).")
 FAIL_ON_ALARM = Opt("fail_on_alarm", ("--fail-on-alarm",), False, "Exit 1 when the alarm is "
                     "raised (now or in an earlier window of the state).", OUTPUT, check_bool,
                     type="bool")
@@ -590,7 +592,7 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
               SCORE_CELLS, AUDIT_TRIALS, SEED, ALPHA, AUDIT_REJECT, FORMAT, JSON, OUTPUT_FILE,
               TOP, QUIET, NO_PROGRESS, *_ENGINE),
     "monitor": (*_ROWS, MONITOR_TIME, MONITOR_WINDOW, TZ, STATE, ALPHA, FAIL_ON_ALARM, FORMAT,
-                JSON, OUTPUT_FILE, QUIET, NO_PROGRESS, *_ENGINE),
+                JSON, OUTPUT_FILE, MONITOR_DETAILS, QUIET, NO_PROGRESS, *_ENGINE),
     "report": (*_INPUT, REPORT_OUTPUT, METRIC_IDS, BINS, VARS, BY, MAX_GROUPS, MIN_GROUP_SIZE,
                REPORT_CI, CI_REPS, CI_LEVEL, TCAL_TOGGLE, TRIALS, SEED, ALPHA, FAMILY, TOLERANCE,
                REPORT_FORMAT, PAPER, LOESS_SPAN, CORRECT_FROM, BAND_LEVEL, BAND_REPS,

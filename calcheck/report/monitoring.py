@@ -28,9 +28,13 @@ def _e(v: float) -> str:
     return f"{v:.3g}"
 
 
-def as_sheet(report: Mapping[str, Any]) -> sh.Sheet:
+SHOWN = 30                      # windows in the table and markdown (the last; --details: all)
+
+
+def as_sheet(report: Mapping[str, Any], shown: int | None = SHOWN) -> sh.Sheet:
     inp, st, s = report["input"], report["settings"], report["summary"]
-    windows = list(report["windows"])
+    every = list(report["windows"])
+    windows = every if shown is None else every[-shown:]
     rows = tuple((w["start"], f"{w['n']:,}", number(w.get("mean_score")),
                   number(w.get("observed_rate")), number(w.get("calibration_intercept"), 3),
                   number(w.get("slope"), 3), _e(w["evalue"]), cs_text(w["offset_cs"]),
@@ -39,7 +43,9 @@ def as_sheet(report: Mapping[str, Any]) -> sh.Sheet:
     header = (f"calcheck monitor: {clean(inp.get('path'))}, {inp.get('rows_used', 0):,} rows, "
               f"{st['window']} windows of {st['time']} ({st['tz']}), α = {st['alpha']:g}"
               + (f", state {st['state']}" if st.get("state") else ""))
-    after = (f"e-value: {st['construction']}",)
+    after = ((f"… {len(every) - len(windows):,} earlier window(s) in the JSON and CSV "
+              "(--details shows them)",) if len(windows) < len(every) else ()) + \
+        (f"e-value: {st['construction']}",)
     return sh.Sheet("calcheck monitor", header, s["text"],
                     "alarm" if s.get("alarm") else "ok", COLUMNS, rows, marked, after,
                     tuple(report.get("notes", [])), st)
@@ -66,13 +72,14 @@ def render(report: Mapping[str, Any], fmt: str, *, width: int = 100, color: bool
         return to_json(report)
     if fmt == "csv":
         return render_csv(report)
+    shown = None if details else SHOWN
     if fmt == "markdown":
-        return sh.render_markdown(as_sheet(report))
-    return sh.render_table(as_sheet(report), width=width, color=color, plain=plain)
+        return sh.render_markdown(as_sheet(report, shown))
+    return sh.render_table(as_sheet(report, shown), width=width, color=color, plain=plain)
 
 
 def render_html(report: Mapping[str, Any], figures: list[tuple[str, bytes]]) -> str:
-    return sh.render_html(as_sheet(report), figures)
+    return sh.render_html(as_sheet(report, None), figures)
 
 
 def render_fragment(report: Mapping[str, Any]) -> str:
