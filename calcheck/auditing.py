@@ -24,11 +24,13 @@ from calcheck.hypotests import segments as seg_stats
 from calcheck.options import DEFAULT_BATCH_ROWS, Options
 from calcheck.report.model import Report
 from calcheck.segments import SegmentData, SegmentSpace, key_levels, search_space
+from calcheck.signatures import inputs, keywords, parameters_doc
 
 ADJUSTMENT = ("max-type (Westfall–Young min-p) over every segment searched, from joint null "
               "draws of the labels")
 
 
+@keywords
 @quiet
 def audit(
         source: Any = None,
@@ -69,9 +71,10 @@ def audit(
     as for :func:`calcheck.score`; the :class:`Report` holds ``segments`` worst first.
     """
     values = dict(locals())
-    from calcheck.api import _inputs
+    return run_audit(*inputs("audit", values))
 
-    return run_audit(*_inputs("audit", values))
+
+audit.__doc__ = (audit.__doc__ or "").rstrip() + "\n" + parameters_doc(audit, "audit")
 
 
 def run_audit(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:

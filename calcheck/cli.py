@@ -238,10 +238,10 @@ def _with_bars(opts: O.Options, run: Callable[..., Report], source: Any) -> Repo
 
 
 def _score(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api
+    from calcheck import pipeline
 
     opts = _parse("score", file, values)
-    rep = _with_bars(opts, api.run_score, file)
+    rep = _with_bars(opts, pipeline.run_score, file)
     _emit(rep, opts)
     for g in rep.failed_gates:
         where = f" in group {g['group']}" if g.get("group") is not None else ""
@@ -258,10 +258,10 @@ def _beyond(rep: Report) -> None:
 
 
 def _test(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api
+    from calcheck import pipeline
 
     opts = _parse("test", file, values)
-    rep = _with_bars(opts, api.run_test, file)
+    rep = _with_bars(opts, pipeline.run_test, file)
     _emit(rep, opts)
     if rep.fail_on_reject and rep.rejected:
         note(f"calibration rejected by: {', '.join(rep.rejected)}")
@@ -270,35 +270,37 @@ def _test(file: str, values: dict[str, Any]) -> int:
 
 
 def _plot(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api, figures
+    from calcheck import figures, pipeline
+    from calcheck.report.files import save_figure
 
     opts = _parse("plot", file, values)
     figures.require_matplotlib()
-    out = api.run_figure(file, opts)
+    out = pipeline.run_figure(file, opts)
     assert opts.output is not None
-    api.save_figure(out.values["figure"], opts.output, opts.name_of("output"))
+    save_figure(out.values["figure"], opts.output, opts.name_of("output"))
     _notes([*out.messages, *out.notes, f"wrote {opts.output}"], opts.quiet)
     return 0
 
 
 def _report(file: str, values: dict[str, Any]) -> int:
-    from calcheck import api, figures
+    from calcheck import figures, pipeline
+    from calcheck.report.files import save_report_file
 
     opts = _parse("report", file, values)
     figures.require_matplotlib()
-    rep = _with_bars(opts, api.run_report, file)
-    api.save_report_file(rep, opts)
+    rep = _with_bars(opts, pipeline.run_report, file)
+    save_report_file(rep, opts)
     _notes([*rep.messages, *rep.notes, f"wrote {opts.output}"], opts.quiet)
     return 0
 
 
 def _compare(files: list[str], values: dict[str, Any]) -> int:
-    from calcheck import api, figures
+    from calcheck import figures, pipeline
 
     opts = _parse("compare", files[0], values, inputs=tuple(files))
     if opts.output and opts.output.lower().endswith((".html", ".htm")):
         figures.require_matplotlib()
-    rep = _with_bars(opts, api.run_compare, files)
+    rep = _with_bars(opts, pipeline.run_compare, files)
     _emit(rep, opts)
     for g in rep.failed_gates:
         note(f"gate failed: --fail-if-worse {g['condition']} (change {g['delta']:.6g}, lower "

@@ -29,6 +29,7 @@ from calcheck.hypotests import eprocess as ep
 from calcheck.hypotests.classical import cox
 from calcheck.options import DEFAULT_BATCH_ROWS, Options
 from calcheck.report.model import Report
+from calcheck.signatures import inputs, keywords, parameters_doc
 
 STATE_FORMAT = "calcheck-monitor-state"
 STATE_VERSION = 1
@@ -85,6 +86,7 @@ def read_state(path: str, opts: Options) -> dict[str, Any]:
     return state
 
 
+@keywords
 @quiet
 def monitor(
         source: Any = None,
@@ -118,9 +120,10 @@ def monitor(
     to continue (if it exists) and to write back with the new windows.
     """
     values = dict(locals())
-    from calcheck.api import _inputs
+    return run_monitor(*inputs("monitor", values))
 
-    return run_monitor(*_inputs("monitor", values))
+
+monitor.__doc__ = (monitor.__doc__ or "").rstrip() + "\n" + parameters_doc(monitor, "monitor")
 
 
 def run_monitor(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:

@@ -83,6 +83,8 @@ LAYERS = [
     ("calcheck.cli", 5),
     ("calcheck.__main__", 5),
     ("calcheck.api", 4),
+    ("calcheck.pipeline", 4),
+    ("calcheck.signatures", 4),
     ("calcheck.comparison", 4),
     ("calcheck.auditing", 4),
     ("calcheck.monitoring", 4),
@@ -130,6 +132,6 @@ def test_nothing_imports_the_cli():
 
 def test_the_graph_sees_the_imports():
     graph = _graph(False)
-    assert "calcheck.api" in graph["calcheck.cli"]
-    assert "calcheck.engines.base" in graph["calcheck.api"]
+    assert "calcheck.pipeline" in graph["calcheck.cli"]
+    assert "calcheck.engines.base" in graph["calcheck.pipeline"]
     assert any(d.startswith("calcheck.metrics") for d in graph["calcheck.engines.memory"])
