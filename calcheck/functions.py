@@ -344,7 +344,7 @@ def smece(scores: ArrayLike, labels: ArrayLike, *, sigma: float | None = None) -
     from calcheck.metrics import smooth
 
     if sigma is not None:
-        from calcheck.options import check_sigma
+        from calcheck.checks import check_sigma
 
         sigma = check_sigma(sigma, "sigma")
     return smooth.smece(Prepared(scores, labels), MetricOptions(smece_sigma=sigma))

@@ -15,14 +15,35 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from calcheck import registry
+from calcheck.checks import (
+    check_bins,
+    check_bool,
+    check_column,
+    check_count,
+    check_fraction,
+    check_gates,
+    check_gates_worse,
+    check_list,
+    check_open_unit,
+    check_path,
+    check_positive,
+    check_sigma,
+    check_span,
+    check_text,
+    check_threshold,
+    check_tolerance,
+    check_tz,
+    check_where,
+    check_window,
+    choice,
+)
 from calcheck.errors import UsageError
-from calcheck.limits import MAX_BINS, bins_in_range
+from calcheck.limits import MAX_BINS
 
 # rows per batch of the streaming engines: a Parquet row group is read in equal parts of about
 # this many rows (pyarrow's default 1Mi-row groups: two).  Measured at 3·10^7 rows, default
@@ -40,170 +61,6 @@ REPORT_FORMATS = ("html", "pdf")
 PLOT_KINDS = ("reliability", "tce", "corp", "variable", "drift", "monitor")
 COMPAT = ("sklearn", "torchmetrics", "mapie", "netcal", "calzone", "pycaleva", "nixon")
 
-
-# ---------------------------------------------------------------------------------------------
-# checks: each takes (value, label) and returns the normalised value; label is the keyword
-# (API) or the flag (CLI)
-
-
-def _int(v: Any, label: str, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, (bool, np_bool_types())):
-        raise UsageError(f"{label} must be an integer, got {v!r} (a boolean)")
-    if not isinstance(v, int):
-        try:
-            if isinstance(v, str):                   # from the command line
-                v = int(v.strip().replace("_", ""), 10)
-            elif isinstance(v, float) and v.is_integer():
-                v = int(v)
-            elif hasattr(v, "__index__"):
-                v = int(v.__index__())
-            else:
-                raise TypeError
-        except (TypeError, ValueError):
-            raise UsageError(f"{label} must be an integer, got {v!r}") from None
-    if lo is not None and v < lo:
-        raise UsageError(f"{label} must be an integer >= {lo:,}, got {v!r}")
-    if hi is not None and v > hi:
-        raise UsageError(f"{label} must be an integer <= {hi:,}, got {v!r}")
-    return int(v)
-
-
-def np_bool_types() -> tuple[type, ...]:
-    """numpy's bool type when numpy is already imported (this module imports nothing heavy)."""
-    import sys
-
-    np = sys.modules.get("numpy")
-    return (np.bool_,) if np is not None else ()
-
-
-def _float(v: Any, label: str) -> float:
-    if isinstance(v, bool):
-        raise UsageError(f"{label} must be a number, got {v!r}")
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise UsageError(f"{label} must be a number, got {v!r}") from None
-    if not math.isfinite(f):
-        raise UsageError(f"{label} must be a finite number, got {v!r}")
-    return f
-
-
-def check_bins(v: Any, label: str) -> int:
-    return bins_in_range(_int(v, label), label)
-
-
-def check_count(lo: int, hi: int | None = None) -> Callable[[Any, str], int]:
-    def check(v: Any, label: str) -> int:
-        return _int(v, label, lo, hi)
-    return check
-
-
-def check_open_unit(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not 0.0 < f < 1.0:
-        raise UsageError(f"{label} must be in the open interval (0, 1), got {v!r}")
-    return f
-
-
-def _positive(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not 1e-6 <= f <= 1e6:
-        raise UsageError(f"{label} must be a number in [1e-06, 1e+06], got {v!r}")
-    return f
-
-
-def _fraction(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not 0.0 <= f <= 1.0:
-        raise UsageError(f"{label} must be a fraction in [0, 1], got {v!r}")
-    return f
-
-
-SIGMA_MIN = 1e-4           # the smooth ECE's grid has ~20/sigma nodes
-
-
-def check_sigma(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not SIGMA_MIN <= f <= 1.0:
-        raise UsageError(f"{label} must be in [{SIGMA_MIN:g}, 1] (its kernel grid has about "
-                         f"20/sigma nodes: {20 / f if f > 0 else float('inf'):.3g} here), "
-                         f"got {v!r}")
-    return f
-
-
-def check_span(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not 0.0 < f <= 1.0:
-        raise UsageError(f"{label} must be in (0, 1], got {v!r}")
-    return f
-
-
-def check_threshold(v: Any, label: str) -> float:
-    f = _float(v, label)
-    if not 0.0 <= f < 1.0:
-        raise UsageError(f"{label} must be in [0, 1), got {v!r}")
-    return f
-
-
-def choice(*allowed: str, aliases: dict[str, str] | None = None) -> Callable[[Any, str], str]:
-    def check(v: Any, label: str) -> str:
-        text = str(v).strip().lower() if isinstance(v, str) else v
-        text = (aliases or {}).get(text, text)
-        if text not in allowed:
-            raise UsageError(f"unknown {label} {v!r}; use one of {', '.join(allowed)}")
-        return str(text)
-    return check
-
-
-def check_text(v: Any, label: str) -> str:
-    if not isinstance(v, str):
-        raise UsageError(f"{label} must be a string, got {v!r}")
-    return v
-
-
-def check_column(v: Any, label: str) -> str:
-    text = check_text(v, label)
-    if not text.strip():
-        raise UsageError(f"{label} must name a column, got an empty string")
-    return text
-
-
-def check_path(v: Any, label: str) -> str:
-    text = str(v) if hasattr(v, "__fspath__") else check_text(v, label)
-    if not text:
-        raise UsageError(f"{label} must name a file, got an empty string")
-    return text
-
-
-def check_bool(v: Any, label: str) -> bool:
-    if not isinstance(v, bool):
-        raise UsageError(f"{label} must be True or False, got {v!r}")
-    return v
-
-
-def check_list(item: Callable[[Any, str], Any]) -> Callable[[Any, str], list[Any]]:
-    """A list option: a value or a sequence of values (one string is one value)."""
-    def check(v: Any, label: str) -> list[Any]:
-        values = [v] if isinstance(v, str) or not hasattr(v, "__iter__") else list(v)
-        return [item(x, label) for x in values]
-    return check
-
-
-def check_where(v: Any, label: str) -> str:
-    from calcheck.where import parse_where
-
-    text = check_text(v, label)
-    parse_where(text, label=label)
-    return text
-
-
-def check_gates(v: Any, label: str) -> list[str]:
-    from calcheck.gates import parse_gate
-
-    values = check_list(check_text)(v, label)
-    for g in values:
-        parse_gate(g, label=label)
-    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +118,7 @@ DROP_INVALID = Opt("drop_invalid", ("--drop-invalid",), False, "Drop rows with i
                    type="bool")
 MAX_DROPPED = Opt("max_dropped", ("--max-dropped",), 0.5, "With --drop-invalid, refuse a "
                   "verdict (exit 2) when more than this fraction of the rows was dropped.",
-                  INPUT, lambda v, label: _fraction(v, label), "FRACTION", "float")
+                  INPUT, lambda v, label: check_fraction(v, label), "FRACTION", "float")
 WHERE = Opt("where", ("--where",), None, "Keep only rows matching, e.g. \"split = 'test' and "
             "score >= 0.1\" (pushed down to Parquet scans).", INPUT, check_where, "FILTER")
 
@@ -350,7 +207,7 @@ HL_DF = Opt("hl_df", ("--hl-df",), "external", "Hosmer–Lemeshow reference: ext
             "a logistic model fitted to these rows).", TESTS, choice("external", "fitted"), "DF")
 SKCE_BANDWIDTH = Opt("skce_bandwidth", ("--skce-bandwidth",), None, "Bandwidth nu of the SKCE "
                      "kernel exp(-||p - q|| / nu) (default: the median pairwise distance).",
-                     TESTS, lambda v, label: _positive(v, label), "NU", "float")
+                     TESTS, lambda v, label: check_positive(v, label), "NU", "float")
 SCORE_SKCE_BANDWIDTH = dataclasses.replace(SKCE_BANDWIDTH, panel=METRICS)
 TEST_CI_LEVEL = Opt("ci_level", ("--ci-level",), 0.95, "Level of the Wald intervals of Cox's "
                     "intercept and slope, in (0, 1).", TESTS, check_open_unit, "LEVEL", "float")
@@ -449,44 +306,10 @@ PAPER = Opt("paper", ("--paper",), "a4", "Page size of the PDF report: a4 (defau
 TCAL_TOGGLE = Opt("adaptive", ("--adaptive/--no-tcal",), True, "Run adaptive T-Cal (default) "
                   "or skip it.", TESTS, check_bool, type="toggle")
 
-def _check_gates_worse(v: Any, label: str) -> list[str]:
-    from calcheck.gates import parse_worse_gate
-
-    values = check_list(check_text)(v, label)
-    for g in values:
-        parse_worse_gate(g, label)
-    return values
-
-
-def _check_tolerance(v: Any, label: str) -> list[str]:
-    from calcheck.gates import parse_tolerance
-
-    values = check_list(check_text)(v, label)
-    for t in values:
-        parse_tolerance(t, label)
-    return values
-
-
-def check_window(v: Any, label: str) -> str:
-    from calcheck.io.windows import parse_window
-
-    text = check_text(v, label)
-    parse_window(text, label=label)
-    return text
-
-
-def check_tz(v: Any, label: str) -> str:
-    from calcheck.io.windows import check_zone
-
-    text = check_text(v, label)
-    check_zone(text, label)
-    return text
-
-
 TOLERANCE = Opt("tolerance", ("--tolerance",), None, "How large METRIC may be and still count "
                 "as calibrated, e.g. ece:0.02 (repeatable): the headline adds an equivalence "
                 "verdict from the metric's covering interval — within tolerance, beyond "
-                "tolerance or inconclusive at this n.", OUTPUT, _check_tolerance,
+                "tolerance or inconclusive at this n.", OUTPUT, check_tolerance,
                 "METRIC:VALUE", "list")
 FAIL_IF_BEYOND = Opt("fail_if_beyond", ("--fail-if-beyond",), False, "Exit 1 when a "
                      "--tolerance verdict is 'beyond tolerance' (the interval lies above "
@@ -504,7 +327,7 @@ ID = Opt("id", ("--id",), None, "Match the rows of OLD and NEW by this id column
 FAIL_IF_WORSE = Opt("fail_if_worse", ("--fail-if-worse",), None, "Exit 1 when NEW is worse "
                     "calibrated: the lower end of METRIC's change interval is above MARGIN "
                     "(default 0); repeatable, e.g. ece or ece:0.005.", OUTPUT,
-                    _check_gates_worse, "METRIC[:MARGIN]", "list")
+                    check_gates_worse, "METRIC[:MARGIN]", "list")
 COMPARE_CI_REPS = dataclasses.replace(CI_REPS, help="Paired bootstrap replicates (>= 10).")
 COMPARE_CI_LEVEL = dataclasses.replace(CI_LEVEL, help="Level of the change intervals, in (0, 1).")
 TIME = Opt("time", ("--time",), None, "Timestamp column: with --window, every metric per time "
