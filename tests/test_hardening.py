@@ -538,6 +538,13 @@ def test_dask_on_one_file_needs_no_thread_pool(cli, tmp_path, monkeypatch):
             raise RuntimeError("can't start new thread")
         return start(self)
 
+    import collections
+
+    import dask.threaded
+
+    # no pool left by an earlier test: the run must start its own threads
+    monkeypatch.setattr(dask.threaded, "default_pool", None)
+    monkeypatch.setattr(dask.threaded, "pools", collections.defaultdict(dict))
     monkeypatch.setattr(threading.Thread, "start", no_pool)
     assert cli(["score", one, "--engine", "dask", "-m", "ece"]).code == 0
     r = cli(["score", parts, "--engine", "dask", "-m", "ece"])
