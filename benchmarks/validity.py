@@ -453,10 +453,10 @@ def cells(quick: bool) -> list[Cell]:
     for kind in ("calibrated", "planted"):
         out.append(Cell("audit", f"{kind}, 3 columns at depth 2, n = 20,000", run_audit,
                         (kind, 20_000, r(1000, 100)), r(300, 3)))
-    for kind, per_day in (("calibrated", 1000), ("calibrated", 100), ("drift", 1000),
-                          ("drift", 300)):
+    for kind, per_day, reps in (("calibrated", 1000, 500), ("calibrated", 100, 1000),
+                                ("drift", 1000, 200), ("drift", 300, 200)):
         out.append(Cell("monitor", f"{kind}, 60 daily windows of {per_day:,} rows", run_monitor,
-                        (kind, 60, per_day), r(1000, 3)))
+                        (kind, 60, per_day), r(reps, 3)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
