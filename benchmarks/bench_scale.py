@@ -342,7 +342,7 @@ def row_layouts(a: argparse.Namespace, folder: Path) -> None:
             line(f"-m ece vs duckdb, {style}", *ece_vs_duckdb(duck, path), "<= 1.5x")
 
 
-EXACT_ROWS = 10**7    # calcheck.streaming.positional.EXACT_PAVA_ROWS
+EXACT_ROWS = 10**7    # calcheck.tuning.Tuning.exact_pava_rows
 
 
 def duckdb_side(a: argparse.Namespace, folder: Path) -> tuple[str, str] | None:

@@ -467,11 +467,11 @@ UNIFORM_THREADS_ROWS = 1 << 21   # from this many rows the blocks are shared by 
 
 
 def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int, *,
-                  binary: bool = False) -> BinStats:
+                  binary: bool = False, threads_from: int = UNIFORM_THREADS_ROWS) -> BinStats:
     """Uniform-bin statistics without sorting, in one fused pass over cache-sized blocks
     (:class:`UniformSums`).  ``binary``: the labels are known to be 0/1 integers.
 
-    From ``UNIFORM_THREADS_ROWS`` rows on a machine with two cores, the first and the second
+    From ``threads_from`` rows on a machine with two cores, the first and the second
     half of the blocks go to two threads (:func:`calcheck._threads.halves`; numpy releases the
     GIL in these calls): 3·10^7 rows 0.18 → 0.14 s.  Each block's sums are kept and added in
     block order, so the score sums are the same floating-point numbers whatever the threads
@@ -484,7 +484,7 @@ def uniform_stats(scores: FloatArray, labels: IntArray, n_bins: int, *,
                               lower=edges[:-1].copy(), upper=edges[1:].copy(),
                               params={"bins": n_bins})
     sums = UniformSums(s.shape[0], n_bins)
-    if s.shape[0] >= UNIFORM_THREADS_ROWS:
+    if s.shape[0] >= threads_from:
         from calcheck._threads import halves
 
         halves(lambda first, last: sums.run(s, y, first, last), sums.blocks)
@@ -575,12 +575,11 @@ class UniformFold:
     the rows, or rows dropped), and the metrics compute their bins as usual.
     """
 
-    STEP = 8                                # blocks a thread takes at a time (2^19 rows)
-
-    def __init__(self, n: int, bins: tuple[int, ...]) -> None:
+    def __init__(self, n: int, bins: tuple[int, ...], step: int = 8) -> None:
         import threading
 
         self.n = n
+        self.step = step                    # blocks a thread takes at a time (2^19 rows)
         self.sums = [UniformSums(n, b) for b in bins]
         self.blocks = self.sums[0].blocks if bins else 0
         self.ok = n > 0 and bool(bins)
@@ -616,7 +615,7 @@ class UniformFold:
                     return None
                 if self._next < self._ready:
                     first = self._next
-                    self._next = min(first + self.STEP, self._ready)
+                    self._next = min(first + self.step, self._ready)
                     return first, self._next
                 if self._last or not wait:
                     return None

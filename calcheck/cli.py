@@ -10,6 +10,8 @@ failed, 2 usage or input error, 3 internal error, 130 interrupted).
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import inspect
 import os
 import sys
@@ -23,11 +25,16 @@ from calcheck.errors import CalcheckError, ExitCode
 
 if TYPE_CHECKING:
     from calcheck.report.model import Report
+    from calcheck.tuning import Tuning
 
 try:  # typer >= 0.22 vendors click; older releases raise click's own exceptions
     from typer import TyperException as _UsageBase
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import ClickException as _UsageBase  # type: ignore[assignment]
+
+# the tuning one run() call hands to its command (a context variable: set and reset by run,
+# never shared between calls)
+_TUNING: contextvars.ContextVar[Tuning | None] = contextvars.ContextVar("tuning", default=None)
 
 HELP = "Is this classifier calibrated? Calibration metrics and tests, exact to the papers."
 EXIT_CODES = ("Exit codes: 0 ran fine (whatever the values); 1 a --fail-if or --fail-if-worse "
@@ -188,6 +195,9 @@ def _parse(command: str, file: str, values: dict[str, Any],
     from calcheck.io.output import check_output
 
     opts = O.parse(command, values, style="cli")
+    tuning = _TUNING.get()
+    if tuning is not None:                     # handed over by run(argv, tuning=...)
+        opts = dataclasses.replace(opts, tuning=tuning)
     if opts.output is not None:
         if command in ("score", "test", "compare", "audit", "monitor"):
             from calcheck.report.render import format_for_path
@@ -407,8 +417,10 @@ def _help_panels(command: Any) -> None:
         sub.format_options = types.MethodType(format_options, sub)
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return the exit code (the one place that maps exceptions to codes)."""
+def run(argv: list[str] | None = None, *, tuning: Tuning | None = None) -> int:
+    """Run the CLI and return the exit code (the one place that maps exceptions to codes).
+    ``tuning``: the engines' performance knobs (:class:`calcheck.tuning.Tuning`; no option
+    sets them — a program or a test running the command in-process hands one over)."""
     from typer.main import get_command
 
     args = sys.argv[1:] if argv is None else argv
@@ -419,7 +431,11 @@ def run(argv: list[str] | None = None) -> int:
 
     try:
         with silenced():
-            rv = command.main(args=args, prog_name="calcheck", standalone_mode=False)
+            token = _TUNING.set(tuning)        # (this call's context only)
+            try:
+                rv = command.main(args=args, prog_name="calcheck", standalone_mode=False)
+            finally:
+                _TUNING.reset(token)
         return int(rv) if isinstance(rv, int) else int(ExitCode.OK)
     except typer.Exit as exc:
         return int(exc.exit_code)

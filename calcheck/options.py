@@ -44,6 +44,8 @@ from calcheck.checks import (
 )
 from calcheck.errors import UsageError
 from calcheck.limits import MAX_BINS
+from calcheck.tuning import DEFAULT as DEFAULT_TUNING
+from calcheck.tuning import Tuning
 
 # rows per batch of the streaming engines: a Parquet row group is read in equal parts of about
 # this many rows (pyarrow's default 1Mi-row groups: two).  Measured at 3·10^7 rows, default
@@ -436,6 +438,9 @@ class Options:
     command: str = "score"
     given: frozenset[str] = frozenset()
     style: str = "python"
+    # not an option: the engines' performance knobs (no number depends on them but
+    # exact_pava_rows'); a caller or a test hands one over with dataclasses.replace
+    tuning: Tuning = DEFAULT_TUNING
     # input
     score: str | None = None
     label: str | None = None

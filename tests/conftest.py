@@ -46,23 +46,24 @@ def cli(capsys, monkeypatch):
     """Run ``calcheck`` in-process: ``cli(["score", path], stdin=b"...")``."""
     from calcheck.cli import run
 
-    def invoke(args: list[str], stdin: bytes | None = None) -> CliResult:
+    def invoke(args: list[str], stdin: bytes | None = None, tuning=None) -> CliResult:
         if stdin is not None:
             fake = io.TextIOWrapper(io.BytesIO(stdin))
             monkeypatch.setattr(sys, "stdin", fake)
         capsys.readouterr()
-        code = run([str(a) for a in args])
+        code = run([str(a) for a in args], tuning=tuning)
         out = capsys.readouterr()
         return CliResult(code, out.out, out.err)
 
     return invoke
 
 
-def run_json(cli, *args, cmd: str | None = "score"):
+def run_json(cli, *args, cmd: str | None = "score", tuning=None):
     """``calcheck CMD ARGS --json`` in-process, asserted to exit 0; the parsed report.  With
-    ``cmd=None`` the command is the first of ``args``."""
+    ``cmd=None`` the command is the first of ``args``; ``tuning`` the engines' knobs
+    (:class:`calcheck.tuning.Tuning`)."""
     argv = [*([cmd] if cmd else []), *map(str, args), "--json"]
-    r = cli(argv)
+    r = cli(argv, tuning=tuning)
     assert r.code == 0, r.stderr
     return json.loads(r.stdout)
 

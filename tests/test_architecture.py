@@ -98,6 +98,7 @@ LAYERS = [
     ("calcheck.metrics", 1),
     ("calcheck.segments", 1),
     ("calcheck.binning", 0),                   # kernels on arrays
+    ("calcheck.tuning", 0),                    # the knobs: data, imported by every layer
     ("calcheck.binomial", 0),
     ("calcheck._binom_dist", 0),
 ]

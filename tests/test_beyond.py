@@ -158,18 +158,16 @@ def test_weighted_percentile_is_numpy_on_the_rows():
         assert ici.weighted_percentile(d, w, q) == pytest.approx(np.percentile(rows, q))
 
 
-def test_ici_beyond_4096_scores_is_close_to_exact_and_says_so(monkeypatch):
+def test_ici_beyond_4096_scores_is_close_to_exact_and_says_so():
     rng = np.random.default_rng(4)
     s = rng.random(6000)
     y = (rng.random(6000) < s ** 1.3).astype(int)
-    approx = ici.ici(Prepared(s, y), MetricOptions())
+    data = Prepared(s, y)
+    approx = ici.ici(data, MetricOptions())
     assert "approximation" in approx.settings
-    import calcheck.metrics.vece as vece
-
-    monkeypatch.setattr(vece, "MAX_GROUPS", 10_000)
-    exact = ici.ici(Prepared(s, y), MetricOptions())
-    assert "approximation" not in exact.settings
-    assert approx.value == pytest.approx(exact.value, abs=2e-4)
+    exact = ici._distances(data.sorted_scores, data.sorted_labels, ici.SPAN, max_groups=10_000)
+    assert not exact.grouped
+    assert approx.value == pytest.approx(np.average(exact.d, weights=exact.weight), abs=2e-4)
 
 
 # -- ECE-sweep -------------------------------------------------------------------------------
@@ -314,8 +312,8 @@ def test_consistency_band_covers_a_calibrated_curve():
     assert np.array_equal(band.low, again.low)             # --seed reproduces it
 
 
-def test_consistency_band_draws_on_a_thread_give_the_same_band(monkeypatch):
-    """Past PREFETCH_SCORES distinct scores the band's binomial draws run on a background
+def test_consistency_band_draws_on_a_thread_give_the_same_band():
+    """Past ``prefetch_from`` distinct scores the band's binomial draws run on a background
     thread while the main one refits PAV: the same generator, in the same order, so the same
     band as one thread draws and fits in turn."""
     rng = np.random.default_rng(2)
@@ -324,7 +322,7 @@ def test_consistency_band_draws_on_a_thread_give_the_same_band(monkeypatch):
     rec = corp.recalibration(Prepared(s, y))
     bands = []
     for limit in (10**9, 1):                               # one thread; drawn on a thread
-        monkeypatch.setattr(corp, "PREFETCH_SCORES", limit)
-        bands.append(corp.consistency_band(rec, reps=40, level=0.9, seed=5))
+        bands.append(corp.consistency_band(rec, reps=40, level=0.9, seed=5,
+                                           prefetch_from=limit))
     for name in ("x", "low", "high"):
         np.testing.assert_array_equal(getattr(bands[0], name), getattr(bands[1], name))

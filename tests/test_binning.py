@@ -64,9 +64,8 @@ def test_uniform_stats_on_two_threads_are_the_one_thread_sums(n, monkeypatch):
     s[: min(n, 11)] = np.linspace(0.0, 1.0, 11)[: min(n, 11)]      # the edges themselves
     y = (rng.random(n) < s).astype(np.int8)
     one = uniform_stats(s, y, 10, binary=True)
-    monkeypatch.setattr(binning, "UNIFORM_THREADS_ROWS", 1)
-    monkeypatch.setattr(binning.os, "cpu_count", lambda: 2)
-    two = uniform_stats(s, y, 10, binary=True)
+    monkeypatch.setattr(binning.os, "cpu_count", lambda: 2)        # (a machine fact)
+    two = uniform_stats(s, y, 10, binary=True, threads_from=1)
     expected = np.zeros(10)
     for start in range(0, n, binning.UNIFORM_CHUNK):     # block sums, in block order
         part = slice(start, start + binning.UNIFORM_CHUNK)
@@ -240,11 +239,12 @@ def test_shared_labels_are_each_tie_groups_mean_label(seed):
     np.testing.assert_array_equal(got.astype(np.float64), want)
 
 
-def _fed(n, bins, steps, s, y):
-    """A UniformFold fed the rows in ``steps`` (rows so far after each step), finished."""
+def _fed(n, bins, steps, s, y, step=8):
+    """A UniformFold (threads taking ``step`` blocks at a time) fed the rows in ``steps`` (rows
+    so far after each step), finished."""
     from calcheck.binning import UniformFold
 
-    fold = UniformFold(n, bins)
+    fold = UniformFold(n, bins, step)
     for rows in steps:
         fold.feed(s, y, rows)
     return fold.finish()
@@ -252,19 +252,16 @@ def _fed(n, bins, steps, s, y):
 
 @pytest.mark.parametrize("n", [1, 65_535, 65_536, 200_001, 1_100_000])
 @pytest.mark.parametrize("step", [1, 8])
-def test_uniform_fold_while_rows_arrive_is_uniform_stats(n, step, monkeypatch):
+def test_uniform_fold_while_rows_arrive_is_uniform_stats(n, step):
     """Rows folded as they arrive (in uneven steps, by two threads at the end) give the bins of
     uniform_stats bit for bit: each block's sums are 2·bin + label keyed, added in block
     order."""
-    import calcheck.binning as binning
-
-    monkeypatch.setattr(binning.UniformFold, "STEP", step)
     rng = np.random.default_rng(n + step)
     s = rng.random(n)
     s[: min(n, 31)] = np.linspace(0.0, 1.0, 31)[: min(n, 31)]      # edges of 10, 15 and 30 bins
     y = (rng.random(n) < s).astype(np.int8)
     steps = sorted({*rng.integers(1, n + 1, size=7).tolist(), n})
-    got = _fed(n, (10, 15, 7), steps, s, y)
+    got = _fed(n, (10, 15, 7), steps, s, y, step)
     assert got is not None and sorted(got) == [7, 10, 15]
     for bins, st_ in got.items():
         want = uniform_stats(s, y, bins, binary=True)

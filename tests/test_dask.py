@@ -118,12 +118,12 @@ def test_dask_errors_name_the_file_and_row(cli, tmp_path, cluster):
     assert ok.code == 0 and json.loads(ok.stdout)["input"]["rows_dropped"] == 1
 
 
-def test_unreachable_scheduler_is_a_usage_error(cli, hive, monkeypatch):
-    from calcheck.engines import dask as dask_engine
+def test_unreachable_scheduler_is_a_usage_error(cli, hive):
+    from calcheck.tuning import Tuning
 
-    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 2)
     root, _ = hive
-    r = cli(["score", root / "ds", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"])
+    r = cli(["score", root / "ds", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"],
+            tuning=Tuning(connect_timeout=2))
     assert r.code == 2 and "Dask scheduler" in r.stderr
 
 

@@ -69,15 +69,18 @@ def test_no_progress_is_an_option_of_the_long_commands():
         assert parse(command, {"no_progress": True, **extra}, style="cli").no_progress
 
 
-def test_memory_engine_reports_the_read_and_each_metric(tmp_path, monkeypatch):
-    from calcheck.io import source
+def test_memory_engine_reports_the_read_and_each_metric(tmp_path):
+    import dataclasses
 
-    monkeypatch.setattr(source, "READ_STEP_VALUES", 5_000)        # several read steps
-    monkeypatch.setattr(source, "READ_RUN_VALUES", 1)              # ... of one row group each
+    from calcheck.tuning import Tuning
+
+    # several read steps, of one row group each
+    tuning = Tuning(read_step_values=5_000, read_run_values=1)
     path = tmp_path / "p.parquet"
     write_predictions(path, np.random.default_rng(2), 20_000, row_group_size=4_000)
     calls, factory = recorder()
-    opts = parse("score", {"metrics": ["ece", "ace", "tce"]}, style="python")
+    opts = dataclasses.replace(parse("score", {"metrics": ["ece", "ace", "tce"]},
+                                     style="python"), tuning=tuning)
     rep = api.run_score(path, opts, progress=factory)
     reading = calls[f"reading {path}"]
     assert [d for d, _ in reading] == [4_000, 8_000, 12_000, 16_000, 20_000]   # by row group

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import calcheck
+from calcheck.tuning import Tuning
 from tests.conftest import SAMPLE, run_json
 
 
@@ -291,8 +292,8 @@ def test_csv_has_every_result(cli, tmp_path):
 @pytest.mark.parametrize("run_values", [1, 40_000])
 def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monkeypatch,
                                                                    run_values):
-    """Past READ_STEP_VALUES values a file is read row group by row group (small consecutive
-    groups together, up to READ_RUN_VALUES values: here one group, then two, a read), numeric
+    """Past Tuning.read_step_values values a file is read row group by row group (small consecutive
+    groups together, up to Tuning.read_run_values values: here one group, then two, a read), numeric
     columns into one numpy array each: the same values and types, also for a column that gets
     nulls (or any non-numeric column) partway."""
     import pyarrow as pa
@@ -308,8 +309,7 @@ def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monk
                       "w": pa.array(rng.integers(0, 9, n), type=pa.int32())})
     path = tmp_path / "big.parquet"
     pq.write_table(table, path, row_group_size=3_000)
-    monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
-    monkeypatch.setattr(source, "READ_RUN_VALUES", run_values)
+    tuning = Tuning(read_step_values=1_000, read_run_values=run_values)
     reads, read = [], pq.ParquetFile.read_row_groups
 
     def spy(self, groups, **kw):
@@ -318,7 +318,7 @@ def test_a_large_parquet_file_read_by_row_group_is_the_same_table(tmp_path, monk
 
     monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
     src = source.open_source(str(path), "parquet")
-    got = source.read_columns(src, ["score", "label", "age", "site", "w"])
+    got = source.read_columns(src, ["score", "label", "age", "site", "w"], tuning=tuning)
     assert reads == ([[0], [1], [2], [3]] if run_values == 1 else [[0, 1], [2, 3]])
     assert got.equals(table.select(["score", "label", "age", "site", "w"]))
     assert [str(t) for t in got.schema.types] == ["double", "int8", "double", "string", "int32"]
@@ -357,8 +357,7 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
         cols = {"prob_0": 1 - s, "prob_1": s, "label": y}
     path = tmp_path / "big.parquet"
     pq.write_table(pa.table(cols), path, row_group_size=70_000)
-    monkeypatch.setattr(source, "READ_STEP_VALUES", 1_000)
-    monkeypatch.setattr(source, "READ_RUN_VALUES", 300_000)      # reads of two groups
+    tuning = Tuning(read_step_values=1_000, read_run_values=300_000)   # reads of two groups
     kwargs = {"where": "split = 'a'"} if case == "where" else \
         {"pos_label": "1"} if case == "pos_label" else \
         {"drop_invalid": True} if case == "drop_invalid" else {}
@@ -367,7 +366,8 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
         kwargs = {"drop_invalid": True}
     from calcheck.binning import UniformFold
 
-    data = load_predictions(src, fold=lambda rows: UniformFold(rows, (10, 15)), **kwargs)
+    data = load_predictions(src, fold=lambda rows: UniformFold(rows, (10, 15)), tuning=tuning,
+                            **kwargs)
     if case != "plain":
         assert data.uniform_read == {}
         return

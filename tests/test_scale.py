@@ -55,9 +55,9 @@ def test_shared_prefix_equals_the_full_cumsum(n, distinct, cuts, seed):
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 64])
-def test_block_sums_match_the_one_pass_formulas(monkeypatch, chunk):
-    monkeypatch.setattr(scoring, "CHUNK", chunk)
-    monkeypatch.setattr(binned_metrics, "DEV_CHUNK", chunk)
+def test_block_sums_match_the_one_pass_formulas(chunk):
+    """Brier's, log loss's, the probabilistic count's and PDE's sums, taken ``chunk`` rows at a
+    time, equal the one-pass formulas (and the metrics, at the default chunk)."""
     rng = np.random.default_rng(chunk)
     for _ in range(30):
         n = int(rng.integers(1, 200))
@@ -66,17 +66,26 @@ def test_block_sums_match_the_one_pass_formulas(monkeypatch, chunk):
         data = Prepared(s, y)
         _, counts = np.unique(s, return_counts=True)
         q = counts / n
-        assert scoring.pc(data).value == pytest.approx(min(1 / np.dot(q, q), n), rel=1e-12)
-        assert scoring.pc(data).settings["distinct_values"] == counts.shape[0]
+        value, distinct = scoring.probabilistic_count(data.sorted_scores, chunk)
+        assert value == pytest.approx(min(1 / np.dot(q, q), n), rel=1e-12)
+        assert distinct == counts.shape[0]
+        assert scoring.pc(data).value == pytest.approx(value, rel=1e-12)
+        assert scoring.squared_error_sum(data.scores, data.labels, chunk) / n == \
+            pytest.approx(np.mean((s - y) ** 2), abs=1e-14)
         assert scoring.brier(data).value == pytest.approx(np.mean((s - y) ** 2), abs=1e-14)
         c = np.clip(s, 1e-15, 1 - 1e-15)
         ll = -np.mean(np.where(y == 1, np.log(c), np.log1p(-c)))
+        assert -scoring.log_likelihood_sum(data.scores, data.labels, chunk) / n == \
+            pytest.approx(ll, rel=1e-12)
         assert scoring.log_loss(data).value == pytest.approx(ll, rel=1e-12)
         if n >= 10:
             bounds = binning.quantile_bounds(n, 10)
             stats = binned_metrics.quantile_bins(data, 10)
             phat = np.nan_to_num(stats.mean_label)
             want = np.abs(np.sort(s) - phat[binning.row_bin_ids(bounds)]).sum() / n
+            sums = binned_metrics.abs_deviation_sums(data.sorted_scores, bounds, phat,
+                                                     stats.nonempty, chunk)
+            assert sums.sum() / n == pytest.approx(want, abs=1e-14)
             assert binned_metrics.pde(data, bins=10).value == pytest.approx(want, abs=1e-14)
 
 

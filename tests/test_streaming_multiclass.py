@@ -1,6 +1,6 @@
 """Multiclass input on the streaming engines: top-label metrics through the binary engine on the
 top-label view, SCE from a mergeable (class, bin) state, ACE/TACE/TCE classwise from each
-class's rows held (up to HOLD_ROWS rows) or a rank search per class; all equal the in-memory
+class's rows held (up to Tuning.hold_rows rows) or a rank search per class; all equal the in-memory
 engine."""
 
 
@@ -17,6 +17,7 @@ from calcheck.io.stream import plan_stream
 from calcheck.metrics.multiclass import MulticlassPrepared, sce_per_class
 from calcheck.streaming.classwise import ClasswiseSpec
 from calcheck.streaming.views import ALL
+from calcheck.tuning import Tuning
 from tests.conftest import run_json, write_dataset
 
 K = 4
@@ -98,15 +99,12 @@ def test_default_metrics_are_the_in_memory_ones(cli, hive):
     ["--test", "t", "--alpha", "0.1", "--tce-nmin", "30", "--tce-nmax", "3000"],
 ])
 @pytest.mark.parametrize("hold", [True, False])
-def test_classwise_options_stream_equal_memory(cli, hive, args, monkeypatch, hold):
-    import calcheck.streaming.classwise as cw
-
-    if not hold:
-        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
+def test_classwise_options_stream_equal_memory(cli, hive, args, hold):
+    tuning = None if hold else Tuning(hold_rows=0)
     ids = ["ace_cw", "tace", "tce_cw"]
     mem = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args)
     st = run_json(cli, hive, "--where", "day <= 2", "-m", ",".join(ids), *args,
-                  "--engine", "stream", "--batch-rows", "1000")
+                  "--engine", "stream", "--batch-rows", "1000", tuning=tuning)
     for m in ids:
         assert st["metrics"][m]["value"] == pytest.approx(mem["metrics"][m]["value"],
                                                           rel=1e-12, abs=1e-15), m
@@ -115,18 +113,14 @@ def test_classwise_options_stream_equal_memory(cli, hive, args, monkeypatch, hol
 
 
 @pytest.mark.parametrize("hold", [True, False])
-def test_tiny_classes_and_sub_streams(tmp_path, monkeypatch, hold):
+def test_tiny_classes_and_sub_streams(tmp_path, hold):
     """Every class of a small file through drive_lockstep directly: a class never predicted
     above the threshold keeps no value (TACE adds 0) and ties at p = 0 break by row order.
-    Held (the group fits HOLD_ROWS): one pass keeps every class's rows; else a grid pass and
+    Held (the group fits Tuning.hold_rows): one pass keeps every class's rows; else a grid pass and
     the exact PAVA pass, whose held rows then make the rank search and the row pass."""
-    import calcheck.streaming.classwise as cw
     from calcheck.metrics.multiclass import ace_cw, tace, tce_cw
     from calcheck.streaming.classwise import classwise_positional
     from calcheck.streaming.engine import StreamSource
-
-    if not hold:
-        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
 
     rng = np.random.default_rng(4)
     n = 400
@@ -136,7 +130,8 @@ def test_tiny_classes_and_sub_streams(tmp_path, monkeypatch, hold):
     y = rng.integers(0, 3, n)
     pq.write_table(pa.table({"prob_0": P[:, 0], "prob_1": P[:, 1], "prob_2": P[:, 2],
                              "label": y}), tmp_path / "t.parquet")
-    src = StreamSource(str(tmp_path / "t.parquet"), batch_rows=37)
+    src = StreamSource(str(tmp_path / "t.parquet"), batch_rows=37,
+                       tuning=Tuning() if hold else Tuning(hold_rows=0))
     by_group, passes = classwise_positional(src, 3, ["ace_cw", "tace", "tce_cw"],
                                             sizes={ALL: n}, bins=5)
     got, errors = by_group[ALL]
@@ -223,14 +218,10 @@ def test_what_needs_memory_is_refused(cli, hive):
 
 
 @pytest.mark.parametrize("hold", [True, False])
-def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path, monkeypatch, hold):
+def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path, hold):
     """--by on multiclass input: per group the top-label grid and positional metrics, SCE and
     the classwise metrics (each (group, class)'s rows held, or its rank search); a 12-row group
     reports TCE's error, as in memory."""
-    import calcheck.streaming.classwise as cw
-
-    if not hold:
-        monkeypatch.setattr(cw, "HOLD_ROWS", 0)
     df = pq.read_table(hive).to_pandas()
     df["day"] = df["day"].astype(int)
     df["site"] = np.where(np.arange(len(df)) % 2000 == 3, "tiny", "big")
@@ -239,7 +230,8 @@ def test_groups_of_multiclass_input_equal_memory(cli, hive, tmp_path, monkeypatc
     for by in ("day", "site"):
         args = [tmp_path / "g.parquet", "--by", by, "-m", ",".join(ids)]
         mem = run_json(cli, *args)
-        st = run_json(cli, *args, "--engine", "stream", "--batch-rows", "3000")
+        st = run_json(cli, *args, "--engine", "stream", "--batch-rows", "3000",
+                      tuning=None if hold else Tuning(hold_rows=0))
         assert list(st["groups"]) == list(mem["groups"])
         for key, g in mem["groups"].items():
             sg = st["groups"][key]
@@ -498,19 +490,16 @@ def test_classwise_sums_of_columns_are_one_bincount_over_the_matrix():
                 np.testing.assert_array_equal(a, b)
 
 
-def test_held_top_label_view_gives_the_file_passes_numbers(cli, tmp_path, monkeypatch):
+def test_held_top_label_view_gives_the_file_passes_numbers(cli, tmp_path):
     """A small file keeps its top-label view in the first pass, and the top-label metrics'
     later passes fold those batches: the report is the one of passes reading the file, with
     fewer file passes."""
-    import calcheck.streaming.engine as engine
-
     path = tmp_path / "mc.parquet"
     frame(14, 20_000, k=5).to_parquet(path, row_group_size=3_000)
     args = [path, "--engine", "stream", "--batch-rows", "2500", "-m",
             "ece_top,ace_top,mce_q,tce,pde,sce,tce_cw"]
     held = run_json(cli, *args)
-    monkeypatch.setattr(engine, "HOLD_TOP_ROWS", 0)
-    read = run_json(cli, *args)
+    read = run_json(cli, *args, tuning=Tuning(hold_top_rows=0))
     assert held["metrics"] == read["metrics"] and held["input"] == read["input"]
     assert held["settings"]["passes"] < read["settings"]["passes"]
 

@@ -19,6 +19,8 @@ from calcheck.streaming.positional import (
     drive,
     positional_results,
 )
+from calcheck.tuning import DEFAULT as TUNING
+from calcheck.tuning import Tuning
 from tests.conftest import run_json, write_dataset
 
 
@@ -81,16 +83,14 @@ def test_rank_search_gives_the_in_memory_bins(case, budget, ties):
             assert pos.passes >= 2               # narrowed by score bits, then by row id
 
 
-def test_shared_ties_collect_four_times_the_rows_in_one_pass(monkeypatch):
+def test_shared_ties_collect_four_times_the_rows_in_one_pass():
     """With shared ties the search keeps each collected row as one packed 8-byte key instead
     of (task, score, row id, label), so the same memory collects 4x the rows: ranges over the
     row-id budget but within 4x of it resolve in one pass (with coarse histograms, as 10^8
     rows' 4,096 PAVA blocks get, a histogram pass comes first otherwise), with the same
     bins."""
-    from calcheck.streaming import select
-
-    assert select.COLLECT_KEYS // select.COLLECT_ROWS == 4
-    monkeypatch.setattr(select, "HIST_BUCKETS", 64)      # 16 sub-ranges of a range
+    assert TUNING.key_share == 4
+    tuning = Tuning(hist_buckets=64)                    # 16 sub-ranges of a range
     rng = np.random.default_rng(3)
     n = 200_000
     s = 0.5 + rng.random(n) / 256               # 256 grid cells of ~780 rows
@@ -104,7 +104,8 @@ def test_shared_ties_collect_four_times_the_rows_in_one_pass(monkeypatch):
     budget = rows // 2                          # rows > budget, rows <= 4 budget
     passes, stats = {}, {}
     for ties in ("share", "order"):
-        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=budget)
+        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=budget,
+                             tuning=tuning)
         drive(src, pos.scan(ranks))
         passes[ties], stats[ties] = pos.passes, pos.bin_stats(b, "quantile", {})
     assert passes["share"] == 1 and passes["order"] >= 2
@@ -127,16 +128,14 @@ def _held_case(case, seed, n=30_000):
 @pytest.mark.parametrize("replay", [True, False])
 @pytest.mark.parametrize("ties", ["share", "order"])
 @pytest.mark.parametrize("case", CASES)
-def test_streamed_positional_metrics_equal_in_memory(case, ties, replay, monkeypatch):
+def test_streamed_positional_metrics_equal_in_memory(case, ties, replay):
     """Every positional metric and HL as in memory; exact PAVA's pass holds every row, and
     the rank search and row pass then run over those rows (``replay``) or over the source
     again — the same values either way, and no pass beyond the held rows' when replayed."""
-    from calcheck.streaming import positional
-
-    monkeypatch.setattr(positional, "REPLAY", replay)
     s, y, src, grid = _held_case(case, 5)
     ids = list(POSITIONAL)
-    got, details = positional_results(src, grid, ids, hl_groups=10, ties=ties)
+    got, details = positional_results(src, grid, ids, hl_groups=10, ties=ties,
+                                      tuning=Tuning(replay=replay))
     ref = compute_metrics(Prepared(s + 0.0, y, ties=ties), ids, MetricOptions(ties=ties))
     for mid in ids:
         a, b = got[mid], ref[mid]
@@ -184,14 +183,14 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
     one a replay of every held row gives, bit for bit, whatever the batch size."""
     from calcheck.streaming import positional
 
-    monkeypatch.setattr(positional, "REPLAY_ROWS", 4_096)
     real, kinds = positional.replay, []
 
-    def both(spec, scores, labels):
-        got = real(spec, scores, labels)
+    def both(spec, scores, labels, batch):
+        assert batch == 4_096
+        got = real(spec, scores, labels, batch)
         full = spec.new()
-        for a in range(0, scores.shape[0], positional.REPLAY_ROWS):
-            z = slice(a, a + positional.REPLAY_ROWS)
+        for a in range(0, scores.shape[0], batch):
+            z = slice(a, a + batch)
             full.update(scores[z], labels[z], a)
         kinds.append(type(spec).__name__)
         _same_state(got, full)
@@ -199,7 +198,8 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
 
     monkeypatch.setattr(positional, "replay", both)
     _, _, src, grid = _held_case(case, 17)
-    positional_results(src, grid, list(POSITIONAL), hl_groups=10, ties=ties)
+    positional_results(src, grid, list(POSITIONAL), hl_groups=10, ties=ties,
+                       tuning=Tuning(replay_rows=4_096))
     assert kinds or case not in ("uniform", "beta_zeros")    # (tied cells need no pass)
 
 
@@ -366,11 +366,11 @@ def test_cli_stream_hosmer_lemeshow(cli, tied):
         assert a["pvalue"] >= b["pvalue"] - 0.05
 
 
-def test_cli_notes_pava_on_blocks(cli, tied, monkeypatch):
-    import calcheck.streaming.positional as positional
-
-    monkeypatch.setattr(positional, "EXACT_PAVA_ROWS", 1000)
-    r = cli(["score", tied / "ds", "--engine", "stream", "-m", "tce", "--json"])
+def test_cli_notes_pava_on_blocks(cli, tied):
+    """Beyond Tuning.exact_pava_rows the stream engine's PAVA-BC runs on equal-mass blocks:
+    the metric's settings and a note say so."""
+    r = cli(["score", tied / "ds", "--engine", "stream", "-m", "tce", "--json"],
+            tuning=Tuning(exact_pava_rows=1000))
     assert r.code == 0, r.stderr
     st = json.loads(r.stdout)["metrics"]["tce"]["settings"]
     assert st["pava_input"] == "approximate: equal-mass blocks" and st["pava_blocks"] == 4096
@@ -538,15 +538,15 @@ def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):
     grid = src.run(StateSpec())[0]
     ids = ["tce", "tce_q", "pde", "ace"]
     opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
-    monkeypatch.setattr(positional, "PROSPECT_SHARE", 2)    # few rows a cell: keep up to n/2
     runs = {}
     for how in ("kept", "read", "missed"):
-        monkeypatch.setattr(positional, "PROSPECT", how != "read")
+        # few rows a cell: keep up to n/2
+        tuning = Tuning(prospect_share=2, prospect=how != "read")
         if how == "missed":                     # keeps one cell of those guessed
             monkeypatch.setattr(positional, "interval_cells",
                                 lambda *a: prospect.interval_cells(*a)[:1])
-            monkeypatch.setattr(positional, "WINDOW_BLOCKS", 0)     # (and no bins moved)
-        runs[how] = positional_results(src, grid, ids, **opts)
+            tuning = Tuning(prospect_share=2, window_blocks=0)      # (and no bins moved)
+        runs[how] = positional_results(src, grid, ids, tuning=tuning, **opts)
     for how in ("kept", "missed"):
         for mid in ids:
             a, b = runs[how][0][mid], runs["read"][0][mid]
@@ -568,7 +568,7 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     positives move a merge).  The first search's pass also keeps the cells of the ranks and
     row pass of the bins a block off, so the search of the exact bins' new ranks and their row
     pass run over the kept rows: the same values, bit for bit, as reading the file, one pass
-    fewer than without those cells (``WINDOW_BLOCKS = 0``)."""
+    fewer than without those cells (``Tuning.window_blocks = 0``)."""
     from calcheck.streaming import positional
 
     rng = np.random.default_rng(8)
@@ -578,14 +578,14 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     grid = src.run(StateSpec())[0]
     ids = ["tce", "tce_q", "pde", "ace"]
     opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
-    monkeypatch.setattr(positional, "PROSPECT_SHARE", 1)    # (half of it with row ids)
     exact_blocks = positional.pava_bc_blocks
     calls = []
+    prospecting = [True]
 
     def guessed_off(count, pos, lo, hi):
         """The guess (the first call of a run) with its later bounds one block on."""
         b = exact_blocks(count, pos, lo, hi)
-        if positional.PROSPECT and len(calls) % 2 == 0 and b.shape[0] >= 4:
+        if prospecting[0] and len(calls) % 2 == 0 and b.shape[0] >= 4:
             edges = np.concatenate(([0], np.cumsum(count)))
             at = np.searchsorted(edges, b)
             at[b.shape[0] // 2:-1] += 1
@@ -597,10 +597,11 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     monkeypatch.setattr(positional, "pava_bc_blocks", guessed_off)
     runs = {}
     for how, window in (("kept", 1), ("narrow", 0), ("read", 1)):
-        monkeypatch.setattr(positional, "PROSPECT", how != "read")
-        monkeypatch.setattr(positional, "WINDOW_BLOCKS", window)
+        prospecting[0] = how != "read"
+        tuning = Tuning(prospect_share=1, prospect=how != "read",   # (half of it with row ids)
+                        window_blocks=window)
         calls.clear()
-        runs[how] = positional_results(src, grid, ids, **opts)
+        runs[how] = positional_results(src, grid, ids, tuning=tuning, **opts)
         if how != "read":
             assert not np.array_equal(calls[0], calls[1])        # the guess was off
     for how in ("kept", "narrow"):
@@ -667,19 +668,17 @@ def test_the_guessed_test_cells_hold_the_exact_thresholds(alpha):
 
 
 @pytest.mark.parametrize("ties", ["share", "order"])
-def test_row_tests_in_pieces_give_the_same_rejections(ties, monkeypatch):
-    """TCE's row pass tests its pending (bin, score) pairs in pieces of PENDING_ROWS (bounded
+def test_row_tests_in_pieces_give_the_same_rejections(ties):
+    """TCE's row pass tests its pending (bin, score) pairs in pieces of Tuning.pending_rows (bounded
     temporaries): pieces of 97 pairs, whose runs of neighbours are cut anywhere, give the same
     rejections, bit for bit, as one piece — on concentrated scores (most rows tested one by
     one) with ties (fractional k under ``share``)."""
-    from calcheck.streaming import positional
-
     _, _, src, grid = crowded(8, 40_000, rounded=0.3, decimals=4, parts=4)
     ids = ["tce", "tce_q"]
     results = []
     for pieces in (1 << 30, 97):
-        monkeypatch.setattr(positional, "PENDING_ROWS", pieces)
-        got, _ = positional_results(src, grid, ids, ties=ties)
+        got, _ = positional_results(src, grid, ids, ties=ties,
+                                    tuning=Tuning(pending_rows=pieces))
         results.append(got)
     for mid in ids:
         a, b = results[0][mid], results[1][mid]
@@ -693,12 +692,11 @@ def test_row_tests_in_pieces_give_the_same_rejections(ties, monkeypatch):
 @pytest.mark.parametrize("ties", ["share", "order"])
 def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatch):
     """Cells of many rows that the row pass reads get TCE's test decided on score pieces
-    (SURE_ROWS): the rejections are those of testing every row — bit for bit, including the
+    (Tuning.sure_rows): the rejections are those of testing every row — bit for bit, including the
     fractional k of shared ties (its rows are still tested in the same groups) — and equal
     to the in-memory engine's; the pieces decide most of those rows."""
     from calcheck.streaming import positional
 
-    monkeypatch.setattr(positional, "PENDING_ROWS", pending)
     n = 60_000
     s, y, src, grid = crowded(12, n, rounded=0.2, decimals=5, parts=4, lift=1.3)
     ids = ["tce", "tce_q", "tce_u"]
@@ -713,9 +711,9 @@ def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatc
     monkeypatch.setattr(positional.RowPassState, "_decided", counting)
     results = []
     for rows in (1 << 62, 64):
-        monkeypatch.setattr(positional, "SURE_ROWS", rows)
         decided.clear()
-        got, _ = positional_results(src, grid, ids, ties=ties)
+        got, _ = positional_results(src, grid, ids, ties=ties,
+                                    tuning=Tuning(pending_rows=pending, sure_rows=rows))
         results.append((got, np.sum(decided, axis=0)))
     assert results[0][1][0] == 0 and results[1][1][0] > 0.75 * results[1][1][1] > n // 4
     ref = compute_metrics(Prepared(s, y, ties=ties), ids, MetricOptions(ties=ties))
@@ -731,20 +729,18 @@ def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatc
 
 
 @pytest.mark.parametrize("ties", ["share", "order"])
-def test_tie_groups_unpacked_in_groups_of_tasks_give_the_same_ranks(ties, monkeypatch):
-    """The search's collected keys are unpacked a group of tasks at a time (TIE_ROWS): any
+def test_tie_groups_unpacked_in_groups_of_tasks_give_the_same_ranks(ties):
+    """The search's collected keys are unpacked a group of tasks at a time (Tuning.tie_rows): any
     grouping resolves every rank to the same row, counts and score sums, bit for bit; and a
     cell of several tasks finds each row's task through the near-bucket table as a search
     over all tasks would."""
-    from calcheck.streaming import select
-
     n = 50_000
     s, y, src, grid = crowded(4, n, rounded=0.3, decimals=6, parts=3)
     b = quantile_bounds(n, 400)
     out = []
     for group in (1 << 40, 16):
-        monkeypatch.setattr(select, "TIE_ROWS", group)
-        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=3000)
+        pos = PositionalPass(grid, [], id_bound=n, ties=ties, collect_rows=3000,
+                             tuning=Tuning(tie_rows=group))
         drive(src, pos.scan(bound_ranks(b, n)))
         out.append((pos.resolved, pos.bin_stats(b, "quantile", {})))
     assert out[0][0] == out[1][0]

@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 
 from calcheck.streaming import ranks
 from calcheck.streaming.variables import BinSpec
+from calcheck.tuning import DEFAULT as TUNING
+from calcheck.tuning import Tuning
 from tests.conftest import shared_path, write_dataset
 
 
-def _search(x, wanted, parts):
+def _search(x, wanted, parts, tuning=TUNING):
     """Resolve ``wanted`` ranks of x over ``parts`` batches, merged in a shuffled order."""
-    s = ranks.RankSearch(x.shape[0], wanted)
+    s = ranks.RankSearch(x.shape[0], wanted, tuning)
     rng_ = s.first()
     passes = 0
     while rng_:
@@ -49,12 +51,9 @@ def test_rank_search_is_exact(seed, n, kind, parts, small_collect):
          "tie": lambda: np.where(rng.random(n) < 0.9, 2.5, rng.normal(size=n)),
          "zeros": lambda: np.where(rng.random(n) < 0.5, -0.0, rng.random(n) ** 9)}[kind]()
     wanted = sorted({*rng.integers(0, n, 20).tolist(), 0, n - 1})
-    old = ranks.COLLECT_ROWS
-    ranks.COLLECT_ROWS = 16 if small_collect else old         # force the histogram passes
-    try:
-        s, passes = _search(x, wanted, parts)
-    finally:
-        ranks.COLLECT_ROWS = old
+    # a small collect budget forces the histogram passes
+    s, passes = _search(x, wanted, parts, Tuning(rank_collect_rows=16) if small_collect
+                        else TUNING)
     xs = np.sort(x)
     assert [s.value(r) for r in wanted] == [float(xs[r]) for r in wanted]
     assert passes <= 5

@@ -124,14 +124,13 @@ def test_simulate_null_is_the_trials_seeded_in_order():
         np.testing.assert_array_equal(null[:, j], tcal_null.one_trial(plan, int(seeds[j]))[0])
 
 
-def test_null_plan_bin_sums_are_the_same_taken_a_chunk_of_bins_at_a_time(monkeypatch):
+def test_null_plan_bin_sums_are_the_same_taken_a_chunk_of_bins_at_a_time():
     """The null plan sums every level's bins in chunks of whole bins (bounded memory): the same
     plan, bit for bit, as with every bin at once, down to chunks of one bin."""
     s = np.sort(np.random.default_rng(5).uniform(size=3_000))
     ms = list(range(2, 60, 3))
     whole = tcal_null.plan(s, ms)
-    monkeypatch.setattr(tcal_null, "BIN_SUM_ROWS", 1)
-    chunked = tcal_null.plan(s, ms)
+    chunked = tcal_null.plan(s, ms, bin_rows=1)
     np.testing.assert_array_equal(chunked.fine.A, whole.fine.A)
     np.testing.assert_array_equal(chunked.dense_A, whole.dense_A)
     for seed in (1, 2):
@@ -448,15 +447,17 @@ def test_label_draws_are_bernoulli_and_exact_at_the_extremes():
     assert plan.groups.size == 3                      # the runs of 40 are single Binomial draws
 
 
-def test_null_does_not_depend_on_the_threads(monkeypatch):
+def test_null_does_not_depend_on_the_threads():
     import calcheck.hypotests.tcal_null as tc
 
     rng = np.random.default_rng(6)
-    s = rng.uniform(size=2000)
+    s = np.sort(rng.uniform(size=2000))
     ms = [2, 16, 256]
-    monkeypatch.setattr(tc, "TRIALS_PER_TASK", 3)                   # several tasks
-    monkeypatch.setattr(tc, "_threads", lambda: 1)
-    one = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
-    monkeypatch.setattr(tc, "_threads", lambda: 4)
-    four = simulate_null(s, ms, trials=50, resample="labels", rng=np.random.default_rng(1))
-    np.testing.assert_array_equal(one, four)
+    p = tc.plan(s, ms)
+    draws = [tc.simulate(p, trials=50, rng=np.random.default_rng(1), threads=threads,
+                         per_task=per_task)                         # (3: several tasks)
+             for threads, per_task in ((1, 3), (4, 3), (2, 8))]
+    np.testing.assert_array_equal(draws[0], draws[1])
+    np.testing.assert_array_equal(draws[0], draws[2])
+    np.testing.assert_array_equal(draws[0], simulate_null(s, ms, trials=50, resample="labels",
+                                                          rng=np.random.default_rng(1)))

@@ -72,7 +72,8 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                                 where=opts.where, numeric=numeric, raw=raw, flags=flags,
                                 progress=progress(f"reading {src.name}") if progress else None,
                                 fold=read_fold(opts),
-                                pair_as_binary=not opts.asks_multiclass)
+                                pair_as_binary=not opts.asks_multiclass,
+                                tuning=opts.tuning)
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
@@ -86,4 +87,4 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
         src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
         opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
         opts.renormalize, extra_columns=flags, pair_as_binary=not opts.asks_multiclass,
-        progress=progress))
+        progress=progress, tuning=opts.tuning))

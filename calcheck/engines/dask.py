@@ -27,9 +27,9 @@ from calcheck.io.stream import (
 )
 from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.engine import StreamSource
+from calcheck.tuning import DEFAULT, Tuning
 
 INSTALL = "pip install 'calcheck[dask]'"
-CONNECT_TIMEOUT = 15     # seconds to reach a --scheduler address
 FILE_ID_SHIFT = 40       # row ids are file index · 2^40 + row within the file (stream order)
 
 
@@ -45,7 +45,8 @@ class DaskEngine(StreamEngine):
 
     def __enter__(self) -> DaskEngine:
         if self.source.scheduler and self.source.client is None:
-            self.source.client = connect(self.source.scheduler)
+            self.source.client = connect(self.source.scheduler,
+                                         self.source.tuning.connect_timeout)
             self._own_client = True
         return self
 
@@ -56,7 +57,8 @@ class DaskPasses:
     def run(self, source: StreamSource, spec: Any) -> tuple[Any, StreamStats]:
         return dask_fold(source.plan, spec, batch_rows=source.batch_rows,
                          pos_label=source.pos_label, drop_invalid=source.drop_invalid,
-                         client=source.client, report=rows_reporter(source))
+                         client=source.client, report=rows_reporter(source),
+                         tuning=source.tuning)
 
     def id_bound(self, source: StreamSource, n: int) -> int:
         return row_id_bound(source.plan)
@@ -98,7 +100,8 @@ def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
 
 def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int,
                     pos_label: str | None, drop_invalid: bool,
-                    report: Callable[[int], None] | None = None) -> tuple[Any, StreamStats]:
+                    report: Callable[[int], None] | None = None,
+              tuning: Tuning = DEFAULT) -> tuple[Any, StreamStats]:
     """Fold the (index, file) pairs of one partition into ``spec.new()``; errors name the file
     and the row within it.  ``report(rows)`` is told the rows of each batch read."""
     state = spec.new()
@@ -133,7 +136,8 @@ def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
 def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_ROWS,
               pos_label: str | None = None, drop_invalid: bool = False, client: Any = None,
               files_per_partition: int = 1, split_every: int = 8,
-              report: Callable[[int], None] | None = None) -> tuple[Any, StreamStats]:
+              report: Callable[[int], None] | None = None,
+              tuning: Tuning = DEFAULT) -> tuple[Any, StreamStats]:
     """The merged state and read statistics of every file of ``plan``, computed by Dask.
 
     ``client`` is the run's ``distributed.Client`` (see :func:`connect`); without one the
@@ -144,7 +148,7 @@ def dask_fold(plan: StreamPlan, spec: Any, *, batch_rows: int = DEFAULT_BATCH_RO
         return spec.new(), StreamStats(score_column=plan.score_column,
                                        label_column=plan.label_column)
     if hasattr(spec, "prepared"):                  # as the stream's first batch prepares it
-        spec = prepared_on_first_batch(plan, spec, batch_rows, pos_label, drop_invalid)
+        spec = prepared_on_first_batch(plan, spec, batch_rows, pos_label, drop_invalid, tuning)
     client = client if client is not None else active_client()
     local = report if client is None else None      # a cluster's workers cannot report here
     nparts = max(1, -(-len(plan.fragments) // max(1, files_per_partition)))
@@ -187,7 +191,8 @@ def exhausted(exc: BaseException) -> bool:
 
 
 def prepared_on_first_batch(plan: StreamPlan, spec: Any, batch_rows: int,
-                            pos_label: str | None, drop_invalid: bool) -> Any:
+                            pos_label: str | None, drop_invalid: bool,
+                            tuning: Tuning = DEFAULT) -> Any:
     """``spec`` prepared (:meth:`~calcheck.streaming.engine.StateSpec.prepared`: finer cells
     for crowded scores) on the first batch of the first file, read here once more, as the
     stream engine prepares it on its first batch — decided once, so that every partition
@@ -205,7 +210,7 @@ def prepared_on_first_batch(plan: StreamPlan, spec: Any, batch_rows: int,
         return spec
     if first is None:
         return spec
-    return spec.prepared(np.asarray(first[0], dtype=np.float64), plan_rows(plan))
+    return spec.prepared(np.asarray(first[0], dtype=np.float64), plan_rows(plan), tuning)
 
 
 def active_client() -> Any:
@@ -226,7 +231,7 @@ def active_client() -> Any:
         return None
 
 
-def connect(scheduler: str) -> Any:
+def connect(scheduler: str, timeout: int = DEFAULT.connect_timeout) -> Any:
     """A ``distributed.Client`` on the scheduler at ``scheduler`` — one per run, closed by the
     engine when the run ends."""
     _require_dask()
@@ -235,7 +240,7 @@ def connect(scheduler: str) -> Any:
     except ImportError:
         raise UsageError(f"--scheduler needs dask.distributed: {INSTALL}") from None
     try:
-        return Client(scheduler, timeout=CONNECT_TIMEOUT,  # type: ignore[no-untyped-call]
+        return Client(scheduler, timeout=timeout,  # type: ignore[no-untyped-call]
                       set_as_default=False)
     except OSError as exc:
         raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc})") from None

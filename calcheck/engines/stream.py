@@ -117,14 +117,13 @@ class StreamEngine:
         return self._first[spec]
 
     def _holds_top(self) -> bool:
-        """A first pass in this process over at most ``HOLD_TOP_ROWS`` rows (Parquet
+        """A first pass in this process over at most ``tuning.hold_top_rows`` rows (Parquet
         footers)."""
         from calcheck.io.stream import plan_rows
-        from calcheck.streaming.engine import HOLD_TOP_ROWS
 
         rows = plan_rows(self.plan)
         return self.source.engine == "stream" and self.source.passes is None and \
-            rows is not None and rows <= HOLD_TOP_ROWS
+            rows is not None and rows <= self.source.tuning.hold_top_rows
 
     def _sce_in_class_passes(self, ids: list[str], opts: Options) -> bool:
         """SCE from the held classes' rows instead of the first pass's (class, bin) sums —
@@ -137,7 +136,7 @@ class StreamEngine:
             return False
         rows = plan_rows(self.plan)
         return rows is not None and sce_in_class_passes(
-            [m for m in POSITIONAL_CLASSWISE if m in ids], [rows])
+            [m for m in POSITIONAL_CLASSWISE if m in ids], [rows], self.source.tuning)
 
     def _cached_grid(self, bins: int) -> Any:
         """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
@@ -291,7 +290,7 @@ class StreamEngine:
         for m, r in out.values.items():
             if str(r.settings.get("pava_input", "")).startswith("approximate"):
                 out.messages.append(
-                    f"{m}: n > {pos_mod.EXACT_PAVA_ROWS:,} rows, so PAVA ran on "
+                    f"{m}: n > {self.source.tuning.exact_pava_rows:,} rows, so PAVA ran on "
                     f"{r.settings['pava_blocks']:,} equal-mass blocks of ~"
                     f"{r.settings['pava_block_rows']:,} rows (bins end at block boundaries; "
                     "recorded in the report settings)")

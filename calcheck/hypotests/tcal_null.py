@@ -150,10 +150,11 @@ class _Runs:
 BIN_SUM_ROWS = 1 << 22           # rows gathered at once by _bin_sums (~0.1 GB of indices)
 
 
-def _bin_sums(x: FloatArray, starts: IntArray, ends: IntArray) -> FloatArray:
+def _bin_sums(x: FloatArray, starts: IntArray, ends: IntArray,
+              chunk: int = BIN_SUM_ROWS) -> FloatArray:
     """Σ x over the rows [start, end) of each bin, summed bin by bin in row order (bins may be
     empty).  The bins of every level together cover the rows once a level, so they are taken
-    a chunk of whole bins (about :data:`BIN_SUM_ROWS` rows) at a time: each bin's sum is the
+    a chunk of whole bins (about ``chunk`` rows) at a time: each bin's sum is the
     same sequence of additions, in bounded memory (all at once took ~0.8 GB at 10^6 rows)."""
     lens = (ends - starts).astype(np.int64)
     out = np.zeros(lens.shape[0])
@@ -161,7 +162,7 @@ def _bin_sums(x: FloatArray, starts: IntArray, ends: IntArray) -> FloatArray:
     a = 0
     while a < lens.shape[0]:
         done = int(cum[a - 1]) if a else 0
-        b = max(int(np.searchsorted(cum, done + BIN_SUM_ROWS, side="right")), a + 1)
+        b = max(int(np.searchsorted(cum, done + chunk, side="right")), a + 1)
         ln = lens[a:b]
         ids = np.repeat(np.arange(b - a), ln)
         rows = np.arange(ids.shape[0]) + np.repeat(starts[a:b] - (np.cumsum(ln) - ln), ln)
@@ -189,9 +190,11 @@ class NullPlan:
     small: list[_Small]          # bins of 2 … SMALL rows
 
 
-def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = None) -> NullPlan:
+def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = None, *,
+         bin_rows: int = BIN_SUM_ROWS) -> NullPlan:
     """Everything the trials reuse, for the sorted scores ``ss`` and the ascending levels
-    ``ms``; ``bounds`` may hold the row runs of some levels already (``level_bounds``)."""
+    ``ms``; ``bounds`` may hold the row runs of some levels already (``level_bounds``);
+    ``bin_rows``: the rows the bin sums gather at once (the same plan whatever it is)."""
     n = ss.shape[0]
     if list(ms) != sorted(set(ms)):
         raise ValueError("levels must be distinct and ascending")
@@ -252,7 +255,8 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         rows = np.concatenate((np.searchsorted(ss, np.arange(g + 1) / g, side="left"), [n]))
         dense_bounds = units.unit_of_row(rows)
         N = np.diff(rows).astype(np.float64)
-        a, qa = _bin_sums(ss, rows[:-1], rows[1:]), _bin_sums(s2, rows[:-1], rows[1:])
+        a = _bin_sums(ss, rows[:-1], rows[1:], bin_rows)
+        qa = _bin_sums(s2, rows[:-1], rows[1:], bin_rows)
         big_bins.append(int(N.max(initial=1)))
         dA = a
         for _ in range(D):
@@ -264,9 +268,9 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     us = units.score
     Nf = (r1 - r0).astype(np.float64)
     ub = units.unit_of_row(np.concatenate((r0, r1)))
-    fine = _Fine(start=ub[:r0.shape[0]], end=ub[r0.shape[0]:], A=_bin_sums(ss, r0, r1),
+    fine = _Fine(start=ub[:r0.shape[0]], end=ub[r0.shape[0]:], A=_bin_sums(ss, r0, r1, bin_rows),
                  w=1.0 / Nf, ws=2.0 ** -S / Nf, levels=_Runs.of(lo, hi),
-                 c1=np.array([_c1(s2, rs[i], re[i]) if i >= D else 0.0 for i in range(len(ms))]))
+                 c1=np.array([_c1(s2, rs[i], re[i], bin_rows) if i >= D else 0.0 for i in range(len(ms))]))
     extreme = np.flatnonzero(((us < EXTREME) | (us > 1.0 - EXTREME)) & (units.count == 1))
     groups = np.flatnonzero(units.count > 1)
     return NullPlan(
@@ -278,12 +282,13 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         dense_c1=dc1, fine=fine, small=small)
 
 
-def _c1(s2: FloatArray, starts: IntArray, ends: IntArray) -> float:
+def _c1(s2: FloatArray, starts: IntArray, ends: IntArray, chunk: int = BIN_SUM_ROWS) -> float:
     """Σ QA/N over a level's bins of more than ``SMALL`` rows (smaller bins: see _Small)."""
     big = np.flatnonzero(ends - starts > SMALL)
     if big.size == 0:
         return 0.0
-    return float(np.sum(_bin_sums(s2, starts[big], ends[big]) / (ends[big] - starts[big])))
+    return float(np.sum(_bin_sums(s2, starts[big], ends[big], chunk) /
+                        (ends[big] - starts[big])))
 
 
 def _merge(x: FloatArray) -> FloatArray:
@@ -445,8 +450,11 @@ def _threads() -> int:
 
 
 def simulate(p: NullPlan, *, trials: int, rng: np.random.Generator,
-             progress: Progress | None = None) -> FloatArray:
-    """Null draws of T_m for every level of the plan: an array of shape (len(ms), trials)."""
+             progress: Progress | None = None, threads: int | None = None,
+             per_task: int = TRIALS_PER_TASK) -> FloatArray:
+    """Null draws of T_m for every level of the plan: an array of shape (len(ms), trials).
+    Trial j draws from its own seed, so the draws are the same whatever ``threads`` (default:
+    the cores, at most ``MAX_THREADS``) and ``per_task`` (trials a thread takes at a time)."""
     out = np.empty((trials, len(p.ms)))
     seeds = rng.integers(0, 2 ** 63, size=trials)
     local = threading.local()
@@ -454,13 +462,13 @@ def simulate(p: NullPlan, *, trials: int, rng: np.random.Generator,
     def run(a: int) -> int:
         if getattr(local, "b", None) is None:
             local.b = _Buffers(p)
-        stop = min(trials, a + TRIALS_PER_TASK)
+        stop = min(trials, a + per_task)
         for j in range(a, stop):
             _trial(p, int(seeds[j]), local.b, out[j])
         return stop - a
 
-    tasks = list(range(0, trials, TRIALS_PER_TASK))
-    workers = min(_threads(), len(tasks))
+    tasks = list(range(0, trials, per_task))
+    workers = min(_threads() if threads is None else threads, len(tasks))
     done = 0
     if workers <= 1:
         for a in tasks:

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from calcheck.errors import InputError
+from calcheck.tuning import DEFAULT, Tuning
 
 FORMATS = ("csv", "parquet")
 PARQUET_MAGIC = b"PAR1"
@@ -459,9 +460,6 @@ def column_names(src: Source) -> list[str]:
     return [str(c) for c in _read_csv(src).column_names]
 
 
-READ_STEP_VALUES = 1 << 24    # a Parquet file holding more values is read row group by row group
-READ_RUN_VALUES = 1 << 21     # ... small consecutive groups together, up to this many values
-PREFETCH_VALUES = 1 << 22     # ... with the next ones decoding ahead when its groups are this small
 
 
 def row_group_runs(sizes: list[int], rows: int) -> list[tuple[list[int], int]]:
@@ -487,12 +485,14 @@ def row_group_runs(sizes: list[int], rows: int) -> list[tuple[list[int], int]]:
 def read_columns(src: Source, wanted: list[str], flt: Any = None,
                  filter_columns: list[str] | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 consume: Callable[[dict[str, Any], int], None] | None = None) -> Any:
+                 consume: Callable[[dict[str, Any], int], None] | None = None,
+                 tuning: Tuning = DEFAULT) -> Any:
     """The columns ``wanted`` as an Arrow table, filtered by the pyarrow expression ``flt``
     over ``filter_columns`` (pushed down to the scan of a Parquet directory).  ``progress``
     (rows read, rows in all) is told how a Parquet read goes; ``consume`` (see
     :func:`_read_steps`) sees the rows of a large Parquet file as they are read, when it is
-    read in steps and without a filter."""
+    read in steps (a file of more than ``tuning.read_step_values`` values) and without a
+    filter."""
     cols = list(dict.fromkeys(wanted))
     read = list(dict.fromkeys([*cols, *(filter_columns or [])])) if flt is not None else cols
     try:
@@ -505,10 +505,12 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
         if src.fmt == "parquet":
             pf = parquet_file(src)
             meta = pf.metadata
-            if meta.num_rows * len(read) <= READ_STEP_VALUES or meta.num_row_groups < 2:
+            if meta.num_rows * len(read) <= tuning.read_step_values or \
+                    meta.num_row_groups < 2:
                 table = pf.read(columns=read)
             else:
-                table = _read_steps(pf, read, progress, consume if flt is None else None)
+                table = _read_steps(pf, read, progress, consume if flt is None else None,
+                                    tuning)
         elif src.fmt == "arrow":
             table = src.table.select(read)
         else:
@@ -523,9 +525,10 @@ def read_columns(src: Source, wanted: list[str], flt: Any = None,
 
 def _read_steps(pf: Any, columns: list[str],
                 progress: Callable[[int, int], None] | None,
-                consume: Callable[[dict[str, Any], int], None] | None = None) -> Any:
+                consume: Callable[[dict[str, Any], int], None] | None = None,
+                tuning: Tuning = DEFAULT) -> Any:
     """A Parquet file's ``columns`` read one row group at a time (each multi-threaded, as one
-    read is; small consecutive groups together, up to :data:`READ_RUN_VALUES` values:
+    read is; small consecutive groups together, up to ``tuning.read_run_values`` values:
     :func:`row_group_runs`), reporting the rows read.  Numeric columns without nulls are
     copied into one numpy array each as they come — the table holds those arrays, so the
     columns cost their own size once: at 3·10^7 rows 0.4 s and 0.43 GB against 1.3 s and
@@ -533,7 +536,7 @@ def _read_steps(pf: Any, columns: list[str],
     columns of 10^5 rows in 5 row groups: 0.8 GB of buffers against 1.7 GB.  Other columns
     keep Arrow's chunks.  The same table either way.  The next read decodes in a background
     thread while this one is copied (3·10^7 rows: ~0.19 s against ~0.24 s) when reads are
-    small enough (<= PREFETCH_VALUES values on average) that holding two more costs little.
+    small enough (<= ``tuning.prefetch_values`` values on average) that holding two more costs little.
     ``consume(arrays, rows)`` is called after each read with the numpy arrays of the columns
     copied so far (column → array of every row) and the rows they hold, so a caller can
     compute on them while the next read decodes."""
@@ -548,9 +551,10 @@ def _read_steps(pf: Any, columns: list[str],
     chunks: dict[str, list[Any]] = {c: [] for c in columns}
     types: dict[str, Any] = {}
     sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    runs = [groups for groups, _ in row_group_runs(sizes, max(1, READ_RUN_VALUES // len(columns)))]
+    runs = [groups for groups, _ in row_group_runs(
+        sizes, max(1, tuning.read_run_values // len(columns)))]
     groups: Any = (pf.read_row_groups(run, columns=columns) for run in runs)
-    if total * len(columns) <= PREFETCH_VALUES * len(runs):
+    if total * len(columns) <= tuning.prefetch_values * len(runs):
         groups = prefetch(groups, depth=1)       # up to two reads ahead of this one
     for g, tb in enumerate(groups):
         rows = tb.num_rows

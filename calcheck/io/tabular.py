@@ -34,6 +34,7 @@ from calcheck.io.columns import (
     variable_values,
 )
 from calcheck.io.source import Source, column_names, read_columns, to_expression
+from calcheck.tuning import DEFAULT, Tuning
 
 
 def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
@@ -99,7 +100,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                      flags: dict[str, str] | None = None,
                      progress: Callable[[int, int], None] | None = None,
                      fold: Callable[[int], Any] | None = None,
-                     pair_as_binary: bool = True) -> Predictions:
+                     pair_as_binary: bool = True, tuning: Tuning = DEFAULT) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
@@ -112,7 +113,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     :class:`~calcheck.binning.UniformFold`), its result kept in ``Predictions.uniform_read``
     when every row was folded and kept as read.
     ``pair_as_binary``: two auto-detected probability columns are read as the binary score
-    of the second (:func:`calcheck.data.binary_pair`).
+    of the second (:func:`calcheck.data.binary_pair`).  ``tuning``: how a large Parquet file
+    is read in steps (:class:`calcheck.tuning.Tuning`; the same table either way).
     """
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
@@ -137,7 +139,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                              to_expression(flt) if flt is not None else None,
                              filter_columns=flt.columns if flt is not None else None,
                              progress=progress,
-                             consume=folding.consume if folding.factory else None)
+                             consume=folding.consume if folding.factory else None,
+                             tuning=tuning)
         n = table.num_rows
         if n == 0:
             if where:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
     BinStats,
     positional_stats,
@@ -116,14 +117,9 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
     """
     bounds = quantile_bounds(data.n, bins)
     stats = quantile_bins(data, bins)
-    phat = np.nan_to_num(stats.mean_label)
-    s = data.sorted_scores
-    per_bin = np.zeros(stats.n_bins)
     nonempty = stats.nonempty
-    for j in np.flatnonzero(nonempty):        # Σ|s_i − P̂_b| per bin, a block of rows at a time
-        for a in range(int(bounds[j]), int(bounds[j + 1]), DEV_CHUNK):
-            block = s[a:min(a + DEV_CHUNK, int(bounds[j + 1]))]
-            per_bin[j] += float(np.abs(block - phat[j]).sum())
+    per_bin = abs_deviation_sums(data.sorted_scores, bounds, np.nan_to_num(stats.mean_label),
+                                 nonempty)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1), np.nan)
     return MetricResult(id="pde", value=float(per_bin.sum() / data.n),
@@ -132,8 +128,22 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
                         bin_extra={"mean_abs_deviation": mean_dev})
 
 
-SWEEP_MAX_BINS = 10_000
 DEV_CHUNK = 1 << 20         # rows per block of PDE's deviations (no temporary of n rows)
+
+
+def abs_deviation_sums(s: FloatArray, bounds: IntArray, phat: FloatArray,
+                       nonempty: np.ndarray, chunk: int = DEV_CHUNK) -> FloatArray:
+    """Σ|s_i − P̂_b| over the rows [bounds[b], bounds[b+1]) of each non-empty bin b of the sorted
+    scores ``s``, ``chunk`` rows at a time (no temporary of n rows)."""
+    per_bin = np.zeros(phat.shape[0])
+    for j in np.flatnonzero(nonempty):
+        for a in range(int(bounds[j]), int(bounds[j + 1]), chunk):
+            block = s[a:min(a + chunk, int(bounds[j + 1]))]
+            per_bin[j] += float(np.abs(block - phat[j]).sum())
+    return per_bin
+
+
+SWEEP_MAX_BINS = 10_000
 
 
 def sweep_bins(data: Prepared, max_bins: int = SWEEP_MAX_BINS) -> tuple[int, bool]:

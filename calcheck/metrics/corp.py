@@ -137,11 +137,13 @@ PREFETCH_SCORES = 10_000     # distinct scores from which the draws run on their
 
 
 def consistency_band(r: Recalibration, *, reps: int = 200, level: float = 0.9,
-                     seed: int = 0, points: int = 512) -> Band:
+                     seed: int = 0, points: int = 512,
+                     prefetch_from: int = PREFETCH_SCORES) -> Band:
     """Where the PAV curve of a *calibrated* model would lie: ``reps`` replicates draw every
     row's outcome as Bernoulli(s) (per distinct score: Binomial(rows, s) positives), refit
     PAV, and the band is the pointwise (1 ± level)/2 quantiles of the refitted curves, read at
-    up to ``points`` scores (all distinct scores, or equally spaced ranks among them)."""
+    up to ``points`` scores (all distinct scores, or equally spaced ranks among them).  From
+    ``prefetch_from`` distinct scores the draws run on their own thread (the same band)."""
     from scipy.optimize import isotonic_regression
 
     from calcheck._prefetch import prefetch
@@ -156,7 +158,7 @@ def consistency_band(r: Recalibration, *, reps: int = 200, level: float = 0.9,
     # the draws, in order from the one generator, on a background thread while this one
     # refits the last (both release the GIL): the same band on two cores
     draws = (rng.binomial(counts, p) for _ in range(reps))
-    for i, pos in enumerate(prefetch(draws) if k >= PREFETCH_SCORES else draws):
+    for i, pos in enumerate(prefetch(draws) if k >= prefetch_from else draws):
         curves[i] = isotonic_regression(pos / r.count, weights=r.count).x[at]
     q = [(1 - level) / 2, (1 + level) / 2]
     low, high = np.quantile(curves, q, axis=0)

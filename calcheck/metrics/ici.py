@@ -62,10 +62,14 @@ def distances(data: Prepared, span: float = SPAN) -> Distances:
     return cache[span]  # type: ignore[no-any-return]
 
 
-def _distances(s: FloatArray, y: np.ndarray, span: float) -> Distances:
-    from calcheck.metrics.vece import _aggregate, _local_fits
+def _distances(s: FloatArray, y: np.ndarray, span: float,
+               max_groups: int | None = None) -> Distances:
+    """The distances of the sorted scores ``s``; beyond ``max_groups`` distinct scores
+    (default: :data:`calcheck.metrics.vece.MAX_GROUPS`) LOESS runs on that many groups."""
+    from calcheck.metrics.vece import MAX_GROUPS, _aggregate, _local_fits
 
-    agg = _aggregate(s, [np.asarray(y, dtype=np.float64)], presorted=True)
+    agg = _aggregate(s, [np.asarray(y, dtype=np.float64)], presorted=True,
+                     max_groups=MAX_GROUPS if max_groups is None else max_groups)
     fit = _local_fits(agg, agg.x, span)[0][:, 0]
     if agg.grouped:
         return Distances(d=np.abs(np.interp(s, agg.x, fit) - s), weight=None, grouped=True,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calcheck._typing import FloatArray
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 
@@ -17,40 +18,49 @@ LOG_LOSS_EPS = 1e-15
 CHUNK = 1 << 20             # rows per block of the sums below: no temporary of n rows
 
 
-def _blocks(n: int) -> range:
-    return range(0, n, CHUNK)
-
-
-def brier(data: Prepared) -> MetricResult:
-    """Brier score, mean (s_i − y_i)²."""
+def squared_error_sum(scores: FloatArray, labels: np.ndarray, chunk: int = CHUNK) -> float:
+    """Σ (s_i − y_i)², ``chunk`` rows at a time."""
     total = 0.0
-    for a in _blocks(data.n):
-        r = data.scores[a:a + CHUNK] - data.labels[a:a + CHUNK]
+    for a in range(0, scores.shape[0], chunk):
+        r = scores[a:a + chunk] - labels[a:a + chunk]
         total += float(np.dot(r, r))
-    return MetricResult(id="brier", value=total / data.n, n_samples=data.n)
+    return total
 
 
-def log_loss(data: Prepared) -> MetricResult:
-    """Mean negative log-likelihood with scores clipped to [1e-15, 1 − 1e-15]: log s_i where
-    y_i = 1, log1p(−s_i) where y_i = 0.  Each block's two sums are computed on two threads
-    (the first and the second half of the blocks: 3·10^7 rows 0.41 → 0.22 s) and added in
-    block order, so the total is the same number either way."""
+def log_likelihood_sum(scores: FloatArray, labels: np.ndarray, chunk: int = CHUNK) -> float:
+    """Σ log-likelihood with scores clipped to [1e-15, 1 − 1e-15], ``chunk`` rows at a time.
+    Each block's two sums are computed on two threads (the first and the second half of the
+    blocks: 3·10^7 rows 0.41 → 0.22 s) and added in block order, so the total is the same
+    number either way."""
     from calcheck._threads import halves
 
-    starts = _blocks(data.n)
+    starts = range(0, scores.shape[0], chunk)
     parts = np.zeros((len(starts), 2))
 
     def run(first: int, last: int) -> None:
         for j in range(first, last):
             a = starts[j]
-            s = np.clip(data.scores[a:a + CHUNK], LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
-            y = data.labels[a:a + CHUNK].astype(bool)
+            s = np.clip(scores[a:a + chunk], LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+            y = labels[a:a + chunk].astype(bool)
             parts[j] = np.log(s[y]).sum(), np.log1p(-s[~y]).sum()
 
     halves(run, len(starts))
     total = 0.0
     for ones, zeros in parts.tolist():
         total += ones + zeros
+    return total
+
+
+def brier(data: Prepared) -> MetricResult:
+    """Brier score, mean (s_i − y_i)²."""
+    return MetricResult(id="brier", value=squared_error_sum(data.scores, data.labels) / data.n,
+                        n_samples=data.n)
+
+
+def log_loss(data: Prepared) -> MetricResult:
+    """Mean negative log-likelihood with scores clipped to [1e-15, 1 − 1e-15]: log s_i where
+    y_i = 1, log1p(−s_i) where y_i = 0 (:func:`log_likelihood_sum`)."""
+    total = log_likelihood_sum(data.scores, data.labels)
     return MetricResult(id="log_loss", value=-total / data.n, unit="nats",
                         settings={"clip": LOG_LOSS_EPS}, n_samples=data.n)
 
@@ -61,11 +71,18 @@ def pc(data: Prepared) -> MetricResult:
     Equals n when every score is distinct and 1 when all scores are equal.  Reported as a count,
     not a fraction.
     """
-    s = data.sorted_scores
+    value, distinct = probabilistic_count(data.sorted_scores)
+    return MetricResult(id="pc", value=value, unit="count",
+                        settings={"distinct_values": distinct}, n_samples=data.n)
+
+
+def probabilistic_count(s: FloatArray, chunk: int = CHUNK) -> tuple[float, int]:
+    """(1 / Σ q_v², the number of distinct values) of the sorted scores ``s``, ``chunk`` rows
+    at a time (no temporary of n rows)."""
     n = s.shape[0]
     sq, distinct, open_run = 0.0, 0, 0           # Σq² so far; the run still open at a block end
-    for a in _blocks(n):
-        b = min(a + CHUNK, n)
+    for a in range(0, n, chunk):
+        b = min(a + chunk, n)
         new = s[a + 1:b] != s[a:b - 1]
         starts = np.flatnonzero(new) + a + 1
         if a == 0 or s[a] != s[a - 1]:              # row a opens a run
@@ -83,9 +100,7 @@ def pc(data: Prepared) -> MetricResult:
             open_run += b - a
     sq += (open_run / n) ** 2
     # 1/Σq² ≤ n exactly; rounding in Σq² must not push it above (20,000.00000000016)
-    value = min(1.0 / sq, float(n))
-    return MetricResult(id="pc", value=value, unit="count",
-                        settings={"distinct_values": distinct}, n_samples=data.n)
+    return min(1.0 / sq, float(n)), distinct
 
 
 # registry kernels: f(data, options) -> MetricResult

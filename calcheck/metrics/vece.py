@@ -160,16 +160,17 @@ class _Aggregated:
     grouped: bool
 
 
-def _aggregate(x: FloatArray, ys: list[FloatArray], *, presorted: bool = False) -> _Aggregated:
+def _aggregate(x: FloatArray, ys: list[FloatArray], *, presorted: bool = False,
+               max_groups: int = MAX_GROUPS) -> _Aggregated:
     if presorted:
         xs, cols = x, ys
     else:
         order = np.argsort(x)              # tie order does not matter for these sums
         xs, cols = x[order], [y[order] for y in ys]
     change = xs[1:] != xs[:-1]
-    grouped = int(change.sum()) + 1 > MAX_GROUPS
+    grouped = int(change.sum()) + 1 > max_groups
     if grouped:
-        starts = np.unique((np.arange(MAX_GROUPS) * xs.shape[0]) // MAX_GROUPS)
+        starts = np.unique((np.arange(max_groups) * xs.shape[0]) // max_groups)
     else:
         starts = np.r_[0, np.flatnonzero(change) + 1]
     del change

@@ -25,6 +25,7 @@ from calcheck.data import ClassColumns
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import classwise_result, classwise_uniform_sums, sce_from_sums
 from calcheck.streaming.states import CompensatedSum, StreamState, workspace
+from calcheck.tuning import DEFAULT, Tuning
 
 CLASSWISE_METRICS = ("sce",)
 
@@ -164,11 +165,10 @@ class ClasswiseState:
 # classwise positional metrics: a binary computation per class (calcheck.streaming.views)
 
 POSITIONAL_CLASSWISE = ("ace_cw", "tace", "tce_cw")
-HOLD_ROWS = 10_000_000      # a group of at most this many rows: its classes' rows are held
 
 
 def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Any:
-    """A sub-stream small enough to hold (:data:`HOLD_ROWS` rows): one pass keeps its rows,
+    """A sub-stream small enough to hold (``Tuning.hold_rows`` rows): one pass keeps its rows,
     sorted, then the in-memory engine's :func:`~calcheck.metrics.multiclass.class_errors` on
     them — the in-memory numbers, in one pass instead of a grid pass, a rank search and a row
     pass.  ``rows``: the rows it will see, when known (their keys go into one buffer of that
@@ -212,7 +212,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     shared passes.  Returns, per group, the results and the errors (a metric that cannot be
     computed on that group, with the reason), and the passes taken.
 
-    A group of at most :data:`HOLD_ROWS` rows (every class's view has the group's rows)
+    A group of at most ``source.tuning.hold_rows`` rows (every class's view has the group's rows)
     takes one pass per few classes: each keeps its class's rows sorted (8 bytes a row with
     shared ties; the classes held at once stay within that many rows) and computes the three
     metrics on them as the in-memory engine does.  A larger group runs a grid pass, a rank
@@ -223,14 +223,15 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     first pass may leave it to these passes)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
-    from calcheck.streaming.positional import EXACT_PAVA_ROWS, reusing_key_buffers
-    from calcheck.streaming.select import COLLECT_ROWS
+    from calcheck.streaming.positional import reusing_key_buffers
     from calcheck.streaming.views import ALL, CHUNK, SubStream, drive_lockstep
+
+    tuning: Tuning = source.tuning
 
     wanted = [m for m in POSITIONAL_CLASSWISE if m in ids]
     out: dict[Any, tuple[dict[str, MetricResult], dict[str, str]]] = {
         g: ({}, {}) for g in sizes}
-    if sce and not sce_in_class_passes(wanted, sizes.values()):
+    if sce and not sce_in_class_passes(wanted, sizes.values(), source.tuning):
         raise ValueError("SCE from the class passes needs every group's classes held whole")
     if not wanted:
         return out, 0
@@ -244,7 +245,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                 check_pava_bc_rows(n, n_min, n_max)
             except CalcheckError as exc:
                 errors["tce_cw"] = str(exc)
-        if n <= HOLD_ROWS:
+        if n <= tuning.hold_rows:
             only_tace = wanted == ["tace"]
             errs = {"bins": bins, "ties": ties, "ace": "ace_cw" in wanted,
                     "eps": threshold if "tace" in wanted else None,
@@ -269,16 +270,17 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
         with reusing_key_buffers():          # each pass's held classes, the next pass's
             got, passes = drive_lockstep(source, held, view="columns", by=by,
                                          rows={key: sizes[key[0]] for key in held},
-                                         max_rows=HOLD_ROWS, chunk=len(held))
+                                         max_rows=tuning.hold_rows, chunk=len(held))
         done.update(got)
     if subs:
         id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
         comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
-                                          collect_rows=COLLECT_ROWS // CHUNK))
+                                          collect_rows=tuning.collect_rows // CHUNK,
+                                          tuning=tuning))
                  for key, (sub, ids_) in subs.items()}
         got, more = drive_lockstep(source, comps, view="columns", by=by,
                                    rows={key: sizes[key[0]] for key in subs},
-                                   max_rows=EXACT_PAVA_ROWS)
+                                   max_rows=tuning.exact_pava_rows)
         done.update(got)
         passes += more
     for g, n in sizes.items():
@@ -297,10 +299,11 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     return out, passes
 
 
-def sce_in_class_passes(wanted: list[str], sizes: Any) -> bool:
+def sce_in_class_passes(wanted: list[str], sizes: Any, tuning: Tuning = DEFAULT) -> bool:
     """Whether the class passes can give SCE: every class is held whole (each group within
-    :data:`HOLD_ROWS` rows, and not TACE's kept rows alone)."""
-    return bool(set(wanted) & {"ace_cw", "tce_cw"}) and all(n <= HOLD_ROWS for n in sizes)
+    ``tuning.hold_rows`` rows, and not TACE's kept rows alone)."""
+    return bool(set(wanted) & {"ace_cw", "tce_cw"}) and \
+        all(n <= tuning.hold_rows for n in sizes)
 
 
 def _per_class(done: dict[Any, Any], classes: int) -> list[dict[str, Any]]:

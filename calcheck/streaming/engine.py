@@ -24,15 +24,9 @@ from calcheck.metrics._result import MetricResult
 from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.grid import CROWDED, CROWDED_HELD, ScoreGrid, crowded_grid
 from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
-
-# the grid pass gives the positional passes finer cells where the first batch's scores crowd
-# the grid's (tests switch it off and on to compare)
-CROWDED_GRID = True
+from calcheck.tuning import DEFAULT, Tuning
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
-# multiclass input of at most this many rows keeps its top-label view in the first pass
-# (9 bytes a row), so the top-label metrics' later passes need not read every column again
-HOLD_TOP_ROWS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -53,24 +47,25 @@ class StateSpec:
                            spiegelhalter=self.spiegelhalter, grid_bits=self.grid_bits,
                            ci=self.ci, pos_grid=self.pos_grid)
 
-    def prepared(self, scores: FloatArray, rows: int | None = None) -> StateSpec:
+    def prepared(self, scores: FloatArray, rows: int | None = None,
+                 tuning: Tuning = DEFAULT) -> StateSpec:
         """This spec with finer cells for the positional passes when the first batch's
         ``scores`` crowd the grid (:func:`~calcheck.streaming.grid.crowded_grid`): decided
         once, before the pass, so every partial state keeps the same cells.  A source of at
-        most ``EXACT_PAVA_ROWS`` rows (when ``rows`` says so) is held in memory for the
+        most ``tuning.exact_pava_rows`` rows (when ``rows`` says so) is held in memory for the
         positional passes, which a moderately crowded grid does not slow: there only heavy
         crowding (``CROWDED_HELD``) pays for the finer cells' cost in the grid pass."""
-        if self.pos_grid is not None or not CROWDED_GRID:
+        if self.pos_grid is not None:
             return self
-        from calcheck.streaming.positional import EXACT_PAVA_ROWS
-
-        least = CROWDED_HELD if rows is not None and rows <= EXACT_PAVA_ROWS else CROWDED
+        held = rows is not None and rows <= tuning.exact_pava_rows
+        least = CROWDED_HELD if held else CROWDED
         grid = crowded_grid(scores, self.grid_bits, least=least)
         return self if grid is None else dataclasses.replace(self, pos_grid=grid)
 
 
 def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
-         threads: int | None = None, rows: int | None = None) -> Any:
+         threads: int | None = None, rows: int | None = None,
+         tuning: Tuning = DEFAULT) -> Any:
     """One pass: every batch into a fresh state (``spec.new()``), with the row id of each
     batch's first row (rows are numbered 0, 1, … in stream order).
 
@@ -86,7 +81,7 @@ def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
         it = iter(batches)
         head = next(it, None)
         if head is not None:
-            spec = spec.prepared(np.asarray(head[0], dtype=np.float64), rows)
+            spec = spec.prepared(np.asarray(head[0], dtype=np.float64), rows, tuning)
         batches = itertools.chain((head,) if head is not None else (), it)
         del head                            # (the first batch is freed once folded)
     if threads is None:
@@ -213,6 +208,7 @@ class StreamSource:
     # every row's class index in stream order, kept by a first pass (multiclass): the passes
     # of class sub-streams then read the probability columns alone
     labels: Any = None
+    tuning: Tuning = DEFAULT    # the performance knobs of every pass (calcheck.tuning)
 
     def __post_init__(self) -> None:
         if self.engine not in ("stream", "dask"):
@@ -256,7 +252,7 @@ class StreamSource:
                                  labels=self.labels if trusted is not None and view != "top"
                                  else None)
         rows = plan_rows(plan) if hasattr(spec, "prepared") else None    # (Parquet footers)
-        state = fold(self._reported(batches), spec, rows=rows)
+        state = fold(self._reported(batches), spec, rows=rows, tuning=self.tuning)
         if plan.multiclass and trusted is None:
             self._clean = stats.rows_dropped == 0 and stats.rows_renormalized == 0
         return state, stats
@@ -321,17 +317,18 @@ class StreamSource:
 
 class HeldSource:
     """Passes over batches that a first pass kept in memory — the top-label view of
-    multiclass input not larger than :data:`HOLD_TOP_ROWS` rows — in place of reading the file
+    multiclass input not larger than ``tuning.hold_top_rows`` rows — in place of reading the file
     again: folded as :meth:`StreamSource.run` folds the file's batches, the same batches in the
     same order, so every state is the one a pass over the file gives.  ``runs`` counts them
     (they are not passes over the data)."""
 
     def __init__(self, source: Any, batches: list[tuple[FloatArray, IntArray]]) -> None:
         self.source, self.batches, self.runs = source, batches, 0
+        self.tuning: Tuning = source.tuning
 
     def run(self, spec: Any) -> tuple[Any, None]:
         self.runs += 1
-        return fold(iter(self.batches), spec), None
+        return fold(iter(self.batches), spec, tuning=self.tuning), None
 
     def id_bound(self, n: int) -> int:
         return self.source.id_bound(n)  # type: ignore[no-any-return]
@@ -341,10 +338,13 @@ class ArraySource:
     """An in-memory stand-in for :class:`StreamSource` over arrays, for tests and for code that
     holds its rows already: every pass folds the rows split into partitions at ``cuts`` (one
     state per partition, merged in reverse order, as a cluster may), with row ids = positions.
-    ``extra`` holds the per-row values a pass asks for beyond (scores, labels)."""
+    ``extra`` holds the per-row values a pass asks for beyond (scores, labels); ``tuning`` the
+    knobs its computations read (:class:`calcheck.tuning.Tuning`)."""
 
-    def __init__(self, scores: Any, labels: Any, cuts: Any = (), *extra: Any) -> None:
+    def __init__(self, scores: Any, labels: Any, cuts: Any = (), *extra: Any,
+                 tuning: Tuning = DEFAULT) -> None:
         self.scores, self.labels, self.extra = scores, labels, extra
+        self.tuning = tuning
         n = len(scores)
         self.cuts = [0, *sorted({int(c) for c in cuts if 0 < int(c) < n}), n]
         self.runs = 0

@@ -116,9 +116,10 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
     the groups' grid states (of the top-label view, for multiclass input)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
-    from calcheck.streaming.positional import EXACT_PAVA_ROWS, positional_passes
-    from calcheck.streaming.select import COLLECT_ROWS
+    from calcheck.streaming.positional import positional_passes
     from calcheck.streaming.views import CHUNK, SubStream, drive_lockstep
+
+    tuning = source.tuning
 
     out: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
     id_bound = source.id_bound(sum(st.n for st in states.values()))
@@ -135,11 +136,12 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
         todo[key] = [m for m in ids if m not in errors]
     comps = {key: (SubStream(group=key), positional_passes(
         states[key], todo[key], id_bound=id_bound, bins=bins, alpha=alpha, test=test,
-        n_min=n_min, n_max=n_max, ties=ties, collect_rows=COLLECT_ROWS // CHUNK))
+        n_min=n_min, n_max=n_max, ties=ties, collect_rows=tuning.collect_rows // CHUNK,
+        tuning=tuning))
         for key in todo if todo[key]}
     res, passes = drive_lockstep(source, comps, by=by,
                                  rows={key: states[key].n for key in comps},
-                                 max_rows=EXACT_PAVA_ROWS)
+                                 max_rows=tuning.exact_pava_rows)
     for key, r in res.items():
         if isinstance(r, Exception):
             out[key][1].update({m: str(r) for m in todo[key]})

@@ -6,9 +6,9 @@ reads top to bottom:
 
 1. **plan** — the cut ranks of every binning the ids need: equal-mass cuts at ⌊j·n/B⌋,
    TCE(U)'s uniform bins from the grid's ECE counts, PAVA and PAVA-BC from one pass that keeps
-   every row's (score, label) up to ``EXACT_PAVA_ROWS`` rows — whose held rows, sorted, then
+   every row's (score, label) up to ``Tuning.exact_pava_rows`` rows — whose held rows, sorted, then
    make the passes below in memory (:func:`replay`), so the file is read twice in all —
-   beyond, PAVA-BC runs on ``PAVA_BLOCKS`` equal-mass blocks (the one approximation,
+   beyond, PAVA-BC runs on ``Tuning.pava_blocks`` equal-mass blocks (the one approximation,
    recorded in the settings);
 2. **scan** — the exact rank search (:class:`~calcheck.streaming.select.Search`) finds, in one
    or a few passes, the row (with shared ties: the score and its whole tie group) at every cut
@@ -52,10 +52,7 @@ from calcheck.binning import (
 from calcheck.errors import UsageError
 from calcheck.streaming.grid import Grid, cell_flags, cells_of, flagged_rows
 from calcheck.streaming.prospect import (
-    PROSPECT_ROWS,
-    PROSPECT_SHARE,
     REFINE_ROWS,
-    WINDOW_BLOCKS,
     HeldCellsSpec,
     HeldCellsState,
     interval_cells,
@@ -67,7 +64,6 @@ from calcheck.streaming.prospect import (
     whole_k,
 )
 from calcheck.streaming.select import (
-    COLLECT_ROWS,
     U_MAX,
     Resolved,
     Search,
@@ -77,19 +73,12 @@ from calcheck.streaming.select import (
     row_ids,
 )
 from calcheck.streaming.states import CompensatedSum, StreamState
+from calcheck.tuning import DEFAULT, Tuning
 
 TCE_BINNINGS = {"tce": "pava-bc", "tce_q": "quantile", "tce_v": "pava", "tce_u": "uniform"}
 POSITIONAL = ("ace", "mce_q", "pde", *TCE_BINNINGS)
 QUARTILES = (0.25, 0.5, 0.75)
 SAFETY = 1e-9
-PENDING_ROWS = 1 << 18         # TCE's row pass tests its rows this many (at most) at a time
-SURE_ROWS = 1024               # a cell the row pass reads holding this many rows: TCE's test is
-                               # decided on score pieces of it (:func:`sure_pieces`)
-EXACT_PAVA_ROWS = 10_000_000   # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row)
-PAVA_BLOCKS = 4096             # beyond: PAVA-BC over this many equal-mass blocks
-REPLAY = True                  # later passes over exact PAVA's held rows (tests switch it off)
-REPLAY_ROWS = 1 << 20          # the held rows' passes: this many rows a batch
-PROSPECT = True                # the first search keeps the row pass's rows (tests switch it off)
 
 T = TypeVar("T")
 
@@ -104,9 +93,10 @@ def drive(source: Any, passes: Passes[T]) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
-    """The state of a pass of ``spec`` over rows held in memory, in batches of
-    :data:`REPLAY_ROWS`, numbered by their position.  The held rows of exact PAVA are sorted by
+def replay(spec: Any, scores: FloatArray, labels: np.ndarray,
+           batch: int = DEFAULT.replay_rows) -> Any:
+    """The state of a pass of ``spec`` over rows held in memory, in batches of ``batch`` rows
+    (``Tuning.replay_rows``), numbered by their position.  The held rows of exact PAVA are sorted by
     (score, row id): positions order every tie group as the row ids do, so a search or row pass
     by row id (``--ties order``) resolves the same rows — only the order of float sums
     differs (PDE's Σ|s − P̂_b| in the last bits).
@@ -120,20 +110,21 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray) -> Any:
     from calcheck.streaming.views import ViewsState
 
     if _whole_stream_views(spec):
-        return ViewsState(spec, [replay(part, scores, labels) for _, part in spec.parts])
+        return ViewsState(spec, [replay(part, scores, labels, batch)
+                                 for _, part in spec.parts])
     state = spec.new()
     n = int(scores.shape[0])
     cells = _cells_read(spec)
     if cells is None:
-        for a in range(0, n, REPLAY_ROWS):
-            state.update(scores[a:a + REPLAY_ROWS], labels[a:a + REPLAY_ROWS], a)
+        for a in range(0, n, batch):
+            state.update(scores[a:a + batch], labels[a:a + batch], a)
         return state
     lo, hi = spec.grid.key_range(cells)
     bits = scores.view(np.uint64)
     first = np.searchsorted(bits, lo.astype(np.uint64), side="left")
     end = np.searchsorted(bits, hi.astype(np.uint64), side="left")
-    for a in range(0, n, REPLAY_ROWS):
-        z = min(a + REPLAY_ROWS, n)
+    for a in range(0, n, batch):
+        z = min(a + batch, n)
         f, e = np.clip(first, a, z), np.clip(end, a, z)
         width = e - f
         some = width > 0
@@ -384,6 +375,7 @@ class RowBinning:
 class RowPassSpec:
     grid: Grid
     binnings: tuple[RowBinning, ...]
+    pending_rows: int = DEFAULT.pending_rows     # TCE's rows tested this many at a time
 
     def new(self) -> RowPassState:
         return RowPassState(self)
@@ -464,12 +456,13 @@ class RowPassState:
         kk = np.asarray(b.k, dtype=np.float64)
         p = u[at].view(np.float64)
         cell = cells_of(self.spec.grid, p)
-        # the tests in pieces of PENDING_ROWS pairs (a batch can hold ~2^20 rows to test, and
+        # the tests in pieces of spec.pending_rows pairs (a batch can hold ~2^20 rows to test, and
         # the tests' temporaries take ~130 bytes a pair); each pair's weight is its own
         # test's, whatever the piece, and the sum below runs over all of them at once
         w = np.empty(p.shape[0])
-        for a in range(0, p.shape[0], PENDING_ROWS):
-            z = slice(a, a + PENDING_ROWS)
+        step = self.spec.pending_rows
+        for a in range(0, p.shape[0], step):
+            z = slice(a, a + step)
             w[z] = _row_weights(kk[ub[z]], nn[ub[z]], p[z], b.alpha, b.test, cell[z])
         self.rejected[j].add(np.bincount(ub, weights=w * mult, minlength=len(b.n)))
 
@@ -519,7 +512,7 @@ class RowPassState:
                 elif not hit.all():
                     rest = np.flatnonzero(~hit)
                     self.pending[j].append((bins[rest].astype(np.uint64), u[rest]))
-                if self.queued[j] > PENDING_ROWS:
+                if self.queued[j] > self.spec.pending_rows:
                     self._test(j)
             if b.pde:
                 phat = np.where(nn > 0, kk / np.maximum(nn, 1), 0.0)
@@ -751,20 +744,22 @@ class PositionalPass:
                  n_max: int | None = None, hl_groups: int | None = None, ties: str = "share",
                  hl_df: str = "external", hl_trials: int | None = None, seed: int = 0,
                  exact_rows: int | None = None, blocks: int | None = None,
-                 collect_rows: int = COLLECT_ROWS) -> None:
+                 collect_rows: int | None = None, tuning: Tuning = DEFAULT) -> None:
         self.ids = ids
         # of the grid state, only what the passes use (the state itself is not kept: many
         # sub-streams' computations are alive at once)
         self._uniform_counts = (state.binned("ece")["count"]
                                 if "tce_u" in ids and bins == state.bins else None)
-        self.id_bound, self.collect_rows = id_bound, collect_rows
+        self.tuning = tuning
+        self.id_bound = id_bound
+        self.collect_rows = tuning.collect_rows if collect_rows is None else collect_rows
         self.bins, self.alpha, self.test = bins, alpha, test
         self.n_min, self.n_max, self.hl_groups = n_min, n_max, hl_groups
         self.hl_df, self.hl_trials, self.seed = hl_df, hl_trials, seed
         self.share = ties == "share"
         self.ties = ties
-        self.exact_rows = EXACT_PAVA_ROWS if exact_rows is None else exact_rows
-        self.blocks = PAVA_BLOCKS if blocks is None else blocks
+        self.exact_rows = tuning.exact_pava_rows if exact_rows is None else exact_rows
+        self.blocks = tuning.pava_blocks if blocks is None else blocks
         # the grid's cells, or finer ones where the scores crowd them (StreamState.positional)
         self.grid, cnt, self.cell_score, self.cell_values = state.positional()
         self.cell_n = cnt.sum(axis=1)
@@ -827,7 +822,7 @@ class PositionalPass:
                 raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, "
                                  f"n_max={hi}")
             sizes["pava-bc"] = lo, hi
-        if PROSPECT and (n > self.exact_rows or not sizes):    # a search, then a row pass
+        if self.tuning.prospect and (n > self.exact_rows or not sizes):    # a search, then a row pass
             self._foresee(out, sizes)
         if "tce_v" in ids:
             out["pava"] = yield from self._pava(0, n + 1, known)
@@ -836,7 +831,7 @@ class PositionalPass:
             out["pava-bc"] = b, {"n_min": lo, "n_max": hi, **how}
         if self.hl_groups:
             out["hl"] = quantile_bounds(n, self.hl_groups), {"groups": self.hl_groups}
-        if not REPLAY:               # the later passes read the source: the rows are not needed
+        if not self.tuning.replay:   # the later passes read the source: the rows are not needed
             self._rows = None
         return out
 
@@ -878,7 +873,7 @@ class PositionalPass:
         row pass will likely read — kept by the search's pass when they are few (module
         :mod:`~calcheck.streaming.prospect`).  PAVA's exact bins may end a block or so away
         from these: the pass also keeps the cells of the ranks and of the row pass of the bins
-        whose ends are ``WINDOW_BLOCKS`` blocks off (when they fit), so that a search or a row
+        whose ends are ``tuning.window_blocks`` blocks off (when they fit), so that a search or a row
         pass of the exact bins runs over the kept rows."""
         n = self.n
         guess = dict(planned)
@@ -892,7 +887,7 @@ class PositionalPass:
             edges = np.concatenate(([0], np.cumsum(count[keep])))
             for name, (lo, hi) in sizes.items():
                 guess[name] = pava_bc_blocks(count[keep], pos[keep], lo, hi), {}
-                near.append(_moved_bins(edges, guess[name][0], WINDOW_BLOCKS))
+                near.append(_moved_bins(edges, guess[name][0], self.tuning.window_blocks))
             near = [(a, b) for a, b in near if a.shape[0]]
         if self.hl_groups:
             guess["hl"] = quantile_bounds(n, self.hl_groups), {}
@@ -903,7 +898,7 @@ class PositionalPass:
         if self.test != "binomial" and any(name in tce_bins for name in names):
             return
         bins = [(guess[name][0][:-1], guess[name][0][1:], name in tce_bins) for name in names]
-        budget = min(PROSPECT_ROWS, n // PROSPECT_SHARE)
+        budget = min(self.tuning.prospect_rows, n // self.tuning.prospect_share)
         cells = self._row_cells(bins, budget)
         if cells is None:
             return
@@ -1021,7 +1016,7 @@ class PositionalPass:
             return None
         return Search(np.asarray(need), self.cell_n, self.grid, self.id_bound,
                       self.collect_rows, by_value=self.share, cell_positives=self.cell_pos,
-                      cell_values=self.cell_values)
+                      cell_values=self.cell_values, tuning=self.tuning)
 
     def scan(self, ranks: list[int], search: Search | None = None) -> Passes[None]:
         """The exact rank search: passes until the row (or, with shared ties, the score and
@@ -1051,7 +1046,7 @@ class PositionalPass:
     def _pass(self, spec: Any) -> Passes[Any]:
         """One pass of ``spec``: over the source, or — once exact PAVA holds every row,
         sorted — over those rows in memory (:func:`replay`), which no pass needs to read again."""
-        if self._rows is None or not REPLAY:
+        if self._rows is None or not self.tuning.replay:
             cells = _cells_read(spec) if self._held is not None else None
             if cells is not None and self._held is not None and \
                     self._held.covers(set(cells.tolist())):
@@ -1059,7 +1054,7 @@ class PositionalPass:
                 return replay_held(spec, self._held, self.n)
             return (yield spec)
         self.replayed += 1
-        return replay(spec, *self._rows)
+        return replay(spec, *self._rows, self.tuning.replay_rows)
 
     # -- 3. resolve ---------------------------------------------------------------------------
 
@@ -1238,7 +1233,7 @@ class PositionalPass:
 
     def sure_pieces(self, bounds: IntArray, cells: IntArray, cuts: IntArray, N: FloatArray,
                     K: FloatArray) -> tuple[bytes, ...]:
-        """TCE's binomial test in the row pass's cells of at least ``SURE_ROWS`` rows, decided
+        """TCE's binomial test in the row pass's cells of at least ``tuning.sure_rows`` rows, decided
         on score pieces: each (bin, cell) pair's scores — the cell's interval, within the bin's
         first and last scores — on each side of the bin's k/N, halved until the exact bounds
         decide a piece (:func:`calcheck.binomial.decided_pieces`) or it spans ~16 of the cell's
@@ -1248,7 +1243,7 @@ class PositionalPass:
         whole k (the others' rows are tested, and summed, as before)."""
         from calcheck.binomial import decided_pieces, side_ends
 
-        heavy = cells[self.cell_n[cells] >= SURE_ROWS]
+        heavy = cells[self.cell_n[cells] >= self.tuning.sure_rows]
         if heavy.shape[0] == 0:
             return ()
         # the bins each heavy cell holds rows of: those between the cuts in it
@@ -1316,7 +1311,7 @@ class PositionalPass:
             name: part for name, (_, part) in zip(names, split)}
         if specs:
             self.passes += 1
-            row_spec = RowPassSpec(self.grid, tuple(specs))
+            row_spec = RowPassSpec(self.grid, tuple(specs), self.tuning.pending_rows)
             search = self._search(list(ranks))
             first = search.next_spec() if search is not None else None
             if first is None and not any(spec.cells for spec in specs):
@@ -1497,6 +1492,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], **option
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` of a streamed source whose grid pass gave ``state``:
     (results by id, search details); ``options`` are :class:`PositionalPass`'s."""
+    options.setdefault("tuning", getattr(source, "tuning", DEFAULT))
     return drive(source, positional_passes(state, ids, id_bound=source.id_bound(state.n),
                                            **options))
 
@@ -1504,6 +1500,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], **option
 def order_statistics(source: Any, state: StreamState, ranks: IntArray) -> FloatArray:
     """The scores at ``ranks`` of the sorted scores (exact rank search; ``state`` is the grid
     pass)."""
-    pos = PositionalPass(state, [], id_bound=source.id_bound(state.n))
+    pos = PositionalPass(state, [], id_bound=source.id_bound(state.n),
+                         tuning=getattr(source, "tuning", DEFAULT))
     drive(source, pos.scan(ranks.tolist()))
     return np.array([pos.resolved[int(r)].value for r in ranks], dtype=np.float64)

@@ -16,7 +16,7 @@ the exact bins' cells are among them, the row pass runs over the kept rows
 the file is read twice; else it reads the file as before.  Past exact PAVA, PAVA-BC's bins
 come from the search (its blocks' exact positives) and may end a block or so away from the
 guess — with other quartile ranks, other tests: the pass also keeps the cells of the ranks
-and of the row pass of the bins whose ends are ``WINDOW_BLOCKS`` blocks off (when they fit),
+and of the row pass of the bins whose ends are ``Tuning.window_blocks`` blocks off (when they fit),
 and a search of the ranks the guess missed, like the row pass, runs over the kept rows when
 they hold its cells.  Nothing is
 approximated: a wrong guess costs only the pass it failed to save.
@@ -33,12 +33,10 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.grid import Grid, cell_flags, cells_of, flagged_rows
 from calcheck.streaming.select import row_ids
 
-PROSPECT_ROWS = 1 << 22     # rows a search pass keeps at most (9 bytes a row, 17 with row
-                            # ids: ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6) ...
-PROSPECT_SHARE = 16         # ... and at most 1/16 of the rows (many --by groups at once)
+# how many rows a search pass keeps (Tuning.prospect_rows: 9 bytes a row, 17 with row ids,
+# ≤ 38 / 71 MB; 10^8 rows keep ~1.8·10^6; and at most 1/Tuning.prospect_share of the rows)
+# and how far PAVA's guessed bins may move (Tuning.window_blocks) are knobs of calcheck.tuning
 MARGIN_CELLS = 2            # grid cells kept on each side of a predicted cell
-WINDOW_BLOCKS = 1           # PAVA's guessed bins may end this many blocks away: the cells of
-                            # those bins' ranks and row pass are kept too
 REFINE_ROWS = 1 << 16       # a guessed bracket holding more rows is narrowed by exact bounds
 FEW_K = 64                  # ... each whole k of its bin's range apart, up to this many
 

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.tuning import DEFAULT, Tuning
 
 KEY_BITS = 64
 FIRST_SHIFT = 48              # the first pass: 2^16 buckets over the whole key space
 SUB_BITS = 16                 # a later pass splits a range into ≤ 2^16 sub-ranges ...
-HIST_BUCKETS = 1 << 20        # ... and ≤ 2^20 over all ranges of a pass (8 MB of counts)
-MIN_SUB_BITS = 4
-COLLECT_ROWS = 1 << 22        # collect the ranges' keys outright when they hold ≤ this in all
-SMALL_RANGE = 64              # ... and any range holding at most this many rows
+MIN_SUB_BITS = 4              # (≤ Tuning.rank_hist_buckets over all ranges of a pass: 8 MB)
+SMALL_RANGE = 64              # a range of at most this many rows is always collected (and all
+                              # ranges while they hold ≤ Tuning.rank_collect_rows rows)
 _SIGN = np.uint64(1 << 63)
 
 
@@ -162,10 +162,12 @@ class _Target:
 class RankSearch:
     """Drives the passes that resolve the values at ``ranks`` (0-based, of the ascending sort) of
     one column of ``n`` rows.  :meth:`ranges` gives the next pass's ranges (none when done);
-    :meth:`absorb` reads that pass's state."""
+    :meth:`absorb` reads that pass's state; ``tuning`` bounds a pass's histogram and the rows
+    it collects."""
 
-    def __init__(self, n: int, ranks: list[int]) -> None:
+    def __init__(self, n: int, ranks: list[int], tuning: Tuning = DEFAULT) -> None:
         self.n = n
+        self.tuning = tuning
         self.targets = {r: _Target(r) for r in sorted(set(ranks)) if 0 <= r < n}
         self._pass: tuple[Range, ...] = ()
         self._owners: list[list[_Target]] = []
@@ -186,12 +188,13 @@ class RankSearch:
             if t.key is None:
                 open_.setdefault((t.lo, t.hi), []).append(t)
         total = sum(ts[0].count for ts in open_.values())
-        sub = SUB_BITS if len(open_) <= HIST_BUCKETS >> SUB_BITS else \
-            max(MIN_SUB_BITS, (HIST_BUCKETS // max(len(open_), 1)).bit_length() - 1)
+        buckets = self.tuning.rank_hist_buckets
+        sub = SUB_BITS if len(open_) <= buckets >> SUB_BITS else \
+            max(MIN_SUB_BITS, (buckets // max(len(open_), 1)).bit_length() - 1)
         out = []
         for (lo, hi), ts in sorted(open_.items()):
             count = ts[0].count
-            if total <= COLLECT_ROWS or count <= SMALL_RANGE:
+            if total <= self.tuning.rank_collect_rows or count <= SMALL_RANGE:
                 out.append(Range(lo, hi, -1))
             else:
                 out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))

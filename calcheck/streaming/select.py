@@ -36,18 +36,18 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import distinct
 from calcheck.streaming.grid import Grid, flagged_rows
+from calcheck.tuning import DEFAULT, Tuning
 
+# The search's budgets are knobs of calcheck.tuning: a pass collects ranges outright while they
+# hold at most Tuning.collect_rows rows in all (~45 B a row at the sort that reads them: ≤ ~0.1
+# GB), or with shared ties Tuning.collect_keys rows kept as packed 8-byte keys (16 B a row while
+# joined: ≤ ~0.13 GB; 10^8 rows' 4,096 PAVA blocks, ~6.3·10^6 rows in their cells, in one
+# pass); it splits the other ranges into at most Tuning.hist_buckets histogram sub-ranges in
+# all (25 MB); collected keys are unpacked Tuning.tie_rows (or one task's) at a time.
 SUB_BITS = 16                 # a histogram pass splits a key range into ≤ 2^16 sub-ranges,
-HIST_BUCKETS = 1 << 20        # ... ≤ 2^20 sub-ranges over all ranges of a pass (25 MB),
 MIN_SUB_BITS = 4              # ... but always ≥ 2^4 each
-COLLECT_ROWS = 1 << 21        # collect ranges outright while they hold ≤ this many rows in all
-                              # (~45 B a row at the sort that reads them: ≤ ~0.1 GB) ...
-COLLECT_KEYS = 1 << 23        # ... with shared ties, rows kept as packed 8-byte keys (16 B a
-                              # row while joined: ≤ ~0.13 GB): 10^8 rows' 4,096 PAVA blocks
-                              # (~6.3·10^6 rows in their cells) in one pass
-SMALL_RANGE = 64              # ... and always when it holds at most this many
+SMALL_RANGE = 64              # a range of at most this many rows is always collected
 NEAR_SHIFT = 40               # score bits >> this: 2^12 buckets a binade, ~4·10^6 in [0, 1]
-TIE_ROWS = 1 << 20            # collected keys unpacked this many (or one task's) at a time
 ONE_BITS = int(np.float64(1.0).view(np.uint64))
 U_MAX = np.iinfo(np.uint64).max
 
@@ -425,19 +425,21 @@ class Search:
     share one score resolves its rank at once.  By row id (``--ties order``) the search keeps
     its own course, so its float sums keep their order.  ``collect_rows`` bounds the rows a
     pass collects with their row ids; by value, which keeps 8-byte keys instead, the bound is
-    ``COLLECT_KEYS / COLLECT_ROWS`` times larger (the same memory).
+    ``tuning.collect_keys / tuning.collect_rows`` times larger (the same memory).
 
     Use: ``while (spec := search.next_spec()) is not None: search.absorb(run_pass(spec))``;
     then :meth:`result`.
     """
 
     def __init__(self, ranks: IntArray, cell_counts: IntArray, grid: Grid, id_bound: int,
-                 collect_rows: int = COLLECT_ROWS, *, by_value: bool = False,
+                 collect_rows: int | None = None, *, by_value: bool = False,
                  cell_positives: IntArray | None = None,
-                 cell_values: FloatArray | None = None) -> None:
+                 cell_values: FloatArray | None = None, tuning: Tuning = DEFAULT) -> None:
         self.grid = grid
         self.id_bound = max(int(id_bound), 1)
-        self.collect_rows = collect_rows * (COLLECT_KEYS // COLLECT_ROWS if by_value else 1)
+        self.tuning = tuning
+        rows = tuning.collect_rows if collect_rows is None else collect_rows
+        self.collect_rows = rows * (tuning.key_share if by_value else 1)
         self.by_value = by_value
         self.passes = 0
         cum = np.cumsum(cell_counts)
@@ -487,8 +489,8 @@ class Search:
                 budget -= t.range_rows
             plan.append((key, t, collect))
         n_hist = sum(1 for _, _, c in plan if not c)
-        # at most HIST_BUCKETS sub-ranges in all: many open ranges get fewer bits each
-        sub_bits = max(MIN_SUB_BITS, min(SUB_BITS, (HIST_BUCKETS // max(n_hist, 1))
+        # at most tuning.hist_buckets sub-ranges in all: many open ranges get fewer bits each
+        sub_bits = max(MIN_SUB_BITS, min(SUB_BITS, (self.tuning.hist_buckets // max(n_hist, 1))
                                          .bit_length() - 1))
         tasks = []
         for key, t, collect in plan:
@@ -588,7 +590,7 @@ class Search:
         total = np.add.reduce            # what numpy.sum runs on a 1-D array: the same bits
         out = {}
         one = np.uint64(1)
-        for grp in task_groups(first, last, TIE_ROWS):
+        for grp in task_groups(first, last, self.tuning.tie_rows):
             base, end = int(first[grp].min()), int(last[grp].max())
             seg = keys[base:end]                     # (u, y) keys, sorted
             f = first[grp] - base

@@ -355,7 +355,7 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
             ranks += [*b5, *a5]
             if not distinct[j]:
                 ranks += _group_ranks(n[j])
-        s = RankSearch(n[j], [int(r) for r in ranks])
+        s = RankSearch(n[j], [int(r) for r in ranks], source.tuning)
         d = scan.distinct[j] if j < k else None
         if d is not None:                  # few distinct values: their counts give every rank
             s.resolve_sorted(*d)
