@@ -364,3 +364,38 @@ def test_float_labels_stream_as_int8_and_bad_ones_are_named(tmp_path, cli, bad):
     pq.write_table(pa.table({"score": s, "label": wrong}), path)
     r = cli(["score", str(path), "--engine", "stream"])
     assert r.code == 2 and "'label'" in r.stderr and "row 3211" in r.stderr, r.stderr
+
+
+def test_every_pass_spec_and_state_pickles(cli, hive, monkeypatch):
+    """Dask workers receive each pass's spec and send back its partial state: every spec a
+    stream run hands a pass — the grid, rank searches, row passes, sub-streams, variables,
+    groups, tests, figures' bins — and every state it returns survive pickling, and the run
+    computes the same report through the round trips (a spy on ``StreamSource.run``)."""
+    import pickle
+
+    from calcheck.streaming.engine import StreamSource
+    from calcheck.tuning import Tuning
+
+    root, _ = hive
+    real, kinds = StreamSource.run, set()
+
+    def through_pickle(self, spec):
+        state, stats = real(self, pickle.loads(pickle.dumps(spec)))
+        kinds.add(type(spec).__name__)
+        return pickle.loads(pickle.dumps(state)), stats
+
+    args = [root / "all.parquet", "--engine", "stream", "--batch-rows", "7000"]
+    runs = [(["-m", "all", "--var", "day"], "score"), (["--by", "split", "--ci", "--seed", "3"],
+                                                     "score"),
+            (["--method", "all", "--adaptive"], "test")]
+    knobs = Tuning(replay=False, prospect=False)         # every pass reads the source
+    plain = [run_json(cli, *args, *extra, cmd=cmd, tuning=knobs) for extra, cmd in runs]
+    monkeypatch.setattr(StreamSource, "run", through_pickle)
+    pickled = [run_json(cli, *args, *extra, cmd=cmd, tuning=knobs) for extra, cmd in runs]
+    for a, b in zip(plain, pickled):
+        a.pop("timing", None), b.pop("timing", None)
+        assert json.dumps(a, sort_keys=True, default=str) == \
+            json.dumps(b, sort_keys=True, default=str)
+    # (row passes run inside a ViewsSpec, beside a search)
+    assert {"StateSpec", "ViewsSpec", "SelectSpec", "RankSpec", "CoxSpec", "GroupedSpec",
+            "SortedRowsSpec"} <= kinds, kinds
