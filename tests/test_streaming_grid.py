@@ -11,7 +11,8 @@ from calcheck.streaming.grid import (
     cells_of,
     crowded_grid,
 )
-from calcheck.streaming.positional import PositionalPass, drive
+from calcheck.streaming.heldrows import drive
+from calcheck.streaming.positional import PositionalPass
 
 
 def bisect_lower(grid):

@@ -261,7 +261,7 @@ def test_sub_stream_states_any_partition_any_merge_order(seed, n, k, rnd):
     """A pass of per-class (and thresholded) sub-streams: any split, merged in any order, gives
     the single pass's grid counts and collected sorted labels."""
     from calcheck.streaming.engine import StateSpec
-    from calcheck.streaming.positional import SortedRowsSpec
+    from calcheck.streaming.heldrows import SortedRowsSpec
     from calcheck.streaming.views import SubStream, ViewsSpec
 
     df = frame(seed, n, 3)

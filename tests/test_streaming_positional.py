@@ -12,13 +12,9 @@ from calcheck.hypotests.classical import hosmer_lemeshow
 from calcheck.metrics import MetricOptions, compute_metrics
 from calcheck.metrics._data import Prepared
 from calcheck.streaming.engine import ArraySource, StateSpec
-from calcheck.streaming.positional import (
-    POSITIONAL,
-    PositionalPass,
-    bound_ranks,
-    drive,
-    positional_results,
-)
+from calcheck.streaming.heldrows import bound_ranks, drive
+from calcheck.streaming.positional import POSITIONAL, PositionalPass, positional_results
+from calcheck.streaming.rowpass import RowPassState
 from calcheck.tuning import DEFAULT as TUNING
 from calcheck.tuning import Tuning
 from tests.conftest import run_json, write_dataset
@@ -181,9 +177,9 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
     """The search and the row pass over exact PAVA's held rows hand their states only the rows
     of the cells they read (slices of the sorted rows), batch by batch: every state equals the
     one a replay of every held row gives, bit for bit, whatever the batch size."""
-    from calcheck.streaming import positional
+    from calcheck.streaming import passbins
 
-    real, kinds = positional.replay, []
+    real, kinds = passbins.replay, []
 
     def both(spec, scores, labels, batch):
         assert batch == 4_096
@@ -196,7 +192,7 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
         _same_state(got, full)
         return got
 
-    monkeypatch.setattr(positional, "replay", both)
+    monkeypatch.setattr(passbins, "replay", both)
     _, _, src, grid = _held_case(case, 17)
     positional_results(src, grid, list(POSITIONAL), hl_groups=10, ties=ties,
                        tuning=Tuning(replay_rows=4_096))
@@ -234,7 +230,7 @@ def test_sorted_rows_fill_one_buffer_that_grows_merges_and_pickles_its_keys(rows
     every row by (score, label), −0.0 as +0.0."""
     import pickle
 
-    from calcheck.streaming.positional import SortedRowsSpec
+    from calcheck.streaming.heldrows import SortedRowsSpec
 
     rng = np.random.default_rng(8)
     n = 5_000
@@ -382,7 +378,7 @@ def test_row_pass_decisions_equal_one_test_a_row(k_extra):
     """The row pass bounds runs of 64, then 8 neighbouring predictions of one grid cell before
     testing one by one: every weight must be the one the row's own binomial test gives, on rows
     packed around both rejection boundaries of a large bin (where p-values sit near alpha)."""
-    from calcheck.streaming.positional import _row_weights, rejection_weight
+    from calcheck.streaming.rowpass import _row_weights, rejection_weight
 
     rng = np.random.default_rng(11)
     n_bin, k = 3_000_000.0, 1_650_000.0 + k_extra
@@ -460,7 +456,7 @@ def test_row_pass_bins_by_cell_equal_searchsorted(seed):
     repeated cuts, several cuts in one cell, scores 0 and 1 and the placeholders 0 and U_MAX —
     on the uniform grid and on a crowded one's finer cells."""
     from calcheck.streaming.grid import ScoreGrid, UniformGrid
-    from calcheck.streaming.positional import _cut_bins
+    from calcheck.streaming.rowpass import _cut_bins
     from calcheck.streaming.select import U_MAX
 
     rng = np.random.default_rng(seed)
@@ -489,8 +485,8 @@ def test_narrowed_test_cells_hold_where_the_exact_test_changes(alpha):
     than the brackets near 0 and 1, where the padding spans many crowded rows."""
     import functools
 
-    from calcheck.streaming.positional import rejection_weight
     from calcheck.streaming.prospect import narrowed_test_cells, test_cells
+    from calcheck.streaming.rowpass import rejection_weight
 
     rng = np.random.default_rng(4)
     reject = functools.partial(rejection_weight, alpha=alpha, test="binomial")
@@ -641,8 +637,8 @@ def test_the_guessed_test_cells_hold_the_exact_thresholds(alpha):
     k in the guessed range — found here by bisection on the exact test."""
     import functools
 
-    from calcheck.streaming.positional import rejection_weight
     from calcheck.streaming.prospect import test_cells
+    from calcheck.streaming.rowpass import rejection_weight
 
     rng = np.random.default_rng(2)
     for n in (10, 37, 300, 5_000, 1_500_000):
@@ -695,20 +691,19 @@ def test_decided_score_pieces_give_the_same_rejections(ties, pending, monkeypatc
     (Tuning.sure_rows): the rejections are those of testing every row — bit for bit, including the
     fractional k of shared ties (its rows are still tested in the same groups) — and equal
     to the in-memory engine's; the pieces decide most of those rows."""
-    from calcheck.streaming import positional
 
     n = 60_000
     s, y, src, grid = crowded(12, n, rounded=0.2, decimals=5, parts=4, lift=1.3)
     ids = ["tce", "tce_q", "tce_u"]
     decided = []
-    original = positional.RowPassState._decided
+    original = RowPassState._decided
 
     def counting(self, j, bins, scores):
         hit = original(self, j, bins, scores)
         decided.append((0 if hit is None else int(hit.sum()), bins.shape[0]))
         return hit
 
-    monkeypatch.setattr(positional.RowPassState, "_decided", counting)
+    monkeypatch.setattr(RowPassState, "_decided", counting)
     results = []
     for rows in (1 << 62, 64):
         decided.clear()
@@ -826,7 +821,7 @@ def test_rows_at_a_cut_score_count_the_cuts_before_them_by_row_id():
     """--ties order: a row scoring a cut's score is past each cut at that score whose row id
     is at most its own (one cut, or several splitting one tie group; the placeholder cut 0
     with id −1 of an empty first bin), as one comparison a cut would count."""
-    from calcheck.streaming.positional import _cuts_at_or_before
+    from calcheck.streaming.rowpass import _cuts_at_or_before
 
     rng = np.random.default_rng(10)
     for _ in range(500):
@@ -852,7 +847,7 @@ def test_held_rows_in_score_then_row_order_whatever_the_sort(case, tied):
     """--ties order's held rows come out in (score, row id) order — the stable argsort's —
     whether the grid saw ties (a stable argsort) or not (a quick argsort, then the tie groups
     put in row-id order), from batches merged out of order."""
-    from calcheck.streaming.positional import SortedRowsSpec
+    from calcheck.streaming.heldrows import SortedRowsSpec
 
     rng = np.random.default_rng(len(case))
     n = 20_000
@@ -877,7 +872,7 @@ def test_key_buffers_are_reused_only_when_nothing_refers_to_them():
     """Within ``reusing_key_buffers`` a held pass's key buffer goes to the next state that asks,
     but never while a state or a view of its sorted rows still refers to it; outside, every
     state gets a fresh buffer and none is kept."""
-    from calcheck.streaming import positional as P
+    from calcheck.streaming import heldrows as P
 
     def at(x):
         return x.__array_interface__["data"][0]

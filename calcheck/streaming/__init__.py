@@ -6,7 +6,9 @@ and adaptive, :mod:`calcheck.streaming.tests`), as exact int64 counts and compen
 sums, so any partitioning of the rows, merged in any order, gives the same counts and the same
 values to ~1e-15 relative.  Positional bins (ACE, MCE(Q), PDE, TCE and its variants,
 Hosmer–Lemeshow) take a few more passes: an exact rank search
-(:mod:`calcheck.streaming.select`) and a row pass (:mod:`calcheck.streaming.positional`);
+(:mod:`calcheck.streaming.select`) and a row pass, owned by
+:class:`calcheck.streaming.positional.PositionalPass` (its parts: ``passbins``, ``passrows``,
+``rowpass``, ``heldrows``);
 :mod:`calcheck.streaming.views` runs many of those (per class, per ``--by`` group) in shared
 passes; :mod:`calcheck.streaming.rowtests` runs Cox's Newton passes and counts discrete scores.
 :mod:`calcheck.streaming.engine` folds batches in this process;

@@ -174,7 +174,7 @@ def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Any:
     pass.  ``rows``: the rows it will see, when known (their keys go into one buffer of that
     size, not one grown by doubling)."""
     from calcheck.metrics.multiclass import class_errors
-    from calcheck.streaming.positional import SortedRowsSpec
+    from calcheck.streaming.heldrows import SortedRowsSpec
 
     state = yield SortedRowsSpec(packed=share, rows=rows)
     ps, ys = state.sorted_rows()
@@ -223,7 +223,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     first pass may leave it to these passes)."""
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
-    from calcheck.streaming.positional import reusing_key_buffers
+    from calcheck.streaming.heldrows import reusing_key_buffers
     from calcheck.streaming.views import ALL, CHUNK, SubStream, drive_lockstep
 
     tuning: Tuning = source.tuning

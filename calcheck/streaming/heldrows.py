@@ -1,0 +1,299 @@
+"""Rows held in memory for the positional passes, and how passes run.
+
+:func:`drive` runs a computation's passes on a source.  Exact PAVA's pass keeps every row's
+(score, label) sorted (:class:`SortedRowsSpec`, in key buffers reused from pass to pass:
+:func:`reusing_key_buffers`); :func:`replay` then makes a later pass's state from those rows in
+memory — the rows of the cells that pass reads, in the batches the file would give — instead of
+reading the file again (invariant 4 of docs/streaming.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck.binning import (
+    binary_keys,
+    range_positions,
+    unpack_keys,
+)
+from calcheck.streaming.rowpass import RowPassSpec
+from calcheck.streaming.select import (
+    SelectSpec,
+    SelectState,
+    by_group_then_id,
+    row_ids,
+)
+from calcheck.tuning import DEFAULT
+
+T = TypeVar("T")
+
+
+def drive(source: Any, passes: Passes[T]) -> T:
+    """Run ``passes`` on ``source``: one :meth:`StreamSource.run` per yielded spec."""
+    try:
+        spec = next(passes)
+        while True:
+            spec = passes.send(source.run(spec)[0])
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def replay(spec: Any, scores: FloatArray, labels: np.ndarray,
+           batch: int = DEFAULT.replay_rows) -> Any:
+    """The state of a pass of ``spec`` over rows held in memory, in batches of ``batch`` rows
+    (``Tuning.replay_rows``), numbered by their position.  The held rows of exact PAVA are sorted by
+    (score, row id): positions order every tie group as the row ids do, so a search or row pass
+    by row id (``--ties order``) resolves the same rows — only the order of float sums
+    differs (PDE's Σ|s − P̂_b| in the last bits).
+
+    A row pass or a search reads the rows of a few grid cells only (:func:`_cells_read`); the
+    rows being sorted, each cell's rows are one slice, found by two binary searches, and each
+    batch hands the state only its rows in those slices (ids: their positions) — the rows it
+    would have picked itself, in the same order and the same batches, so the same state,
+    without computing every held row's cell.  The parts of a one-pass
+    :class:`~calcheck.streaming.views.ViewsSpec` over the whole stream replay one by one."""
+    from calcheck.streaming.views import ViewsState
+
+    if _whole_stream_views(spec):
+        return ViewsState(spec, [replay(part, scores, labels, batch)
+                                 for _, part in spec.parts])
+    state = spec.new()
+    n = int(scores.shape[0])
+    cells = _cells_read(spec)
+    if cells is None:
+        for a in range(0, n, batch):
+            state.update(scores[a:a + batch], labels[a:a + batch], a)
+        return state
+    lo, hi = spec.grid.key_range(cells)
+    bits = scores.view(np.uint64)
+    first = np.searchsorted(bits, lo.astype(np.uint64), side="left")
+    end = np.searchsorted(bits, hi.astype(np.uint64), side="left")
+    for a in range(0, n, batch):
+        z = min(a + batch, n)
+        f, e = np.clip(first, a, z), np.clip(end, a, z)
+        width = e - f
+        some = width > 0
+        f, width = f[some], width[some]
+        if f.shape[0] == 0:
+            continue
+        rows = range_positions(f, width)
+        state.update(scores[rows], labels[rows], rows)
+    if isinstance(state, SelectState):
+        state.n = n                              # the rows seen, as a full replay counts them
+    return state
+
+
+def _whole_stream_views(spec: Any) -> bool:
+    """Whether ``spec`` is a one-pass ViewsSpec whose parts all see the whole stream (no class
+    view, group or score floor): its parts can then run one by one over any rows."""
+    from calcheck.streaming.views import ALL, ViewsSpec
+
+    return isinstance(spec, ViewsSpec) and all(
+        sub.cls is None and sub.group is ALL and sub.min_score is None for sub, _ in spec.parts)
+
+
+def _cells_read(spec: Any) -> IntArray | None:
+    """The grid cells, ascending, outside which a row changes nothing in a state of ``spec``
+    but the count of rows seen: a row pass's (its binnings' cells), a search's (its tasks'
+    cells), those of the parts of a one-pass ViewsSpec over the whole stream; None for any
+    other pass."""
+    if isinstance(spec, RowPassSpec):
+        cells = {c for b in spec.binnings for c in b.cells}
+    elif isinstance(spec, SelectSpec):
+        cells = {t.cell for t in spec.tasks}
+    elif _whole_stream_views(spec):
+        parts = [_cells_read(part) for _, part in spec.parts]
+        if any(p is None for p in parts):
+            return None
+        cells = {c for p in parts if p is not None for c in p.tolist()}
+    else:
+        return None
+    return np.array(sorted(cells), dtype=np.int64)
+
+
+def bound_ranks(bounds: IntArray, n: int) -> list[int]:
+    """The ranks a binning's statistics and edges need: b and b − 1 of its inner bounds."""
+    out: set[int] = set()
+    for b in bounds.tolist():
+        if 0 < b < n:
+            out.update((b - 1, b))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the passes besides the rank search: every row (exact PAVA), and the row pass
+
+
+@dataclass(frozen=True)
+class SortedRowsSpec:
+    """A pass that keeps every row's (score bits, label): the exact sort of a dataset small
+    enough to hold (9 bytes a row; 8 with ``packed``).  ``rows``: the rows the pass will see
+    (the grid pass counted them), so packed keys go straight into one buffer of that size."""
+
+    packed: bool = False            # shared ties: the order inside a tie group is not used
+    rows: int = 0                   # 0: not known (the buffer grows)
+    tied: bool = False              # the grid saw tied scores (see SortedRowsState.sorted_rows)
+    holds_rows = True               # drive_lockstep counts its rows against a budget
+
+    def new(self) -> SortedRowsState:
+        return SortedRowsState(packed=self.packed, rows=self.rows, tied=self.tied)
+
+
+@dataclass
+class SortedRowsState:
+    """Each batch's (first row id, score bits, labels).  A batch's rows have ascending ids and
+    batches do not interleave, so the parts ordered by first id list the rows in id order, and
+    a stable sort by score alone is the (score, row id) order.
+
+    ``packed`` (shared ties, where rows of one score are pooled): each row is one 64-bit key
+    (score bits << 1) | label — the bits of a score in [0, 1] order like the score and leave
+    the top bit free — written into one buffer (``keys``, its first ``filled`` entries; no
+    parts to join, so no second copy) and sorted in place, so ties are ordered by label
+    instead of row id: half the memory and a fraction of the time of a stable argsort."""
+
+    parts: list[tuple[int, Any, Any]] = field(default_factory=list)
+    packed: bool = False
+    rows: int = 0
+    tied: bool = False
+    keys: np.ndarray | None = None
+    filled: int = 0
+
+    def update(self, scores: FloatArray, labels: IntArray,
+               start: int | IntArray = 0) -> SortedRowsState:
+        s = np.asarray(scores, dtype=np.float64)
+        m = int(s.shape[0])
+        if m and self.packed:                # the shift drops −0.0's sign bit: no copy first
+            binary_keys(s, labels, out=self._room(m))
+            self.filled += m
+        elif m:                              # a copy with −0.0 → +0.0 before taking bits
+            first = int(row_ids(start, np.zeros(1, dtype=np.int64))[0])
+            self.parts.append((first, (s + 0.0).view(np.uint64),
+                               np.asarray(labels).astype(np.int8)))
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Dask worker's state) with the filled keys only."""
+        out = dict(self.__dict__)
+        if self.keys is not None:
+            out["keys"] = self.keys[:self.filled]
+        return out
+
+    def _room(self, m: int) -> np.ndarray:
+        """The next ``m`` free keys of the buffer (grown, by doubling, past ``rows``)."""
+        need = self.filled + m
+        if self.keys is None or need > self.keys.shape[0]:
+            size = max(self.rows, need) if self.keys is None else max(need, 2 * self.filled)
+            grown = _key_buffer(size)
+            if self.keys is not None:
+                grown[:self.filled] = self.keys[:self.filled]
+            self.keys = grown
+        return self.keys[self.filled:need]
+
+    def merge(self, other: SortedRowsState) -> SortedRowsState:
+        self.parts.extend(other.parts)
+        if other.filled:
+            assert other.keys is not None
+            self._room(other.filled)[:] = other.keys[:other.filled]
+            self.filled += other.filled
+        return self
+
+    def sorted_rows(self) -> tuple[FloatArray, np.ndarray]:
+        """(scores, labels) in the (score, row id) order (packed: (score, label))."""
+        if self.packed:
+            key = np.zeros(0, dtype=np.uint64) if self.keys is None else \
+                self.keys[:self.filled]
+            self.keys, self.filled = None, 0
+            key.sort()
+            return unpack_keys(key)
+        if not self.parts:
+            return np.zeros(0), np.zeros(0, dtype=np.int8)
+        self.parts.sort(key=lambda p: p[0])
+        parts, self.parts = self.parts, []
+        u = np.concatenate([p[1] for p in parts])
+        y = np.concatenate([p[2] for p in parts])
+        del parts                                    # (each batch's copy freed once joined)
+        # the (score, row id) order: a stable argsort where the grid saw tied scores; else
+        # numpy's quick argsort (half the time, no merge buffer), then the few tie groups in
+        # row-id order, as the search's collected rows are put
+        order = np.argsort(u, kind="stable" if self.tied else "quicksort")
+        u.sort()              # equal scores are equal bits: any sort gives the same array, in
+        if not self.tied:     # place (no gathered copy)
+            tie = u[1:] == u[:-1]
+            if tie.any():
+                pos = np.flatnonzero(np.concatenate(([False], tie)) |
+                                     np.concatenate((tie, [False])))
+                sub = order[pos]
+                order[pos] = sub[by_group_then_id(u[pos], sub)]
+            del tie
+        y = y[order]
+        return u.view(np.float64), y
+
+
+class _KeyBuffers:
+    """Key buffers that a run of held passes hands on (:func:`reusing_key_buffers`): the class
+    passes of a multiclass stream each hold a few classes' rows — 40 MB a class at 5·10⁶ rows
+    —, and a fresh buffer costs a page fault every 4 KB as its keys are first written (~0.04 s
+    of a pass at 5·10⁶ rows, ~4 µs a fault on a virtual machine).  A buffer is handed out
+    again only when nothing refers to it but this pool: no state, no sorted view of its rows
+    (numpy's views keep their base array alive)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] | None = None       # None: not reusing
+
+    def take(self, size: int) -> np.ndarray:
+        import sys
+
+        with self.lock:
+            if self.free is None:
+                return np.empty(size, dtype=np.uint64)
+            # a buffer is free when it has no more references than ``probe``, which only this
+            # function refers to: each is held by one name (the pool's list, ``probe``), the
+            # tuple and the loop — counted alike by any interpreter version
+            probe = np.empty(0, dtype=np.uint64)
+            free = 0
+            for buf in (probe, *self.free):
+                refs = sys.getrefcount(buf)
+                if buf is probe:
+                    free = refs
+                elif buf.shape[0] >= size and refs <= free:
+                    return buf[:size]
+            buf = np.empty(size, dtype=np.uint64)
+            if len(self.free) < KEY_BUFFERS:
+                self.free.append(buf)
+            return buf
+
+
+KEY_BUFFERS = 4                # at most this many buffers are kept for reuse
+_KEYS = _KeyBuffers()
+
+
+def _key_buffer(size: int) -> np.ndarray:
+    """An uninitialised uint64 buffer of ``size`` keys (one used before, when reusing)."""
+    return _KEYS.take(size)
+
+
+@contextmanager
+def reusing_key_buffers() -> Iterator[None]:
+    """Within: the held passes' key buffers are kept for the next pass's states, and freed at
+    the end."""
+    with _KEYS.lock:
+        outer = _KEYS.free is not None
+        if not outer:
+            _KEYS.free = []
+    try:
+        yield
+    finally:
+        if not outer:
+            with _KEYS.lock:
+                _KEYS.free = None
+
+
