@@ -49,9 +49,9 @@ def floor(s: np.ndarray, y: np.ndarray) -> None:
 
 
 def report(label: str, s: np.ndarray, y: np.ndarray, repeat: int) -> None:
-    from calcheck import binning as _binning
+    from calcheck import pava as _pava
 
-    _binning.compiled_pava(_binning.COMPILE_AT)          # load numba's scan outside the timing
+    _pava.compiled_pava(_pava.COMPILE_AT)          # load numba's scan outside the timing
     t_sort = time_it(lambda: np.argsort(s), repeat)
     t_stable = time_it(lambda: np.argsort(s, kind="stable"), repeat)
     t_floor = time_it(lambda: floor(s, y), repeat)
@@ -65,7 +65,7 @@ def report(label: str, s: np.ndarray, y: np.ndarray, repeat: int) -> None:
           f"uniform {times['uniform']:.3f} s | numpy.argsort {t_sort:.3f} s "
           f"(stable {t_stable:.3f} s) | floor (stable argsort + isotonic_regression) "
           f"{t_floor:.3f} s: pava-bc / floor = {times['pava-bc'] / t_floor:.2f}x "
-          f"(target <= 1.5x; compiled scan: {_binning.compiled_pava(1) is not None})")
+          f"(target <= 1.5x; compiled scan: {_pava.compiled_pava(1) is not None})")
 
 
 def main() -> None:

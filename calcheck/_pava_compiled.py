@@ -1,5 +1,5 @@
 """PAVA-BC's scan compiled with numba (the optional ``fast`` extra): the same run-compressed
-algorithm as :func:`calcheck.binning.pava_bc_runs`, step for step — integer arithmetic for
+algorithm as :func:`calcheck.pava.pava_bc_runs`, step for step — integer arithmetic for
 whole values (0/1 labels), float64 otherwise, in the same order of operations — so the block
 sizes are identical; tests compare the two on random inputs.  30–80× faster than the Python
 loop (10^6 rows: 2 ms instead of 0.18 s).  Imported only when TCE runs; without numba the
@@ -74,7 +74,7 @@ def _falls_at(wb: Any, sb: Any, wt: Any, st: Any, v: Any, n_max: int,
 def pava_bc_runs_kernel(values: Any, lengths: Any, n_min: int, n_max: int,
                         integer: bool, acc: Any) -> Any:  # pragma: no cover - compiled
     """Block sizes of PAVA-BC over runs (``values``, ``lengths``), as
-    :func:`calcheck.binning.pava_bc_runs`.  Empty ``lengths``: ``values`` are the rows
+    :func:`calcheck.pava.pava_bc_runs`.  Empty ``lengths``: ``values`` are the rows
     themselves and their runs are found here (no run arrays).  Sums are kept in ``acc``'s
     dtype (int64 for whole values, float64 otherwise), whatever the dtype of ``values``."""
     m = values.shape[0]

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -64,7 +66,7 @@ def test_uniform_stats_on_two_threads_are_the_one_thread_sums(n, monkeypatch):
     s[: min(n, 11)] = np.linspace(0.0, 1.0, 11)[: min(n, 11)]      # the edges themselves
     y = (rng.random(n) < s).astype(np.int8)
     one = uniform_stats(s, y, 10, binary=True)
-    monkeypatch.setattr(binning.os, "cpu_count", lambda: 2)        # (a machine fact)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)        # (a machine fact)
     two = uniform_stats(s, y, 10, binary=True, threads_from=1)
     expected = np.zeros(10)
     for start in range(0, n, binning.UNIFORM_CHUNK):     # block sums, in block order
@@ -157,7 +159,7 @@ def test_stable_argsort_few_ties_path():
 def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
     """With heavily tied scores PAVA-BC walks the runs of equal tie-group means directly: the
     same runs as the per-row shared labels and the same blocks, for any n_min / n_max."""
-    from calcheck import binning as B
+    from calcheck import binning, pava
 
     rng = np.random.default_rng(len(case))
     make = {"tenths": lambda n: np.round(rng.random(n), 1),
@@ -169,16 +171,16 @@ def test_pava_bc_on_tie_group_runs_equals_the_per_row_scan(case):
         n = int(rng.integers(1, 4_000))
         s = np.sort(make(n))
         y = (rng.random(n) < s).astype(np.int8)
-        runs = B.tied_label_runs(s, y)
-        per_row = B.shared_labels(s, y)
+        runs = pava.tied_label_runs(s, y)
+        per_row = binning.shared_labels(s, y)
         if case == "continuous" or np.unique(s).shape[0] > n // 8:
             assert runs is None                     # many tie groups: the per-row scan
         else:
-            assert runs == B.label_runs(per_row)
+            assert runs == pava.label_runs(per_row)
         lo = int(rng.integers(0, n // 10 + 1))
         hi = int(rng.integers(lo, n + 2))
-        want = np.concatenate(([0], np.cumsum(B.pava_bc_weights(per_row, lo, hi))))
-        np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
+        want = np.concatenate(([0], np.cumsum(pava.pava_bc_weights(per_row, lo, hi))))
+        np.testing.assert_array_equal(pava.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
 
 
 @given(st.integers(0, 2**31))
@@ -186,7 +188,7 @@ def test_shared_label_runs_are_the_runs_of_the_shared_labels(seed):
     """Rare positives (or rare negatives) with some tied scores: the runs built from the label
     changes and the tie groups are those :func:`label_runs` finds in the per-row shared labels
     (values bit for bit), and PAVA-BC over them gives the per-row scan's blocks."""
-    from calcheck import binning as B
+    from calcheck import binning, pava
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 3_000))
@@ -198,23 +200,23 @@ def test_shared_label_runs_are_the_runs_of_the_shared_labels(seed):
     s = np.sort(s)
     p = rng.choice([0.003, 0.02, 0.98, 0.997])
     y = (rng.random(n) < p).astype(rng.choice([np.int8, np.int64, np.float64, bool]))
-    runs = B.shared_label_runs(s, y)
-    per_row = B.shared_labels(s, y)
+    runs = pava.shared_label_runs(s, y)
+    per_row = binning.shared_labels(s, y)
     changes = np.count_nonzero(y[1:] != y[:-1])
-    if changes > n // B.FEW_CHANGES or not np.any(s[1:] == s[:-1]):
+    if changes > n // pava.FEW_CHANGES or not np.any(s[1:] == s[:-1]):
         assert runs is None
         return
     assert runs is not None
     values, lengths = runs
-    want_v, want_l = B.label_runs(per_row)
+    want_v, want_l = pava.label_runs(per_row)
     assert lengths.tolist() == want_l
     np.testing.assert_array_equal(values, np.asarray(want_v, dtype=np.float64))
     lo = int(rng.integers(0, n // 10 + 1))
     hi = int(rng.integers(lo, n + 2))
-    assert B.pava_bc_run_weights(values, lengths, lo, hi) == \
-        B.pava_bc_weights(per_row, lo, hi)
-    want = np.concatenate(([0], np.cumsum(B.pava_bc_weights(per_row, lo, hi))))
-    np.testing.assert_array_equal(B.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
+    assert pava.pava_bc_run_weights(values, lengths, lo, hi) == \
+        pava.pava_bc_weights(per_row, lo, hi)
+    want = np.concatenate(([0], np.cumsum(pava.pava_bc_weights(per_row, lo, hi))))
+    np.testing.assert_array_equal(pava.pava_bc_bounds(y, lo, hi, sorted_scores=s), want)
 
 
 @given(st.integers(0, 2**31))
@@ -222,13 +224,13 @@ def test_shared_labels_are_each_tie_groups_mean_label(seed):
     """Every sorted row's label replaced by its tie group's mean (float64), found from the
     tied neighbours alone: groups at either end, groups that meet, and no ties at all (the
     labels themselves, in their own dtype)."""
-    from calcheck import binning as B
+    from calcheck import binning
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 300))
     s = np.sort(np.round(rng.random(n) ** 3, int(rng.integers(0, 5))))
     y = (rng.random(n) < 0.4).astype(rng.choice([np.int8, np.int64, np.float64, bool]))
-    got = B.shared_labels(s, y)
+    got = binning.shared_labels(s, y)
     _, group = np.unique(s, return_inverse=True)
     counts = np.bincount(group)
     want = (np.bincount(group, weights=y.astype(np.float64)) / counts)[group]

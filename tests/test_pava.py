@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calcheck.binning import pava_bc_bounds, pava_bc_weights, pava_bounds
+from calcheck.pava import pava_bc_bounds, pava_bc_weights, pava_bounds
 
 
 def pava_bc_reference(y, n_min, n_max):
@@ -75,7 +75,7 @@ def test_invalid_sizes():
 
 def test_the_compiled_scan_runs_where_numba_is_installed():
     pytest.importorskip("numba")
-    from calcheck.binning import COMPILE_AT, compiled_pava
+    from calcheck.pava import COMPILE_AT, compiled_pava
 
     assert compiled_pava(COMPILE_AT) is not None
 
@@ -90,12 +90,12 @@ def test_a_scan_of_few_runs_keeps_the_loop():
 
     pytest.importorskip("numba")
     code = ("import sys\n"
-            "from calcheck.binning import COMPILE_AT, FEW_RUNS, compiled_pava\n"
+            "from calcheck.pava import COMPILE_AT, FEW_RUNS, compiled_pava\n"
             "out = []\n"
             "for runs in map(int, sys.argv[1:]):\n"
             "    out.append(compiled_pava(10 * COMPILE_AT, runs) is not None)\n"
             "print(out)\n")
-    from calcheck.binning import COMPILE_AT, FEW_RUNS
+    from calcheck.pava import COMPILE_AT, FEW_RUNS
 
     for runs, want in (([FEW_RUNS - 1], [False]), ([FEW_RUNS], [True]),
                        ([FEW_RUNS - 1] * 4, [False, False, False, True])):
@@ -111,15 +111,15 @@ def test_compiled_and_python_scans_agree(scores, coarse, n_min, extra, shared):
     """The same block sizes from numba's scan and the Python loop: 0/1 labels (integers) and
     tie-group mean labels (floats)."""
     pytest.importorskip("numba")
-    from calcheck import binning
+    from calcheck import binning, pava
 
-    binning.compiled_pava(binning.COMPILE_AT)              # loaded: every scan is compiled now
+    pava.compiled_pava(pava.COMPILE_AT)              # loaded: every scan is compiled now
     s = np.sort(np.round(np.array(scores), coarse))
     y = (np.random.default_rng(len(scores) + n_min).uniform(size=s.size) < s).astype(np.int64)
     n_min = min(n_min, len(y))
     labels = binning.shared_labels(s, y) if shared else y
-    compiled = binning.pava_bc_weights(labels, n_min, n_min + extra)
-    python = binning.pava_bc_runs(*binning.label_runs(labels), n_min, n_min + extra)
+    compiled = pava.pava_bc_weights(labels, n_min, n_min + extra)
+    python = pava.pava_bc_runs(*pava.label_runs(labels), n_min, n_min + extra)
     assert compiled == python
 
 
@@ -129,19 +129,19 @@ def test_compiled_scan_over_runs_agrees_with_the_loop(scores, coarse, n_min, ext
     """Runs handed over as arrays (:func:`shared_label_runs`: rare positives with tied
     scores) give numba's scan the loop's block sizes."""
     pytest.importorskip("numba")
-    from calcheck import binning
+    from calcheck import binning, pava
 
-    binning.compiled_pava(binning.COMPILE_AT)              # loaded: every scan is compiled now
+    pava.compiled_pava(pava.COMPILE_AT)              # loaded: every scan is compiled now
     s = np.sort(np.round(np.array(scores), coarse))
     y = (np.random.default_rng(len(scores) + n_min).uniform(size=s.size) < 0.02).astype(np.int8)
-    runs = binning.shared_label_runs(s, y)
+    runs = pava.shared_label_runs(s, y)
     if runs is None:
         return
     n_min = min(n_min, len(y))
     values, lengths = runs
-    loop = binning.pava_bc_runs(*binning.label_runs(binning.shared_labels(s, y)), n_min,
-                                n_min + extra)
-    assert binning.pava_bc_run_weights(values, lengths, n_min, n_min + extra) == loop
+    loop = pava.pava_bc_runs(*pava.label_runs(binning.shared_labels(s, y)), n_min,
+                             n_min + extra)
+    assert pava.pava_bc_run_weights(values, lengths, n_min, n_min + extra) == loop
 
 
 def test_the_compiled_scan_loads_without_scipy_linalg():

@@ -263,11 +263,11 @@ def test_preloading_the_compiled_scan_waits_for_a_scan_worth_it():
     import subprocess
     import sys
 
-    from calcheck.binning import COMPILE_AT, FEW_RUNS
+    from calcheck.pava import COMPILE_AT, FEW_RUNS
 
     pytest.importorskip("numba")
     code = ("import sys, threading\n"
-            "from calcheck.binning import COMPILE_AT, preload_compiled_pava\n"
+            "from calcheck.pava import COMPILE_AT, preload_compiled_pava\n"
             "preload_compiled_pava(*map(int, sys.argv[1:]))\n"
             "for t in threading.enumerate():\n"
             "    if t is not threading.main_thread(): t.join()\n"

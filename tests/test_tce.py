@@ -6,7 +6,7 @@ from scipy.stats import binomtest
 from scipy.stats import t as student_t
 
 import calcheck
-from calcheck.binning import pava_bc_bounds, quantile_bounds, row_bin_ids, segment_sums
+from calcheck.binning import quantile_bounds, row_bin_ids, segment_sums
 from calcheck.binomial import (
     binomtest_pvalue,
     decided_by_pieces,
@@ -16,6 +16,7 @@ from calcheck.binomial import (
     side_ends,
 )
 from calcheck.errors import InputError
+from calcheck.pava import pava_bc_bounds
 
 # ------------------------------------------------------------------ exact binomial p-values
 

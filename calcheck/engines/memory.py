@@ -183,7 +183,7 @@ class MemoryEngine:
     def metrics(self, ids: list[str], opts: Options) -> Outcome:
         mopts = metric_options(opts, self.multiclass)
         if not self.multiclass and {"tce", "tce_v"} & set(ids):
-            from calcheck.binning import preload_compiled_pava
+            from calcheck.pava import preload_compiled_pava
 
             preload_compiled_pava(self.data.n, int(np.count_nonzero(self.data.labels)))
                                                         # loads while the rows are sorted

@@ -557,11 +557,11 @@ def named_results(ids: list[str], binary: dict[str, MetricResult],
 
 
 def _preload_class_pava(first: Any) -> None:
-    """Start loading numba's PAVA-BC scan (:func:`~calcheck.binning.preload_compiled_pava`) for
+    """Start loading numba's PAVA-BC scan (:func:`~calcheck.pava.preload_compiled_pava`) for
     ``tce_cw`` of a first-pass classwise state, sized by the class whose labels alternate most
     (its one-vs-rest scan walks the most runs); without it the first class's TCE waited
     ~0.3 s for the load."""
-    from calcheck.binning import preload_compiled_pava
+    from calcheck.pava import preload_compiled_pava
 
     state = first.overall() if hasattr(first, "overall") else first
     if not state.n:

@@ -23,8 +23,6 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
     count_value,
-    default_pava_bc_sizes,
-    pava_bc_bounds,
     positional_stats,
     quantile_bounds,
     row_bin_ids,
@@ -34,6 +32,7 @@ from calcheck.binning import (
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
+from calcheck.pava import default_pava_bc_sizes, pava_bc_bounds
 
 TCE_MIN_ROWS = 20
 BINNINGS = {"pava-bc": "tce", "quantile": "tce_q", "pava": "tce_v", "uniform": "tce_u"}

@@ -35,15 +35,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray, Passes
-from calcheck.binning import (
+from calcheck.binning import distinct, quantile_bounds
+from calcheck.errors import UsageError
+from calcheck.pava import (
     default_pava_bc_sizes,
-    distinct,
     pava_bc_blocks,
     pava_bc_bounds,
     preload_compiled_pava,
-    quantile_bounds,
 )
-from calcheck.errors import UsageError
 from calcheck.streaming.grid import cells_of
 from calcheck.streaming.heldrows import (
     SortedRowsSpec,
