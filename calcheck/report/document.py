@@ -16,13 +16,13 @@ from calcheck.formatting import number, statistic
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
 from calcheck.registry import title
-from calcheck.report.render import (
-    _ci_text,
-    _grouping,
-    _test_note,
+from calcheck.report.describe import (
     adjusted_shown,
+    ci_text,
+    grouping,
     groups_of,
     short_settings,
+    test_note,
 )
 from calcheck.report.text import setting
 
@@ -56,7 +56,7 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
         level = next((m["ci"]["level"] for m in metrics.values() if m.get("ci")), None)
         head = ["metric", "value", *([f"{level:.0%} interval"] if level else []), "bins"]
         rows = [[title(mid), format_value(m["value"], m["unit"]),
-                 *([_ci_text(m)] if level else []), short_settings(mid, m)]
+                 *([ci_text(m)] if level else []), short_settings(mid, m)]
                 for mid, m in metrics.items()]
         out += [("heading", "Metrics"), ("table", head, rows, (1, 2) if level else (1,))]
     tests = report.get("tests") or {}
@@ -65,7 +65,7 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
         rows = [[title(tid), "∞" if t.get("infinite") else statistic(t.get("statistic")),
                  format_p(t.get("pvalue")), *([format_p(t.get("pvalue_adjusted"))] if adj else []),
                  "rejected" if t.get("reject_adjusted", t.get("reject")) else "not rejected",
-                 _test_note(tid, t)] for tid, t in tests.items()]
+                 test_note(tid, t)] for tid, t in tests.items()]
         method = ((report.get("summary") or {}).get("family") or {}).get("method", "")
         out += [("heading", f"Calibration tests at α = "
                             f"{report.get('settings', {}).get('alpha')}"),
@@ -78,10 +78,10 @@ def blocks(report: Mapping[str, Any]) -> list[Block]:
                  + (" (small)" if g.get("flagged") else ""), f"{g.get('n', 0):,}",
                  *(format_value(g["metrics"].get(mid, {}).get("value"), metrics[mid]["unit"])
                    for mid in ids),
-                 "; ".join(f"{title(mid)} {_ci_text(g['metrics'][mid])}" for mid in ids
+                 "; ".join(f"{title(mid)} {ci_text(g['metrics'][mid])}" for mid in ids
                            if g["metrics"].get(mid, {}).get("ci"))]
                 for name, g in groups.items()]
-        out += [("heading", f"Groups {_grouping(report)}"),
+        out += [("heading", f"Groups {grouping(report)}"),
                 ("table", ["group", "rows", *(title(mid) for mid in ids), "intervals"], rows,
                  tuple(range(1, 2 + len(ids))))]
     variables = report.get("variables") or {}

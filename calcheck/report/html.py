@@ -22,15 +22,15 @@ from calcheck.formatting import number, statistic
 from calcheck.formatting import pvalue as format_p
 from calcheck.formatting import value as format_value
 from calcheck.registry import title
-from calcheck.report.render import (
-    _ci_level,
-    _ci_text,
-    _grouping,
-    _test_note,
+from calcheck.report.describe import (
     adjusted_shown,
+    ci_level,
+    ci_text,
+    grouping,
     groups_of,
     per_class_rows,
     short_settings,
+    test_note,
 )
 from calcheck.report.text import clean, setting
 
@@ -202,7 +202,7 @@ def _groups(report: Mapping[str, Any]) -> str:
         return ""
     ids = list(report.get("metrics", {}))
     head = "".join(f"<th>{_e(title(mid))}</th>" for mid in ids)
-    out = [f"<h2>Groups {_e(_grouping(report))}</h2><table><tr><th>group</th><th>rows</th>"
+    out = [f"<h2>Groups {_e(grouping(report))}</h2><table><tr><th>group</th><th>rows</th>"
            f"{head}</tr>"]
     for name, g in groups.items():
         flag = " <span class='flag' title='under --min-group-size'>small</span>" \
@@ -213,7 +213,7 @@ def _groups(report: Mapping[str, Any]) -> str:
             m = g.get("metrics", {}).get(mid, {})
             text = _e(format_value(m.get("value"), m.get("unit", "fraction")))
             if m.get("ci") and m["ci"].get("low") is not None:
-                text += f"<br><span class='ci'>{_e(_ci_text(m))}</span>"
+                text += f"<br><span class='ci'>{_e(ci_text(m))}</span>"
             cells.append(f"<td class='num'>{text}</td>")
         out.append(f"<tr><td>{_e(label)}{flag}</td><td class='num'>{g.get('n', 0):,}</td>"
                    + "".join(cells) + "</tr>")
@@ -255,15 +255,15 @@ def _section_parts(report: Mapping[str, Any], *, full: bool) -> list[str]:
             q = f"<td class='num'>{_e(format_p(t.get('pvalue_adjusted')))}</td>" if adj else ""
             parts.append(f"<tr><td>{_e(title(tid))}</td><td class='num'>{stat}</td>"
                          f"<td class='num'>{_e(format_p(t.get('pvalue')))}</td>{q}"
-                         f"<td>{verdict}</td><td>{_e(_test_note(tid, t))}</td></tr>")
+                         f"<td>{verdict}</td><td>{_e(test_note(tid, t))}</td></tr>")
         parts.append("</table>")
     if report.get("metrics"):
-        level = _ci_level(report)
+        level = ci_level(report)
         cols = "<th>id</th><th>metric</th><th>value</th>" + (
             f"<th>{level:.0%} interval</th>" if level is not None else "") + "<th>bins</th>"
         parts.append(f"<h2>Metrics</h2><table><tr>{cols}</tr>")
         for mid, m in report["metrics"].items():
-            ci = f"<td class='num ci'>{_e(_ci_text(m))}</td>" if level is not None else ""
+            ci = f"<td class='num ci'>{_e(ci_text(m))}</td>" if level is not None else ""
             parts.append(f"<tr><td>{_e(mid)}</td><td>{_e(title(mid))}</td>"
                          f"<td class='num'>{_e(format_value(m['value'], m['unit']))}</td>{ci}"
                          f"<td>{_e(short_settings(mid, m))}</td></tr>")
