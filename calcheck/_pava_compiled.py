@@ -9,45 +9,14 @@ Python loop runs.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numba import njit
 
+from calcheck._hooks import arraymath_without_scipy_linalg
 
-def _arraymath_without_scipy_linalg() -> None:
-    """Import ``numba.np.arraymath`` — which numba's first compile, or first load from its
-    cache, imports — without the BLAS check that imports ``scipy.linalg`` (~0.19 s: scipy's
-    array-API layer, of a ~0.23 s first call).  The kernels here use no BLAS.  The check
-    (``numba.np.linalg.ensure_blas``) is answered from scipy's files — BLAS is there when
-    ``scipy/linalg/cython_blas`` is — for that import only, then put back, so anything that
-    compiles BLAS calls later runs numba's own check (and its integer-width guard)."""
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    try:
-        import numba.np.linalg as nl
-
-        original = nl.ensure_blas
-    except (ImportError, AttributeError):          # another numba: its own import, as is
-        return
-
-    def present() -> None:
-        import scipy
-
-        if not any(any(Path(d, "linalg").glob("cython_blas.*")) for d in scipy.__path__):
-            raise ImportError("scipy.linalg.cython_blas not found")
-
-    nl.ensure_blas = present
-    try:
-        import numba.np.arraymath as am
-    finally:
-        nl.ensure_blas = original
-    am.ensure_blas = original  # type: ignore[attr-defined]   # (its own name for the check)
-
-
-_arraymath_without_scipy_linalg()
+arraymath_without_scipy_linalg()
 
 
 @njit(cache=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from calcheck import _hooks as hooks
 from calcheck import options as O
 from calcheck.errors import CalcheckError, ExitCode
 
@@ -350,38 +351,6 @@ for _name, _body in (("score", _score), ("test", _test), ("plot", _plot), ("repo
 # the entry point
 
 
-def _pass_through(command: Any) -> None:
-    """Let values reach :func:`O.parse` as typed on the command line: typer's own coercion
-    (which loads pydantic, ~0.2 s) is not needed for text, lists and flags.  Skipped when the
-    installed typer does not have the hook."""
-    try:
-        from dataclasses import dataclass
-
-        from typer._coercion import RuntimeParam
-    except ImportError:  # pragma: no cover - depends on the installed typer
-        return
-
-    @dataclass(frozen=True)
-    class Text(RuntimeParam):
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            return list(value) if isinstance(value, tuple) else value
-
-    from types import SimpleNamespace
-
-    names = SimpleNamespace(help_option_names=HELP_OPTIONS)
-    for cmd in (command, *getattr(command, "commands", {}).values()):
-        params = list(cmd.params)
-        try:           # -h/--help, made (and kept) here rather than during parsing
-            params.append(cmd.get_help_option(names))
-        except (AttributeError, TypeError):  # pragma: no cover - depends on the installed typer
-            pass
-        for p in params:                    # with the root's completion options
-            desc = getattr(p, "type_descriptor", None)
-            if desc is not None and hasattr(p, "_runtime_param"):
-                p._runtime_param = Text(annotation=desc.annotation,
-                                        parameter_info=desc.parameter_info)
-
-
 PANEL_ORDER = (O.INPUT, O.METRICS, O.TESTS, O.VARIABLES, O.CI, O.OUTPUT, O.ENGINE)
 
 
@@ -394,9 +363,7 @@ def _help_panels(command: Any) -> None:
         panels = {o.name: o.panel for o in O.COMMANDS.get(name, ())}
         for p in sub.params:
             if getattr(p, "param_type_name", "") == "argument":
-                p._usage_display_name = types.MethodType(lambda self: self.name.upper(), p)
-                p.display_type_rich = types.MethodType(lambda self, ctx: None, p)
-                p.display_type = types.MethodType(lambda self, ctx: None, p)
+                hooks.word_metavars(p)
 
         def format_options(self: Any, ctx: Any, formatter: Any, panels: Any = panels) -> None:
             groups: dict[str, list[tuple[str, str]]] = {}
@@ -425,7 +392,7 @@ def run(argv: list[str] | None = None, *, tuning: Tuning | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     command = get_command(app)
-    _pass_through(command)
+    hooks.plain_values(command, HELP_OPTIONS)
     _help_panels(command)
     from calcheck._quiet import silenced
 
@@ -505,10 +472,7 @@ def main() -> None:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     code = run()
     # At exit the interpreter collects every object left (typer's, numpy's and pyarrow's module
-    # objects among them): ~0.02 s, a tenth of a small run.  Frozen, they are left to the
-    # operating system; nothing calcheck writes waits on a collection (reports are written and
-    # closed before this point, and the standard streams are flushed at exit as always).
-    import gc
-
-    gc.freeze()
+    # objects among them): ~0.02 s, a tenth of a small run; frozen, they are left to the
+    # operating system (calcheck._hooks)
+    hooks.freeze_at_exit()
     sys.exit(code)

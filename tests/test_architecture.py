@@ -181,3 +181,46 @@ def test_streaming_invariants_name_real_tests():
         if not re.search(rf"^def {name}\(", source, flags=re.M):
             missing.append(f"{path}::{name}")
     assert missing == []
+
+
+PRIVATE_HOOKS = ("typer._", "_runtime_param", "_usage_display_name", "ensure_blas",
+                 "gc.freeze")
+
+
+def test_hooks_into_private_code_live_in_one_module():
+    """Every reach into another library's private code is in calcheck/_hooks.py, behind one
+    switch (CALCHECK_NO_HOOKS)."""
+    found = []
+    for path in PKG.rglob("*.py"):
+        if path.name == "_hooks.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: {h}" for h in PRIVATE_HOOKS if h in text]
+    assert found == []
+
+
+def test_the_command_runs_the_same_without_the_hooks(tmp_path):
+    """CALCHECK_NO_HOOKS=1: typer's own coercion, numba's own BLAS check, the collection at
+    exit — the same report."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    s = rng.random(2_000)
+    pd.DataFrame({"score": s, "label": (rng.random(2_000) < s).astype(int)}).to_csv(
+        tmp_path / "p.csv", index=False)
+    out = []
+    for flag in ("", "1"):
+        env = {**os.environ, "CALCHECK_NO_HOOKS": flag}
+        r = subprocess.run([sys.executable, "-m", "calcheck", "score", str(tmp_path / "p.csv"),
+                            "-m", "ece,tce", "--bins", "12", "--json"], env=env,
+                           capture_output=True, text=True, check=True)
+        rep = json.loads(r.stdout)
+        rep.pop("timing", None)
+        out.append(rep["metrics"])
+    assert out[0] == out[1]
