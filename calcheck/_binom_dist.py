@@ -14,12 +14,11 @@ is ``scipy.stats.binom`` itself.  ``tests/test_tce.py`` compares the two on a gr
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import numpy as np
 
+from calcheck._hooks import binomial_ufuncs
 from calcheck._typing import FloatArray
 
 
@@ -80,62 +79,21 @@ class _Binom:
         return _placed(out, cond, self._sf, np.floor(k_), n_, p_)
 
 
-# The extension modules of scipy.special that ``_ufuncs`` imports as it initialises, in an
-# order that loads each after those it imports, by scipy version (read off an import of
-# ``_ufuncs`` under a stand-in package in each version; ``tests/test_tce.py`` checks the
-# installed one in a fresh interpreter).
-_UFUNC_DEPENDENCIES: dict[tuple[int, ...], tuple[str, ...]] = {
-    (1, 14): ("_ufuncs_cxx", "_special_ufuncs"),
-    (1, 15): ("_ufuncs_cxx", "_special_ufuncs"),
-    (1, 16): ("_ufuncs_cxx", "_ellip_harm_2", "_special_ufuncs", "_gufuncs"),
-    (1, 17): ("_ufuncs_cxx", "_ellip_harm_2", "_special_ufuncs", "_gufuncs"),
-}
-
-
-def _load_ufuncs_alone() -> None:
-    """Load ``scipy.special._ufuncs`` (and the extension modules it imports) without running
-    ``scipy.special/__init__.py``: that package's import costs ~0.1 s (its array-API layer
-    loads numpy.testing, numpy.f2py and more), a third of a default ``score`` on a small file,
-    and the binomial ufuncs need none of it.  Each module is loaded by the import machinery's
-    own ``_load`` (module lock held, marked initialising, removed again if it fails), so
-    another thread that imports it meanwhile waits for it, and a later ``import scipy.special``
-    finds the modules loaded and runs its ``__init__`` over them as usual.  Only for the scipy
-    versions in :data:`_UFUNC_DEPENDENCIES`, and only when ``scipy.special`` is not loaded
-    already; anything unexpected leaves the ordinary import to the caller."""
-    if "scipy.special" in sys.modules or "scipy.special._ufuncs" in sys.modules:
-        return
-    try:
-        from importlib import _bootstrap
-        from importlib.machinery import ExtensionFileLoader, PathFinder
-
-        import scipy
-
-        version = tuple(int(x) for x in scipy.__version__.split(".")[:2])
-        names = _UFUNC_DEPENDENCIES.get(version)
-        if names is None:
-            return
-        path = [os.path.join(scipy.__path__[0], "special")]
-        specs = [PathFinder.find_spec(f"scipy.special.{n}", path) for n in (*names, "_ufuncs")]
-        for spec in specs:
-            if spec is None or not isinstance(spec.loader, ExtensionFileLoader):
-                return
-        for spec in specs:
-            if spec is not None and spec.name not in sys.modules:
-                _bootstrap._load(spec)  # type: ignore[attr-defined]
-    except Exception:       # the ordinary import follows, and says what fails
-        return
-
-
 def _binom() -> Any:
-    _load_ufuncs_alone()
-    try:
-        from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
-    except ImportError:                       # scipy < 1.14
+    ufuncs = binomial_ufuncs()
+    if ufuncs is None:                        # scipy < 1.14, or the hooks switched off
         from scipy.stats import binom
 
-        binom.pmf_inside = binom.pmf          # the search's probes: scipy's own pmf
-        return binom
-    return _Binom(_binom_pmf, _binom_cdf, _binom_sf)
+        return _Scipy(binom)
+    return _Binom(*ufuncs)
+
+
+class _Scipy:
+    """``scipy.stats.binom`` itself, with :meth:`_Binom.pmf_inside` as its own pmf."""
+
+    def __init__(self, binom: Any) -> None:
+        self.pmf, self.cdf, self.sf = binom.pmf, binom.cdf, binom.sf
+        self.pmf_inside = binom.pmf
 
 
 BINOM = _binom()

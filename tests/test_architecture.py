@@ -148,7 +148,8 @@ GLOBAL_STATE = {("calcheck/pava.py", "_loop_runs")}
 def test_no_module_global_is_changed_at_run_time():
     """Knobs are data (calcheck.tuning.Tuning) or arguments: no function rebinds a module
     global (a ``global`` statement) but the documented process-wide counter above, and no
-    module assigns an attribute of another module."""
+    module assigns an attribute of another module (but calcheck/_hooks.py, the one home of the
+    hooks into other libraries)."""
     found, foreign = set(), []
     for path in PKG.rglob("*.py"):
         rel = str(path.relative_to(PKG.parent))
@@ -161,7 +162,7 @@ def test_no_module_global_is_changed_at_run_time():
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                            and target.value.id in modules and target.attr.isupper():
+                            and target.value.id in modules and path.name != "_hooks.py":
                         foreign.append(f"{rel}:{node.lineno} {target.value.id}.{target.attr}")
     assert found == GLOBAL_STATE
     assert foreign == []
@@ -184,7 +185,7 @@ def test_streaming_invariants_name_real_tests():
 
 
 PRIVATE_HOOKS = ("typer._", "_runtime_param", "_usage_display_name", "ensure_blas",
-                 "gc.freeze")
+                 "gc.freeze", "scipy.special._ufuncs", "_bootstrap", "unraisablehook")
 
 
 def test_hooks_into_private_code_live_in_one_module():

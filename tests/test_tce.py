@@ -119,7 +119,7 @@ def test_binom_ufuncs_load_without_scipy_special_init():
 
     import scipy
 
-    from calcheck._binom_dist import _UFUNC_DEPENDENCIES
+    from calcheck._hooks import _UFUNC_DEPENDENCIES
 
     version = tuple(int(x) for x in scipy.__version__.split(".")[:2])
     if version not in _UFUNC_DEPENDENCIES:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
+from calcheck._hooks import silenced_unraisable
 from calcheck.errors import InputError
 from calcheck.tuning import DEFAULT, Tuning
 
@@ -390,13 +391,13 @@ def _parse_csv(src: Source, *, locate: bool = False, delimiter: str = ",") -> An
 
     parse = pacsv.ParseOptions(delimiter=delimiter,
                                invalid_row_handler=on_invalid if locate else None)
-    hook = sys.unraisablehook
-    if locate:       # a row the handler cannot decode is reported by the parse error itself
-        sys.unraisablehook = lambda _: None
     try:
-        table = pacsv.read_csv(
-            _csv_stream(src), read_options=pacsv.ReadOptions(use_threads=not locate),
-            parse_options=parse, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        # a row the handler cannot decode is reported by the parse error itself
+        with silenced_unraisable(locate):
+            table = pacsv.read_csv(
+                _csv_stream(src), read_options=pacsv.ReadOptions(use_threads=not locate),
+                parse_options=parse,
+                convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
     except pa.ArrowInvalid as exc:
         msg = str(exc)
         if not locate and "CSV parse error" in msg:
@@ -426,8 +427,6 @@ def _parse_csv(src: Source, *, locate: bool = False, delimiter: str = ",") -> An
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InputError(f"{src.name}: cannot read (truncated or corrupt compressed data? "
                          f"{one_line(exc)})") from None
-    finally:
-        sys.unraisablehook = hook
     try:
         names = [str(c) for c in table.column_names]
     except UnicodeDecodeError as exc:
