@@ -185,7 +185,7 @@ def test_streaming_invariants_name_real_tests():
 
 
 PRIVATE_HOOKS = ("typer._", "_runtime_param", "_usage_display_name", "ensure_blas",
-                 "gc.freeze", "scipy.special._ufuncs", "_bootstrap", "unraisablehook")
+                 "gc.freeze", "scipy.special._ufuncs", "_bootstrap._load", "unraisablehook")
 
 
 def test_hooks_into_private_code_live_in_one_module():
