@@ -1,8 +1,8 @@
 """``scipy.stats.binom``'s ``pmf``, ``cdf`` and ``sf`` without importing ``scipy.stats``.
 
 ``import scipy.stats`` costs about 0.45 s of start-up; ``scipy.special`` about 0.1 s.  Since
-scipy 1.14, ``scipy.stats.binom`` computes with three ufuncs of ``scipy.special._ufuncs``
-(``_binom_pmf``, ``_binom_cdf``, ``_binom_sf``: Boost's binomial) wrapped by
+scipy 1.14, ``scipy.stats.binom`` computes with three private scipy ufuncs
+(``_binom_pmf``, ``_binom_cdf``, ``_binom_sf``: Boost's binomial; loaded by calcheck._hooks) wrapped by
 ``rv_discrete.pmf/cdf/sf``, which check the arguments, place the support's constant values
 (0 outside it for the pmf, 1 above it for the cdf, 1 below it for the sf), floor k for the
 cdf and sf, call the ufunc on the entries inside the support only, and clip to [0, 1].  The
