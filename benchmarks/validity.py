@@ -528,7 +528,7 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                    "α = 0.05): the chance that any segment rejects, and that the planted "
                    "segment (5 % of rows, +0.1) is named first and rejected",
           "monitor": "calcheck monitor over 60 daily windows (α = 0.05): the chance of ever "
-                     "alarming, and the mean number of drifted windows read until the alarm "
+                     "alarming, and the median number of drifted windows read until the alarm "
                      "(logit offset +0.4 from day 30)",
           "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
                       "interval at 95 %) and the --tolerance verdict (ECE's 95 % norm "
