@@ -371,7 +371,7 @@ def positional_results(source: Any, state: StreamState, ids: list[str], **option
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` of a streamed source whose grid pass gave ``state``:
     (results by id, search details); ``options`` are :class:`PositionalPass`'s."""
-    options.setdefault("tuning", getattr(source, "tuning", DEFAULT))
+    options.setdefault("tuning", source.tuning)
     return drive(source, positional_passes(state, ids, id_bound=source.id_bound(state.n),
                                            **options))
 
@@ -380,6 +380,6 @@ def order_statistics(source: Any, state: StreamState, ranks: IntArray) -> FloatA
     """The scores at ``ranks`` of the sorted scores (exact rank search; ``state`` is the grid
     pass)."""
     pos = PositionalPass(state, [], id_bound=source.id_bound(state.n),
-                         tuning=getattr(source, "tuning", DEFAULT))
+                         tuning=source.tuning)
     drive(source, pos.scan(ranks.tolist()))
     return np.array([pos.resolved[int(r)].value for r in ranks], dtype=np.float64)

@@ -44,7 +44,6 @@ from calcheck.segments import (
 )
 from calcheck.streaming.ranks import FULL, Range, RankPassSpec, RankPassState, RankSearch, order_keys
 from calcheck.streaming.variables import Distinct, _distinct_add, _distinct_merge, _percentiles
-from calcheck.tuning import DEFAULT
 
 
 @dataclass(frozen=True)
@@ -190,7 +189,7 @@ def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData,
         below, above, _ = percentile_plan(rows, pct)
         s = RankSearch(rows, sorted({0, rows - 1, *(int(r) for r in below),
                                      *(int(r) for r in above)}),
-                       getattr(source, "tuning", DEFAULT))
+                       source.tuning)
         d = scan.distinct[j] if j < k else None
         if d is not None:
             s.resolve_sorted(*d)
