@@ -599,6 +599,44 @@ def _monitor_figure(source: Any, opts: Options, progress: Progress | None,
     return Outcome(values={"figure": fig}, notes=list(rep.notes), messages=list(rep.messages))
 
 
+def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: bool,
+                    variables: Any, notes: list[str]) -> list[tuple[str, Any]]:
+    """The report's figures (caption, figure), in order; what an engine cannot draw is said in
+    ``notes`` (appended to)."""
+    mc = eng.multiclass
+    figs: list[tuple[str, Any]] = []
+    for kind, binning, caption in FIGURES:
+        if kind == "tce" and tce_skipped:
+            continue
+        fopts = opts.replace(binning=binning, yscale="auto")
+        figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+    if grouped:
+        over = _groups_figure(eng, opts)
+        figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
+                     "95% intervals)", over.values["figure"]))
+        notes += over.notes
+    if eng.capabilities.rows and mc:
+        figs.append(("Per-class reliability diagrams (one-vs-rest)",
+                     eng.figure("reliability", opts.replace(per_class=True, bins=None,
+                                                            binning="uniform")
+                                ).values["figure"]))
+    elif mc:
+        notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
+                     f"{eng.name}")
+    if eng.capabilities.rows:
+        figs.append((f"CORP reliability diagram: PAV recalibration with its "
+                     f"{opts.band_level:.0%} consistency band and the score decomposition",
+                     eng.figure("corp", opts).values["figure"]))
+    else:
+        notes.append(f"the CORP diagram needs --engine memory (PAV over every distinct "
+                     f"score); not drawn on --engine {eng.name}")
+    for name in opts.variable_list:
+        fopts = opts.replace(variables=[name])
+        figs.append((f"Variable-based calibration along {name}",
+                     eng.figure("variable", fopts, variables=variables).values["figure"]))
+    return figs
+
+
 def run_report(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck report``: the default metrics, the tests, the variables and every figure."""
     from calcheck.figures import draw
@@ -626,36 +664,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         if opts.variables:
             v = eng.variables(opts.variable_list, opts)
             var, notes = v.values["result"], notes + v.notes
-        figs: list[tuple[str, Any]] = []
-        for kind, binning, caption in FIGURES:
-            if kind == "tce" and tce_skipped:
-                continue
-            fopts = opts.replace(binning=binning, yscale="auto")
-            figs.append((caption, eng.figure(kind, fopts).values["figure"]))
-        if g is not None:
-            over = _groups_figure(eng, opts)
-            figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
-                         "95% intervals)", over.values["figure"]))
-            notes += over.notes
-        if eng.capabilities.rows and mc:
-            figs.append(("Per-class reliability diagrams (one-vs-rest)",
-                         eng.figure("reliability", opts.replace(per_class=True, bins=None,
-                                                                binning="uniform")
-                                    ).values["figure"]))
-        elif mc:
-            notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
-                         f"{eng.name}")
-        if eng.capabilities.rows:
-            figs.append((f"CORP reliability diagram: PAV recalibration with its "
-                         f"{opts.band_level:.0%} consistency band and the score decomposition",
-                         eng.figure("corp", opts).values["figure"]))
-        else:
-            notes.append(f"the CORP diagram needs --engine memory (PAV over every distinct "
-                         f"score); not drawn on --engine {eng.name}")
-        for name in opts.variable_list:
-            fopts = opts.replace(variables=[name])
-            figs.append((f"Variable-based calibration along {name}",
-                         eng.figure("variable", fopts, variables=var).values["figure"]))
+        figs = _report_figures(eng, opts, tce_skipped=tce_skipped, grouped=g is not None,
+                               variables=var, notes=notes)
         extra = None
         if opts.audit:
             from calcheck.auditing import audit_section
