@@ -316,10 +316,17 @@ def window_intervals(opts: Options, k: int) -> dict[str, Any]:
     from calcheck.uncertainty import simultaneous_level
 
     each = simultaneous_level(opts.ci_level, k, opts.family)
-    return {"kind": "marginal" if each == opts.ci_level else "simultaneous",
-            "method": "none: each window's interval at the level" if each == opts.ci_level
-            else "bonferroni over the windows with rows", "windows": k,
-            "level": opts.ci_level, "per_window_level": each}
+    out: dict[str, Any] = {
+        "kind": "marginal" if each == opts.ci_level else "simultaneous",
+        "method": "none: each window's interval at the level" if each == opts.ci_level
+        else "bonferroni over the windows with rows", "windows": k,
+        "level": opts.ci_level, "per_window_level": each}
+    if each != opts.ci_level:
+        out["coverage"] = ("approximate: far in its tails a window's interval is a normal "
+                           "approximation; 30 windows of 300 calibrated rows were all covered "
+                           "at once in 91 % of simulated streams at level 0.95 "
+                           "(docs/validity.md); the windows' verdicts hold alpha")
+    return out
 
 
 def group_verdicts(g: Outcome, opts: Options) -> dict[Any, dict[str, Any]]:
