@@ -150,3 +150,23 @@ def test_spiegelhalter_label_in_the_table_follows_its_statistic(cli):
     t = rep["tests"]["spiegelhalter"]
     assert t["direction"] == ("too extreme" if t["statistic"] > 0 else "too cautious")
     assert json.dumps(rep).count("over-prediction") == 0
+
+
+def test_the_tie_groups_the_bins_cut_are_found_from_the_bounds():
+    """The summary's shared tie groups (found from the bin bounds by binary search) are the
+    groups of every tie boundary that a bound falls strictly inside, in order."""
+    from calcheck.binning import quantile_bounds, tie_bounds
+    from calcheck.report.summary import shared_ties
+
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n = int(rng.integers(1, 400))
+        s = np.sort(np.round(rng.random(n), int(rng.integers(1, 5))))
+        b = quantile_bounds(n, int(rng.integers(1, 25)))
+        t = tie_bounds(s)
+        want = [(int(t[g]), int(t[g + 1])) for g in range(t.shape[0] - 1)
+                if any(t[g] < p < t[g + 1] for p in b[1:-1])]
+        got = shared_ties(s, b)
+        assert [(g.size, g.value) for g in got] == [(e - a, float(s[a])) for a, e in want]
+        for g, (a, e) in zip(got, want):
+            assert sum(g.shares.values()) == e - a

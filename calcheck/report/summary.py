@@ -101,16 +101,23 @@ class SharedTie:
 
 
 def shared_ties(sorted_scores: FloatArray, bounds: IntArray) -> list[SharedTie]:
-    """The tie groups of the sorted scores cut by a bin bound (positions ``bounds``)."""
-    from calcheck.binning import tie_bounds
-
-    t = tie_bounds(sorted_scores)
-    inner = bounds[1:-1]
-    k = np.searchsorted(t, inner, side="right") - 1
-    cut = (t[k] < inner) & (inner < t[np.minimum(k + 1, t.shape[0] - 1)])
+    """The tie groups of the sorted scores cut by a bin bound (positions ``bounds``): a bound p
+    inside (0, n) cuts a group when s[p − 1] = s[p]; the group is found by two binary searches
+    (O(bins · log n): no pass over every row, which on 3·10⁷ continuous scores cost ~0.7 s)."""
+    n = sorted_scores.shape[0]
+    inner = np.asarray(bounds[1:-1], dtype=np.int64)
+    inner = inner[(inner > 0) & (inner < n)]
+    if inner.size == 0:
+        return []
     out = []
-    for g in np.unique(k[cut]):
-        a, e = int(t[g]), int(t[g + 1])
+    last = -1
+    for p in inner[sorted_scores[inner - 1] == sorted_scores[inner]].tolist():
+        v = sorted_scores[p]
+        a = int(np.searchsorted(sorted_scores, v, side="left"))
+        if a == last:                          # a group cut by several bounds: once
+            continue
+        last = a
+        e = int(np.searchsorted(sorted_scores, v, side="right"))
         lo = np.maximum(bounds[:-1], a)
         hi = np.minimum(bounds[1:], e)
         shares = {int(b): float(h - lo_) for b, (lo_, h) in enumerate(zip(lo, hi)) if h > lo_}
