@@ -55,20 +55,24 @@ class BinStats:
     lower, upper : ndarray of shape (B,)
         Reported bin edges.  For positional bins these are midpoints between neighbouring
         sorted scores (0 and 1 at the ends); the bins themselves are defined by position.
-    count : ndarray of shape (B,), int64
-        Rows per bin.
+    count : ndarray of shape (B,), int64 (float64 for weighted rows)
+        Rows per bin (weighted: the bin's mass Σw).
     sum_score, sum_label : ndarray of shape (B,)
         Σ score and Σ label (positives) per bin; with shared ties the label sums may be
         fractional.
+    effective : ndarray of shape (B,), optional
+        Sampling-weighted rows only: each bin's effective size (Σw)²/Σw², the rows a bin of
+        unweighted rows with its variance would hold (``effective_n`` in the table).
     """
 
     kind: str
     lower: FloatArray
     upper: FloatArray
-    count: IntArray
+    count: np.ndarray
     sum_score: FloatArray
     sum_label: np.ndarray
     params: dict[str, Any] = field(default_factory=dict)
+    effective: FloatArray | None = None
 
     def __post_init__(self) -> None:
         for name in ("lower", "upper", "count", "sum_score", "sum_label"):
@@ -108,8 +112,8 @@ class BinStats:
 
     @property
     def weight(self) -> FloatArray:
-        """Share of the rows in each bin, N_b / n."""
-        n = self.n
+        """Share of the rows (weighted: of the mass) in each bin, N_b / n."""
+        n = float(self.count.sum())
         return self.count / n if n else np.zeros(self.n_bins)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -121,12 +125,14 @@ class BinStats:
                 "bin": b,
                 "lower": float(self.lower[b]),
                 "upper": float(self.upper[b]),
-                "n": int(self.count[b]),
+                "n": count_value(self.count[b]),
                 "positives": count_value(self.sum_label[b]),
                 "mean_score": None if np.isnan(ms[b]) else float(ms[b]),
                 "mean_label": None if np.isnan(ml[b]) else float(ml[b]),
                 "gap": float(gap[b]),
             })
+            if self.effective is not None:
+                out[-1]["effective_n"] = float(self.effective[b])
         return out
 
 

@@ -349,7 +349,8 @@ def decided_by_pieces(k: FloatArray, n: FloatArray, lo: FloatArray, hi: FloatArr
 
 def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: float, *,
                       chunk: int | None = None, refine: int = 64,
-                      return_mask: bool = False) -> tuple[IntArray, np.ndarray | None]:
+                      return_mask: bool = False,
+                      sizes: np.ndarray | None = None) -> tuple[IntArray, np.ndarray | None]:
     """Per bin, how many rows have ``binomtest(k_b, N_b, p=s_i).pvalue <= alpha``, exactly.
 
     Parameters
@@ -365,6 +366,9 @@ def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: 
         second pass over the chunks the first could not decide.
     return_mask : bool
         Also return the row-level rejection mask.
+    sizes : ndarray of shape (B,), optional
+        Each bin's N_b when its rows stand for more predictions than they are (aggregated
+        rows: a row per distinct prediction, :mod:`calcheck.weights`); default the rows.
 
     Returns
     -------
@@ -378,7 +382,9 @@ def rejections_sorted(scores: FloatArray, bounds: IntArray, k: IntArray, alpha: 
     if m == 0:
         return counts, mask
     start, end = bounds[:-1].astype(np.int64), bounds[1:].astype(np.int64)
-    kf, nf = k.astype(np.float64), (end - start).astype(np.float64)
+    kf = k.astype(np.float64)
+    nf = (end - start).astype(np.float64) if sizes is None else \
+        np.asarray(sizes, dtype=np.float64)
     # side boundaries per bin, with scipy's own float predicates: p·n < k, then p·n <= k
     a = _first_true(lambda b, i: scores[i] * nf[b] >= kf[b], start, end)
     c = _first_true(lambda b, i: scores[i] * nf[b] > kf[b], a, end)

@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.errors import InputError
+from calcheck.weights import Weights
 
 SCORE_NAMES = ("score", "scores", "prob", "proba", "probability", "p", "p_hat", "y_prob",
                "y_score", "pred_prob", "prediction")
@@ -144,12 +145,14 @@ class Predictions:
         Check the arrays (the file reader has already checked them).
     provenance : Provenance, optional
         Where the data came from (the report's ``input`` section).
+    weights : Weights, optional
+        Row counts or sampling weights (:mod:`calcheck.weights`).
     """
 
     def __init__(self, *, labels: ArrayLike, scores: ArrayLike | None = None,
                  probs: ArrayLike | None = None, class_names: Any = None,
                  columns: Mapping[str, ArrayLike] | None = None, validate: bool = True,
-                 provenance: Provenance | None = None) -> None:
+                 provenance: Provenance | None = None, weights: Weights | None = None) -> None:
         if (scores is None) == (probs is None):
             raise InputError("give either scores (binary) or probs (multiclass), not both")
         self.provenance = provenance or Provenance()
@@ -198,6 +201,10 @@ class Predictions:
                                  f"{self.n}")
             cols[str(name)] = arr
         self.columns: dict[str, np.ndarray] = cols
+        if weights is not None and weights.values.shape[0] != self.n:
+            raise InputError(f"{weights.kind}s: {weights.values.shape[0]} values for {self.n} "
+                             "rows")
+        self.weights = weights
         # the stable ascending order of binary scores, when a caller knows it (the bootstrap
         # lists its replicates sorted); metrics then skip their sort
         self.sorted_order: IntArray | None = None
@@ -258,7 +265,19 @@ class Predictions:
                            probs=None if self.probs is None else self.probs[mask],
                            class_names=self.class_names,
                            columns={k: v[mask] for k, v in self.columns.items()},
-                           validate=False, provenance=self.provenance)
+                           validate=False, provenance=self.provenance,
+                           weights=None if self.weights is None else self.weights.subset(mask))
+
+    def with_weights(self, values: ArrayLike, kind: str, column: str | None,
+                     null: str = "auto") -> Predictions:
+        """These predictions with row counts or weights (checked: :func:`check_weights`;
+        ``null``: :data:`calcheck.weights.NULLS`)."""
+        from calcheck.weights import check_weights
+
+        w = check_weights(values, kind, where=f"{kind} {column}" if column else f"{kind}s")
+        out = self.subset(np.arange(self.n))
+        out.weights = Weights(w, kind, column, null)
+        return out
 
     def column(self, name: str) -> np.ndarray:
         """An extra column."""
@@ -271,7 +290,17 @@ class Predictions:
     # -- the report's input section ----------------------------------------------------------
 
     def input_info(self) -> dict[str, Any]:
-        """The ``input`` object of the JSON report."""
+        """The ``input`` object of the JSON report (with ``weights`` for weighted rows)."""
+        info = self._input_info()
+        if self.weights is not None:
+            w = self.weights
+            y = self.top[1]
+            info["weights"] = {**w.info(), "weighted_" + ("accuracy" if self.multiclass else
+                                                          "prevalence"):
+                               float(np.dot(w.values, y)) / w.total}
+        return info
+
+    def _input_info(self) -> dict[str, Any]:
         p = self.provenance
         n = self.n
         read = n + p.rows_dropped if p.rows_read is None else p.rows_read

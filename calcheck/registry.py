@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 BINARY, MULTICLASS, VARIABLE = "binary", "multiclass", "variable"
@@ -72,6 +72,10 @@ class MetricSpec:
     whole : bool
         A binary-kind id that takes the whole class-probability matrix of multiclass input
         (not the top-label view): SKCE.
+    weights : str
+        Which row weights it takes (docs/weights.md): ``"any"`` (``--weight`` and ``--count``),
+        ``"count"`` (counts of identical rows only) or ``""`` (neither); asking for it with one
+        it does not take is an error saying why (:func:`weight_refusal`).
     """
 
     id: str
@@ -88,6 +92,7 @@ class MetricSpec:
     top_of: str | None = None
     error: bool = True
     whole: bool = False
+    weights: str = ""
 
     def compute(self, data: Any, options: Any) -> Any:
         """Run the in-memory kernel."""
@@ -110,6 +115,8 @@ class TestSpec:
         One line for help texts and docs.
     stream : bool
         The streaming engines run it.
+    weights : str
+        ``"any"``, ``"count"`` or ``""``, as :attr:`MetricSpec.weights`.
     """
 
     __test__ = False           # not a pytest class
@@ -119,6 +126,7 @@ class TestSpec:
     title: str
     summary: str
     stream: bool = True
+    weights: str = ""
 
 
 def kernel(path: str) -> Callable[..., Any]:
@@ -284,6 +292,46 @@ TESTS: dict[str, TestSpec] = {t.method: t for t in (
              "ECCE-R / sigma against the range of Brownian motion; tail-series p-value",
              stream=False),
 )}
+
+# ---------------------------------------------------------------------------------------------
+# weighted and aggregated rows (docs/weights.md)
+
+# the metrics and tests computed on weighted rows: binned sums, means and the cumulative walk
+# take a weight per row as a mass; the tests use each row's variance mass (k or w²).  TCE's
+# per-prediction tests take counts only (an aggregated row is that many predictions)
+_WEIGHTED_METRICS = {**dict.fromkeys(("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier",
+                                      "log_loss", "pc", "ecce_mad", "ecce_r", "ece_top",
+                                      "mce_top", "ace_top"), "any"),
+                     "sce": "any", "ace_cw": "any", "tace": "any",
+                     **dict.fromkeys(("tce", "tce_q", "tce_v", "tce_u", "tce_cw"), "count")}
+_WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox"), "any")
+METRICS = {k: replace(m, weights=_WEIGHTED_METRICS.get(k, "")) for k, m in METRICS.items()}
+TESTS = {k: replace(t_, weights=_WEIGHTED_TESTS.get(k, "")) for k, t_ in TESTS.items()}
+
+# why the others are refused: no sound weighted form, or not built yet
+_NO_WEIGHTS = {
+    "tce": "its per-row exact binomial tests inside PAVA-BC bins have no weighted form (a "
+           "weight does not change how many labels a row has)",
+    "binomial_discrete": "the exact binomial test per score value counts labels",
+}
+_NOT_YET = ("not computed on weighted or aggregated rows in this version (docs/weights.md "
+            "lists what is)")
+
+
+def weight_refusal(mid: str, kind: str) -> str | None:
+    """Why metric or test ``mid`` refuses rows of ``kind`` ("count" or "weight"), or None
+    when it takes them."""
+    spec: Any = METRICS.get(mid) or TESTS.get(mid)
+    takes = spec.weights if spec is not None else ""
+    if takes == "any" or takes == kind:
+        return None
+    base = "tce" if mid.startswith("tce") else mid
+    if kind == "weight" and base in _NO_WEIGHTS:
+        return (f"{mid} takes no --weight: {_NO_WEIGHTS[base]}" +
+                ("; when the weights are whole numbers that count identical rows, give them "
+                 "with --count" if takes == "count" else ""))
+    return f"{mid} is {_NOT_YET}"
+
 
 TEST_TITLES: dict[str, str] = {
     "tcal": "T-Cal (fixed m)", "tcal_adaptive": "adaptive T-Cal",

@@ -286,6 +286,31 @@ def settle_problems(src: Source, problems: list[Problem], n: int, drop_invalid: 
     return ~bad, int(bad.sum()), dropped
 
 
+def weight_values(src: Source, table: pa.Table, column: str,
+                  kind: str) -> tuple[FloatArray, list[Problem]]:
+    """A ``--weight`` or ``--count`` column as float64 and its problems (missing, not
+    numeric, infinite, negative; for counts not a whole number), to be settled with the
+    score and label columns' (:func:`settle_problems`: an error naming the first bad row, or
+    with ``--drop-invalid`` dropped and counted as ``invalid_weight`` / ``invalid_count``)."""
+    values, nonnum, text = scores_array(src, column, table.column(column))
+    reason = f"invalid_{kind}"
+    shown = text if text is not None else values
+    out: list[Problem] = []
+    missing = np.isnan(values) & ~nonnum
+    with np.errstate(invalid="ignore"):
+        checks = [(nonnum, "not numeric"), (missing, f"missing (a {kind} is required on every "
+                                                     "row)"),
+                  (np.isinf(values), "infinite"), (values < 0, "negative")]
+        if kind == "count":
+            checks.append((np.isfinite(values) & (values >= 0) & (values != np.floor(values)),
+                           "not a whole number (a count of identical rows; use --weight for "
+                           "sampling weights)"))
+    for mask, what in checks:
+        if mask.any():
+            out.append((reason, column, what, mask, shown))
+    return np.where(np.isfinite(values), values, 0.0), out
+
+
 def class_index(src: Source, name: str, col: pa.ChunkedArray,
                  class_names: list[str]) -> tuple[IntArray, np.ndarray, np.ndarray, Any]:
     """Labels as class indices: integers 0..K−1, or names equal to a column suffix."""
@@ -323,9 +348,11 @@ def class_index(src: Source, name: str, col: pa.ChunkedArray,
 
 def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
                    pos_label: str | None, drop_invalid: bool, row_offset: int = 0,
+                   more: list[Problem] | None = None,
                    ) -> tuple[FloatArray, IntArray, np.ndarray | None, int, dict[str, int]]:
     """Validated scores and labels of a table (or a streamed batch starting at ``row_offset``):
-    (scores, labels, rows kept or None, rows dropped, dropped by reason)."""
+    (scores, labels, rows kept or None, rows dropped, dropped by reason).  ``more``: problems
+    of other columns the run reads (:func:`weight_values`), settled with these."""
     n = table.num_rows
     scores, nonnum, score_text = scores_array(src, score_col, table.column(score_col))
     labels, lab_missing, lab_nonbin, label_values = labels_array(
@@ -337,6 +364,7 @@ def binary_columns(src: Source, table: pa.Table, score_col: str, label_col: str,
     if lab_nonbin.any():
         problems.append(("non_binary_label", label_col, "not 0 or 1 (labels must be binary; "
                          "use --pos-label for other codings)", lab_nonbin, label_values))
+    problems += more or []
     keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
     if keep is not None:
         scores, labels = scores[keep], labels[keep]
@@ -360,12 +388,13 @@ def row_major(columns: list[FloatArray], n: int) -> np.ndarray:
 def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
                        names: list[str], *, renormalize: bool, drop_invalid: bool,
                        row_offset: int = 0, detected: bool = False,
+                       more: list[Problem] | None = None,
                        ) -> tuple[np.ndarray, IntArray, np.ndarray | None, int, dict[str, int],
                                   int]:
     """:func:`class_columns` with the probabilities as one (n, K) row-major matrix."""
     columns, y, keep, dropped_n, dropped, renormalized = class_columns(
         src, table, cols, label_col, names, renormalize=renormalize, drop_invalid=drop_invalid,
-        row_offset=row_offset, detected=detected)
+        row_offset=row_offset, detected=detected, more=more)
     return (row_major(list(columns), int(y.shape[0])), y, keep, dropped_n, dropped,
             renormalized)
 
@@ -373,6 +402,7 @@ def multiclass_columns(src: Source, table: pa.Table, cols: list[str], label_col:
 def class_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
                   names: list[str], *, renormalize: bool, drop_invalid: bool,
                   row_offset: int = 0, detected: bool = False,
+                  more: list[Problem] | None = None,
                   ) -> tuple[tuple[FloatArray, ...], IntArray, np.ndarray | None, int,
                              dict[str, int], int]:
     """Validated class probabilities (K columns) and class indices of a table (or a streamed
@@ -433,6 +463,7 @@ def class_columns(src: Source, table: pa.Table, cols: list[str], label_col: str,
             at, by = rows[rounded], sums[rounded]
             columns = [_divided(v, at, by) for v in columns]
             renormalized = int(at.shape[0])
+    problems += more or []
     keep, rows_dropped, dropped = settle_problems(src, problems, n, drop_invalid, row_offset)
     if keep is not None:
         columns, y = [v[keep] for v in columns], y[keep]

@@ -32,9 +32,11 @@ from calcheck.io.columns import (
     multiclass_columns,
     named_note,
     variable_values,
+    weight_values,
 )
 from calcheck.io.source import Source, column_names, read_columns, to_expression
 from calcheck.tuning import DEFAULT, Tuning
+from calcheck.weights import Weights
 
 
 def input_kind(src: Source, *, score: str | None, probs: list[str] | None) -> str:
@@ -100,7 +102,8 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                      flags: dict[str, str] | None = None,
                      progress: Callable[[int, int], None] | None = None,
                      fold: Callable[[int], Any] | None = None,
-                     pair_as_binary: bool = True, tuning: Tuning = DEFAULT) -> Predictions:
+                     pair_as_binary: bool = True, tuning: Tuning = DEFAULT,
+                     weight: tuple[str, str] | None = None) -> Predictions:
     """Read, select and validate binary or multiclass predictions.
 
     Invalid rows (missing, non-numeric, infinite or out-of-range scores or probabilities;
@@ -115,10 +118,14 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     ``pair_as_binary``: two auto-detected probability columns are read as the binary score
     of the second (:func:`calcheck.data.binary_pair`).  ``tuning``: how a large Parquet file
     is read in steps (:class:`calcheck.tuning.Tuning`; the same table either way).
+    ``weight``: (column, "count" or "weight") — the rows' counts or weights
+    (:mod:`calcheck.weights`), validated with the other columns (a bad one is an invalid row).
     """
     available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
-    check_columns_exist(available, list(dict.fromkeys(numeric + raw)), src.name, flags)
+    weight_col = [weight[0]] if weight else []
+    check_columns_exist(available, list(dict.fromkeys(numeric + raw + weight_col)), src.name,
+                        {**(flags or {}), **({weight[0]: f"--{weight[1]}"} if weight else {})})
     flt = None
     if where:                       # the filter's grammar is imported only when one is given
         from calcheck.where import check_columns, parse_where
@@ -131,11 +138,11 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         probs, label = named
     cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
     wanted = [*(cols or [score_col]), label_col]
-    foldable = cols is None and pos_label is None and flt is None
+    foldable = cols is None and pos_label is None and flt is None and weight is None
     with _Folding(fold if foldable else None, score_col, label_col) as folding:
         # one column plan for every source kind: the columns the run uses, plus those the filter
         # reads (dropped again once it has been applied)
-        table = read_columns(src, [*wanted, *numeric, *raw],
+        table = read_columns(src, [*wanted, *numeric, *raw, *weight_col],
                              to_expression(flt) if flt is not None else None,
                              filter_columns=flt.columns if flt is not None else None,
                              progress=progress,
@@ -147,6 +154,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                 raise InputError(f"{src.name}: no rows match --where {where!r}")
             raise InputError(f"{src.name}: no data rows (header only?)")
         extras = _extras(src, table, numeric, raw)
+        w, more = weight_values(src, table, weight[0], weight[1]) if weight else (None, [])
         prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
                           label_column=label_col, rows_read=n)
         prov.notes.extend(src.notes)
@@ -158,7 +166,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
             names = class_names_of(cols)
             P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
                 src, table, cols, label_col, names, renormalize=renormalize,
-                drop_invalid=drop_invalid, detected=not probs)
+                drop_invalid=drop_invalid, detected=not probs, more=more)
             prov.rows_renormalized = renormalized
             scores = None
             if pair_as_binary and binary_pair(cols, probs) and named is None:
@@ -169,7 +177,7 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                 prov.prob_columns = cols
         else:
             s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
-                                                            pos_label, drop_invalid)
+                                                            pos_label, drop_invalid, more=more)
             prov.score_column = score_col
             scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
         del table
@@ -179,11 +187,17 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
         if keep is not None:
             extras = {k: v[keep] for k, v in extras.items()}
+            w = w[keep] if w is not None else None
         uniform = folding.result() if keep is None else None
     data = Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
                                                    np.int8), scores=scores,
                        probs=None if P is None else np.ascontiguousarray(P), class_names=names,
-                       columns=extras, validate=False, provenance=prov)
+                       columns=extras, validate=False, provenance=prov,
+                       weights=None if w is None or weight is None else
+                       Weights(np.ascontiguousarray(w), weight[1], weight[0]))
+    if w is not None and weight is not None and not (w > 0).any():
+        raise InputError(f"{src.name}: every {weight[1]} in column {weight[0]!r} is zero; "
+                         "nothing to measure", column=weight[0])
     if uniform is not None and scores is not None:
         data.uniform_read = uniform
     if scores is not None and data.positives in (0, data.n):

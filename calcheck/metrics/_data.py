@@ -18,6 +18,7 @@ from calcheck.validation import (
     check_scores,
     zero_one,
 )
+from calcheck.weights import MassAxis, Weights, null_variance
 
 
 class Prepared:
@@ -38,10 +39,14 @@ class Prepared:
         How positional bins treat tie groups cut by a bound (see :mod:`calcheck.binning`):
         shared pro rata (default, independent of row order) or split in row order (the
         reference codes).
+    weights : Weights, optional
+        Row counts or weights (:mod:`calcheck.weights`): every metric is then weighted, and
+        equal-mass bins are cut on the mass axis.
     """
 
     def __init__(self, scores: ArrayLike, labels: ArrayLike, *, validate: bool = True,
-                 order: IntArray | None = None, ties: str = "share") -> None:
+                 order: IntArray | None = None, ties: str = "share",
+                 weights: Weights | None = None) -> None:
         if validate:
             s = check_scores(scores, where="scores")
             y = check_binary_labels(labels, where="labels")
@@ -55,6 +60,7 @@ class Prepared:
         self.scores: FloatArray = s
         self.labels: IntArray = y
         self.ties = check_ties(ties)
+        self.weights = weights
         if order is not None:
             self.__dict__["order"] = order        # fills the cached property below
         self.uniform: dict[int, BinStats] = {}    # uniform-bin statistics by bins, once each
@@ -73,6 +79,34 @@ class Prepared:
         """Number of rows."""
         return int(self.scores.shape[0])
 
+    @property
+    def mass(self) -> float:
+        """Σ weight (the rows, unweighted)."""
+        return float(self.n) if self.weights is None else self.weights.total
+
+    @property
+    def n_samples(self) -> int:
+        """The ``n`` a result reports: the rows, or for counts the expanded rows."""
+        if self.weights is not None and self.weights.frequency:
+            return round(self.weights.total)
+        return self.n
+
+    @cached_property
+    def sorted_weights(self) -> FloatArray:
+        """The weights in the order of :attr:`sorted_scores` (weighted data only)."""
+        assert self.weights is not None
+        return self.weights.values[self.order]
+
+    @cached_property
+    def axis(self) -> MassAxis:
+        """The sorted rows on the mass axis (:class:`calcheck.weights.MassAxis`)."""
+        assert self.weights is not None
+        w = self.sorted_weights
+        s, y = self.sorted_scores, self.sorted_labels.astype(np.float64)
+        v = self.weights.variance_mass(w) if self.weights.frequency else \
+            null_variance(self.weights.subset(self.order), s, y)   # the bins' effective sizes
+        return MassAxis.of(s, y, w, v, self.ties)
+
     @cached_property
     def positives(self) -> int:
         """Number of positive labels."""
@@ -88,7 +122,8 @@ class Prepared:
         # shared ties and 0/1 labels: one sort of packed keys (binning.sorted_binary), no
         # order array; else the order (stable for ties="order", or the caller's)
         y = self.labels
-        if "order" not in self.__dict__ and self.ties == "share" and y.shape[0] and zero_one(y):
+        if "order" not in self.__dict__ and self.ties == "share" and y.shape[0] and \
+                self.weights is None and zero_one(y):
             return sorted_binary(self.scores, y)
         return self.scores[self.order], y[self.order]
 

@@ -29,6 +29,7 @@ from calcheck.binning import (
 )
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
+from calcheck.weights import mass_cuts, weighted_uniform_stats
 
 
 def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
@@ -38,13 +39,23 @@ def uniform_bins(data: Prepared, n_bins: int) -> BinStats:
     Always the same summation path, so a value never depends on which other metrics ran.
     """
     if n_bins not in data.uniform:
-        data.uniform[n_bins] = uniform_stats(data.scores, data.labels, n_bins, binary=True)
+        data.uniform[n_bins] = uniform_stats(data.scores, data.labels, n_bins, binary=True) \
+            if data.weights is None else \
+            weighted_uniform_stats(data.scores, data.labels, data.weights, n_bins)
     return data.uniform[n_bins]
 
 
 def quantile_bins(data: Prepared, n_bins: int) -> BinStats:
     """Equal-mass bins: cuts at ⌊j·n/B⌋ of the sorted scores, a tie group cut by one shared
-    pro rata (or, with ``ties="order"``, split in row order)."""
+    pro rata (or, with ``ties="order"``, split in row order).  Weighted rows: cuts on the mass
+    axis (:mod:`calcheck.weights`)."""
+    if data.weights is not None:
+        cache_w = data.__dict__.setdefault("_quantile_stats", {})
+        if n_bins not in cache_w:
+            cuts = mass_cuts(data.mass, n_bins, data.weights.frequency)
+            cache_w[n_bins] = data.axis.stats(cuts, params={"bins": n_bins},
+                                              effective=not data.weights.frequency)
+        return cache_w[n_bins]  # type: ignore[no-any-return]
     if data.ties != "share":
         return quantile_stats(data.sorted_scores, data.sorted_labels, n_bins, ties=data.ties)
     # by selection, whichever other metrics sorted the rows, so a value never depends on them
@@ -82,7 +93,7 @@ def ece(data: Prepared, *, bins: int = 10, p: int = 1) -> MetricResult:
     stats = uniform_bins(data, bins)
     return MetricResult(id="ece" if p == 1 else "ece_l2", value=ece_from_stats(stats, p),
                         settings=_settings("uniform", bins, norm=f"l{p}"),
-                        n_samples=data.n, bins=stats)
+                        n_samples=data.n_samples, bins=stats)
 
 
 def mce(data: Prepared, *, bins: int = 10) -> MetricResult:
@@ -90,7 +101,7 @@ def mce(data: Prepared, *, bins: int = 10) -> MetricResult:
     stats = uniform_bins(data, bins)
     return MetricResult(id="mce", value=mce_from_stats(stats),
                         settings=_settings("uniform", bins, norm="max"),
-                        n_samples=data.n, bins=stats)
+                        n_samples=data.n_samples, bins=stats)
 
 
 def ace(data: Prepared, *, bins: int = 10) -> MetricResult:
@@ -98,7 +109,7 @@ def ace(data: Prepared, *, bins: int = 10) -> MetricResult:
     stats = quantile_bins(data, bins)
     return MetricResult(id="ace", value=ece_from_stats(stats, 1),
                         settings=_settings("quantile", bins, norm="l1", ties=data.ties),
-                        n_samples=data.n, bins=stats)
+                        n_samples=data.n_samples, bins=stats)
 
 
 def mce_q(data: Prepared, *, bins: int = 10) -> MetricResult:
@@ -106,7 +117,7 @@ def mce_q(data: Prepared, *, bins: int = 10) -> MetricResult:
     stats = quantile_bins(data, bins)
     return MetricResult(id="mce_q", value=mce_from_stats(stats),
                         settings=_settings("quantile", bins, norm="max", ties=data.ties),
-                        n_samples=data.n, bins=stats)
+                        n_samples=data.n_samples, bins=stats)
 
 
 def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
@@ -115,17 +126,40 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
     .. math:: \mathrm{PDE} = \sum_b \frac{N_b}{n}\, \frac{1}{N_b}\sum_{i\in b} |s_i - \hat P_b|
               = \frac1n \sum_i |s_i - \hat P_{b(i)}|
     """
-    bounds = quantile_bounds(data.n, bins)
     stats = quantile_bins(data, bins)
     nonempty = stats.nonempty
-    per_bin = abs_deviation_sums(data.sorted_scores, bounds, np.nan_to_num(stats.mean_label),
-                                 nonempty)
+    phat = np.nan_to_num(stats.mean_label)
+    if data.weights is not None:
+        per_bin = weighted_deviation_sums(data, mass_cuts(data.mass, bins,
+                                                         data.weights.frequency), phat)
+    else:
+        per_bin = abs_deviation_sums(data.sorted_scores, quantile_bounds(data.n, bins), phat,
+                                     nonempty)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1), np.nan)
-    return MetricResult(id="pde", value=float(per_bin.sum() / data.n),
+        mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1e-300), np.nan)
+    return MetricResult(id="pde", value=float(per_bin.sum() / data.mass),
                         settings=_settings("quantile", bins, ties=data.ties),
-                        n_samples=data.n, bins=stats,
+                        n_samples=data.n_samples, bins=stats,
                         bin_extra={"mean_abs_deviation": mean_dev})
+
+
+def weighted_deviation_sums(data: Prepared, cuts: FloatArray, phat: FloatArray) -> FloatArray:
+    """Σ w_i |s_i − P̂_b| of each equal-mass bin b of weighted rows: every unit of the mass
+    axis (a tie group, or a row) adds the mass it has inside the bin times |its score − P̂_b|
+    (a unit shared between two bins adds to each its share)."""
+    ax = data.axis
+    M = ax.M
+    out = np.zeros(cuts.shape[0] - 1)
+    for b in range(out.shape[0]):
+        lo = int(np.searchsorted(M, cuts[b], side="right")) - 1
+        hi = int(np.searchsorted(M, cuts[b + 1], side="left"))
+        lo, hi = max(lo, 0), min(hi, M.shape[0] - 1)
+        if hi <= lo:
+            continue
+        over = np.clip(np.minimum(M[lo + 1:hi + 1], cuts[b + 1]) - np.maximum(M[lo:hi], cuts[b]),
+                       0.0, None)
+        out[b] = float(np.dot(over, np.abs(ax.scores[lo:hi] - phat[b])))
+    return out
 
 
 DEV_CHUNK = 1 << 20         # rows per block of PDE's deviations (no temporary of n rows)
@@ -175,7 +209,7 @@ def ece_sweep(data: Prepared) -> MetricResult:
         settings["sweep_stopped"] = (f"at {b} bins ({'n' if b == data.n else 'the cap'}): "
                                      "still monotone")
     return MetricResult(id="ece_sweep", value=ece_from_stats(stats, 1), settings=settings,
-                        n_samples=data.n, bins=stats, extra={"sweep_bins": b})
+                        n_samples=data.n_samples, bins=stats, extra={"sweep_bins": b})
 
 
 # ---------------------------------------------------------------------------------------------

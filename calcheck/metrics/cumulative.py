@@ -48,16 +48,26 @@ class Walk:
 
 
 def walk(data: Prepared) -> Walk:
-    """The cumulative differences of ``data`` at the end of every tie group."""
+    """The cumulative differences of ``data`` at the end of every tie group.  Weighted rows:
+    C_k = Σ_{i≤k} w_i (y_i − s_i) / Σw and σ̂ = √(Σ v_i s_i(1 − s_i)) / Σw with the variance
+    mass v (k for counts, w² for weights: :mod:`calcheck.weights`)."""
     s, y = data.sorted_scores, data.sorted_labels
-    n = s.shape[0]
     b = tie_bounds(s)
-    count = np.diff(b).astype(np.float64)
     value = s[b[:-1]]
-    # per group Σy (an exact integer) − count·s: no digit depends on the order inside a group
-    diff = np.add.reduceat(y.astype(np.float64), b[:-1]) - count * value
+    n = data.mass
+    if data.weights is None:
+        count = np.diff(b).astype(np.float64)
+        var = count
+        # per group Σy (an exact integer) − count·s: no digit depends on the order in a group
+        ysum = np.add.reduceat(y.astype(np.float64), b[:-1])
+    else:
+        w = data.sorted_weights
+        count = np.add.reduceat(w, b[:-1])
+        var = np.add.reduceat(data.weights.variance_mass(w), b[:-1])
+        ysum = np.add.reduceat(w * y, b[:-1])
+    diff = ysum - count * value
     c = np.concatenate(([0.0], np.cumsum(diff) / n))
-    sigma = float(np.sqrt(np.sum(count * value * (1.0 - value))) / n)
+    sigma = float(np.sqrt(np.sum(var * value * (1.0 - value))) / n)
     return Walk(c=c, at=np.concatenate(([value[0]], value)), sigma=sigma)
 
 
@@ -77,9 +87,9 @@ def _result(mid: str, w: Walk, n: int) -> MetricResult:
 
 def ecce_mad(data: Prepared, o: MetricOptions) -> MetricResult:
     """ECCE-MAD: the largest |C_k|."""
-    return _result("ecce_mad", walk(data), data.n)
+    return _result("ecce_mad", walk(data), data.n_samples)
 
 
 def ecce_r(data: Prepared, o: MetricOptions) -> MetricResult:
     """ECCE-R: the range max C_k − min C_k."""
-    return _result("ecce_r", walk(data), data.n)
+    return _result("ecce_r", walk(data), data.n_samples)

@@ -42,6 +42,7 @@ from calcheck.binning import (
 from calcheck.data import top_label_view
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
+from calcheck.weights import Weights
 
 CLASS_BLOCK = 8_000_000      # matrix entries per block of classes in the vectorized SCE
 
@@ -49,10 +50,12 @@ CLASS_BLOCK = 8_000_000      # matrix entries per block of classes in the vector
 class MulticlassPrepared:
     """Validated class probabilities (n, K) and class labels, with cached per-class passes."""
 
-    def __init__(self, probs: FloatArray, labels: IntArray, *, ties: str = "share") -> None:
+    def __init__(self, probs: FloatArray, labels: IntArray, *, ties: str = "share",
+                 weights: Weights | None = None) -> None:
         self.probs = np.asarray(probs, dtype=np.float64)
         self.labels = np.asarray(labels, dtype=np.int64)
         self.ties = ties
+        self.weights = weights          # the top-label view's metrics take them
         self._classwise: dict[tuple[Any, ...], Any] = {}
         self._kept: dict[float | None, IntArray] = {}
 
@@ -70,7 +73,7 @@ class MulticlassPrepared:
     def top(self) -> Prepared:
         """The top-label view as binary data (confidence, correct)."""
         conf, correct = top_label_view(self.probs, self.labels)
-        return Prepared(conf, correct, validate=False, ties=self.ties)
+        return Prepared(conf, correct, validate=False, ties=self.ties, weights=self.weights)
 
     def column(self, k: int) -> tuple[FloatArray, IntArray]:
         """Probabilities of class k and the one-vs-rest labels 1[c = k]."""
@@ -252,14 +255,54 @@ def classwise_result(mid: str, per_class: FloatArray, n: int, settings: dict[str
                         extra={"per_class": rows})
 
 
+def weighted_classwise(data: MulticlassPrepared, mid: str, bins: int,
+                       settings: dict[str, Any], threshold: float | None = None,
+                       tce_opts: dict[str, Any] | None = None) -> MetricResult:
+    """A classwise metric of weighted or aggregated rows: each class one-vs-rest as binary
+    rows with their weights (:mod:`calcheck.weights`), the binary kernel's error — ECE for
+    SCE, ACE for classwise ACE and (on the probabilities >= ``threshold``) TACE, TCE for
+    classwise TCE — averaged over classes, as the unweighted forms are."""
+    from calcheck.metrics.binned import ace, ece
+    from calcheck.metrics.tce import tce
+
+    assert data.weights is not None
+    w = data.weights
+    errs = np.zeros(data.k)
+    kept = np.zeros(data.k)
+    for k in range(data.k):
+        p, y = data.column(k)
+        rows = np.ones(p.shape[0], dtype=bool) if threshold is None else p >= threshold
+        kept[k] = float(w.values[rows].sum())
+        if not (w.values[rows] > 0).any():
+            continue
+        one = Prepared(p[rows], y[rows], validate=False, ties=data.ties,
+                       weights=w.subset(rows))
+        if mid == "sce":
+            errs[k] = ece(one, bins=bins).value
+        elif mid == "tce_cw":
+            errs[k] = tce(one, **(tce_opts or {})).value
+        else:
+            errs[k] = ace(one, bins=bins).value
+    n = round(w.total) if w.frequency else data.n
+    extra = {"kept": [round(x) if w.frequency else x for x in kept]} if threshold is not None \
+        else None
+    return classwise_result(mid, errs, n, settings, extra=extra)
+
+
 def sce(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Static calibration error: classwise ECE on uniform bins, averaged over classes."""
+    if data.weights is not None:
+        return weighted_classwise(data, "sce", bins, {"binning": "uniform", "bins": bins,
+                                                      "classes": data.k})
     return classwise_result("sce", sce_per_class(data, bins), data.n,
                              {"binning": "uniform", "bins": bins, "classes": data.k})
 
 
 def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
+    if data.weights is not None:
+        return weighted_classwise(data, "ace_cw", bins, {
+            "binning": "quantile", "bins": bins, "classes": data.k, "ties": data.ties})
     errs = data.selected(bins, None) if data.ties == "share" else \
         data.classwise(bins, 0.01, None)["ace"]
     return classwise_result("ace_cw", errs, data.n,
@@ -269,6 +312,10 @@ def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
 
 def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
     """Thresholded ACE: classwise ACE over the probabilities >= threshold of each class."""
+    if data.weights is not None:
+        return weighted_classwise(data, "tace", bins, {
+            "binning": "quantile", "bins": bins, "threshold": threshold, "classes": data.k,
+            "ties": data.ties}, threshold=threshold)
     cw: dict[str, Any] = {"tace": data.selected(bins, threshold),
                           "kept": data._kept[threshold]} if data.ties == "share" \
         else data.classwise(bins, threshold, None)
@@ -282,6 +329,11 @@ def tce_cw(data: MulticlassPrepared, *, alpha: float = 0.05, test: str = "binomi
            n_min: int | None = None, n_max: int | None = None) -> MetricResult:
     """Classwise TCE: the mean over classes of the binary TCE of (p_ik, 1[c_i = k]), percent."""
     opts = {"binning": "pava-bc", "alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
+    if data.weights is not None:
+        return weighted_classwise(data, "tce_cw", 15, {
+            "binning": "pava-bc", "alpha": alpha, "test": test, "n_min": n_min,
+            "n_max": n_max, "classes": data.k, "ties": data.ties, "unit": "percent"},
+            tce_opts=opts)
     cw = data.classwise(15, 0.01, opts)
     return classwise_result("tce_cw", cw["tce"], data.n,
                              {"binning": "pava-bc", "alpha": alpha, "test": test,

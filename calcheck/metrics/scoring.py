@@ -52,17 +52,26 @@ def log_likelihood_sum(scores: FloatArray, labels: np.ndarray, chunk: int = CHUN
 
 
 def brier(data: Prepared) -> MetricResult:
-    """Brier score, mean (s_i − y_i)²."""
-    return MetricResult(id="brier", value=squared_error_sum(data.scores, data.labels) / data.n,
-                        n_samples=data.n)
+    """Brier score, mean (s_i − y_i)² (weighted: Σ w_i (s_i − y_i)² / Σ w_i)."""
+    if data.weights is not None:
+        r = data.scores - data.labels
+        value = float(np.dot(data.weights.values, r * r)) / data.mass
+    else:
+        value = squared_error_sum(data.scores, data.labels) / data.n
+    return MetricResult(id="brier", value=value, n_samples=data.n_samples)
 
 
 def log_loss(data: Prepared) -> MetricResult:
     """Mean negative log-likelihood with scores clipped to [1e-15, 1 − 1e-15]: log s_i where
     y_i = 1, log1p(−s_i) where y_i = 0 (:func:`log_likelihood_sum`)."""
-    total = log_likelihood_sum(data.scores, data.labels)
-    return MetricResult(id="log_loss", value=-total / data.n, unit="nats",
-                        settings={"clip": LOG_LOSS_EPS}, n_samples=data.n)
+    if data.weights is not None:
+        s = np.clip(data.scores, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+        ll = np.where(data.labels > 0, np.log(s), np.log1p(-s))
+        total = float(np.dot(data.weights.values, ll))
+    else:
+        total = log_likelihood_sum(data.scores, data.labels)
+    return MetricResult(id="log_loss", value=-total / data.mass, unit="nats",
+                        settings={"clip": LOG_LOSS_EPS}, n_samples=data.n_samples)
 
 
 def pc(data: Prepared) -> MetricResult:
@@ -71,9 +80,16 @@ def pc(data: Prepared) -> MetricResult:
     Equals n when every score is distinct and 1 when all scores are equal.  Reported as a count,
     not a fraction.
     """
-    value, distinct = probabilistic_count(data.sorted_scores)
+    if data.weights is not None:            # q_v: the value's share of the mass
+        from calcheck.binning import tie_bounds
+
+        q = np.add.reduceat(data.sorted_weights, tie_bounds(data.sorted_scores)[:-1])
+        q = q[q > 0] / data.mass
+        value, distinct = min(1.0 / float(np.dot(q, q)), float(data.n_samples)), int(q.shape[0])
+    else:
+        value, distinct = probabilistic_count(data.sorted_scores)
     return MetricResult(id="pc", value=value, unit="count",
-                        settings={"distinct_values": distinct}, n_samples=data.n)
+                        settings={"distinct_values": distinct}, n_samples=data.n_samples)
 
 
 def probabilistic_count(s: FloatArray, chunk: int = CHUNK) -> tuple[float, int]:

@@ -145,6 +145,11 @@ def tce(data: Prepared, *, binning: str = "pava-bc", bins: int = 10, alpha: floa
     """
     if test not in TESTS:
         raise UsageError(f"unknown --test {test!r}; use one of {', '.join(TESTS)}")
+    if data.weights is not None:                 # aggregated rows: the expanded file's TCE
+        from calcheck.metrics.tce_counted import counted_tce
+
+        return counted_tce(data, binning=binning, bins=bins, alpha=alpha, test=test,
+                           n_min=n_min, n_max=n_max)
     bounds, extra_settings = tce_bounds(data, binning, bins, n_min, n_max)
     s, y = data.sorted_scores, data.sorted_labels
     edges = None
