@@ -207,6 +207,9 @@ def bootstrap(data: Any, ids: list[str], options: Any,
     check_ci_options(reps, level)
     ids = [m for m in ids if registry.METRICS[m].ci]
     check_reps_size(reps, len(ids))
+    if getattr(data, "weights", None) is not None:
+        return weighted_bootstrap(data, ids, options, compute, reps=reps, level=level,
+                                  seed=seed, progress=progress)
     model = ModelReplicates(data, ids, options, compute, reps)
     rng = np.random.default_rng(seed)
     # draws index the rows in their canonical order, so a replicate does not depend on the
@@ -221,6 +224,79 @@ def bootstrap(data: Any, ids: list[str], options: Any,
             if progress is not None:
                 progress(r + 1, reps)
     return model.intervals(level=level, seed=seed)
+
+
+def weighted_bootstrap(data: Any, ids: list[str], options: Any,
+                       compute: Callable[[Any, list[str], Any], Mapping[str, Any]], *,
+                       reps: int, level: float, seed: int,
+                       progress: Callable[[int, int], None] | None = None
+                       ) -> dict[str, ConfidenceInterval]:
+    """The intervals of :func:`bootstrap` on weighted or aggregated rows: a replicate is the
+    rows with new weights — counts c ~ Multinomial(N; k/N) (N rows drawn from the expanded
+    file), or w·c with c ~ Multinomial(n; 1/n) (n rows drawn, each keeping its weight) — and
+    every metric recomputed on it, bins re-cut.  The binned errors get the norm bootstrap from
+    each replicate's bin vector m*_b = (Σw*y − Σw*s)_b / Σw*, the means the percentile
+    interval."""
+    from calcheck.data import Predictions
+    from calcheck.weights import Weights
+
+    w = data.weights
+    canon = canonical_order(data)
+    base = data.subset(canon)                 # an order that does not depend on the file's
+    res = compute(base, ids, options)
+    normed = {m: NORM_METRICS[registry_base(m)] for m in ids if registry_base(m) in NORM_METRICS
+              and res[m].bins is not None}
+    vectors = {}
+    for m in normed:
+        b = res[m].bins
+        tot = float(b.count.sum())
+        vectors[m] = NormReplicates((b.sum_label - b.sum_score) / tot, b.count / tot, reps)
+    values = np.full((len(ids), reps), np.nan)
+    rng = np.random.default_rng(seed)
+    wv = base.weights.values
+    n = wv.shape[0]
+    total = round(w.total) if w.frequency else n
+    prob = wv / wv.sum() if w.frequency else np.full(n, 1.0 / n)
+    for r in range(reps):
+        c = rng.multinomial(total, prob).astype(np.float64)
+        new = c if w.frequency else wv * c
+        keep = new > 0
+        sample = base.subset(keep)
+        sample = Predictions(labels=sample.labels, scores=sample.scores, probs=sample.probs,
+                             class_names=sample.class_names, validate=False,
+                             provenance=sample.provenance,
+                             weights=Weights(new[keep], w.kind, w.column))
+        if not data.multiclass:                   # listed in the canonical (sorted) order
+            sample.sorted_order = np.arange(sample.n)
+        try:
+            out = compute(sample, ids, options)
+        except CalcheckError:
+            continue
+        for j, m in enumerate(ids):
+            values[j, r] = out[m].value
+            if m in vectors and out[m].bins is not None:
+                b = out[m].bins
+                if b.count.shape == vectors[m].m.shape:
+                    vectors[m].add(r, (b.sum_label - b.sum_score) / float(b.count.sum()))
+        if progress is not None:
+            progress(r + 1, reps)
+    resampling = ("counts: the expanded rows with replacement" if w.frequency else
+                  "rows with replacement, each keeping its weight")
+    cis = {}
+    for j, m in enumerate(ids):
+        if m in vectors:
+            ci = vectors[m].interval(normed[m][1], level=level, seed=seed)
+        else:
+            ci = percentile_interval(values[j], level=level, seed=seed, estimand=estimand_of(m))
+        cis[m] = replace(ci, resampling=resampling)
+    return cis
+
+
+def registry_base(mid: str) -> str:
+    """The binary id a top-label id runs (``ece_top`` → ``ece``), else ``mid``."""
+    from calcheck import registry
+
+    return registry.binary_of(mid) or mid
 
 
 class ModelReplicates:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from calcheck.hypotests._result import TestResult
+from calcheck.weights import Weights
 
 __all__ = ["TestOptions", "TestResult", "run_tests"]
 
@@ -106,30 +107,42 @@ def discrete_note(distinct: int, discrete_max: int) -> str:
 
 def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], options: TestOptions,
               *, progress: Any = None, probs: np.ndarray | None = None,
-              classes: np.ndarray | None = None) -> tuple[dict[str, TestResult], list[str]]:
+              classes: np.ndarray | None = None,
+              weights: Weights | None = None) -> tuple[dict[str, TestResult], list[str]]:
     """Run the selected tests; returns the results by test id and notes for the user.
 
     ``scores``/``labels`` are the binary (or top-label) view; ``probs`` (n, K) and ``classes``
-    (class index per row) are the multiclass input, which the SKCE test uses whole."""
+    (class index per row) are the multiclass input, which the SKCE test uses whole.
+    ``weights``: row counts or weights (:mod:`calcheck.hypotests.weighted`; the methods
+    without a weighted form are refused before this is called)."""
     from calcheck.hypotests import classical, tcal
 
     results: dict[str, TestResult] = {}
     notes: list[str] = []
     distinct = int(np.unique(scores).shape[0]) if "tcal" in methods else 0
-    family = family_of(methods, options.family, distinct <= options.discrete_max) * \
+    discrete = distinct <= options.discrete_max and weights is None
+    family = family_of(methods, options.family, discrete) * \
         (options.family_groups if options.family != "none" else 1)
+    n = scores.shape[0] if weights is None else weighted_n(weights)
     for m in methods:
         if m == "tcal":
             from calcheck.hypotests.tcal import n_levels
 
             levels = 1 if options.bins is not None or options.adaptive_correction == "minp" \
-                else n_levels(scores.shape[0], options.adaptive_grid)
+                else n_levels(n, options.adaptive_grid)
             trials, note = tcal_trials(options.trials, options.alpha, levels,
                                        auto=options.auto_trials, label=options.trials_label,
                                        family=family)
             if note:
                 notes.append(note)
             options = replace(options, trials=trials)
+            if weights is not None:
+                results.update(_weighted_tcal(scores, labels, weights, n, options))
+                if distinct <= options.discrete_max:
+                    notes.append(f"scores take {distinct} distinct values: the exact binomial "
+                                 "test per value (binomial_discrete) is not run on weighted "
+                                 "rows; T-Cal assumes continuous scores")
+                continue
             if options.bins is not None:
                 results["tcal"] = tcal.tcal_fixed(
                     scores, labels, m=options.bins, alpha=options.alpha, trials=options.trials,
@@ -139,21 +152,41 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
                     scores, labels, alpha=options.alpha, trials=options.trials,
                     resample=options.resample, rng=options.seed, progress=progress,
                     grid=options.adaptive_grid, correction=options.adaptive_correction)
-            if distinct <= options.discrete_max:
+            if discrete:
                 results["binomial_discrete"] = classical.binomial_discrete(
                     scores, labels, alpha=options.alpha)
                 notes.append(discrete_note(distinct, options.discrete_max))
         elif m == "hl":
             trials, _ = tcal_trials(None if options.auto_trials else options.trials,
                                     options.alpha, 1, auto=options.auto_trials, family=family)
-            results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
-                scores, labels, groups=options.hl_groups, alpha=options.alpha,
-                ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
+            if weights is not None:
+                from calcheck.hypotests import weighted
+
+                results["hosmer_lemeshow"] = weighted.hosmer_lemeshow(
+                    scores, labels, weights, groups=options.hl_groups, alpha=options.alpha,
+                    ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
+            else:
+                results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
+                    scores, labels, groups=options.hl_groups, alpha=options.alpha,
+                    ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
         elif m == "spiegelhalter":
-            results["spiegelhalter"] = classical.spiegelhalter(scores, labels, alpha=options.alpha)
+            if weights is not None:
+                from calcheck.hypotests import weighted
+
+                results["spiegelhalter"] = weighted.spiegelhalter(scores, labels, weights,
+                                                                  alpha=options.alpha)
+            else:
+                results["spiegelhalter"] = classical.spiegelhalter(scores, labels,
+                                                                   alpha=options.alpha)
         elif m == "cox":
-            results["cox"] = classical.cox(scores, labels, alpha=options.alpha,
-                                           ci_level=options.ci_level)
+            if weights is not None:
+                from calcheck.hypotests import weighted
+
+                results["cox"] = weighted.cox(scores, labels, weights, alpha=options.alpha,
+                                              ci_level=options.ci_level)
+            else:
+                results["cox"] = classical.cox(scores, labels, alpha=options.alpha,
+                                               ci_level=options.ci_level)
         elif m == "skce":
             from calcheck.hypotests.kernel import skce_test
 
@@ -174,3 +207,27 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             results[m] = walk_test(m, scores, labels, alpha=options.alpha, ties=options.ties,
                                    trials=trials, seed=options.seed)
     return results, notes
+
+
+def weighted_n(weights: Weights) -> int:
+    """The sample size that sets T-Cal's levels on weighted rows: the expanded rows of counts,
+    Kish's effective n of weights."""
+    return max(2, round(weights.total if weights.frequency else weights.effective_n))
+
+
+def _weighted_tcal(scores: np.ndarray, labels: np.ndarray, weights: Weights, n: int,
+                   options: TestOptions) -> dict[str, TestResult]:
+    from calcheck.hypotests import weighted
+    from calcheck.hypotests.tcal import adaptive_ms, check_null_size
+
+    if options.bins is not None:
+        check_null_size(1, options.trials)
+        return {"tcal": weighted.tcal(scores, labels, weights, ms=[options.bins],
+                                      alpha=options.alpha, trials=options.trials,
+                                      seed=options.seed, adaptive=False)}
+    ms = adaptive_ms(n, options.adaptive_grid)
+    check_null_size(len(ms), options.trials)
+    return {"tcal_adaptive": weighted.tcal(scores, labels, weights, ms=ms, alpha=options.alpha,
+                                           trials=options.trials, seed=options.seed,
+                                           correction=options.adaptive_correction,
+                                           grid=options.adaptive_grid)}

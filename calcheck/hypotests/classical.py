@@ -21,7 +21,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import label_sums, quantile_bounds, segment_sums, sort_order, tie_bounds
+from calcheck.binning import (
+    count_value,
+    label_sums,
+    quantile_bounds,
+    segment_sums,
+    sort_order,
+    tie_bounds,
+)
 from calcheck.hypotests._result import TestResult
 
 LOGIT_EPS = 1e-15
@@ -105,12 +112,14 @@ def _hl_statistic(obs: FloatArray, exp: FloatArray, var: FloatArray) -> FloatArr
     return np.asarray(terms.sum(axis=-1), dtype=np.float64)
 
 
-def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: ArrayLike, *,
+def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected: ArrayLike, *,
                                 groups: int = 10, alpha: float = 0.05,
                                 df: str = "external",
                                 variance_loss: ArrayLike | None = None,
                                 trials: int | None = None, seed: int = 0,
-                                null: Callable[[int], FloatArray] | None = None) -> TestResult:
+                                null: Callable[[int], FloatArray] | None = None,
+                                variance_mass: ArrayLike | None = None,
+                                variance: ArrayLike | None = None) -> TestResult:
     """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g;
     ``variance_loss`` (:func:`shared_tie_loss`) is subtracted from each group's variance
     E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata.
@@ -119,7 +128,12 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
     Monte Carlo one: ``null(trials)`` gives each trial's O*_g (trials × groups; the exact null,
     drawn from the rows), or without it — a streamed source, whose rows are not at hand —
     O*_g ~ Binomial(n_g, E_g/n_g), whose variance is at least the exact Poisson-binomial one,
-    so that p-value is conservative."""
+    so that p-value is conservative.
+
+    ``variance_mass``: weighted rows (:mod:`calcheck.hypotests.weighted`) — each group's Σv
+    (counts: Σk; weights: Σw²) replaces n_g in the variance, V_g·p̄_g(1 − p̄_g), and the
+    expected counts of the small-count rule are on the effective group size n_g²/V_g;
+    ``variance``: each group's variance given directly (the design variance Σw²(y − s)²)."""
     if df not in HL_DF:
         from calcheck.errors import UsageError
 
@@ -131,6 +145,14 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
     exp = np.asarray(expected, dtype=np.float64)[keep]
     n_g = n_all[keep]
     var0 = exp * (1.0 - exp / n_g)
+    if variance_mass is not None:               # weighted rows: V_g·p̄(1 − p̄), effective sizes
+        vm = np.asarray(variance_mass, dtype=np.float64)[keep]
+        var0 = vm * (exp / n_g) * (1.0 - exp / n_g)
+        eff = np.divide(n_g * n_g, vm, out=np.zeros_like(vm), where=vm > 0)
+        if variance is not None:
+            var0 = np.asarray(variance, dtype=np.float64)[keep]
+    else:
+        eff = n_g
     var = var0
     shared = variance_loss is not None and bool(np.any(np.asarray(variance_loss) > 0))
     if variance_loss is not None:
@@ -140,12 +162,13 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
     g = int(informative.sum())
     constant = int(keep.sum()) - g
     dof = g if df == "external" else g - 2
-    small = bool(np.any((exp[informative] < MIN_EXPECTED)
-                        | (n_g[informative] - exp[informative] < MIN_EXPECTED)))
+    # expected positives and negatives (weighted rows: on the effective group sizes)
+    e_pos = (exp if variance_mass is None else exp / n_g * eff)[informative]
+    e_neg = eff[informative] - e_pos
+    small = bool(np.any((e_pos < MIN_EXPECTED) | (e_neg < MIN_EXPECTED)))
     details: dict[str, Any] = {"df": dof, "df_rule": df, "groups": g,
                                "constant_groups": constant, "infinite": bool(np.isinf(stat)),
-                               "min_expected": float(np.min(np.minimum(
-                                   exp[informative], n_g[informative] - exp[informative])))
+                               "min_expected": float(np.min(np.minimum(e_pos, e_neg)))
                                if g else None}
     settings: dict[str, Any] = {"groups": groups, "grouping": "equal-mass by index",
                                 "hl_df": df, "tie_variance": "shared ties' variance removed"
@@ -175,7 +198,7 @@ def hosmer_lemeshow_from_groups(count: IntArray, observed: ArrayLike, expected: 
                                       "rows" if df == "external" else
                                       f"chi2(G - 2) = chi2({dof}): a logistic model fitted to "
                                       "these rows")})
-    details["table"] = [{"n": int(a), "observed": float(o), "expected": float(e)}
+    details["table"] = [{"n": count_value(a), "observed": float(o), "expected": float(e)}
                         for a, o, e in zip(n_g, obs, exp)]
     return TestResult(id="hosmer_lemeshow", statistic=stat, pvalue=p,
                       reject=bool(p <= alpha) if dof > 0 else False, alpha=alpha,

@@ -1,0 +1,317 @@
+"""Calibration tests of weighted or aggregated rows (``--weight``, ``--count``; docs/weights.md).
+
+Every statistic below is the unweighted one with each row's sums taken with its **mass** w
+(a count k, or a weight).  Its null — the law of the labels under calibration, given the
+scores — is that of :meth:`calcheck.weights.Weights.regime`:
+
+* **counts**: a row of count k holds k independent labels, K ~ Binomial(k, s): every number is
+  the expanded file's;
+* **fixed** (weights that do not depend on the label: importance or survey weights): the
+  label is redrawn y* ~ Bernoulli(s) and the weight held fixed; the variance of w(y − s) is
+  w²·s(1 − s);
+* **labels** (class weights: every positive one weight w₁, every negative w₀ — a class-based
+  down-sampling, e.g. every positive kept and 10 % of the negatives at weight 10): among the
+  kept rows P(y = 1 | s) = q(s) = (s/w₁)/(s/w₁ + (1 − s)/w₀) when the population is
+  calibrated, and a row's weight follows its label; the label is redrawn y* ~ Bernoulli(q) with
+  its class's weight, and the variance of w(y − s) (mean 0) is q·w₁²(1 − s)² + (1 − q)·w₀²s².
+
+With unit weights every statistic is the unweighted test's.  Multiplying every weight by a
+constant changes no statistic or p-value.
+
+* Spiegelhalter: Z = Σ w (y − s)(1 − 2s) / √(Σ (1 − 2s)² Var w(y − s)).
+* Hosmer–Lemeshow: equal-mass groups on the mass axis; O_g = Σ w y, E_g = Σ w s; the
+  variance V_g·p̄_g(1 − p̄_g) with V_g = Σ k or Σ w² (counts, fixed weights; p̄_g = E_g / Σ_g w:
+  the classical n_g·p̄_g(1 − p̄_g) at unit weights) or Σ Var w(y − s) (labels), less what
+  pro-rata sharing of a tie group removes; the χ² reference, or with an expected count under
+  5 on the effective group sizes (Σ_g w)²/V_g the null by simulation.
+* Cox: the weighted logistic fit of y on logit(s).  Counts: the expanded file's likelihood and
+  its likelihood-ratio test.  Weights: a pseudo-likelihood, so the test of (0, 1) is a Wald
+  test with the robust (sandwich) covariance H⁻¹ B H⁻¹, B = Σ w² (y − p)² [1 x; x x²], and
+  the intervals are robust too.
+* T-Cal: the debiased statistic T_m = (1/Σw) Σ_b (S_b² − Q_b) / N_b with S_b = Σ w (s − y),
+  Q_b = Σ w² (s − y)² (Σ k (s − y)² for counts), N_b = Σ w; its Monte Carlo null redraws the
+  labels by the regime (under ``labels`` the weights, and with them N_b and Σw, follow the
+  drawn labels): exact Monte Carlo p-values given the scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import sort_order
+from calcheck.hypotests._result import TestResult
+from calcheck.weights import MassAxis, Weights, draw_null, mass_cuts, null_variance
+
+CHUNK_BYTES = 64_000_000        # memory of one chunk of null draws (trials × rows × 8 bytes × 3)
+
+
+def _rows(scores: FloatArray, labels: np.ndarray, weights: Weights,
+          ties: str = "share") -> tuple[FloatArray, FloatArray, Weights]:
+    """(s, y, weights) sorted by score (stable for ``ties="order"``)."""
+    order = sort_order(np.asarray(scores, dtype=np.float64), ties)
+    return (np.asarray(scores, dtype=np.float64)[order],
+            np.asarray(labels, dtype=np.float64)[order], weights.subset(order))
+
+
+def _how(weights: Weights, labels: np.ndarray) -> str:
+    regime, cw = weights.regime(labels)
+    if regime == "count":
+        return "counts: the expanded file's statistic"
+    if regime == "labels":
+        assert cw is not None
+        return (f"class weights (negatives {cw[0]:g}, positives {cw[1]:g}): labels redrawn "
+                "from the kept rows' rate q(s), each with its class's weight")
+    return "weights held fixed: labels redrawn as Bernoulli(s), variances w²·s(1 − s)"
+
+
+def _with_settings(res: TestResult, weights: Weights, labels: np.ndarray,
+                   **more: Any) -> TestResult:
+    return dataclasses.replace(res, settings={**res.settings,
+                                              "weights": _how(weights, labels), **more})
+
+
+# ---------------------------------------------------------------------------------------------
+# Spiegelhalter
+
+
+def spiegelhalter(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
+                  alpha: float = 0.05) -> TestResult:
+    """Spiegelhalter's Z of weighted rows (module docstring)."""
+    from calcheck.hypotests.classical import spiegelhalter_from_sums
+
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    w = weights.values
+    t = 1.0 - 2.0 * s
+    total = weights.total
+    res = spiegelhalter_from_sums(float(np.dot(w, (y - s) * t)),
+                                  float(np.dot(t * t, null_variance(weights, s, y))), n=1,
+                                  mean_score=float(np.dot(w, s)) / total,
+                                  mean_label=float(np.dot(w, y)) / total, alpha=alpha)
+    details = {**res.details, "brier_excess": res.details["brier_excess"] / total}
+    return _with_settings(dataclasses.replace(res, details=details), weights, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hosmer–Lemeshow
+
+
+def hosmer_lemeshow(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
+                    groups: int = 10, alpha: float = 0.05, ties: str = "share",
+                    df: str = "external", trials: int = 1000, seed: int = 0) -> TestResult:
+    """Hosmer–Lemeshow on ``groups`` equal-mass groups of weighted rows (module docstring)."""
+    from calcheck.hypotests.classical import hosmer_lemeshow_from_groups
+
+    s, y, weights = _rows(scores, labels, weights, ties)
+    w, v = weights.values, weights.variance_mass()
+    exact = weights.regime(y)[0] == "labels"         # the null variance row by row
+    ax = MassAxis.of(s, y, w, null_variance(weights, s, y) if exact else v, ties)
+    cuts = mass_cuts(ax.total, groups, weights.frequency)
+    unit_var = np.diff(ax.V) if exact else np.diff(ax.V) * ax.scores * (1.0 - ax.scores)
+    loss = ax.variance_loss(cuts, unit_var)
+    # Σ k or Σ w² per group: the effective group sizes of the small-count rule
+    vcum = np.concatenate(([0.0], np.cumsum(np.add.reduceat(v, ax.first)))) \
+        if s.shape[0] else np.zeros(1)
+
+    def draw(t_: int, rng: np.random.Generator) -> FloatArray:
+        mass, ws = draw_null(weights, s, y, t_, rng)         # O* = E + Σ w*(y* − s)
+        return np.asarray(w * s + mass - ws * s, dtype=np.float64)
+
+    def null(trials_: int) -> FloatArray:
+        return _group_draws(ax, cuts, draw, s.shape[0], trials_, seed)
+
+    res = hosmer_lemeshow_from_groups(np.diff(cuts), np.diff(ax.at(ax.Y, cuts)),
+                                      np.diff(ax.at(ax.S, cuts)), groups=groups, alpha=alpha,
+                                      df=df, variance_loss=loss if loss.any() else None,
+                                      trials=trials, seed=seed, null=null,
+                                      variance_mass=np.diff(ax.at(vcum, cuts)),
+                                      variance=np.diff(ax.at(ax.V, cuts)) if exact else None)
+    return _with_settings(res, weights, y, ties=ties)
+
+
+def _chunk(n: int, trials: int) -> int:
+    return max(1, min(trials, CHUNK_BYTES // (24 * max(n, 1))))
+
+
+def _group_draws(ax: MassAxis, cuts: FloatArray, draw: Any, n: int, trials: int,
+                 seed: int) -> FloatArray:
+    """O*_g of ``trials`` null draws (trials × groups): each row's drawn label mass
+    (``draw(t, rng)``, t × n), summed per unit of the mass axis and shared between groups pro
+    rata as the observed one is."""
+    rng = np.random.default_rng(seed)
+    keep = np.concatenate(([True], np.diff(ax.M) > 0))
+    Mk = ax.M[keep]
+    j = np.clip(np.searchsorted(Mk, cuts, side="right") - 1, 0, Mk.shape[0] - 2)
+    width = Mk[j + 1] - Mk[j]
+    frac = np.where(width > 0, (cuts - Mk[j]) / np.where(width > 0, width, 1.0), 0.0)
+    out = np.empty((trials, cuts.shape[0] - 1))
+    done = 0
+    step = _chunk(n, trials)
+    while done < trials:
+        t = min(step, trials - done)
+        drawn = draw(t, rng)
+        unit = np.add.reduceat(drawn, ax.first, axis=1)
+        cum = np.concatenate((np.zeros((t, 1)), np.cumsum(unit, axis=1)), axis=1)[:, keep]
+        at = cum[:, j] + frac * (cum[:, np.minimum(j + 1, cum.shape[1] - 1)] - cum[:, j])
+        out[done:done + t] = np.diff(at, axis=1)
+        done += t
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Cox
+
+
+def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: float = 0.05,
+        ci_level: float = 0.95) -> TestResult:
+    """Cox's intercept and slope of weighted rows: the likelihood-ratio test for counts, the
+    robust Wald test for weights (module docstring)."""
+    from calcheck.hypotests.classical import (
+        NULL_FIT,
+        _chi2_sf,
+        _normal_quantile,
+        cox_logit,
+        cox_result,
+        logistic_sums,
+        newton_logistic,
+    )
+
+    order = np.lexsort((labels, scores))
+    x = cox_logit(np.asarray(scores, dtype=np.float64)[order])
+    y = np.asarray(labels, dtype=np.float64)[order]
+    w = weights.values[order]
+
+    def fit(beta: Any) -> FloatArray:
+        return logistic_sums(x, y, np.asarray(beta, dtype=np.float64), weights=w)
+
+    a, b, ll_fit = newton_logistic(fit)
+    ll_null = float(fit(NULL_FIT)[0])
+    a0, _, _ = newton_logistic(fit, NULL_FIT, slope_fixed=True)
+    if weights.frequency:
+        res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
+                         hessian=fit((a, b))[3:6], citl=(a0, float(fit((a0, 1.0))[3])))
+        return _with_settings(res, weights, y)
+    # robust (sandwich) covariance of the pseudo-likelihood fit
+    X = np.column_stack((np.ones_like(x), x))
+    p = 1.0 / (1.0 + np.exp(-(a + b * x)))
+    H = (X * (w * p * (1.0 - p))[:, None]).T @ X
+    r = w * (y - p)
+    B = (X * (r * r)[:, None]).T @ X
+    res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level)
+    details = dict(res.details)
+    z = _normal_quantile((1.0 + ci_level) / 2.0)
+    try:
+        Hi = np.linalg.inv(H)
+        cov = Hi @ B @ Hi
+        d = np.array([a, b - 1.0])
+        stat = float(d @ np.linalg.solve(cov, d))
+    except np.linalg.LinAlgError:
+        cov, stat = None, math.inf
+    if cov is not None:
+        for i, (name, est) in enumerate((("intercept", a), ("slope", b))):
+            se = math.sqrt(max(float(cov[i, i]), 0.0))
+            details[f"{name}_se"] = se
+            details[f"{name}_ci"] = {"low": est - z * se, "high": est + z * se,
+                                     "level": ci_level, "method": "Wald, robust (sandwich)"}
+    p0 = 1.0 / (1.0 + np.exp(-(a0 + x)))
+    h0 = float(np.dot(w, p0 * (1.0 - p0)))
+    b0 = float(np.dot(w * w, (y - p0) ** 2))
+    details["calibration_intercept"] = a0
+    if h0 > 0:
+        se0 = math.sqrt(b0) / h0
+        details["calibration_intercept_se"] = se0
+        details["calibration_intercept_ci"] = {"low": a0 - z * se0, "high": a0 + z * se0,
+                                               "level": ci_level,
+                                               "method": "Wald, robust (sandwich)"}
+    pvalue = _chi2_sf(stat, 2) if math.isfinite(stat) else 0.0
+    details["statistic_name"] = ("robust (sandwich) Wald statistic vs (intercept, slope) = "
+                                 "(0, 1)")
+    details["likelihood_ratio"] = res.statistic
+    res = dataclasses.replace(res, statistic=stat, pvalue=pvalue, reject=pvalue <= alpha,
+                              details=details)
+    return dataclasses.replace(res, settings={**res.settings, "weights": (
+        "robust (sandwich) Wald test of the weighted fit: valid for any weights")})
+
+
+# ---------------------------------------------------------------------------------------------
+# T-Cal
+
+
+def _level_sums(x: FloatArray, starts: IntArray) -> FloatArray:
+    """Sums of the columns of ``x`` (t × u) over the runs starting at ``starts``."""
+    return np.add.reduceat(x, starts, axis=-1) if starts.shape[0] else np.zeros(
+        (*x.shape[:-1], 0))
+
+
+def _dpe(S: FloatArray, Q: FloatArray, N: FloatArray) -> Any:
+    """Σ_b (S_b² − Q_b)/N_b over the bins of positive mass (last axis)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(N > 0, (S * S - Q) / np.where(N > 0, N, 1.0), 0.0).sum(axis=-1)
+
+
+def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[int],
+         alpha: float = 0.05, trials: int = 1000, seed: int = 0, adaptive: bool = True,
+         correction: str = "minp", grid: str = "bounded") -> TestResult:
+    """T-Cal (one level ``ms[0]``, or adaptive over ``ms``) of weighted rows (module
+    docstring): the observed statistics and ``trials`` null draws by the weights' regime,
+    then the same p-values as unweighted T-Cal (min-P or Bonferroni over levels)."""
+    from calcheck.hypotests.tcal import PluginStats, adaptive_result, fixed_result
+    from calcheck.hypotests.tcal_null import level_bounds
+
+    s, y, weights = _rows(scores, labels, weights, "order")
+    w, v = weights.values, weights.variance_mass()
+    total = weights.total
+    bounds = {m: level_bounds(s, m) for m in ms}
+    # the runs between every level's cuts: each level's bins are unions of them
+    cuts = np.unique(np.concatenate(list(bounds.values())))
+    starts = cuts[:-1]
+    where = {m: np.searchsorted(starts, bounds[m][:-1]) for m in ms}
+    r = s - y
+    N_run = _level_sums(w, starts)
+    observed = []
+    for m in ms:
+        S = _level_sums(_level_sums(w * r, starts), where[m])
+        Q = _level_sums(_level_sums(v * r * r, starts), where[m])
+        N = _level_sums(N_run, where[m])
+        observed.append(PluginStats(dpe=float(_dpe(S, Q, N)) / total,
+                                    plugin_l2_biased=float(np.sum(np.where(
+                                        N > 0, S * S / np.where(N > 0, N, 1.0), 0.0)) / total),
+                                    plugin_l1=float(np.sum(np.abs(S)) / total)))
+    rng = np.random.default_rng(seed)
+    null = np.empty((len(ms), trials))
+    varying = weights.regime(y)[0] == "labels"       # the weights follow the drawn labels
+    done = 0
+    step = _chunk(s.shape[0], trials)
+    while done < trials:
+        t = min(step, trials - done)
+        mass, ws = draw_null(weights, s, y, t, rng)       # label mass and weight per row
+        if weights.frequency:             # Σ over a row's k copies of (s − y) and (s − y)²
+            A = w * s - mass
+            Bq = w * s * s - 2.0 * s * mass + mass
+        else:
+            ystar = np.divide(mass, ws, out=np.zeros_like(mass), where=ws > 0)
+            A = ws * (s - ystar)
+            Bq = A * A
+        A_run, B_run = _level_sums(A, starts), _level_sums(Bq, starts)
+        N_t = _level_sums(ws, starts) if varying else N_run
+        total_t = ws.sum(axis=1) if varying else np.full(t, total)
+        for i, m in enumerate(ms):
+            null[i, done:done + t] = _dpe(_level_sums(A_run, where[m]),
+                                          _level_sums(B_run, where[m]),
+                                          _level_sums(N_t, where[m])) / total_t
+        done += t
+    settings = {"trials": trials, "resample": "labels", "seed": seed,
+                "weights": _how(weights, y)}
+    if not adaptive:
+        return fixed_result(observed[0], null[0], m=ms[0], alpha=alpha,
+                            settings={"m": ms[0], **settings})
+    return adaptive_result(observed, null, ms, alpha=alpha, correction=correction,
+                           details={"grid": grid, "max_bins": ms[-1]},
+                           settings={"levels": f"round(2^(k/3)) from 2 to {ms[-1]} "
+                                               f"({len(ms)} levels)" if grid == "bounded"
+                                     else f"2^1..2^{len(ms)}", "grid": grid, **settings})
