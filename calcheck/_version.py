@@ -1,2 +1,2 @@
-__version__ = "0.6.1"
+__version__ = "0.7.0"
 SCHEMA_VERSION = "1"

@@ -121,6 +121,19 @@ DROP_INVALID = Opt("drop_invalid", ("--drop-invalid",), False, "Drop rows with i
 MAX_DROPPED = Opt("max_dropped", ("--max-dropped",), 0.5, "With --drop-invalid, refuse a "
                   "verdict (exit 2) when more than this fraction of the rows was dropped.",
                   INPUT, lambda v, label: check_fraction(v, label), "FRACTION", "float")
+WEIGHT = Opt("weight", ("--weight",), None, "Sampling or importance weight of each row (e.g. "
+             "1/f for negatives kept with probability f): the metrics and tests are those of "
+             "the weighted population (docs/weights.md).", INPUT, check_column, "COLUMN")
+COUNT = Opt("count", ("--count",), None, "Aggregated rows: how many identical predictions each "
+            "row stands for (a whole number); every number is that of the expanded file.",
+            INPUT, check_column, "COLUMN")
+WEIGHT_NULL = Opt("weight_null", ("--weight-null",), "auto", "With --weight, the tests' null "
+                  "(docs/weights.md): fixed (labels redrawn as Bernoulli(s), the weights held "
+                  "fixed: exact when the weights do not depend on the label), labels (class "
+                  "weights, e.g. negatives kept at 10 % with weight 10: the labels redrawn at "
+                  "the kept rows' rate, each with its class's weight), or auto (default: labels "
+                  "for class weights, else fixed).", INPUT, choice("auto", "fixed", "labels"),
+                  "NULL")
 WHERE = Opt("where", ("--where",), None, "Keep only rows matching, e.g. \"split = 'test' and "
             "score >= 0.1\" (pushed down to Parquet scans).", INPUT, check_where, "FILTER")
 
@@ -388,9 +401,10 @@ TEST_BY = dataclasses.replace(BY, help="Also run every selected test per value o
                               "column; the verdict reads every group's p-values together "
                               "(--family).")
 _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALID, MAX_DROPPED,
-          WHERE, TIES)
+          WHERE, WEIGHT, COUNT, WEIGHT_NULL, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
-_ROWS = tuple(o for o in _INPUT if o is not TIES)      # audit and monitor cut no tie group
+# audit and monitor cut no tie group (and take no weights yet)
+_ROWS = tuple(o for o in _INPUT if o not in (TIES, WEIGHT, COUNT, WEIGHT_NULL))
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
@@ -408,7 +422,7 @@ COMMANDS: dict[str, tuple[Opt, ...]] = {
              CORRECT_FROM, BAND_LEVEL, BAND_REPS, PLOT_METRIC, TIME, WINDOW, TZ, CI_REPS, CI_LEVEL,
              SEED, PLOT_PER_CLASS, QUIET, *_ENGINE),
     "compare": (COMPARE_SCORE, LABEL, POS_LABEL, COMPARE_PROBS, RENORMALIZE, INPUT_FORMAT,
-                WHERE, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
+                WHERE, WEIGHT, COUNT, WEIGHT_NULL, TIES, ID, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX,
                 TACE_THRESHOLD, SMECE_SIGMA, BY, MAX_GROUPS, MIN_GROUP_SIZE, COMPARE_CI_REPS,
                 COMPARE_CI_LEVEL, SEED, COMPARE_FAMILY, FORMAT, JSON, OUTPUT_FILE, FAIL_IF_WORSE,
                 QUIET,
@@ -451,6 +465,9 @@ class Options:
     drop_invalid: bool = False
     max_dropped: float = 0.5
     where: str | None = None
+    weight: str | None = None
+    count: str | None = None
+    weight_null: str = "auto"
     # metrics
     metrics: list[str] | None = None
     bins: int | None = None
@@ -545,6 +562,15 @@ class Options:
     def out_format(self) -> str:
         """The stdout format of ``score`` and ``test``."""
         return "json" if self.json else (self.format or "table")
+
+    @property
+    def weighting(self) -> tuple[str, str] | None:
+        """(column, "count" or "weight") of ``--count`` / ``--weight``, or None."""
+        if self.count:
+            return self.count, "count"
+        if self.weight:
+            return self.weight, "weight"
+        return None
 
     @property
     def score_list(self) -> list[str]:
@@ -661,6 +687,32 @@ def _cross_checks(o: Options) -> None:
     if o.time and o.by:
         raise UsageError(f"{lab('time')} and {lab('by')} exclude each other: one grouping per "
                          "run")
+    if o.weight and o.count:
+        raise UsageError(f"{lab('weight')} (sampling weights) and {lab('count')} (counts of "
+                         "identical rows) are two meanings of a row weight; give one")
+    if o.weighting:
+        flag = lab(o.weighting[1])
+        if o.engine != "memory":
+            raise UsageError(f"{flag}: {lab('engine')} {o.engine} does not take weighted or "
+                             f"aggregated rows in this version; use {lab('engine')} memory")
+        if o.compat and o.command == "test":
+            raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
+                             "run the weighted tests without --compat")
+        if o.variables:
+            raise UsageError(f"{flag}: variable-based calibration ({lab('variables')}) is not "
+                             "computed on weighted rows in this version")
+        if o.command == "compare":
+            raise UsageError(f"{flag}: compare does not take weighted or aggregated rows in "
+                             "this version; score each model with calcheck score")
+        if o.command == "report" and o.audit:
+            raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
+                             "computed on weighted rows in this version")
+        if o.command == "plot" and o.kind != "reliability":
+            raise UsageError(f"{flag}: {lab('kind')} {o.kind} is not drawn from weighted rows "
+                             f"in this version; {lab('kind')} reliability is")
+        if o.command == "test" and o.resample != "labels":
+            raise UsageError(f"{flag}: T-Cal's {lab('resample')} {o.resample} redraws unweighted "
+                             f"rows; weighted rows use {lab('resample')} labels")
     if o.scheduler and o.engine != "dask":
         raise UsageError(f"{lab('scheduler')} applies to {lab('engine')} dask only")
     if o.engine != "memory" and o.input_format not in (None, "parquet"):
@@ -747,6 +799,9 @@ def _meaningless(o: Options) -> None:
               f"{lab('audit')} COLUMN")
     if o.command in ("score", "test", "report", "plot", "audit", "monitor"):
         needs(("max_dropped",), o.drop_invalid, lab("drop_invalid"))
+    if o.command in ("score", "test", "report", "plot", "compare"):
+        needs(("weight_null",), bool(o.weight), f"{lab('weight')} COLUMN (counts are exact "
+              "either way)")
     if o.command == "report":
         needs(("paper",), (o.format or "") == "pdf" or (o.output or "").lower().endswith(
             ".pdf"), "a PDF report (.pdf)")

@@ -121,6 +121,8 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
             ids.append(plot_id)
         if plot_id not in bins_for:
             bins_for.append(plot_id)
+    if opts.weighting:
+        ids = _weighted_ids(opts, ids, bins_for, messages)
     bad = [m for m in ids if m not in can]
     if bad and opts.compat:
         from calcheck import compat
@@ -130,6 +132,39 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
         raise UsageError(f"--engine {engine} computes {', '.join(can)}; {', '.join(bad)} "
                          "need(s) --engine memory")
     return ids, bins_for, messages
+
+
+def _weighted_ids(opts: Options, ids: list[str], named: list[str],
+                  messages: list[str]) -> list[str]:
+    """The ids of a ``--weight`` / ``--count`` run: an id named explicitly (``-m``,
+    ``--fail-if``, ``--bins-table``) that takes no weighted rows is an error saying why; the
+    default set and ``-m all`` leave such ids out, with a message."""
+    assert opts.weighting is not None
+    kind = opts.weighting[1]
+    explicit = set(registry.split_ids(opts.metrics or [])) - {"all"} | set(named)
+    for g in opts.fail_if or []:
+        from calcheck.gates import parse_gate
+
+        explicit.add(parse_gate(g).metric)
+    if opts.compat:                       # the library's own weighted functions, or none
+        from calcheck import compat
+
+        compat.check_weighted(opts.compat, [m for m in ids if m in explicit],
+                              opts.name_of(kind), opts.name_of("compat"))
+        left = [m for m in ids if m not in compat.mode(opts.compat).weighted]
+        if left:
+            messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out ("
+                            f"{compat.mode(opts.compat).library} takes no row weights there)")
+        return [m for m in ids if m not in left]
+    for mid in ids:
+        why = registry.weight_refusal(mid, kind)
+        if why and mid in explicit:
+            raise UsageError(f"{opts.name_of(kind)}: {why}")
+    left = [m for m in ids if registry.weight_refusal(m, kind)]
+    if left:
+        messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out (not computed on "
+                        "weighted or aggregated rows; docs/weights.md says why)")
+    return [m for m in ids if m not in left]
 
 
 def _summary_bins(eng: Engine, opts: Options,
@@ -484,8 +519,11 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
                             f"test it runs; {', '.join(left)} need(s) --engine memory")
     window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
-        if not opts.methods and not opts.compat and eng.multiclass and eng.capabilities.rows:
+        if not opts.methods and not opts.compat and eng.multiclass and eng.capabilities.rows \
+                and not opts.weighting:
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
+        if opts.weighting:
+            methods = _weighted_methods(opts, methods, messages)
         bounds = plan_tolerance(opts, eng.multiclass, eng.name)
         g = eng.group_tests(methods, run_opts) if run_opts.by else None
         tested = sum(1 for _, flagged, _ in (g.values.values() if g else []) if not flagged)
@@ -508,6 +546,25 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject, diagram=sb,
                   fail_if_beyond=opts.fail_if_beyond)
+
+
+def _weighted_methods(opts: Options, methods: list[str], messages: list[str]) -> list[str]:
+    """The tests of a ``--weight`` / ``--count`` run: a method named that takes no weighted
+    rows is an error saying why; ``all`` leaves those out, with a message."""
+    assert opts.weighting is not None
+    kind = opts.weighting[1]
+    named = set(registry.split_ids(opts.methods or [])) - {"all"}
+    left = []
+    for m in methods:
+        why = registry.weight_refusal(m, kind)
+        if why and m in named:
+            raise UsageError(f"{opts.name_of(kind)}: {why}")
+        if why:
+            left.append(m)
+    if left:
+        messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out (not run on "
+                        "weighted or aggregated rows; docs/weights.md says why)")
+    return [m for m in methods if m not in left]
 
 
 TCE_SKIPPED = "tce not computed: "
@@ -612,8 +669,13 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     ``notes`` (appended to)."""
     mc = eng.multiclass
     figs: list[tuple[str, Any]] = []
+    weighted = opts.weighting is not None
+    if opts.weighting is not None:
+        notes.append(f"{opts.name_of(opts.weighting[1])}: the test-based, per-class and CORP "
+                     "diagrams are not drawn from weighted rows in this version; the "
+                     "reliability diagrams are")
     for kind, binning, caption in FIGURES:
-        if kind == "tce" and tce_skipped:
+        if kind == "tce" and (tce_skipped or weighted):
             continue
         fopts = opts.replace(binning=binning, yscale="auto")
         figs.append((caption, eng.figure(kind, fopts).values["figure"]))
@@ -622,7 +684,9 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
         figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
                      "95% intervals)", over.values["figure"]))
         notes += over.notes
-    if eng.capabilities.rows and mc:
+    if weighted:
+        pass
+    elif eng.capabilities.rows and mc:
         figs.append(("Per-class reliability diagrams (one-vs-rest)",
                      eng.figure("reliability", opts.replace(per_class=True, bins=None,
                                                             binning="uniform")
@@ -630,7 +694,9 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     elif mc:
         notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                      f"{eng.name}")
-    if eng.capabilities.rows:
+    if weighted:
+        pass
+    elif eng.capabilities.rows:
         figs.append((f"CORP reliability diagram: PAV recalibration with its "
                      f"{opts.band_level:.0%} consistency band and the score decomposition",
                      eng.figure("corp", opts).values["figure"]))
@@ -658,7 +724,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
         ids = [i for i in ids if i in m.values]
         tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes) or \
             not any(i in ids for i in ("tce", "tce_top"))
-        if mc and eng.capabilities.rows:
+        if mc and eng.capabilities.rows and not opts.weighting:
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, opts.replace(bins=None))
         notes = planned + m.notes + t.notes

@@ -103,7 +103,8 @@ def inputs(command: str, values: Mapping[str, Any], *,
         if (scores is None) == (not is_array(probs)):
             raise UsageError(f"{command}(): give scores= (binary: an array of n probabilities) "
                              "or probs= (multiclass: an n × K array), not both")
-        for key, name in (("by", "group"), ("correct_from", "correct_from"), ("time", "time")):
+        for key, name in (("by", "group"), ("correct_from", "correct_from"), ("time", "time"),
+                          ("weight", "weight"), ("count", "count")):
             if is_array(values.get(key)):
                 columns[name], values[key] = values[key], name
         for key in ("segment", "audit"):
@@ -125,7 +126,7 @@ def inputs(command: str, values: Mapping[str, Any], *,
                          "DataFrame, a pyarrow Table, Predictions) or arrays: scores= (or "
                          "probs=) with labels=")
     else:
-        for key in ("by", "correct_from", "time", "var", "segment"):
+        for key in ("by", "correct_from", "time", "var", "segment", "weight", "count"):
             if is_array(values.get(key)) or isinstance(values.get(key), Mapping):
                 raise UsageError(f"{key}= names a column of the source; arrays are for input "
                                  "given as arrays (scores= or probs= with labels=)")
@@ -151,7 +152,9 @@ ARRAY_NOTES = {"probs": " Or an (n, K) array of class probabilities, with labels
                "by": " With array input, also an array of group values.",
                "var": " With array input, also an array or a {name: array} mapping.",
                "correct_from": " With array input, also an array.",
-               "time": " With array input, also an array of timestamps."}
+               "time": " With array input, also an array of timestamps.",
+               "weight": " With array input, also an array of weights.",
+               "count": " With array input, also an array of counts."}
 
 
 def parameters_doc(fn: Callable[..., Any], command: str) -> str:

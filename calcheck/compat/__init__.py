@@ -48,6 +48,7 @@ class CompatMode:
     binary: dict[str, str] = field(default_factory=dict)
     multiclass: dict[str, str] = field(default_factory=dict)
     tests: dict[str, str] = field(default_factory=dict)
+    weighted: tuple[str, ...] = ()      # binary ids whose library function takes sample weights
 
     def ids(self, multiclass: bool) -> list[str]:
         return list(self.multiclass if multiclass else self.binary)
@@ -76,7 +77,8 @@ MODES: dict[str, CompatMode] = {m.name: m for m in (
     CompatMode("sklearn", "scikit-learn", 5,
                binary={"ece": _P + "sklearn:ece", "mce": _P + "sklearn:mce",
                        "ace": _P + "sklearn:ace", "mce_q": _P + "sklearn:mce_q",
-                       "brier": _P + "sklearn:brier", "log_loss": _P + "sklearn:log_loss"}),
+                       "brier": _P + "sklearn:brier", "log_loss": _P + "sklearn:log_loss"},
+               weighted=("brier", "log_loss")),
     CompatMode("torchmetrics", "torchmetrics", 15,
                binary={"ece": _P + "torchmetrics:ece", "ece_l2": _P + "torchmetrics:ece_l2",
                        "mce": _P + "torchmetrics:mce"},
@@ -134,6 +136,18 @@ def check_ids(name: str, ids: list[str], multiclass: bool, label: str = "--compa
                          f"{m.what_it_has(multiclass)}")
 
 
+def check_weighted(name: str, ids: list[str], flag: str, label: str = "--compat") -> None:
+    """Weighted or aggregated rows: every id must be one whose library function takes sample
+    weights (scikit-learn's Brier score and log loss); the others are refused by name."""
+    m = mode(name)
+    bad = [i for i in ids if i not in m.weighted]
+    if bad:
+        takes = (f"; with weights it computes {', '.join(m.weighted)} (its sample_weight)"
+                 if m.weighted else "")
+        raise UsageError(f"{label} {name} with {flag}: {', '.join(bad)} not available — "
+                         f"{m.library} takes no row weights there{takes}")
+
+
 def check_methods(name: str, methods: list[str], label: str = "--compat") -> None:
     """Every test method must be one the library has."""
     m = mode(name)
@@ -150,11 +164,16 @@ def compute(name: str, data: Any, ids: list[str], bins: int, *,
     m = mode(name)
     mc = data.multiclass
     check_ids(name, ids, mc)
+    w = getattr(data, "weights", None)
+    if w is not None:
+        check_weighted(name, ids, "--" + w.kind)
     out = {}
     for mid in ids:
         fn = m.kernel(mid, mc)
         if mc:
             out[mid] = fn(data.probs, data.labels, bins, tace_threshold=tace_threshold)
+        elif w is not None:
+            out[mid] = fn(data.scores, data.labels, bins, weights=w.values)
         else:
             out[mid] = fn(data.scores, data.labels, bins)
     return out

@@ -60,19 +60,21 @@ def mce_q(s: FloatArray, y: IntArray, bins: int) -> MetricResult:
     return _binned("mce_q", s, y, bins, "quantile", "max")
 
 
-def brier(s: FloatArray, y: IntArray, bins: int = 0) -> MetricResult:
+def brier(s: FloatArray, y: IntArray, bins: int = 0,
+          weights: FloatArray | None = None) -> MetricResult:
     yf = np.asarray(y, dtype=np.float64)
     d0 = (1.0 - yf) - (1.0 - s)
     d1 = yf - s
-    value = float(np.mean(d0 * d0 + d1 * d1)) * 0.5
+    value = float(np.average(d0 * d0 + d1 * d1, weights=weights)) * 0.5
     return result("brier", value, MODE, {"reference": "sklearn.metrics.brier_score_loss"},
                   len(s))
 
 
-def log_loss(s: FloatArray, y: IntArray, bins: int = 0) -> MetricResult:
+def log_loss(s: FloatArray, y: IntArray, bins: int = 0,
+             weights: FloatArray | None = None) -> MetricResult:
     eps = float(np.finfo(np.float64).eps)
     p1 = np.clip(s, eps, 1 - eps)
     p0 = np.clip(1.0 - s, eps, 1 - eps)
     loss = -np.where(np.asarray(y) == 1, np.log(p1), np.log(p0))
-    return result("log_loss", float(np.mean(loss)), MODE,
+    return result("log_loss", float(np.average(loss, weights=weights)), MODE,
                   {"clip": eps, "reference": "sklearn.metrics.log_loss"}, len(s), unit="nats")

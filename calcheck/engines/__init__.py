@@ -7,6 +7,7 @@ both start there.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,15 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                              "Predictions are already in memory (engine='memory')")
         from calcheck.data import check_columns_exist
 
-        check_columns_exist(list(source.columns), [*numeric, *raw], source.provenance.path,
-                            flags)
+        weighting = opts.weighting
+        check_columns_exist(list(source.columns), [*numeric, *raw,
+                                                   *([weighting[0]] if weighting else [])],
+                            source.provenance.path,
+                            {**flags, **({weighting[0]: opts.name_of(weighting[1])}
+                                         if weighting else {})})
+        if weighting:
+            source = source.with_weights(source.column(weighting[0]), weighting[1],
+                                         weighting[0], opts.weight_null)
         return MemoryEngine(source, progress=progress)
     src = source_of(source, opts)
     if opts.engine == "memory":
@@ -73,7 +81,9 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
                                 progress=progress(f"reading {src.name}") if progress else None,
                                 fold=read_fold(opts),
                                 pair_as_binary=not opts.asks_multiclass,
-                                tuning=opts.tuning)
+                                tuning=opts.tuning, weight=opts.weighting)
+        if data.weights is not None:
+            data.weights = dataclasses.replace(data.weights, null=opts.weight_null)
         return MemoryEngine(data, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource

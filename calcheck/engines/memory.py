@@ -44,6 +44,8 @@ def compute(data: Predictions, ids: list[str], options: MetricOptions,
             progress: Callable[[int, int], None] | None = None) -> dict[str, MetricResult]:
     """The metrics ``ids`` of binary or multiclass predictions (as a peer library computes
     them under ``compat``); ``progress`` (metrics done, in all) is told after each metric."""
+    if data.weights is not None and not data.weights.total > 0:
+        raise InputError("every row here has weight 0: nothing to measure")
     if options.compat:
         from calcheck import compat
 
@@ -51,8 +53,8 @@ def compute(data: Predictions, ids: list[str], options: MetricOptions,
                               tace_threshold=options.tace_threshold)
     if data.probs is not None:
         return compute_multiclass_metrics(
-            MulticlassPrepared(data.probs, data.labels, ties=options.ties), ids, options,
-            progress)
+            MulticlassPrepared(data.probs, data.labels, ties=options.ties,
+                               weights=data.weights), ids, options, progress)
     assert data.scores is not None
     return compute_metrics(prepared(data, options.ties), ids, options, progress)
 
@@ -63,10 +65,11 @@ def prepared(data: Predictions, ties: str) -> Prepared:
     assert data.scores is not None
     if data.sorted_order is not None:              # a bootstrap replicate, listed sorted
         return Prepared(data.scores, data.labels, validate=False, order=data.sorted_order,
-                        ties=ties)
+                        ties=ties, weights=data.weights)
     cache: dict[str, Prepared] = data.__dict__.setdefault("_prepared", {})
     if ties not in cache:
-        cache[ties] = Prepared(data.scores, data.labels, validate=False, ties=ties)
+        cache[ties] = Prepared(data.scores, data.labels, validate=False, ties=ties,
+                               weights=data.weights)
         cache[ties].uniform.update(data.uniform_read)   # equal-width bins folded while reading
     return cache[ties]
 
@@ -228,6 +231,7 @@ class MemoryEngine:
         if opts.time and opts.ci:                   # windows read together: simultaneous
             opts = opts.replace(ci_level=simultaneous_level(opts.ci_level, len(keys),
                                                             opts.family))
+        sizes = self.group_sizes(codes, len(keys))
         for j, key in enumerate(keys):
             mask = codes == j
             sub = self.data.subset(mask)
@@ -241,10 +245,17 @@ class MemoryEngine:
             if opts.ci and results:
                 with_ci, _ = self._intervals(sub, results, mopts, opts)
                 results = {k: with_ci.get(k, r) for k, r in results.items()}
-            n = int(mask.sum())
+            n = int(sizes[j])
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
                                           metrics=results, errors=errors)
         return out
+
+    def group_sizes(self, codes: IntArray, k: int) -> IntArray:
+        """Rows per group (aggregated rows: the predictions they stand for)."""
+        w = self.data.weights
+        if w is not None and w.frequency:
+            return np.round(np.bincount(codes, weights=w.values, minlength=k)).astype(np.int64)
+        return np.bincount(codes, minlength=k)
 
     def group_codes(self, opts: Options) -> tuple[list[str | None], IntArray]:
         """The ``--by`` groups (or ``--time`` windows, as their ISO starts) and every row's
@@ -310,13 +321,16 @@ class MemoryEngine:
         and not tested (their rows are too few for the tests' references).  Monte Carlo
         trials count every group's tests in the family."""
         keys, codes = self.group_codes(opts)
-        counts = np.bincount(codes, minlength=len(keys))
-        tested = int(np.sum(counts >= max(opts.min_group_size, 1)))
+        counts = self.group_sizes(codes, len(keys))
+        w = self.data.weights                   # a group whose weights are all 0: no test
+        empty = counts == 0 if w is None else \
+            np.bincount(codes, weights=w.values, minlength=len(keys)) <= 0
+        tested = int(np.sum((counts >= max(opts.min_group_size, 1)) & ~empty))
         out = Outcome()
         for j, key in enumerate(keys):
             n = int(counts[j])
             flagged = n < opts.min_group_size
-            res = Outcome() if flagged or n == 0 else \
+            res = Outcome() if flagged or empty[j] else \
                 self._tests(self.data.subset(codes == j), methods, opts, 1 + tested)
             out.values[key] = (n, flagged, res)
         return out
@@ -347,7 +361,8 @@ class MemoryEngine:
                             family_groups=groups)
         results, notes = run_tests(scores, labels, methods, topts, progress=progress,
                                    probs=data.probs if self.multiclass else None,
-                                   classes=data.labels if self.multiclass else None)
+                                   classes=data.labels if self.multiclass else None,
+                                   weights=data.weights)
         if self.multiclass and set(methods) - {"skce"}:
             note = top_label_note(data.classes)
             if "skce" in methods:
@@ -360,9 +375,14 @@ class MemoryEngine:
         return out
 
     def recalibration(self, opts: Options) -> Any:
+        scores, labels = self.data.top
+        if self.data.weights is not None:
+            from calcheck.hypotests import weighted
+
+            return weighted.cox(scores, labels, self.data.weights, alpha=opts.alpha,
+                                ci_level=opts.ci_level)
         from calcheck.hypotests.classical import cox
 
-        scores, labels = self.data.top
         return cox(scores, labels, alpha=opts.alpha, ci_level=opts.ci_level)
 
     def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
@@ -370,7 +390,7 @@ class MemoryEngine:
         from calcheck.metrics.binned import ace
 
         s, y = self.data.top
-        return ace(Prepared(s, y, validate=False, ties=opts.ties),
+        return ace(Prepared(s, y, validate=False, ties=opts.ties, weights=self.data.weights),
                    bins=15 if self.multiclass else 10).bin_rows()
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
@@ -385,7 +405,8 @@ class MemoryEngine:
         from calcheck.binning import quantile_bounds
         from calcheck.report.summary import shared_ties
 
-        if mid not in ("ace", "ace_top") or opts.ties != "share" or not rows:
+        if mid not in ("ace", "ace_top") or opts.ties != "share" or not rows or \
+                self.data.weights is not None:      # weighted rows: drawn as independent rows
             return []
         s = self.sorted_scores()
         assert s is not None
@@ -427,7 +448,7 @@ class MemoryEngine:
         from calcheck.figures import draw
 
         s, y = self.data.top
-        top = Prepared(s, y, validate=False, ties=opts.ties)
+        top = Prepared(s, y, validate=False, ties=opts.ties, weights=self.data.weights)
         view = " (top-label view)" if self.multiclass else ""
         bins = opts.bins or (15 if self.multiclass else 10)
         mc = self.multiclass

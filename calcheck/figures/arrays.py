@@ -23,7 +23,8 @@ def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
     """Reliability diagram of equal-width (``uniform``) or equal-mass (``quantile``) bins."""
     res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
     label = "equal-width" if binning == "uniform" else "equal-mass"
-    return draw.reliability_figure(res.bin_rows(), data.scores, top_label=top_label,
+    spread = draw.Spread.of(data.scores, None if data.weights is None else data.weights.values)
+    return draw.reliability_figure(res.bin_rows(), spread, top_label=top_label,
                                     title=title or f"Reliability diagram ({bins} {label} bins)",
                                     ax=ax)
 

@@ -63,13 +63,16 @@ class Spread:
     histogram: Callable[[FloatArray, tuple[float, float] | None], IntArray]
 
     @classmethod
-    def of(cls, values: FloatArray) -> Spread:
+    def of(cls, values: FloatArray, weights: FloatArray | None = None) -> Spread:
+        """Of an array; with row ``weights`` (counts or sampling weights) the share and the
+        histogram are weighted."""
         def hist(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
             shown = values if clip is None else np.clip(values, *clip)
-            return np.histogram(shown, bins=edges)[0]
+            return np.histogram(shown, bins=edges, weights=weights)[0]
 
+        far = (values < EXTREME) | (values > 1 - EXTREME)
         return cls(lo=float(values.min()), hi=float(values.max()),
-                   extreme=float(np.mean((values < EXTREME) | (values > 1 - EXTREME))),
+                   extreme=float(np.average(far, weights=weights)),
                    integer=bool(np.all(values == np.round(values))), histogram=hist)
 
 
@@ -111,6 +114,15 @@ def _binom_interval(k: IntArray, n: IntArray) -> tuple[FloatArray, FloatArray]:
     return np.nan_to_num(lo), np.nan_to_num(hi, nan=1.0)
 
 
+def _row_interval(rows: list[dict[str, Any]]) -> tuple[FloatArray, FloatArray]:
+    """:func:`_binom_interval` of bin rows; a bin of sampling-weighted rows counts its
+    effective size (Σw)²/Σw² (``effective_n``) and its weighted rate."""
+    n = np.array([r.get("effective_n", r["n"]) for r in rows], dtype=float)
+    k = np.array([r["mean_label"] if "effective_n" in r else r["positives"] for r in rows],
+                 dtype=float)
+    return _binom_interval(np.where([("effective_n" in r) for r in rows], k * n, k), n)
+
+
 def _pred_hist(ax: Any, scores: Spread, ylim: tuple[float, float], color: str,
                scale: str = "linear") -> None:
     if scale == "logit":                      # bins evenly spaced on the logit axis
@@ -138,8 +150,7 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     ms = np.array([r["mean_score"] for r in rows])
     ml = np.array([r["mean_label"] for r in rows])
     n = np.array([r["n"] for r in rows])
-    k = np.array([r["positives"] for r in rows])
-    lo, hi = _binom_interval(k, n)
+    lo, hi = _row_interval(rows)
     lim = _zoom(min(scores.lo, float(lo.min())), max(scores.hi, float(hi.max())))
     given = ax is not None
     if ax is None:
@@ -192,9 +203,7 @@ def overlay_figure(tables: list[tuple[str, list[dict[str, Any]]]], *,
             continue
         ms = np.array([r["mean_score"] for r in rows])
         ml = np.array([r["mean_label"] for r in rows])
-        n = np.array([r["n"] for r in rows], dtype=float)
-        k = np.array([r["positives"] for r in rows])
-        lo, hi = _binom_interval(k, n.astype(np.int64))
+        lo, hi = _row_interval(rows)
         color = f"C{j % 10}"
         ax.errorbar(ms, ml, yerr=[ml - lo, hi - ml], fmt="-o", color=color, ecolor=color,
                     capsize=2, lw=1.2, ms=4, label=label)

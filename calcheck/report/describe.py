@@ -280,7 +280,23 @@ def header_line(report: Mapping[str, Any]) -> str:
                 f"prevalence={number(prev)}" if prev is not None else path)
     if inp.get("rows_dropped"):
         text += f"  dropped={inp['rows_dropped']:,}"
-    return text
+    weights = weights_text(inp)
+    return text + (f"\n{weights}" if weights else "")
+
+
+def weights_text(inp: Mapping[str, Any]) -> str | None:
+    """What ``--weight`` or ``--count`` did, in one line (None without them)."""
+    w = inp.get("weights")
+    if not w:
+        return None
+    rate = w.get("weighted_prevalence", w.get("weighted_accuracy"))
+    what = "prevalence" if "weighted_prevalence" in w else "accuracy"
+    col = clean(w.get("column"))
+    if w["kind"] == "count":
+        return (f"aggregated: {col} counts, n = {w['expanded_rows']:,} rows expanded; "
+                f"{what} {number(rate)}")
+    return (f"weighted by {col}: Σw = {number(w['sum'])}, effective n = (Σw)²/Σw² = "
+            f"{number(w['effective_n'])}; weighted {what} {number(rate)}")
 
 
 _BIN_COLUMNS = ("bin", "lower", "upper", "n", "positives", "mean_score", "mean_label", "gap")

@@ -31,6 +31,7 @@ from calcheck.report.describe import (
     per_class_rows,
     short_settings,
     test_note,
+    weights_text,
 )
 from calcheck.report.text import clean, setting
 
@@ -190,6 +191,9 @@ def _input(report: Mapping[str, Any]) -> str:
     if inp.get("rows_dropped"):
         reasons = ", ".join(f"{k} {v:,}" for k, v in inp.get("dropped_by_reason", {}).items())
         rows.append(("rows dropped", f"{inp['rows_dropped']:,} ({reasons})"))
+    weights = weights_text(inp)
+    if weights:
+        rows.append(("row weights", weights))
     return ("<h2>Input</h2><table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>"
                                               for k, v in rows) + "</table>")
 

@@ -490,7 +490,7 @@ def _md_row(cells: Iterable[str]) -> str:
 def render_markdown(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                     details: bool = False, per_class: bool = False) -> str:
     """GitHub-flavoured markdown: the summary, then tables (every cell escaped)."""
-    lines = [f"**{markdown(header_line(report))}**", ""]
+    lines = [f"**{markdown(line)}**" for line in header_line(report).splitlines()] + [""]
     summary = report.get("summary") or {}
     if summary.get("text"):
         lines += [f"**Summary:** {markdown(summary['text'])}", ""]

@@ -78,9 +78,14 @@ def consistency_pvalue(rows: list[Mapping[str, Any]], *, seed: int = 0,
                 rest_s[at[b]] -= share * t.value
     rest_p = s_b if not ties else \
         np.clip(np.divide(rest_s, rest_n, out=np.zeros_like(rest_s), where=rest_n > 0), 0.0, 1.0)
-    trials_n = np.maximum(np.round(rest_n), 0).astype(np.int64)
+    # sampling-weighted rows: a bin draws its effective size (Σw)²/Σw² of rows, scaled back to
+    # its mass (the variance of a weighted sum); otherwise the scale is 1
+    eff = np.array([r.get("effective_n", r["n"]) for r in use], dtype=np.float64)
+    scale = np.divide(n_b, eff, out=np.ones_like(n_b), where=eff > 0)
+    trials_n = np.maximum(np.round(rest_n / scale), 0).astype(np.int64)
     rng = np.random.default_rng(seed)
-    drawn = rng.binomial(trials_n, rest_p, size=(draws, n_b.shape[0])).astype(np.float64)
+    drawn = np.asarray(rng.binomial(trials_n, rest_p, size=(draws, n_b.shape[0])) * scale,
+                       dtype=np.float64)
     for t in ties:
         k = rng.binomial(t.size, t.value, size=draws).astype(np.float64)
         for b, share in t.shares.items():
@@ -159,7 +164,8 @@ def effect_interval(rows: list[Mapping[str, Any]], norm: str, *, level: float = 
     u = (k_b - n_b * s_b) / n
     theta = float(_norm(u, norm, n_b, n))
     rate = np.clip(k_b / n_b, 0.0, 1.0)
-    trials = np.maximum(np.round(n_b), 1).astype(np.int64)
+    eff = np.array([r.get("effective_n", r["n"]) for r in use], dtype=np.float64)
+    trials = np.maximum(np.round(eff), 1).astype(np.int64)     # sampling weights: Σw²'s size
     rng = np.random.default_rng((seed, 1))
     moved = (rng.binomial(trials, rate, size=(draws, n_b.shape[0])) / trials - rate) * n_b / n
     q = (1.0 + level) / 2.0
@@ -320,9 +326,10 @@ def _worst_bin(rows: list[Mapping[str, Any]], multiclass: bool,
     if "min_score" not in worst and score_range is not None:
         lo, hi = score_range(worst["lower"], worst["upper"]) or (lo, hi)
     span = f"= {lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+    size = f"{worst['n']:,} rows" if isinstance(worst["n"], int) else \
+        f"weight {worst['n']:,.1f}"
     return (f"{what} {span}: predicted "
-            f"{worst['mean_score']:.3f}, observed {worst['mean_label']:.3f} "
-            f"({worst['n']:,} rows)")
+            f"{worst['mean_score']:.3f}, observed {worst['mean_label']:.3f} ({size})")
 
 
 def _worst_group(report: Mapping[str, Any]) -> str | None:
