@@ -34,6 +34,9 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              1,000 null draws), 10^6 rows, vs calcheck score -m ece           [<= 10 s]
   monitor    calcheck monitor --time ts --window 1d, 10^6 rows over 60 days,
              vs calcheck score -m ece                                       [one pass]
+  weights    calcheck score FILE --count n on 10^6 aggregated rows (10^9 predictions) vs
+             the unweighted run on the same file [<= 1.5x]; --weight w vs unweighted, the
+             metrics --weight takes                                               [<= 1.3x]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -496,8 +499,37 @@ def row_monitor(a: argparse.Namespace, folder: Path) -> None:
     line("monitor 1e6, 60 daily windows", ours[0], floor[0], "one pass", f"peak {ours[1]:.2f} GB")
 
 
+def weights_file(n: int) -> Path:
+    """10^6 aggregated rows standing for 10^9 predictions (distinct scores, a label and a
+    count each; counts 1..1999, mean 1000) with a sampling weight column too."""
+    path = DATA / f"weights_{n}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(0)
+        s = rng.beta(2, 5, n)
+        pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
+                                 "n": rng.integers(1, 2000, n).astype(np.int64),
+                                 "w": rng.exponential(1.0, n)}), path)
+    return path
+
+
+def row_weights(a: argparse.Namespace, folder: Path) -> None:
+    path = weights_file(10**6)
+    base = ["calcheck", "score", str(path), "--no-progress", "-q"]
+    # the same default metrics on every side: the unweighted run's set without TCE (which
+    # --weight leaves out) for --weight; the full default set for --count
+    plain = best(base, 3)
+    counted = best([*base, "--count", "n"], 3)
+    line("score --count n, 1e6 rows (1e9 predictions)", counted[0], plain[0], "<= 1.5x",
+         f"peak {counted[1]:.2f} GB")
+    ids = ["-m", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde,pc"]
+    plain_w = best([*base, *ids], 3)
+    weighted = best([*base, *ids, "--weight", "w"], 3)
+    line("score --weight w, 1e6 rows", weighted[0], plain_w[0], "<= 1.3x",
+         f"peak {weighted[1]:.2f} GB")
+
+
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",
-        "dask", "compare", "audit", "monitor"]
+        "dask", "compare", "audit", "monitor", "weights"]
 
 
 def main() -> None:

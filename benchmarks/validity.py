@@ -19,6 +19,7 @@ standard error of a rate r over R samples is √(r(1 − r)/R): 0.005 at R = 2,0
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import sys
@@ -369,6 +370,98 @@ def run_monitor(kind: str, days: int, seed: int, per_day: int) -> dict[str, floa
             "median windows to detect": detect}
 
 
+WEIGHT_F = 0.1                  # negatives kept with probability f, weight 1/f
+WEIGHT_BETA = (0.6, 15.0)       # population scores: Beta(0.6, 15), prevalence about 0.04
+
+
+def weight_truth(kind: str, s: np.ndarray) -> np.ndarray:
+    """P(y = 1 | s) of the down-sampling design's population: calibrated, or s^1.15."""
+    return s if kind == "calibrated" else s ** 1.15
+
+
+@functools.cache
+def weight_population(kind: str) -> dict[str, float]:
+    """The population ECE (10 equal-width bins) and ACE (10 equal-mass bins at the population
+    deciles of s) of the down-sampling design, by quadrature of the Beta density."""
+    from scipy import integrate, stats
+
+    dist = stats.beta(*WEIGHT_BETA)
+
+    def err(lo: float, hi: float) -> float:
+        gap = integrate.quad(lambda x: (weight_truth(kind, np.array(x)) - x) * dist.pdf(x),
+                             lo, hi, limit=200)[0]
+        return abs(float(gap))
+
+    edges = np.linspace(0, 1, 11)
+    q = dist.ppf(np.linspace(0, 1, 11))
+    return {"ece": sum(err(a, b) for a, b in zip(edges[:-1], edges[1:])),
+            "ace": sum(err(a, b) for a, b in zip(q[:-1], q[1:]))}
+
+
+def weight_sample(kind: str, design: str, npop: int,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A population of ``npop`` rows (scores Beta(0.6, 15), labels from ``kind``), sampled:
+    ``down`` keeps every positive and each negative with probability f = 0.1 at weight 1/f
+    (weights that depend on the label); ``importance`` keeps a row with probability
+    π(s) = min(1, 0.05 + 4s) at weight 1/π (weights that depend on the score only)."""
+    s = rng.beta(*WEIGHT_BETA, npop)
+    y = (rng.uniform(size=npop) < weight_truth(kind, s)).astype(int)
+    if design == "down":
+        keep = (y == 1) | (rng.uniform(size=npop) < WEIGHT_F)
+        return s[keep], y[keep], np.where(y[keep] == 1, 1.0, 1.0 / WEIGHT_F)
+    pi = np.minimum(1.0, 0.05 + 4.0 * s)
+    keep = rng.uniform(size=npop) < pi
+    return s[keep], y[keep], 1.0 / pi[keep]
+
+
+def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design: str = "down",
+                null: str = "auto") -> dict[str, float]:
+    """Weighted rows from :func:`weight_sample`: the weighted tests' rejection rates (each at
+    α, ``--weight-null null``) and the score headline's; with the default null the
+    coverage of the weighted ECE and ACE intervals (--ci) for the population values, and the
+    bias of the weighted and unweighted ECE.  ``kind="counts"``: the largest gap between a
+    counted and an expanded run."""
+    import calcheck
+
+    rng = np.random.default_rng(seed)
+    if kind == "counts":                     # aggregated rows: counts equal expansion
+        s = np.round(rng.beta(*WEIGHT_BETA, 3000), 3)
+        y = (rng.uniform(size=3000) < s).astype(int)
+        k = rng.integers(0, 6, 3000)
+        ids = ["tce", "tce_q", "ece", "ace", "ece_l2", "mce_q", "brier", "log_loss", "pde"]
+        a = calcheck.score(scores=s, labels=y, count=k, metrics=ids)
+        b = calcheck.score(scores=np.repeat(s, k), labels=np.repeat(y, k), metrics=ids)
+        gap = max(abs(a.value(m) - b.value(m)) for m in ids)
+        ta = calcheck.run_tests(scores=s, labels=y, count=k, method=["spiegelhalter", "cox"]
+                                ).to_dict()["tests"]
+        tb = calcheck.run_tests(scores=np.repeat(s, k), labels=np.repeat(y, k),
+                                method=["spiegelhalter", "cox"]).to_dict()["tests"]
+        tgap = max(abs(ta[t]["pvalue"] - tb[t]["pvalue"]) for t in ta)
+        return {"largest metric gap (TCE in %)": gap,
+                "largest p-value gap (Spiegelhalter, Cox)": tgap}
+    pop = weight_population(kind)
+    s, y, w = weight_sample(kind, design, npop, rng)
+    tests = calcheck.run_tests(scores=s, labels=y, weight=w, trials=trials, seed=seed,
+                               method=["tcal", "hl", "spiegelhalter", "cox"], family="none",
+                               weight_null=null).to_dict()["tests"]
+    out = {f"{name}": float(tests[tid]["reject"]) for name, tid in
+           (("tcal", "tcal_adaptive"), ("hl", "hosmer_lemeshow"),
+            ("spiegelhalter", "spiegelhalter"), ("cox", "cox"))}
+    extra: dict[str, Any] = {"ci": True, "ci_reps": reps} if null == "auto" else {}
+    head = calcheck.score(scores=s, labels=y, weight=w, metrics=["ece", "ace"], seed=seed,
+                          weight_null=null, **extra).to_dict()
+    out["score headline"] = float(head["summary"]["verdict"] == "miscalibrated")
+    for m in ("ece", "ace"):
+        ci = head["metrics"][m].get("ci")
+        out[f"{m} coverage"] = float(ci["low"] <= pop[m] <= ci["high"]) if ci and \
+            design == "down" else float("nan")
+    out["ece bias (weighted)"] = head["metrics"]["ece"]["value"] - pop["ece"] \
+        if design == "down" else float("nan")
+    out["ece bias (unweighted)"] = calcheck.score(scores=s, labels=y, metrics=["ece"]).value(
+        "ece") - pop["ece"] if design == "down" else float("nan")
+    return out
+
+
 def _chi2_sf(x: float, df: int) -> float:
     from scipy.stats import chi2
 
@@ -457,6 +550,21 @@ def cells(quick: bool) -> list[Cell]:
                                 ("drift", 1000, 200), ("drift", 300, 200)):
         out.append(Cell("monitor", f"{kind}, 60 daily windows of {per_day:,} rows", run_monitor,
                         (kind, 60, per_day), r(reps, 3)))
+    for kind, design, null, npop in (
+            ("calibrated", "down", "auto", 20_000), ("calibrated", "down", "auto", 100_000),
+            ("calibrated", "down", "fixed", 20_000),
+            ("calibrated", "importance", "auto", 20_000),
+            ("miscalibrated", "down", "auto", 20_000),
+            ("miscalibrated", "down", "auto", 100_000),
+            ("miscalibrated", "down", "fixed", 20_000),
+            ("miscalibrated", "importance", "auto", 20_000)):
+        how = ("negatives kept at f = 0.1 (weight 10)" if design == "down" else
+               "rows kept at π(s) = min(1, 0.05 + 4s) (weight 1/π)")
+        out.append(Cell("weights", f"{kind}, population {npop:,}, {how}; --weight-null "
+                        f"{null}", run_weights,
+                        (kind, npop, r(300, 20), r(200, 20), design, null), r(300, 3)))
+    out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
+                    run_weights, ("counts", 0, 0, 0), r(50, 2)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
@@ -499,6 +607,8 @@ def table(rows: Iterable[tuple[Cell, dict[str, float]]]) -> str:
 def _fmt(key: str, v: float) -> str:
     if math.isnan(v):
         return "–"
+    if "gap" in key:
+        return f"{v:.1e}"
     if "bias" in key or "width" in key:
         return f"{v:.4f}"
     return f"{v:.3f}"
@@ -530,6 +640,13 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
           "monitor": "calcheck monitor over 60 daily windows (α = 0.05): the chance of ever "
                      "alarming, and the median number of drifted windows read until the alarm "
                      "(logit offset +0.4 from day 30)",
+          "weights": "Weighted rows (--weight; population prevalence 0.04, calibrated or "
+                     "P(y = 1 | s) = s^1.15): each test's rejection rate at α = 0.05 and the "
+                     "score headline's; in the down-sampling design the coverage of the 95 % "
+                     "ECE and ACE intervals of the population value and the bias of the "
+                     "weighted and unweighted ECE",
+          "counts": "Aggregated rows (--count) against the expanded file: the largest "
+                    "absolute differences",
           "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
                       "interval at 95 %) and the --tolerance verdict (ECE's 95 % norm "
                       "bootstrap interval): coverage, width, rate of each firm verdict"}
@@ -540,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
                     "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
-                    "monitor, skce")
+                    "monitor, skce, weights, counts")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")
