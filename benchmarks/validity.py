@@ -394,8 +394,8 @@ def weight_population(kind: str) -> dict[str, float]:
 
     edges = np.linspace(0, 1, 11)
     q = dist.ppf(np.linspace(0, 1, 11))
-    return {"ece": sum(err(a, b) for a, b in zip(edges[:-1], edges[1:])),
-            "ace": sum(err(a, b) for a, b in zip(q[:-1], q[1:]))}
+    return {"ece": sum(err(a, b) for a, b in itertools.pairwise(edges)),
+            "ace": sum(err(a, b) for a, b in itertools.pairwise(q))}
 
 
 def weight_sample(kind: str, design: str, npop: int,
