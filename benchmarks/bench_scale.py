@@ -34,7 +34,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              1,000 null draws), 10^6 rows, vs calcheck score -m ece           [<= 10 s]
   monitor    calcheck monitor --time ts --window 1d, 10^6 rows over 60 days,
              vs calcheck score -m ece                                       [one pass]
-  weights    calcheck score FILE --count n on 10^6 aggregated rows (10^9 predictions) vs
+  weights    calcheck score FILE --count n on 10^6 aggregated rows (10^9 predictions of a
+             calibrated model, as a GROUP BY score, label writes them) vs
              the unweighted run on the same file [<= 1.5x]; --weight w vs unweighted, the
              metrics --weight takes                                               [<= 1.3x]
 
@@ -500,15 +501,21 @@ def row_monitor(a: argparse.Namespace, folder: Path) -> None:
 
 
 def weights_file(n: int) -> Path:
-    """10^6 aggregated rows standing for 10^9 predictions (distinct scores, a label and a
-    count each; counts 1..1999, mean 1000) with a sampling weight column too."""
+    """``n`` aggregated rows standing for 10^9 predictions of a calibrated model, as a
+    ``GROUP BY score, label`` writes them: n/2 distinct scores (Beta(2, 5)), each with about
+    2,000 predictions split into its positives and negatives (Binomial) — and a sampling
+    weight column ``w`` for the --weight row."""
     path = DATA / f"weights_{n}.parquet"
     if not path.exists():
         rng = np.random.default_rng(0)
-        s = rng.beta(2, 5, n)
-        pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
-                                 "n": rng.integers(1, 2000, n).astype(np.int64),
-                                 "w": rng.exponential(1.0, n)}), path)
+        m = n // 2
+        s = np.sort(rng.beta(2, 5, m))
+        total = rng.integers(1, 4000, m)
+        pos = rng.binomial(total, s)
+        pq.write_table(pa.table({
+            "score": np.repeat(s, 2), "label": np.tile(np.array([1, 0], np.int8), m),
+            "n": np.column_stack((pos, total - pos)).ravel().astype(np.int64),
+            "w": rng.exponential(1.0, 2 * m)}), path)
     return path
 
 

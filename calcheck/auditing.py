@@ -47,6 +47,8 @@ def audit(
         drop_invalid: bool = False,
         max_dropped: float = 0.5,
         where: str | None = None,
+        weight: str | None = None,
+        count: str | None = None,
         buckets: int = 4,
         depth: int = 2,
         min_size: int = 200,

@@ -106,6 +106,8 @@ def monitor(
         drop_invalid: bool = False,
         max_dropped: float = 0.5,
         where: str | None = None,
+        weight: str | None = None,
+        count: str | None = None,
         alpha: float = 0.05,
         fail_on_alarm: bool = False,
         engine: str = "memory",

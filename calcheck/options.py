@@ -404,7 +404,7 @@ _INPUT = (SCORE, LABEL, POS_LABEL, PROBS, RENORMALIZE, INPUT_FORMAT, DROP_INVALI
           WHERE, WEIGHT, COUNT, WEIGHT_NULL, TIES)
 _ENGINE = (ENGINE_OPT, SCHEDULER, BATCH_ROWS)
 # audit and monitor cut no tie group (and take no weights yet)
-_ROWS = tuple(o for o in _INPUT if o not in (TIES, WEIGHT, COUNT, WEIGHT_NULL))
+_ROWS = tuple(o for o in _INPUT if o not in (TIES, WEIGHT_NULL))
 
 COMMANDS: dict[str, tuple[Opt, ...]] = {
     "score": (*_INPUT, METRIC_IDS, BINS, ALPHA, TEST, TCE_NMIN, TCE_NMAX, TACE_THRESHOLD,
@@ -691,6 +691,10 @@ def _cross_checks(o: Options) -> None:
                          "identical rows) are two meanings of a row weight; give one")
     if o.weighting:
         flag = lab(o.weighting[1])
+        if o.command in ("audit", "monitor"):
+            raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
+                             "aggregated rows in this version; calcheck score and calcheck test "
+                             "do (docs/weights.md)")
         if o.engine != "memory":
             raise UsageError(f"{flag}: {lab('engine')} {o.engine} does not take weighted or "
                              f"aggregated rows in this version; use {lab('engine')} memory")
