@@ -176,13 +176,36 @@ def check_labels(old: Predictions, new: Predictions, ids: np.ndarray | None,
 
 
 def _load(src: Any, score: str | None, probs: list[str] | None, raw: list[str],
-          opts: Options) -> Predictions:
+          opts: Options, weight: tuple[str, str] | None = None) -> Predictions:
     from calcheck.io.tabular import load_predictions
 
     flags = {c: opts.name_of(n) for n in ("by", "id") if (c := getattr(opts, n))}
-    return load_predictions(src, score=score, label=opts.label, pos_label=opts.pos_label,
+    data = load_predictions(src, score=score, label=opts.label, pos_label=opts.pos_label,
                             probs=probs, renormalize=opts.renormalize, where=opts.where,
-                            raw=raw, flags=flags, pair_as_binary=not opts.asks_multiclass)
+                            raw=raw, flags=flags, pair_as_binary=not opts.asks_multiclass,
+                            weight=weight)
+    if data.weights is not None:
+        from dataclasses import replace
+
+        data.weights = replace(data.weights, null=opts.weight_null)
+    return data
+
+
+def _same_weights(old: Predictions, new: Predictions, names: tuple[str, str]) -> None:
+    """Both models' rows carry OLD's weights: NEW's own column (when it has one) must agree
+    with them row by row, matched; NEW then takes OLD's."""
+    assert old.weights is not None
+    if new.weights is not None:
+        differ = new.weights.values != old.weights.values
+        if differ.any():
+            from calcheck.validation import describe_rows
+
+            raise InputError(f"{names[1]}: its {old.weights.kind} column "
+                             f"{old.weights.column!r} differs from {names[0]}'s on "
+                             f"{int(differ.sum()):,} matched row(s), "
+                             f"{describe_rows(differ, new.weights.values, row_base=0)}: both "
+                             "models' rows must carry the same weight", column=old.weights.column)
+    new.weights = old.weights
 
 
 def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictions, dict[str, Any]]:
@@ -196,8 +219,13 @@ def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictio
         (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
          f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")
     raw_old = [c for c in (pair.id, opts.by) if c]
-    old = _load(src_old, pair.old[1], pair.old[2], raw_old, opts)
-    new = _load(src_new, pair.new[1], pair.new[2], [pair.id] if pair.id else [], opts)
+    old = _load(src_old, pair.old[1], pair.old[2], raw_old, opts, opts.weighting)
+    from calcheck.io.source import column_names
+
+    new_weight = opts.weighting if opts.weighting and not pair.same_file and \
+        opts.weighting[0] in column_names(src_new) else None
+    new = _load(src_new, pair.new[1], pair.new[2], [pair.id] if pair.id else [], opts,
+                new_weight)
     ids = None
     if pair.id is not None:
         ko = _keys(old.column(pair.id), src_old.name, pair.id)
@@ -212,6 +240,8 @@ def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictio
     else:
         matched = "same file" if pair.same_file else "position"
     check_labels(old, new, ids, names, pair.id)
+    if old.weights is not None:
+        _same_weights(old, new, names)
     info: dict[str, Any] = {"old": old.input_info(), "new": new.input_info(), "rows_used": old.n,
             "matched_by": matched}
     if pair.same_file:
@@ -292,6 +322,13 @@ def plan(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[
     caps = capabilities(engine)
     can = caps.metrics(multiclass)
     label = opts.name_of("metrics")
+    if opts.weighting:                  # the ids that take these weights (docs/weights.md)
+        kind = opts.weighting[1]
+        for mid in registry.split_ids(opts.metrics or []):
+            why = registry.weight_refusal(mid, kind) if mid in registry.METRICS else None
+            if why:
+                raise UsageError(f"{opts.name_of(kind)}: {why}")
+        can = [m for m in can if not registry.weight_refusal(m, kind)]
     if opts.metrics is None:
         ids = [m for m in registry.default_ids(multiclass) if m in can]
     else:
@@ -432,9 +469,11 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
                              f"more than {opts.name_of('max_groups')} {opts.max_groups:,}")
         names = group_names(keys)
         groups = {}
+        w = old.weights
         for j, key in enumerate(keys):
             mask = codes == j
-            n = int(mask.sum())
+            n = round(float(w.values[mask].sum())) if w is not None and w.frequency else \
+                int(mask.sum())
             entries, gnotes = compare_memory(old.subset(mask), new.subset(mask), list(metrics),
                                              opts)
             groups[names[key]] = {"n": n, "flagged": n < opts.min_group_size,

@@ -704,9 +704,6 @@ def _cross_checks(o: Options) -> None:
         if o.variables:
             raise UsageError(f"{flag}: variable-based calibration ({lab('variables')}) is not "
                              "computed on weighted rows in this version")
-        if o.command == "compare":
-            raise UsageError(f"{flag}: compare does not take weighted or aggregated rows in "
-                             "this version; score each model with calcheck score")
         if o.command == "report" and o.audit:
             raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                              "computed on weighted rows in this version")

@@ -70,10 +70,12 @@ from calcheck.uncertainty import (
     ConfidenceInterval,
     ModelReplicates,
     NormReplicates,
+    RowWeightReplicates,
     check_ci_options,
     check_reps_size,
     estimand_of,
     percentile_interval,
+    replicate_weights,
 )
 
 DELTA_NORM_METHOD = ("paired norm bootstrap: the change of the plug-ins minus (plus) the "
@@ -142,9 +144,10 @@ class PairSums:
 
     @staticmethod
     def of(old_scores: FloatArray, new_scores: FloatArray, old_labels: np.ndarray,
-           new_labels: np.ndarray, bins: int) -> PairSums:
+           new_labels: np.ndarray, bins: int, counts: FloatArray | None = None) -> PairSums:
         """The sums of one set of rows (the labels of each model's view: the same for binary
-        input, each model's correctness for the top-label view)."""
+        input, each model's correctness for the top-label view); ``counts``: aggregated rows,
+        each standing for that many (the expanded rows' sums)."""
         from calcheck.binning import uniform_assign
 
         so, sn = np.asarray(old_scores, dtype=np.float64), np.asarray(new_scores, dtype=np.float64)
@@ -154,6 +157,8 @@ class PairSums:
         cell = inew * bins + io
 
         def by(ids: np.ndarray, w: np.ndarray | None, k: int) -> FloatArray:
+            if counts is not None:
+                w = counts if w is None else w * counts
             return np.asarray(np.bincount(ids, weights=w, minlength=k), dtype=np.float64)
 
         k2 = bins * bins
@@ -267,22 +272,37 @@ def paired_bootstrap(old: Any, new: Any, ids: list[str], options: Any,
     n = old.n
     if new.n != n:
         raise ValueError(f"paired bootstrap of {old.n} and {new.n} rows")
-    models = [ModelReplicates(d, ids, options, compute, reps) for d in (old, new)]
+    weights = old.weights
     rng = np.random.default_rng(seed)
-    # draws index the rows in the matched order, the same for both models
-    draws = prefetch((rng.integers(0, n, size=n) for _ in range(reps)), depth=4)
-    for r, idx in enumerate(draws):
-        counts = np.bincount(idx, minlength=n)
-        for m in models:
-            m.add(r, counts[m.canon])
-        if progress is not None:
-            progress(r + 1, reps)
+    models: list[Any]
+    if weights is not None:             # new weights per replicate, the same for both models
+        models = [RowWeightReplicates(d, ids, options, compute, reps) for d in (old, new)]
+        for r in range(reps):
+            drawn = replicate_weights(weights, rng)
+            for m in models:
+                m.add(r, drawn)
+            if progress is not None:
+                progress(r + 1, reps)
+    else:
+        models = [ModelReplicates(d, ids, options, compute, reps) for d in (old, new)]
+        # draws index the rows in the matched order, the same for both models
+        draws = prefetch((rng.integers(0, n, size=n) for _ in range(reps)), depth=4)
+        for r, idx in enumerate(draws):
+            counts = np.bincount(idx, minlength=n)
+            for m in models:
+                m.add(r, counts[m.canon])
+            if progress is not None:
+                progress(r + 1, reps)
     a, b = models
     out: dict[str, PairedChange] = {}
+    # the squared-error test counts rows: counts (frequency weights) are rows; sampling weights
+    # have no such test here, and their verdict comes from the interval
+    tested = any(m in SQUARED_TESTED for m in ids) and not getattr(options, "compat", None) \
+        and (weights is None or weights.frequency)
     test = squared_change(PairSums.of(old.top[0], new.top[0], old.top[1], new.top[1],
-                                      int(options.bins)), level=level) \
-        if any(m in SQUARED_TESTED for m in ids) and not getattr(options, "compat", None) \
-        else None
+                                      int(options.bins),
+                                      None if weights is None else weights.values),
+                          level=level) if tested else None
     for mid in ids:
         na, nb = a.normed(mid), b.normed(mid)
         if na is not None and nb is not None:

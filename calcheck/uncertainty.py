@@ -231,65 +231,97 @@ def weighted_bootstrap(data: Any, ids: list[str], options: Any,
                        reps: int, level: float, seed: int,
                        progress: Callable[[int, int], None] | None = None
                        ) -> dict[str, ConfidenceInterval]:
-    """The intervals of :func:`bootstrap` on weighted or aggregated rows: a replicate is the
-    rows with new weights — counts c ~ Multinomial(N; k/N) (N rows drawn from the expanded
-    file), or w·c with c ~ Multinomial(n; 1/n) (n rows drawn, each keeping its weight) — and
-    every metric recomputed on it, bins re-cut.  The binned errors get the norm bootstrap from
-    each replicate's bin vector m*_b = (Σw*y − Σw*s)_b / Σw*, the means the percentile
-    interval."""
-    from calcheck.data import Predictions
-    from calcheck.weights import Weights
-
-    w = data.weights
-    canon = canonical_order(data)
-    base = data.subset(canon)                 # an order that does not depend on the file's
-    res = compute(base, ids, options)
-    normed = {m: NORM_METRICS[registry_base(m)] for m in ids if registry_base(m) in NORM_METRICS
-              and res[m].bins is not None}
-    vectors = {}
-    for m in normed:
-        b = res[m].bins
-        tot = float(b.count.sum())
-        vectors[m] = NormReplicates((b.sum_label - b.sum_score) / tot, b.count / tot, reps)
-    values = np.full((len(ids), reps), np.nan)
+    """The intervals of :func:`bootstrap` on weighted or aggregated rows
+    (:class:`RowWeightReplicates`), the rows in their canonical order."""
+    base = data.subset(canonical_order(data))  # an order that does not depend on the file's
+    model = RowWeightReplicates(base, ids, options, compute, reps, listed_sorted=True)
     rng = np.random.default_rng(seed)
-    wv = base.weights.values
-    n = wv.shape[0]
-    total = round(w.total) if w.frequency else n
-    prob = wv / wv.sum() if w.frequency else np.full(n, 1.0 / n)
     for r in range(reps):
-        c = rng.multinomial(total, prob).astype(np.float64)
-        new = c if w.frequency else wv * c
-        keep = new > 0
-        sample = base.subset(keep)
-        sample = Predictions(labels=sample.labels, scores=sample.scores, probs=sample.probs,
-                             class_names=sample.class_names, validate=False,
-                             provenance=sample.provenance,
-                             weights=Weights(new[keep], w.kind, w.column))
-        if not data.multiclass:                   # listed in the canonical (sorted) order
-            sample.sorted_order = np.arange(sample.n)
-        try:
-            out = compute(sample, ids, options)
-        except CalcheckError:
-            continue
-        for j, m in enumerate(ids):
-            values[j, r] = out[m].value
-            if m in vectors and out[m].bins is not None:
-                b = out[m].bins
-                if b.count.shape == vectors[m].m.shape:
-                    vectors[m].add(r, (b.sum_label - b.sum_score) / float(b.count.sum()))
+        model.add(r, replicate_weights(base.weights, rng))
         if progress is not None:
             progress(r + 1, reps)
-    resampling = ("counts: the expanded rows with replacement" if w.frequency else
-                  "rows with replacement, each keeping its weight")
-    cis = {}
-    for j, m in enumerate(ids):
-        if m in vectors:
-            ci = vectors[m].interval(normed[m][1], level=level, seed=seed)
-        else:
-            ci = percentile_interval(values[j], level=level, seed=seed, estimand=estimand_of(m))
-        cis[m] = replace(ci, resampling=resampling)
-    return cis
+    return model.intervals(level=level, seed=seed)
+
+
+def replicate_weights(weights: Any, rng: np.random.Generator) -> FloatArray:
+    """One bootstrap replicate of weighted rows as new weights: counts c ~ Multinomial(N; k/N)
+    (N predictions drawn from the expanded file), or w·c with c ~ Multinomial(n; 1/n) (n rows
+    drawn, each keeping its weight)."""
+    w = weights.values
+    if weights.frequency:
+        return rng.multinomial(round(weights.total), w / w.sum()).astype(np.float64)
+    n = w.shape[0]
+    return np.asarray(w * rng.multinomial(n, np.full(n, 1.0 / n)), dtype=np.float64)
+
+
+class RowWeightReplicates:
+    """The bootstrap replicates of one model's metrics ``ids`` on weighted or aggregated rows:
+    :meth:`add` takes replicate r as the rows' new weights (:func:`replicate_weights`) and
+    recomputes every metric on it, bins re-cut.  The binned errors keep the norm bootstrap
+    from each replicate's bin vector m*_b = (Σw*y − Σw*s)_b / Σw*, the means the percentile
+    interval.  ``listed_sorted``: binary rows listed in their canonical (sorted) order."""
+
+    def __init__(self, data: Any, ids: list[str], options: Any,
+                 compute: Callable[[Any, list[str], Any], Mapping[str, Any]], reps: int, *,
+                 listed_sorted: bool = False) -> None:
+        self.data, self.ids, self.options, self.compute = data, ids, options, compute
+        self.sorted = listed_sorted and not data.multiclass
+        res = compute(data, ids, options)
+        self.norms = {m: NORM_METRICS[registry_base(m)][1] for m in ids
+                      if registry_base(m) in NORM_METRICS and res[m].bins is not None}
+        self.vectors = {}
+        for m in self.norms:
+            b = res[m].bins
+            tot = float(b.count.sum())
+            self.vectors[m] = NormReplicates((b.sum_label - b.sum_score) / tot, b.count / tot,
+                                             reps)
+        self.values = np.full((len(ids), reps), np.nan)
+
+    def add(self, r: int, weights: FloatArray) -> None:
+        from calcheck.data import Predictions
+        from calcheck.weights import Weights
+
+        w = self.data.weights
+        keep = weights > 0
+        sub = self.data.subset(keep)
+        sample = Predictions(labels=sub.labels, scores=sub.scores, probs=sub.probs,
+                             class_names=sub.class_names, validate=False,
+                             provenance=sub.provenance,
+                             weights=Weights(weights[keep], w.kind, w.column, w.null))
+        if self.sorted:
+            sample.sorted_order = np.arange(sample.n)
+        try:
+            out = self.compute(sample, self.ids, self.options)
+        except CalcheckError:
+            return
+        for j, m in enumerate(self.ids):
+            self.values[j, r] = out[m].value
+            b = out[m].bins
+            if m in self.vectors and b is not None and \
+                    b.count.shape == self.vectors[m].m.shape:
+                self.vectors[m].add(r, (b.sum_label - b.sum_score) / float(b.count.sum()))
+
+    def normed(self, mid: str) -> tuple[NormReplicates, str] | None:
+        """The bin-vector statistics and norm of a norm-bootstrap metric, else None."""
+        return (self.vectors[mid], self.norms[mid]) if mid in self.vectors else None
+
+    def replicate_values(self, mid: str) -> FloatArray:
+        out: FloatArray = self.values[self.ids.index(mid)]
+        return out
+
+    def intervals(self, *, level: float, seed: int) -> dict[str, ConfidenceInterval]:
+        w = self.data.weights
+        resampling = ("counts: the expanded rows with replacement" if w.frequency else
+                      "rows with replacement, each keeping its weight")
+        cis = {}
+        for j, m in enumerate(self.ids):
+            if m in self.vectors:
+                ci = self.vectors[m].interval(self.norms[m], level=level, seed=seed)
+            else:
+                ci = percentile_interval(self.values[j], level=level, seed=seed,
+                                         estimand=estimand_of(m))
+            cis[m] = replace(ci, resampling=resampling)
+        return cis
 
 
 def registry_base(mid: str) -> str:

@@ -321,3 +321,48 @@ def test_class_weights_null_is_the_kept_rows_rate():
     tc = calcheck.run_tests(scores=s, labels=y, weight=w, method="tcal", trials=199,
                             seed=2).to_dict()["tests"]["tcal_adaptive"]
     assert 0.0 < tc["pvalue"] <= 1.0 and "class weights" in tc["settings"]["weights"]
+
+
+def test_compare_counts_are_expansion(tmp_path):
+    rng = np.random.default_rng(14)
+    n = 1500
+    s = np.round(rng.uniform(size=n), 2)
+    y = (rng.uniform(size=n) < s).astype(int)
+    k = rng.integers(0, 4, n)
+    s2 = s ** 1.3
+    agg = pd.DataFrame({"old": s, "new": s2, "label": y, "k": k})
+    wide = pd.DataFrame({"old": np.repeat(s, k), "new": np.repeat(s2, k),
+                         "label": np.repeat(y, k)})
+    a = calcheck.compare(agg, score=["old", "new"], count="k", ci_reps=50).to_dict()["metrics"]
+    b = calcheck.compare(wide, score=["old", "new"], ci_reps=50).to_dict()["metrics"]
+    assert set(a) == set(b)
+    for m in a:
+        assert a[m]["old"] == pytest.approx(b[m]["old"], abs=1e-9)
+        assert a[m]["new"] == pytest.approx(b[m]["new"], abs=1e-9)
+        if "test" in b[m]:                # the squared-error test: the expanded rows' sums
+            assert a[m]["test"]["statistic"] == pytest.approx(b[m]["test"]["statistic"],
+                                                              rel=1e-9)
+
+
+def test_compare_weights_must_agree(tmp_path, cli):
+    rng = np.random.default_rng(15)
+    n = 400
+    s = rng.uniform(size=n)
+    y = (rng.uniform(size=n) < s).astype(int)
+    w = rng.exponential(1, n)
+    pd.DataFrame({"id": np.arange(n), "score": s, "label": y, "w": w}).to_csv(
+        tmp_path / "old.csv", index=False)
+    w2 = w.copy()
+    w2[7] += 1
+    pd.DataFrame({"id": np.arange(n)[::-1], "score": s[::-1] ** 1.1, "label": y[::-1],
+                  "w": w2[::-1]}).to_csv(tmp_path / "new.csv", index=False)
+    r = cli(["compare", tmp_path / "old.csv", tmp_path / "new.csv", "--id", "id", "--weight",
+             "w", "-m", "ece"])
+    assert r.code == 2 and "same weight" in r.stderr
+    pd.DataFrame({"id": np.arange(n)[::-1], "score": s[::-1] ** 1.1,
+                  "label": y[::-1]}).to_csv(tmp_path / "new2.csv", index=False)
+    ok = cli(["compare", tmp_path / "old.csv", tmp_path / "new2.csv", "--id", "id",
+              "--weight", "w", "-m", "ece,brier", "--ci-reps", "50", "--json"])
+    assert ok.code == 0, ok.stderr
+    rep = json.loads(ok.stdout)
+    assert rep["input"]["old"]["weights"]["column"] == "w"

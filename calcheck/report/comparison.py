@@ -10,6 +10,7 @@ from typing import Any
 
 from calcheck.formatting import number
 from calcheck.formatting import value as format_value
+from calcheck.report.describe import weights_text
 from calcheck.report.render import _fit as fits
 from calcheck.report.render import _write_rows, print_fitted, to_json
 from calcheck.report.text import ascii, clean, markdown
@@ -43,9 +44,10 @@ def _rows(metrics: Mapping[str, Any]) -> list[tuple[str, ...]]:
 
 def _header(report: Mapping[str, Any]) -> str:
     inp = report["input"]
+    weights = weights_text(inp["old"])
     return (f"calcheck compare: OLD {clean(inp['old'].get('path'))} vs NEW "
             f"{clean(inp['new'].get('path'))}, {inp['rows_used']:,} rows matched by "
-            f"{inp['matched_by']}")
+            f"{inp['matched_by']}" + (f"\n{weights} (both models' rows)" if weights else ""))
 
 
 def _level(report: Mapping[str, Any]) -> str:
@@ -114,7 +116,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     def row(cells: Any) -> str:
         return "| " + " | ".join(markdown(c) for c in cells) + " |"
 
-    lines = [f"**{markdown(_header(report))}**", "",
+    lines = [*(f"**{markdown(line)}**" for line in _header(report).splitlines()), "",
              markdown((report.get("summary") or {}).get("text", "")), ""]
     head = [*COLUMNS[:5], f"{_level(report)} interval", "verdict"]
     lines += [row(head), "|---|---|---:|---:|---:|---:|---|"]
@@ -182,7 +184,7 @@ def _parts(report: Mapping[str, Any], figures: list[tuple[str, bytes]], *,
 
     s = report.get("summary") or {}
     cls = {"worse": "miscalibrated", "better": "ok"}.get(s.get("verdict", ""), "inconclusive")
-    parts = [f"<p class='meta'>{e(_header(report))}</p>",
+    parts = [*(f"<p class='meta'>{e(line)}</p>" for line in _header(report).splitlines()),
              f"<div class='summary {cls}'><b>{e(s.get('verdict', ''))}</b>{e(s.get('text', ''))}"
              "</div>"]
 
