@@ -10,6 +10,7 @@ This is the last place an Arrow table exists.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,68 @@ class _Folding:
         return None if self.fold is None else self.fold.finish()
 
 
+@dataclass(frozen=True)
+class ReadPlan:
+    """The columns one read takes: the prediction columns (``cols`` for multiclass input,
+    else ``score``), the label, the ``--where`` filter, and how they were named."""
+
+    cols: list[str] | None
+    score: str
+    label: str
+    named: tuple[list[str], str] | None
+    flt: Any
+    columns: list[str]              # every column to read (the filter's are added by the read)
+
+
+def plan_read(src: Source, *, score: str | None, label: str | None,
+              probs: list[str] | None, where: str | None, extra: list[str],
+              flags: dict[str, str]) -> ReadPlan:
+    """Resolve the columns of a read (every ``extra`` one must exist, named in messages by
+    its option in ``flags``) and parse the filter."""
+    available = column_names(src)
+    check_columns_exist(available, list(dict.fromkeys(extra)), src.name, flags)
+    flt = None
+    if where:                       # the filter's grammar is imported only when one is given
+        from calcheck.where import check_columns, parse_where
+
+        flt = parse_where(where)
+        check_columns(flt, available, src.name)
+    named = class_named_columns(available, score, label, probs,
+                                lambda c: distinct_text(read_columns(src, [c]).column(0)))
+    if named is not None:
+        probs, label = named
+    cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
+    return ReadPlan(cols, score_col, label_col, named, flt,
+                    [*(cols or [score_col]), label_col, *extra])
+
+
+def _predictions(src: Source, table: Any, plan: ReadPlan, prov: Provenance, *,
+                 pos_label: str | None, probs: list[str] | None, renormalize: bool,
+                 drop_invalid: bool, pair_as_binary: bool, more: list[Any]
+                 ) -> tuple[np.ndarray | None, np.ndarray | None, list[str] | None, np.ndarray,
+                            np.ndarray | None, int, dict[str, int]]:
+    """The validated predictions of a table: (scores, probabilities, class names, labels,
+    rows kept or None, rows dropped, dropped by reason); ``prov`` learns the columns."""
+    if plan.cols is None:
+        s, y, keep, dropped_n, dropped = binary_columns(src, table, plan.score, plan.label,
+                                                        pos_label, drop_invalid, more=more)
+        prov.score_column = plan.score
+        return np.ascontiguousarray(s, dtype=np.float64), None, None, y, keep, dropped_n, \
+            dropped
+    names: list[str] | None = class_names_of(plan.cols)
+    assert names is not None
+    P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
+        src, table, plan.cols, plan.label, names, renormalize=renormalize,
+        drop_invalid=drop_invalid, detected=not probs, more=more)
+    prov.rows_renormalized = renormalized
+    if pair_as_binary and binary_pair(plan.cols, probs) and plan.named is None:
+        prov.score_column = plan.cols[1]
+        prov.notes.append(binary_pair_note(plan.cols))
+        return np.ascontiguousarray(P[:, 1]), None, None, y, keep, dropped_n, dropped
+    prov.prob_columns = plan.cols
+    return None, P, names, y, keep, dropped_n, dropped
+
+
 def load_predictions(src: Source, *, score: str | None = None, label: str | None = None,
                      pos_label: str | None = None, probs: list[str] | None = None,
                      renormalize: bool = False, drop_invalid: bool = False,
@@ -121,28 +184,17 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
     ``weight``: (column, "count" or "weight") — the rows' counts or weights
     (:mod:`calcheck.weights`), validated with the other columns (a bad one is an invalid row).
     """
-    available = column_names(src)
     numeric, raw = list(numeric or []), list(raw or [])
     weight_col = [weight[0]] if weight else []
-    check_columns_exist(available, list(dict.fromkeys(numeric + raw + weight_col)), src.name,
-                        {**(flags or {}), **({weight[0]: f"--{weight[1]}"} if weight else {})})
-    flt = None
-    if where:                       # the filter's grammar is imported only when one is given
-        from calcheck.where import check_columns, parse_where
-
-        flt = parse_where(where)
-        check_columns(flt, available, src.name)
-    named = class_named_columns(available, score, label, probs,
-                                lambda c: distinct_text(read_columns(src, [c]).column(0)))
-    if named is not None:
-        probs, label = named
-    cols, score_col, label_col = resolve_columns(available, score, label, probs, src.name)
-    wanted = [*(cols or [score_col]), label_col]
-    foldable = cols is None and pos_label is None and flt is None and weight is None
-    with _Folding(fold if foldable else None, score_col, label_col) as folding:
+    plan = plan_read(src, score=score, label=label, probs=probs, where=where,
+                     extra=[*numeric, *raw, *weight_col],
+                     flags={**(flags or {}), **({weight[0]: f"--{weight[1]}"} if weight else {})})
+    flt = plan.flt
+    foldable = plan.cols is None and pos_label is None and flt is None and weight is None
+    with _Folding(fold if foldable else None, plan.score, plan.label) as folding:
         # one column plan for every source kind: the columns the run uses, plus those the filter
         # reads (dropped again once it has been applied)
-        table = read_columns(src, [*wanted, *numeric, *raw, *weight_col],
+        table = read_columns(src, plan.columns,
                              to_expression(flt) if flt is not None else None,
                              filter_columns=flt.columns if flt is not None else None,
                              progress=progress,
@@ -156,52 +208,34 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
         extras = _extras(src, table, numeric, raw)
         w, more = weight_values(src, table, weight[0], weight[1]) if weight else (None, [])
         prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
-                          label_column=label_col, rows_read=n)
+                          label_column=plan.label, rows_read=n)
         prov.notes.extend(src.notes)
-        if named is not None:
-            prov.notes.append(named_note(named))
-        P: np.ndarray | None
-        names: list[str] | None
-        if cols is not None:
-            names = class_names_of(cols)
-            P, y, keep, dropped_n, dropped, renormalized = multiclass_columns(
-                src, table, cols, label_col, names, renormalize=renormalize,
-                drop_invalid=drop_invalid, detected=not probs, more=more)
-            prov.rows_renormalized = renormalized
-            scores = None
-            if pair_as_binary and binary_pair(cols, probs) and named is None:
-                scores, P, names = np.ascontiguousarray(P[:, 1]), None, None
-                prov.score_column = cols[1]
-                prov.notes.append(binary_pair_note(cols))
-            else:
-                prov.prob_columns = cols
-        else:
-            s, y, keep, dropped_n, dropped = binary_columns(src, table, score_col, label_col,
-                                                            pos_label, drop_invalid, more=more)
-            prov.score_column = score_col
-            scores, P, names = np.ascontiguousarray(s, dtype=np.float64), None, None
+        if plan.named is not None:
+            prov.notes.append(named_note(plan.named))
+        scores, P, names, y, keep, prov.rows_dropped, prov.dropped_by_reason = _predictions(
+            src, table, plan, prov, pos_label=pos_label, probs=probs, renormalize=renormalize,
+            drop_invalid=drop_invalid, pair_as_binary=pair_as_binary, more=more)
         del table
         import pyarrow as pa
 
         pa.default_memory_pool().release_unused()   # the reader's buffers: ~17 bytes per row kept
-        prov.rows_dropped, prov.dropped_by_reason = dropped_n, dropped
         if keep is not None:
             extras = {k: v[keep] for k, v in extras.items()}
             w = w[keep] if w is not None else None
         uniform = folding.result() if keep is None else None
+    if w is not None and weight is not None and not (w > 0).any():
+        raise InputError(f"{src.name}: every {weight[1]} in column {weight[0]!r} is zero; "
+                         "nothing to measure", column=weight[0])
     data = Predictions(labels=np.ascontiguousarray(y, dtype=np.int64 if P is not None else
                                                    np.int8), scores=scores,
                        probs=None if P is None else np.ascontiguousarray(P), class_names=names,
                        columns=extras, validate=False, provenance=prov,
                        weights=None if w is None or weight is None else
                        Weights(np.ascontiguousarray(w), weight[1], weight[0]))
-    if w is not None and weight is not None and not (w > 0).any():
-        raise InputError(f"{src.name}: every {weight[1]} in column {weight[0]!r} is zero; "
-                         "nothing to measure", column=weight[0])
     if uniform is not None and scores is not None:
         data.uniform_read = uniform
     if scores is not None and data.positives in (0, data.n):
         only = "1" if data.positives else "0"
-        prov.warnings.append(f"{src.name}: column {label_col!r} holds only one class (all "
+        prov.warnings.append(f"{src.name}: column {plan.label!r} holds only one class (all "
                              f"{only}); calibration metrics are still computed but say little")
     return data
