@@ -298,6 +298,11 @@ class Predictions:
             info["weights"] = {**w.info(), "weighted_" + ("accuracy" if self.multiclass else
                                                           "prevalence"):
                                float(np.dot(w.values, y)) / w.total}
+            if not w.frequency:                    # the null the tests use, resolved
+                regime, cw = w.regime(y)
+                info["weights"]["null"] = regime
+                if cw is not None:
+                    info["weights"]["class_weights"] = {"negative": cw[0], "positive": cw[1]}
         return info
 
     def _input_info(self) -> dict[str, Any]:

@@ -118,7 +118,6 @@ class Weights:
             out["expanded_rows"] = round(self.total)
         else:
             out["effective_n"] = self.effective_n
-            out["null"] = self.null
         out["zero_rows"] = int(np.count_nonzero(self.values == 0))
         return out
 

@@ -295,8 +295,11 @@ def weights_text(inp: Mapping[str, Any]) -> str | None:
     if w["kind"] == "count":
         return (f"aggregated: {col} counts, n = {w['expanded_rows']:,} rows expanded; "
                 f"{what} {number(rate)}")
+    cw = w.get("class_weights")
+    classes = (f"; class weights (negatives {cw['negative']:g}, positives "
+               f"{cw['positive']:g})" if cw else "")
     return (f"weighted by {col}: Σw = {number(w['sum'])}, effective n = (Σw)²/Σw² = "
-            f"{number(w['effective_n'])}; weighted {what} {number(rate)}")
+            f"{number(w['effective_n'])}; weighted {what} {number(rate)}{classes}")
 
 
 _BIN_COLUMNS = ("bin", "lower", "upper", "n", "positives", "mean_score", "mean_label", "gap")
