@@ -126,197 +126,70 @@ def print_fitted(console: Any, t: Any, tx: Any) -> None:
         console.print(tx(line), soft_wrap=True)
 
 
+class _Printer:
+    """The rich console of one table rendering and its helpers: text (ASCII when ``plain``,
+    styled only with ``color``), tables in the chosen frame, columns, lines and fitted tables.
+    :func:`render_table` prints each section with it."""
+
+    def __init__(self, width: int | None, color: bool | None, plain: bool) -> None:
+        from rich import box
+        from rich.console import Console
+
+        self.buf = io.StringIO()
+        self.console = Console(file=self.buf, width=width or 100,
+                               color_system="standard" if color else None,
+                               force_terminal=bool(color), no_color=not color,
+                               legacy_windows=False, highlight=False, markup=False,
+                               emoji=False)
+        self.frame = box.ASCII if plain else box.HEAVY_HEAD
+        self.color, self.plain = color, plain
+
+    def tx(self, text: str, style: str = "") -> Any:
+        from rich.text import Text
+
+        return Text(ascii(text) if self.plain else text, style=style if self.color else "")
+
+    def table(self, title_: str | None = None) -> Any:
+        from rich.table import Table
+
+        return Table(show_header=True, header_style="bold" if self.color else "",
+                     box=self.frame, title=self.tx(title_) if title_ else None)
+
+    def column(self, t: Any, name: str, justify: str = "left", wrap: bool = False) -> None:
+        t.add_column(self.tx(name), justify=justify, no_wrap=not wrap,
+                     overflow="fold" if wrap else "ellipsis")
+
+    def out(self, text: str, style: str = "") -> None:
+        self.console.print(self.tx(text, style))
+
+    def show(self, t: Any) -> None:
+        print_fitted(self.console, t, self.tx)
+
+
 def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
                  width: int | None = None, color: bool | None = None, plain: bool = False,
                  details: bool = False, per_class: bool = False) -> str:
     """Rich tables as text: header, summary, metrics, tests, variables, groups, bins, gates."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    buf = io.StringIO()
-    console = Console(file=buf, width=width or 100, color_system="standard" if color else None,
-                      force_terminal=bool(color), no_color=not color, legacy_windows=False,
-                      highlight=False, markup=False, emoji=False)
-    frame = box.ASCII if plain else box.HEAVY_HEAD
-
-    def tx(text: str, style: str = "") -> Any:
-        return Text(ascii(text) if plain else text, style=style if color else "")
-
-    def table(title_: str | None = None) -> Any:
-        return Table(show_header=True, header_style="bold" if color else "", box=frame,
-                     title=tx(title_) if title_ else None)
-
-    def column(t: Any, name: str, justify: str = "left", wrap: bool = False) -> None:
-        t.add_column(tx(name), justify=justify, no_wrap=not wrap,
-                     overflow="fold" if wrap else "ellipsis")
-
-    def out(text: str, style: str = "") -> None:
-        console.print(tx(text, style))
-
-    def show(t: Any) -> None:
-        print_fitted(console, t, tx)
-
-    out(header_line(report))
+    p = _Printer(width, color, plain)
+    p.out(header_line(report))
     summary = report.get("summary") or {}
     if summary.get("text"):
         verdict = summary.get("verdict", "")
         style = ("bold red" if verdict == "miscalibrated" else "bold yellow"
                  if verdict == "inconclusive" else "bold green" if verdict else "")
-        out(clean(summary["text"]), style)
+        p.out(clean(summary["text"]), style)
     if report.get("metrics"):
-        rows = metric_rows(report, details)
-        if rows:
-            t = table()
-            column(t, "id")
-            column(t, "metric", wrap=True)
-            column(t, "value", "right")
-            level = ci_level(report)
-            if level is not None:            # "[low, high]" may wrap after its comma
-                column(t, f"{100 * level:g}% CI", "right", wrap=True)
-            column(t, "bins", wrap=True)
-            if details:
-                column(t, "settings", wrap=True)
-            failed = {g["metric"] for g in report.get("gates", []) if g["failed"]
-                      and g.get("group") is None}
-            for row in rows:
-                cells = [tx(c) for c in row]
-                if row[0] in failed and color:
-                    cells[2].stylize("bold red")
-                t.add_row(*cells)
-            show(t)
-        for line in context_lines(report):
-            out(line)
-        common = common_settings(report)
-        if common:
-            out(f"settings: {common}" + ("" if details else " (--details for all)"), "dim")
+        _metrics_table(p, report, details)
     if per_class:
-        head, prow = per_class_rows(report)
-        if prow:
-            pt = table("per class (one-vs-rest)")
-            for i, c in enumerate(head):
-                column(pt, c, "left" if i == 0 else "right", wrap=i == 0)
-            for r in prow:
-                pt.add_row(*(tx(c) for c in r))
-            show(pt)
-    adjusted = adjusted_shown(report)
-    fam = (report.get("summary") or {}).get("family") or {}
-
-    def tests_table(tests: Mapping[str, Any], caption: str) -> None:
-        tt = table(caption)
-        if details:
-            column(tt, "id")
-        column(tt, "test", wrap=True)
-        column(tt, "statistic", "right")
-        column(tt, "p-value", "right")
-        if adjusted:
-            column(tt, f"{fam['method']} p", "right")
-        column(tt, "verdict")
-        column(tt, "details", wrap=True)
-        for row in test_rows(tests, adjusted):
-            cells = [tx(c) for c in (row if details else row[1:])]
-            if row[-2] == "REJECT" and color:
-                cells[-2].stylize("bold red")
-            tt.add_row(*cells)
-        show(tt)
-
+        _per_class_table(p, report)
     if report.get("tests"):
-        how = (f"{fam['method']} over {fam['size']} tests" if adjusted else
-               "no family adjustment" if fam.get("method") == "none" else "")
-        tests_table(report["tests"], f"calibration tests at α = "
-                                     f"{report['settings'].get('alpha')}"
-                                     + (f" ({how})" if how else ""))
-        levels = report["tests"].get("tcal_adaptive", {}).get("levels")
-        if levels:
-            shown, left = shown_levels(levels, details)
-            lt = table("adaptive T-Cal, per level")
-            for c in LEVEL_COLUMNS:
-                column(lt, c, "right")
-            for lv in shown:
-                lt.add_row(*(tx(c) for c in level_cells(lv)))
-            show(lt)
-            if left:
-                out(f"{left} finer levels not shown (--details shows all)", "dim")
+        _tests_tables(p, report, details)
     if report.get("variables"):
-        vt = table("variable-based calibration (ranked by VECE)")
-        for c in ("rank", "variable", "VECE", "VCE(v*)", "v*", "n", "bins", "excluded"):
-            column(vt, c, "left" if c == "variable" else "right", wrap=c == "variable")
-        for name, v in report["variables"].items():
-            vt.add_row(*(tx(c) for c in (str(v["rank"]), clean(name), number(v["vece"]),
-                                         number(v["vce_max"]), number(v["v_star"]),
-                                         f"{v['n']:,}", str(len(v["bins"])),
-                                         str(v["excluded_missing"]))))
-        show(vt)
-        first = next(iter(report["variables"].values()), None)
-        if first is not None:
-            out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
-                f"{number(first['ece_qcut'])}")
+        _variables_table(p, report)
     if groups_of(report) and report.get("command") == "test":
-        gt = table(f"tests {grouping(report)}")
-        column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
-        column(gt, "n", "right")
-        column(gt, "test", wrap=True)
-        column(gt, "p-value", "right")
-        if adjusted:
-            column(gt, f"{fam['method']} p", "right")
-        column(gt, "verdict")
-        for row in group_test_rows(report, adjusted):
-            cells = [tx(c) for c in row]
-            if row[-1] == "REJECT" and color:
-                cells[-1].stylize("bold red")
-            gt.add_row(*cells)
-        show(gt)
-        if any(g["flagged"] for g in groups_of(report).values()):
-            out(f"* fewer than {report['settings'].get('min_group_size')} rows: not tested")
+        _group_tests_table(p, report)
     elif groups_of(report):
-        ids = [m for m in report.get("metrics", {}) if not is_context(m)]
-        overall = report.get("metrics", {})
-        failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
-        names = ["(all)", *(clean(k) + (" *" if g["flagged"] else "")
-                            for k, g in groups_of(report).items())]
-        counts = [f"{report['input']['rows_used']:,}",
-                  *(f"{g['n']:,}" for g in groups_of(report).values())]
-        cells_of = {mid: [group_cell(overall[mid]),
-                          *(group_cell(g["metrics"].get(mid, {}))
-                            for g in groups_of(report).values())] for mid in ids}
-        verdict_col = group_verdict_column(report)
-        # metric columns never wrap: when they do not all fit, the table is cut into several,
-        # each repeating the group, n (and verdict) columns
-        name_w = min(24, max(map(len, names)))
-        fixed = name_w + max(map(len, counts)) + 7 + \
-            (max(len(verdict_col[0]), *map(len, verdict_col[1])) + 3 if verdict_col else 0)
-        chunks: list[list[str]] = [[]]
-        used = fixed
-        for mid in ids:
-            w = max(len(clean(mid)), *map(len, cells_of[mid])) + 3
-            if chunks[-1] and used + w > console.width:
-                chunks.append([])
-                used = fixed
-            chunks[-1].append(mid)
-            used += w
-        for part, chunk in enumerate(chunks, 1):
-            what = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
-            gt = table(f"{grouping(report)}{what}")
-            column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
-            column(gt, "n", "right")
-            if verdict_col:
-                column(gt, verdict_col[0], "right")
-            for mid in chunk:
-                column(gt, clean(mid), "right")
-            for i, gname in enumerate(["(all)", *groups_of(report)]):
-                cells = [tx(names[i]), tx(counts[i])]
-                if verdict_col:
-                    cells.append(tx(verdict_col[1][i], "bold red" if verdict_col[2][i] else ""))
-                for mid in chunk:
-                    cell = tx(cells_of[mid][i])
-                    if i and (gname, mid) in failed and color:
-                        cell.stylize("bold red")
-                    cells.append(cell)
-                gt.add_row(*cells)
-            show(gt)
-        if any(g["flagged"] for g in groups_of(report).values()):
-            out(f"* fewer than {report['settings'].get('min_group_size')} rows")
+        _groups_tables(p, report)
     for mid in bins_for:
         m = report.get("metrics", {}).get(mid)
         if not m or "bins" not in m:
@@ -324,16 +197,180 @@ def render_table(report: Mapping[str, Any], *, bins_for: Iterable[str] = (),
         brows = m["bins"]
         cols = list(TCE_TABLE_COLUMNS) if brows and "rejected" in brows[0] \
             else bin_columns(brows)
-        bt = table(f"bins of {title(mid)} ({short_settings(mid, m)})")
+        bt = p.table(f"bins of {title(mid)} ({short_settings(mid, m)})")
         for c in cols:
-            column(bt, c, "right")
+            p.column(bt, c, "right")
         for r in brows:
-            bt.add_row(*(tx(cell_text(r.get(c))) for c in cols))
-        show(bt)
+            bt.add_row(*(p.tx(cell_text(r.get(c))) for c in cols))
+        p.show(bt)
     for gate in report.get("gates", []):
         line, bad = gate_line(gate)
-        out(line, "bold red" if bad else "green")
-    return buf.getvalue()
+        p.out(line, "bold red" if bad else "green")
+    return p.buf.getvalue()
+
+
+def _metrics_table(p: _Printer, report: Mapping[str, Any], details: bool) -> None:
+    rows = metric_rows(report, details)
+    if rows:
+        t = p.table()
+        p.column(t, "id")
+        p.column(t, "metric", wrap=True)
+        p.column(t, "value", "right")
+        level = ci_level(report)
+        if level is not None:            # "[low, high]" may wrap after its comma
+            p.column(t, f"{100 * level:g}% CI", "right", wrap=True)
+        p.column(t, "bins", wrap=True)
+        if details:
+            p.column(t, "settings", wrap=True)
+        failed = {g["metric"] for g in report.get("gates", []) if g["failed"]
+                  and g.get("group") is None}
+        for row in rows:
+            cells = [p.tx(c) for c in row]
+            if row[0] in failed and p.color:
+                cells[2].stylize("bold red")
+            t.add_row(*cells)
+        p.show(t)
+    for line in context_lines(report):
+        p.out(line)
+    common = common_settings(report)
+    if common:
+        p.out(f"settings: {common}" + ("" if details else " (--details for all)"), "dim")
+
+
+def _per_class_table(p: _Printer, report: Mapping[str, Any]) -> None:
+    head, prow = per_class_rows(report)
+    if prow:
+        pt = p.table("per class (one-vs-rest)")
+        for i, c in enumerate(head):
+            p.column(pt, c, "left" if i == 0 else "right", wrap=i == 0)
+        for r in prow:
+            pt.add_row(*(p.tx(c) for c in r))
+        p.show(pt)
+
+
+def _family(report: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the tests' adjusted p-values are shown, and the family's summary entry."""
+    return adjusted_shown(report), (report.get("summary") or {}).get("family") or {}
+
+
+def _tests_tables(p: _Printer, report: Mapping[str, Any], details: bool) -> None:
+    adjusted, fam = _family(report)
+    how = (f"{fam['method']} over {fam['size']} tests" if adjusted else
+           "no family adjustment" if fam.get("method") == "none" else "")
+    tt = p.table(f"calibration tests at α = {report['settings'].get('alpha')}"
+                 + (f" ({how})" if how else ""))
+    if details:
+        p.column(tt, "id")
+    p.column(tt, "test", wrap=True)
+    p.column(tt, "statistic", "right")
+    p.column(tt, "p-value", "right")
+    if adjusted:
+        p.column(tt, f"{fam['method']} p", "right")
+    p.column(tt, "verdict")
+    p.column(tt, "details", wrap=True)
+    for row in test_rows(report["tests"], adjusted):
+        cells = [p.tx(c) for c in (row if details else row[1:])]
+        if row[-2] == "REJECT" and p.color:
+            cells[-2].stylize("bold red")
+        tt.add_row(*cells)
+    p.show(tt)
+    levels = report["tests"].get("tcal_adaptive", {}).get("levels")
+    if levels:
+        shown, left = shown_levels(levels, details)
+        lt = p.table("adaptive T-Cal, per level")
+        for c in LEVEL_COLUMNS:
+            p.column(lt, c, "right")
+        for lv in shown:
+            lt.add_row(*(p.tx(c) for c in level_cells(lv)))
+        p.show(lt)
+        if left:
+            p.out(f"{left} finer levels not shown (--details shows all)", "dim")
+
+
+def _variables_table(p: _Printer, report: Mapping[str, Any]) -> None:
+    vt = p.table("variable-based calibration (ranked by VECE)")
+    for c in ("rank", "variable", "VECE", "VCE(v*)", "v*", "n", "bins", "excluded"):
+        p.column(vt, c, "left" if c == "variable" else "right", wrap=c == "variable")
+    for name, v in report["variables"].items():
+        vt.add_row(*(p.tx(c) for c in (str(v["rank"]), clean(name), number(v["vece"]),
+                                       number(v["vce_max"]), number(v["v_star"]),
+                                       f"{v['n']:,}", str(len(v["bins"])),
+                                       str(v["excluded_missing"]))))
+    p.show(vt)
+    first = next(iter(report["variables"].values()), None)
+    if first is not None:
+        p.out("ECE over qcut bins of the predicted error (the VECE paper's ECE): "
+              f"{number(first['ece_qcut'])}")
+
+
+def _group_tests_table(p: _Printer, report: Mapping[str, Any]) -> None:
+    adjusted, fam = _family(report)
+    gt = p.table(f"tests {grouping(report)}")
+    p.column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
+    p.column(gt, "n", "right")
+    p.column(gt, "test", wrap=True)
+    p.column(gt, "p-value", "right")
+    if adjusted:
+        p.column(gt, f"{fam['method']} p", "right")
+    p.column(gt, "verdict")
+    for row in group_test_rows(report, adjusted):
+        cells = [p.tx(c) for c in row]
+        if row[-1] == "REJECT" and p.color:
+            cells[-1].stylize("bold red")
+        gt.add_row(*cells)
+    p.show(gt)
+    if any(g["flagged"] for g in groups_of(report).values()):
+        p.out(f"* fewer than {report['settings'].get('min_group_size')} rows: not tested")
+
+
+def _groups_tables(p: _Printer, report: Mapping[str, Any]) -> None:
+    """The metrics of every ``--by`` group (or ``--time`` window) beside the whole data's;
+    metric columns never wrap: when they do not all fit, the table is cut into several, each
+    repeating the group, n (and verdict) columns."""
+    groups = groups_of(report)
+    ids = [m for m in report.get("metrics", {}) if not is_context(m)]
+    overall = report.get("metrics", {})
+    failed = {(g.get("group"), g["metric"]) for g in report.get("gates", []) if g["failed"]}
+    names = ["(all)", *(clean(k) + (" *" if g["flagged"] else "") for k, g in groups.items())]
+    counts = [f"{report['input']['rows_used']:,}", *(f"{g['n']:,}" for g in groups.values())]
+    cells_of = {mid: [group_cell(overall[mid]),
+                      *(group_cell(g["metrics"].get(mid, {})) for g in groups.values())]
+                for mid in ids}
+    verdict_col = group_verdict_column(report)
+    name_w = min(24, max(map(len, names)))
+    fixed = name_w + max(map(len, counts)) + 7 + \
+        (max(len(verdict_col[0]), *map(len, verdict_col[1])) + 3 if verdict_col else 0)
+    chunks: list[list[str]] = [[]]
+    used = fixed
+    for mid in ids:
+        w = max(len(clean(mid)), *map(len, cells_of[mid])) + 3
+        if chunks[-1] and used + w > p.console.width:
+            chunks.append([])
+            used = fixed
+        chunks[-1].append(mid)
+        used += w
+    for part, chunk in enumerate(chunks, 1):
+        what = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
+        gt = p.table(f"{grouping(report)}{what}")
+        p.column(gt, "window" if report.get("windows") is not None else "group", wrap=True)
+        p.column(gt, "n", "right")
+        if verdict_col:
+            p.column(gt, verdict_col[0], "right")
+        for mid in chunk:
+            p.column(gt, clean(mid), "right")
+        for i, gname in enumerate(["(all)", *groups]):
+            cells = [p.tx(names[i]), p.tx(counts[i])]
+            if verdict_col:
+                cells.append(p.tx(verdict_col[1][i], "bold red" if verdict_col[2][i] else ""))
+            for mid in chunk:
+                cell = p.tx(cells_of[mid][i])
+                if i and (gname, mid) in failed and p.color:
+                    cell.stylize("bold red")
+                cells.append(cell)
+            gt.add_row(*cells)
+        p.show(gt)
+    if any(g["flagged"] for g in groups.values()):
+        p.out(f"* fewer than {report['settings'].get('min_group_size')} rows")
 
 
 def render_text_reliability(report: Mapping[str, Any], metric: str, *,
