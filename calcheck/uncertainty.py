@@ -248,10 +248,16 @@ def replicate_weights(weights: Any, rng: np.random.Generator) -> FloatArray:
     (N predictions drawn from the expanded file), or w·c with c ~ Multinomial(n; 1/n) (n rows
     drawn, each keeping its weight)."""
     w = weights.values
-    if weights.frequency:
-        return rng.multinomial(round(weights.total), w / w.sum()).astype(np.float64)
     n = w.shape[0]
-    return np.asarray(w * rng.multinomial(n, np.full(n, 1.0 / n)), dtype=np.float64)
+    if weights.frequency:
+        total = round(weights.total)
+        if total > 4 * n:            # many predictions a row: one binomial per row
+            return rng.multinomial(total, w / w.sum()).astype(np.float64)
+        # else the predictions themselves, drawn by their place in the expanded file
+        at = np.searchsorted(np.cumsum(w), rng.integers(0, total, size=total), side="right")
+        return np.bincount(at, minlength=n).astype(np.float64)
+    return np.asarray(w * np.bincount(rng.integers(0, n, size=n), minlength=n),
+                      dtype=np.float64)
 
 
 class RowWeightReplicates:
@@ -266,6 +272,16 @@ class RowWeightReplicates:
                  listed_sorted: bool = False) -> None:
         self.data, self.ids, self.options, self.compute = data, ids, options, compute
         self.sorted = listed_sorted and not data.multiclass
+        # the binary means and binned errors from the replicate's weights by prefix sums over
+        # the sorted rows (WeightedReplicates), as in the unweighted bootstrap: the same
+        # numbers as recomputing them on the replicate, without its sort
+        w = data.weights
+        self.fast = WeightedReplicates(data.scores, data.labels, ids, int(options.bins),
+                                       frequency=w.frequency) \
+            if self.sorted and not getattr(options, "compat", None) and \
+            getattr(options, "ties", "share") == "share" and \
+            set(ids) & set(WeightedReplicates.IDS) else None
+        self.slow = [m for m in ids if self.fast is None or m not in self.fast.ids]
         res = compute(data, ids, options)
         self.norms = {m: NORM_METRICS[registry_base(m)][1] for m in ids
                       if registry_base(m) in NORM_METRICS and res[m].bins is not None}
@@ -281,6 +297,15 @@ class RowWeightReplicates:
         from calcheck.data import Predictions
         from calcheck.weights import Weights
 
+        rows = {m: j for j, m in enumerate(self.ids)}
+        if self.fast is not None:
+            for m, v in self.fast.values(weights).items():
+                self.values[rows[m], r] = v
+                if m in self.vectors:
+                    self.vectors[m].add(r, self.fast.quantile_m if m == "ace" else
+                                        self.fast.uniform_m)
+        if not self.slow:
+            return
         w = self.data.weights
         keep = weights > 0
         sub = self.data.subset(keep)
@@ -291,11 +316,11 @@ class RowWeightReplicates:
         if self.sorted:
             sample.sorted_order = np.arange(sample.n)
         try:
-            out = self.compute(sample, self.ids, self.options)
+            out = self.compute(sample, self.slow, self.options)
         except CalcheckError:
             return
-        for j, m in enumerate(self.ids):
-            self.values[j, r] = out[m].value
+        for m in self.slow:
+            self.values[rows[m], r] = out[m].value
             b = out[m].bins
             if m in self.vectors and b is not None and \
                     b.count.shape == self.vectors[m].m.shape:
@@ -548,11 +573,15 @@ class WeightedReplicates:
 
     Built once per run on the rows in canonical order (sorted by score); :meth:`values` takes
     the replicate's counts c (c_i copies of canonical row i) and returns each metric's value.
+    ``frequency=False``: the replicate's "counts" are real row weights (a replicate of
+    sampling-weighted rows, :class:`RowWeightReplicates`): the equal-mass cuts fall at j·W/B of
+    its total weight W instead of ⌊j·N/B⌋, and every mean divides by W.
     """
 
     IDS = ("ece", "ece_l2", "mce", "ace", "mce_q", "brier", "log_loss")
 
-    def __init__(self, scores: FloatArray, labels: np.ndarray, ids: list[str], bins: int) -> None:
+    def __init__(self, scores: FloatArray, labels: np.ndarray, ids: list[str], bins: int, *,
+                 frequency: bool = True) -> None:
         from calcheck.binning import quantile_bounds, uniform_edges
         from calcheck.metrics.scoring import LOG_LOSS_EPS
 
@@ -569,6 +598,7 @@ class WeightedReplicates:
         self.group_first = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
         self.group_next = np.append(self.group_first[1:], self.n)
         self.cuts = quantile_bounds(self.n, bins)
+        self.bins, self.frequency = bins, frequency
         self.sq = (s - y) ** 2
         c = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
         self.ll = np.where(y > 0, np.log(c), np.log1p(-c))
@@ -593,9 +623,22 @@ class WeightedReplicates:
         return dict(out)
 
     def _values(self, counts: np.ndarray) -> dict[str, float]:
-        ids, n = self.ids, self.n
+        from calcheck.binning import quantile_bounds
+
+        ids = self.ids
         c = self._c
         np.copyto(c, counts)
+        # the replicate's total: n for a resample of n rows (the cuts of the run), the drawn
+        # N for counts, the real total for sampling weights
+        n: Any = self.n
+        cuts = self.cuts
+        if self.frequency:
+            drawn = round(float(c.sum()))
+            if drawn != n:
+                n, cuts = drawn, quantile_bounds(drawn, self.bins)
+        else:
+            n = float(c.sum())
+            cuts = np.linspace(0.0, 1.0, self.bins + 1) * n
         out: dict[str, float] = {}
         if "brier" in ids:
             out["brier"] = float(np.dot(c, self.sq) / n)
@@ -605,16 +648,18 @@ class WeightedReplicates:
         equal_mass = bool({"ace", "mce_q"} & set(ids))
         if not (uniform or equal_mass):
             return out
-        marks = [np.array([0, n])]
+        marks = [np.array([0, self.n])]                    # row positions
         if uniform:
             marks.append(self.uniform_starts)
         if equal_mass:
             # the tie group holding each cut position k of the replicate, from the running
             # count of copies at the groups' ends
             first = self.group_first
-            whole = np.asarray(counts, dtype=np.int64)         # integer sums: exact and fast
-            ends = np.cumsum(np.add.reduceat(whole, first) if first.shape[0] < n else whole)
-            k = self.cuts[1:-1]
+            # integer sums (exact and fast), or the real weights' sums
+            whole = np.asarray(counts, dtype=np.int64 if self.frequency else np.float64)
+            ends = np.cumsum(np.add.reduceat(whole, first) if first.shape[0] < self.n
+                             else whole)
+            k = cuts[1:-1]
             g = np.searchsorted(ends, k, side="right")
             before = np.where(g > 0, ends[np.maximum(g - 1, 0)], 0).astype(np.float64)
             size = ends[g] - before
@@ -633,7 +678,7 @@ class WeightedReplicates:
             return pre[np.searchsorted(pos, rows)]
 
         if uniform:
-            bounds = at(np.append(self.uniform_starts, n))
+            bounds = at(np.append(self.uniform_starts, self.n))
             d = np.diff(bounds, axis=0)
             self.uniform_m = (d[:, 2] - d[:, 1]) / n                      # signed, per bin
             out.update(_binned(d[:, 0], d[:, 1], d[:, 2], n, ids, ("ece", "ece_l2", "mce")))
@@ -641,12 +686,12 @@ class WeightedReplicates:
             pl, ph = at(lo), at(hi)
             part = k.astype(np.float64) - before       # copies of the group left of the cut
             share = np.divide(part, size, out=np.zeros_like(part), where=size > 0)
-            cum_s = np.concatenate(([0.0], pl[:, 1] + part * self.s[np.minimum(lo, n - 1)],
+            cum_s = np.concatenate(([0.0], pl[:, 1] + part * self.s[np.minimum(lo, self.n - 1)],
                                     [pre[-1, 1]]))
             cum_y = np.concatenate(([0.0], pl[:, 2] + share * (ph[:, 2] - pl[:, 2]),
                                     [pre[-1, 2]]))
             self.quantile_m = (np.diff(cum_y) - np.diff(cum_s)) / n     # signed, per bin
-            out.update(_binned(np.diff(self.cuts).astype(np.float64), np.diff(cum_s),
+            out.update(_binned(np.diff(cuts).astype(np.float64), np.diff(cum_s),
                                np.diff(cum_y), n, ids, ("ace", "ace_l2", "mce_q")))
         return out
 

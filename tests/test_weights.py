@@ -366,3 +366,37 @@ def test_compare_weights_must_agree(tmp_path, cli):
     assert ok.code == 0, ok.stderr
     rep = json.loads(ok.stdout)
     assert rep["input"]["old"]["weights"]["column"] == "w"
+
+
+@pytest.mark.parametrize("kind", ["weight", "count"])
+def test_weighted_bootstrap_fast_path_equals_recomputing(kind):
+    """The invariant behind --ci's fast path on weighted rows: the replicate's binary means
+    and binned errors from prefix sums of its weights over the sorted rows equal the metrics
+    recomputed on the replicate (values and norm-bootstrap vectors)."""
+    from calcheck.data import Predictions
+    from calcheck.engines.memory import compute, metric_options
+    from calcheck.options import parse
+    from calcheck.uncertainty import RowWeightReplicates, canonical_order, replicate_weights
+    from calcheck.weights import Weights
+
+    rng = np.random.default_rng(16)
+    n = 2000
+    s = np.round(rng.beta(2, 5, n), 2)
+    y = (rng.uniform(size=n) < s).astype(np.int8)
+    w = rng.exponential(1, n) if kind == "weight" else rng.integers(0, 4, n).astype(float)
+    data = Predictions(scores=s, labels=y, weights=Weights(w, kind, "w"))
+    base = data.subset(canonical_order(data))
+    ids = ["ece", "ece_l2", "mce", "ace", "mce_q", "brier", "log_loss"]
+    mopts = metric_options(parse("score", {}), False)
+    fast = RowWeightReplicates(base, ids, mopts, compute, 4, listed_sorted=True)
+    slow = RowWeightReplicates(base, ids, mopts, compute, 4, listed_sorted=True)
+    assert fast.fast is not None
+    slow.fast, slow.slow = None, ids
+    draws = np.random.default_rng(1)
+    for r in range(4):
+        new = replicate_weights(base.weights, draws)
+        fast.add(r, new)
+        slow.add(r, new)
+    assert fast.values == pytest.approx(slow.values, abs=1e-12)
+    for m in fast.vectors:
+        assert fast.vectors[m].dev["l1"] == pytest.approx(slow.vectors[m].dev["l1"], abs=1e-12)
