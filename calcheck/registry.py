@@ -302,7 +302,9 @@ TESTS: dict[str, TestSpec] = {t.method: t for t in (
 _WEIGHTED_METRICS = {**dict.fromkeys(("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier",
                                       "log_loss", "pc", "ecce_mad", "ecce_r", "ece_top",
                                       "mce_top", "ace_top"), "any"),
-                     "sce": "any", "ace_cw": "any", "tace": "any",
+                     "sce": "any", "ace_cw": "any", "tace": "any", "smece": "any",
+                     **dict.fromkeys(("corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log",
+                                      "corp_dsc_log", "corp_unc_log"), "any"),
                      **dict.fromkeys(("tce", "tce_q", "tce_v", "tce_u", "tce_cw"), "count")}
 _WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox"), "any")
 METRICS = {k: replace(m, weights=_WEIGHTED_METRICS.get(k, "")) for k, m in METRICS.items()}

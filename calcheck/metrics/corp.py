@@ -67,9 +67,15 @@ def recalibration(data: Prepared) -> Recalibration:
     if "_corp" not in cache:
         s, y = data.sorted_scores, data.sorted_labels
         b = tie_bounds(s)
-        count = np.diff(b).astype(np.float64)
-        positives = np.add.reduceat(np.asarray(y, dtype=np.float64), b[:-1])
-        cache["_corp"] = pav(s[b[:-1]], count, positives)
+        if data.weights is None:
+            count = np.diff(b).astype(np.float64)
+            positives = np.add.reduceat(np.asarray(y, dtype=np.float64), b[:-1])
+        else:                           # weighted rows: each distinct score's mass
+            w = data.sorted_weights
+            count = np.add.reduceat(w, b[:-1])
+            positives = np.add.reduceat(w * np.asarray(y, dtype=np.float64), b[:-1])
+        keep = count > 0
+        cache["_corp"] = pav(s[b[:-1]][keep], count[keep], positives[keep])
     return cache["_corp"]  # type: ignore[no-any-return]
 
 
@@ -179,7 +185,7 @@ def _result(mid: str, data: Prepared) -> MetricResult:
                         settings={"score": "log score" if kind == "log" else "Brier score",
                                   "recalibration": "PAV, ties pooled",
                                   **({"clip": LOG_LOSS_EPS} if kind == "log" else {})},
-                        n_samples=data.n,
+                        n_samples=data.n_samples,
                         extra={"decomposition": {"score": d.score, "mcb": d.mcb, "dsc": d.dsc,
                                                  "unc": d.unc},
                                "pav_blocks": int(np.unique(r.fit).shape[0])})

@@ -51,14 +51,20 @@ SIGMA_MIN = 0.001
 SIGMA_MAX = 1.0
 
 
-def cell_sums(scores: FloatArray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray]:
-    """Per occupied cell of the 2^16-cell grid: rows, Σs and Σ(s − y)."""
+def cell_sums(scores: FloatArray, labels: np.ndarray, weights: FloatArray | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per occupied cell of the 2^16-cell grid: rows, Σs and Σ(s − y) (with row ``weights``:
+    Σw, Σw·s and Σw·(s − y); a cell of zero weight is not occupied)."""
     cell = np.floor(scores * float(1 << CELL_BITS)).astype(np.int64)
     size = (1 << CELL_BITS) + 1
-    n = np.bincount(cell, minlength=size).astype(np.float64)
-    ss = np.bincount(cell, weights=scores, minlength=size)
-    sr = ss - np.bincount(cell, weights=labels, minlength=size)
+    if weights is None:
+        n = np.bincount(cell, minlength=size).astype(np.float64)
+        ss = np.bincount(cell, weights=scores, minlength=size)
+        sr = ss - np.bincount(cell, weights=labels, minlength=size)
+    else:
+        n = np.asarray(np.bincount(cell, weights=weights, minlength=size), dtype=np.float64)
+        ss = np.bincount(cell, weights=weights * scores, minlength=size)
+        sr = ss - np.bincount(cell, weights=weights * labels, minlength=size)
     occ = n > 0
     return n[occ], ss[occ], sr[occ]
 
@@ -166,9 +172,10 @@ def fixed_point(m: Cells) -> tuple[float, float]:
     return c, fc + c
 
 
-def smece_of(m: Cells, sigma: float | None = None) -> MetricResult:
-    """The smooth ECE of the cells: at the fixed point, or at ``sigma``."""
-    if m.n == 0:
+def smece_of(m: Cells, sigma: float | None = None, n: int | None = None) -> MetricResult:
+    """The smooth ECE of the cells: at the fixed point, or at ``sigma`` (``n``: the rows to
+    report, default the cells' count)."""
+    if float(m.count.sum()) <= 0:
         raise ValueError("smooth ECE of no rows")
     if sigma is None:
         sigma, value = fixed_point(m)
@@ -176,12 +183,18 @@ def smece_of(m: Cells, sigma: float | None = None) -> MetricResult:
     else:
         value = smece_at(m, sigma)
         how = "given (--smece-sigma)"
-    return MetricResult(id="smece", value=value, n_samples=m.n,
+    return MetricResult(id="smece", value=value, n_samples=m.n if n is None else n,
                         settings={"kernel": "Gaussian reflected at 0 and 1", "bandwidth": how,
                                   "cells": f"2^{CELL_BITS}", "grid_nodes": grid_size(sigma)},
                         extra={"sigma": sigma})
 
 
 def smece(data: Prepared, o: MetricOptions) -> MetricResult:
-    """Smooth ECE of binary predictions (registry kernel)."""
-    return smece_of(cells(*cell_sums(data.scores, data.labels)), o.smece_sigma)
+    """Smooth ECE of binary predictions (registry kernel); weighted rows: of the weighted
+    distribution (cell masses Σw: counts as they are, sampling weights scaled to sum to the
+    rows of positive weight, since the density's floor 1e-4 is in rows)."""
+    w = None if data.weights is None else data.weights.values
+    if w is not None and data.weights is not None and not data.weights.frequency:
+        w = w * (np.count_nonzero(w) / data.weights.total)
+    return smece_of(cells(*cell_sums(data.scores, data.labels, w)), o.smece_sigma,
+                    data.n_samples)
