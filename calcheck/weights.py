@@ -283,6 +283,14 @@ class MassAxis:
     def total(self) -> float:
         return float(self.M[-1])
 
+    def sums(self, values: FloatArray, cuts: FloatArray) -> FloatArray:
+        """Σ ``values`` (one per sorted row) over the bins between the masses ``cuts``, a unit
+        cut by a bound shared pro rata by its mass."""
+        if values.shape[0] == 0:
+            return np.zeros(cuts.shape[0] - 1)
+        cum = np.concatenate(([0.0], np.cumsum(np.add.reduceat(values, self.first))))
+        return np.diff(self.at(cum, cuts))
+
     def at(self, cum: FloatArray, x: FloatArray) -> FloatArray:
         """The piecewise-linear prefix sum ``cum`` at masses ``x`` (units shared pro rata)."""
         return mass_prefix(self.M, cum, x)

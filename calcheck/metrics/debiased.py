@@ -42,17 +42,23 @@ from calcheck._typing import FloatArray
 from calcheck.binning import quantile_bounds, shared_cumsum, tie_bounds, uniform_assign
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
+from calcheck.weights import Weights
 
 
 @dataclass(frozen=True)
 class BinResiduals:
-    """Per bin: rows (may be fractional: shared ties), Σ r and Σ r², r = y − s, Σ s(1 − s)."""
+    """Per bin: rows (may be fractional: shared ties), Σ r and Σ r², r = y − s, Σ s(1 − s).
+
+    Weighted rows: counts k enter as rows (every sum the expanded file's); sampling weights w
+    make ``count`` Σw and the sums Σw·r, Σw·r², Σw·s(1 − s), and ``sampled`` holds
+    (Σw², Σw²·r, Σw²·r², rows) for the variance of the weighted mean (:meth:`variance`)."""
 
     count: FloatArray
     sum_r: FloatArray
     sum_r2: FloatArray
     sum_var: FloatArray
-    n: int
+    n: float
+    sampled: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
 
     @property
     def m(self) -> FloatArray:
@@ -66,8 +72,11 @@ class BinResiduals:
 
     def variance(self) -> FloatArray:
         """v̂_b: the estimated variance of d̂_b = ȳ_b − s̄_b (module docstring); 0 for empty
-        bins."""
+        bins.  Sampling weights: Σw²(r − d̂_b)²/(Σw)² · m/(m − 1) over the bin's m rows (its
+        unweighted form at unit weights), a bin of one row Σw²·s(1 − s)/(Σw)²."""
         c = self.count
+        if self.sampled is not None:
+            return self._weighted_variance()
         out = np.zeros_like(c)
         many = c > 1.0 + 1e-9
         s2 = (self.sum_r2[many] - self.sum_r[many] ** 2 / c[many]) / (c[many] - 1.0)
@@ -76,24 +85,75 @@ class BinResiduals:
         out[few] = self.sum_var[few] / c[few] / c[few]
         return out
 
+    def _weighted_variance(self) -> FloatArray:
+        assert self.sampled is not None
+        w2, w2r, w2r2, rows = self.sampled
+        c = self.count
+        d = self.gap()
+        out = np.zeros_like(c)
+        many = (rows > 1.0 + 1e-9) & (c > 0)
+        ss = np.maximum(w2r2 - 2.0 * d * w2r + d * d * w2, 0.0)
+        out[many] = ss[many] / (c[many] ** 2) * rows[many] / (rows[many] - 1.0)
+        few = (c > 0) & ~many
+        # one row: a calibrated label's variance, (Σw·s(1 − s)/Σw)·Σw²/(Σw)² = s(1 − s)
+        out[few] = self.sum_var[few] / c[few] * w2[few] / (c[few] * c[few])
+        return out
+
     def gap(self) -> FloatArray:
         return np.divide(self.sum_r, self.count, out=np.zeros_like(self.sum_r),
                          where=self.count > 0)
 
 
-def uniform_residuals(scores: FloatArray, labels: np.ndarray, bins: int) -> BinResiduals:
+def uniform_residuals(scores: FloatArray, labels: np.ndarray, bins: int,
+                      weights: Weights | None = None) -> BinResiduals:
     """Per-bin residual sums of the ECE's equal-width bins, summed in the order (score,
-    label) so that no digit depends on the order of the rows."""
+    label) so that no digit depends on the order of the rows; with row ``weights``, weighted
+    (:class:`BinResiduals`)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     order = np.lexsort((y, s))
     s = s[order]
     r = y[order] - s
     ids = uniform_assign(s, bins)
-    def sums(w: FloatArray | None) -> FloatArray:
-        return np.asarray(np.bincount(ids, weights=w, minlength=bins), dtype=np.float64)
+    w = None if weights is None else weights.values[order]
 
-    return BinResiduals(sums(None), sums(r), sums(r * r), sums(s * (1.0 - s)), s.shape[0])
+    def sums(x: FloatArray | None, by: FloatArray | None = w) -> FloatArray:
+        v = by if x is None else (x if by is None else x * by)
+        return np.asarray(np.bincount(ids, weights=v, minlength=bins), dtype=np.float64)
+
+    v = s * (1.0 - s)
+    if weights is None or w is None or weights.frequency:
+        return BinResiduals(sums(None), sums(r), sums(r * r), sums(v),
+                            s.shape[0] if w is None else float(w.sum()))
+    w2 = w * w
+    return BinResiduals(sums(None), sums(r), sums(r * r), sums(v), float(w.sum()),
+                        (sums(None, w2), sums(r, w2), sums(r * r, w2),
+                         sums(None, (w > 0).astype(np.float64))))
+
+
+def weighted_quantile_residuals(data: Prepared, bins: int) -> BinResiduals:
+    """:func:`quantile_residuals` of weighted rows: ACE's equal-mass bins on the mass axis, a
+    unit straddling a cut shared pro rata (:mod:`calcheck.weights`)."""
+    from calcheck.weights import mass_cuts
+
+    assert data.weights is not None
+    ax = data.axis
+    cuts = mass_cuts(data.mass, bins, data.weights.frequency)
+    s = data.sorted_scores
+    r = data.sorted_labels.astype(np.float64) - s
+    w = data.sorted_weights
+    count = np.diff(cuts)
+
+    def sums(x: FloatArray) -> FloatArray:
+        return ax.sums(x, cuts)
+
+    v = s * (1.0 - s)
+    base = (count, sums(w * r), sums(w * r * r), sums(w * v), float(data.mass))
+    if data.weights.frequency:
+        return BinResiduals(*base)
+    w2 = w * w
+    return BinResiduals(*base, sampled=(sums(w2), sums(w2 * r), sums(w2 * r * r),
+                                        sums((w > 0).astype(np.float64))))
 
 
 def quantile_residuals(sorted_scores: FloatArray, sorted_labels: np.ndarray, bins: int,
@@ -142,17 +202,36 @@ def result(mid: str, value: float, binning: str, bins: int, norm: str, n: int,
                         n_samples=n)
 
 
+def _with_bins(res: MetricResult, data: Prepared, bins: int, kind: str) -> MetricResult:
+    """Weighted rows: the result with its bins (the plain metric's: the replicates' bin
+    vectors of the weighted bootstrap come from them; no table shows them)."""
+    if data.weights is None:
+        return res
+    from dataclasses import replace
+
+    from calcheck.metrics.binned import quantile_bins, uniform_bins
+
+    stats = uniform_bins(data, bins) if kind == "uniform" else quantile_bins(data, bins)
+    return replace(res, bins=stats)
+
+
 def ece_debiased(data: Prepared, o: MetricOptions) -> MetricResult:
-    br = uniform_residuals(data.scores, data.labels, o.bins)
-    return result("ece_debiased", debiased_l1(br), "uniform", o.bins, "l1", data.n)
+    br = uniform_residuals(data.scores, data.labels, o.bins, data.weights)
+    return _with_bins(result("ece_debiased", debiased_l1(br), "uniform", o.bins, "l1",
+                             data.n_samples), data, o.bins, "uniform")
 
 
 def ece_l2_debiased(data: Prepared, o: MetricOptions) -> MetricResult:
-    br = uniform_residuals(data.scores, data.labels, o.bins)
-    return result("ece_l2_debiased", debiased_l2(br), "uniform", o.bins, "l2", data.n)
+    br = uniform_residuals(data.scores, data.labels, o.bins, data.weights)
+    return _with_bins(result("ece_l2_debiased", debiased_l2(br), "uniform", o.bins, "l2",
+                             data.n_samples), data, o.bins, "uniform")
 
 
 def ace_debiased(data: Prepared, o: MetricOptions) -> MetricResult:
+    if data.weights is not None:
+        br = weighted_quantile_residuals(data, o.bins)
+        return _with_bins(result("ace_debiased", debiased_l1(br), "quantile", o.bins, "l1",
+                                 data.n_samples, ties=data.ties), data, o.bins, "quantile")
     s, y = data.sorted_scores, data.sorted_labels
     if data.ties == "share":                  # equal scores summed in label order
         order = np.lexsort((y, s))
