@@ -442,11 +442,12 @@ def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design:
     pop = weight_population(kind)
     s, y, w = weight_sample(kind, design, npop, rng)
     tests = calcheck.run_tests(scores=s, labels=y, weight=w, trials=trials, seed=seed,
-                               method=["tcal", "hl", "spiegelhalter", "cox"], family="none",
-                               weight_null=null).to_dict()["tests"]
+                               method=["tcal", "hl", "spiegelhalter", "cox", "ks", "kuiper"],
+                               family="none", weight_null=null).to_dict()["tests"]
     out = {f"{name}": float(tests[tid]["reject"]) for name, tid in
            (("tcal", "tcal_adaptive"), ("hl", "hosmer_lemeshow"),
-            ("spiegelhalter", "spiegelhalter"), ("cox", "cox"))}
+            ("spiegelhalter", "spiegelhalter"), ("cox", "cox"), ("ks", "ks"),
+            ("kuiper", "kuiper"))}
     extra: dict[str, Any] = {"ci": True, "ci_reps": reps} if null == "auto" else {}
     head = calcheck.score(scores=s, labels=y, weight=w, metrics=["ece", "ace"], seed=seed,
                           weight_null=null, **extra).to_dict()

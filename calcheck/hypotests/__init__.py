@@ -204,8 +204,15 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
 
             trials, _ = tcal_trials(None if options.auto_trials else options.trials,
                                     options.alpha, 1, auto=options.auto_trials, family=family)
-            results[m] = walk_test(m, scores, labels, alpha=options.alpha, ties=options.ties,
-                                   trials=trials, seed=options.seed)
+            if weights is not None:
+                from calcheck.hypotests import weighted
+
+                results[m] = weighted.walk_test(m, scores, labels, weights,
+                                                alpha=options.alpha, ties=options.ties,
+                                                trials=trials, seed=options.seed)
+            else:
+                results[m] = walk_test(m, scores, labels, alpha=options.alpha,
+                                       ties=options.ties, trials=trials, seed=options.seed)
     return results, notes
 
 

@@ -315,3 +315,63 @@ def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[i
                            settings={"levels": f"round(2^(k/3)) from 2 to {ms[-1]} "
                                                f"({len(ms)} levels)" if grid == "bounded"
                                      else f"2^1..2^{len(ms)}", "grid": grid, **settings})
+
+
+# ---------------------------------------------------------------------------------------------
+# Kolmogorov–Smirnov and Kuiper on the weighted walk
+
+
+def walk_test(test_id: str, scores: FloatArray, labels: np.ndarray, weights: Weights, *,
+              alpha: float = 0.05, ties: str = "share", trials: int = 1000,
+              seed: int = 0) -> TestResult:
+    """The ``ks`` or ``kuiper`` test of weighted rows: the walk C_k = Σ_{i≤k} w_i(y_i − s_i)/W
+    read at the tie groups' ends, over σ̂ = √(Σ Var w(y − s))/W (the null's variance,
+    :func:`calcheck.weights.null_variance`).  Its increments are independent with mean 0
+    under calibration, so C/σ̂ tends to a Brownian motion in the time of its variance — the
+    same maxima as on [0, 1] — and the p-value is the Brownian series; with at most
+    :data:`~calcheck.hypotests.cumulative.SIMULATE_MAX_GROUPS` distinct scores, the null's
+    own walks by simulation (labels redrawn by the weights' null, :meth:`Weights.regime`)."""
+    from calcheck.binning import tie_bounds
+    from calcheck.hypotests import cumulative, simulate
+
+    s, y, weights = _rows(scores, labels, weights, ties)
+    w = weights.values
+    first = tie_bounds(s)[:-1]
+    total = weights.total
+    walk = np.concatenate(([0.0], np.cumsum(np.add.reduceat(w * (y - s), first)))) / total
+    sigma = float(np.sqrt(np.sum(null_variance(weights, s, y)))) / total
+
+    def stat(c: FloatArray) -> Any:
+        top, bottom = np.maximum(c.max(axis=-1), 0.0), np.minimum(c.min(axis=-1), 0.0)
+        return np.maximum(top, -bottom) if test_id == "ks" else top - bottom
+
+    raw = float(stat(walk))
+    x = raw / sigma if sigma > 0 else (0.0 if raw == 0 else math.inf)
+    details: dict[str, Any] = {"ecce": raw, "sigma": sigma,
+                               "statistic_name": "ECCE-MAD / sigma" if test_id == "ks" else
+                               "ECCE-R / sigma"}
+    if first.shape[0] <= cumulative.SIMULATE_MAX_GROUPS and sigma > 0:
+        rng = np.random.default_rng(seed)
+        drawn = np.empty(trials)
+        done = 0
+        step = _chunk(s.shape[0], trials)
+        while done < trials:
+            t = min(step, trials - done)
+            mass, ws = draw_null(weights, s, y, t, rng)
+            steps = np.add.reduceat(mass - ws * s, first, axis=1)
+            walks = np.cumsum(steps, axis=1) / ws.sum(axis=1, keepdims=True)
+            drawn[done:done + t] = stat(np.concatenate((np.zeros((t, 1)), walks), axis=1))
+            done += t
+        p = simulate.mc_pvalue(raw, drawn)
+        details.update({"pvalue_method": "monte carlo", "distinct_values": int(first.shape[0]),
+                        "min_attainable_pvalue": 1 / (trials + 1)})
+        settings: dict[str, Any] = {"null": "labels redrawn by the weights' null",
+                                    "trials": trials, "seed": seed}
+    else:
+        p = cumulative.max_abs_sf(x) if test_id == "ks" else cumulative.range_sf(x)
+        details["pvalue_method"] = "brownian motion"
+        settings = {"null": "standard Brownian motion in the time of the walk's variance",
+                    "pvalue": "upper-tail series"}
+    res = TestResult(id=test_id, statistic=x, pvalue=p, reject=p <= alpha, alpha=alpha,
+                     details=details, settings=settings)
+    return _with_settings(res, weights, y, ties=ties)
