@@ -365,10 +365,9 @@ class StreamEngine:
         """T-Cal, Hosmer–Lemeshow (after a rank search), Spiegelhalter, Cox (a few Newton
         passes) and, for discrete scores, the binomial test per value (multiclass input: on
         its top-label view, as in memory)."""
-        from calcheck.hypotests import discrete_note
         from calcheck.streaming import tests as stests
         from calcheck.streaming.positional import positional_results
-        from calcheck.streaming.rowtests import cox_stream, discrete_stream
+        from calcheck.streaming.rowtests import cox_stream
 
         fixed = opts.bins if opts.command == "test" else None
         spec = StateSpec(tcal_m=fixed, log_loss=False, spiegelhalter="spiegelhalter" in methods)
@@ -382,52 +381,7 @@ class StreamEngine:
         if self.multiclass:
             out.notes.append(top_label_note(self.classes))
         if "tcal" in methods:
-            from calcheck.hypotests import family_of, tcal_trials
-            from calcheck.hypotests.tcal import adaptive_ms
-
-            levels = 1 if fixed is not None or opts.adaptive_correction == "minp" else \
-                min(len(adaptive_ms(state.n, opts.adaptive_grid, dyadic=True)), state.grid_bits)
-            few = int(np.count_nonzero(state.cell_count.reshape(-1, 2).sum(axis=1))) \
-                <= opts.discrete_max
-            trials, note = tcal_trials(opts.trials, opts.alpha, levels,
-                                       auto="trials" not in opts.given,
-                                       label=opts.name_of("trials"),
-                                       family=family_of(methods, opts.family, few)
-                                       * (groups if opts.family != "none" else 1))
-            if note:
-                out.notes.append(note)
-            out.settings["trials"] = trials
-            if fixed is not None:
-                results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
-                                                           trials=trials, seed=opts.seed,
-                                                           resample=opts.resample)
-            else:
-                r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=trials,
-                                                seed=opts.seed, resample=opts.resample,
-                                                grid=opts.adaptive_grid,
-                                                correction=opts.adaptive_correction)
-                results["tcal_adaptive"] = r
-                if r.details["levels_omitted"]:
-                    out.notes.append(
-                        f"adaptive T-Cal on the {self.name} engine tests the levels "
-                        f"{r.settings['levels']} (bins of at least one 2^-{state.grid_bits} grid "
-                        f"cell); finer levels of the B = {r.details['B_spec']} dyadic levels "
-                        "are omitted")
-                if opts.adaptive_grid == "bounded":
-                    out.notes.append(f"adaptive T-Cal on the {self.name} engine tests the "
-                                     "bounded grid's powers of two (bins are unions of grid "
-                                     "cells); in memory it also tests the levels between them")
-            tc = results.get("tcal") or results["tcal_adaptive"]
-            width = round(float(np.log2(tc.settings["null_unit_width"])))
-            out.notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to "
-                             f"2^{width} wide), not per row; relative variance excess "
-                             f"{tc.settings['null_variance_excess']:.1e}")
-            discrete, distinct = discrete_stream(self.source, state, limit=opts.discrete_max,
-                                                 alpha=opts.alpha)
-            if discrete is not None:
-                self.passes += 1
-                results["binomial_discrete"] = discrete
-                out.notes.append(discrete_note(distinct, opts.discrete_max))
+            self._tcal(state, methods, opts, groups, fixed, out)
         if "hl" in methods:
             from calcheck.hypotests import family_of, tcal_trials
 
@@ -447,6 +401,60 @@ class StreamEngine:
                                                 ci_level=opts.ci_level)
             self.passes += passes
         return out
+
+    def _tcal(self, state: Any, methods: list[str], opts: Options, groups: int,
+              fixed: int | None, out: Outcome) -> None:
+        """T-Cal of the tests (fixed m or adaptive on the grid's dyadic levels) and, for
+        discrete scores, the binomial test per value, into ``out``."""
+        from calcheck.hypotests import discrete_note, family_of, tcal_trials
+        from calcheck.hypotests.tcal import adaptive_ms
+        from calcheck.streaming import tests as stests
+        from calcheck.streaming.rowtests import discrete_stream
+
+        results = out.values
+        levels = 1 if fixed is not None or opts.adaptive_correction == "minp" else \
+            min(len(adaptive_ms(state.n, opts.adaptive_grid, dyadic=True)), state.grid_bits)
+        few = int(np.count_nonzero(state.cell_count.reshape(-1, 2).sum(axis=1))) \
+            <= opts.discrete_max
+        trials, note = tcal_trials(opts.trials, opts.alpha, levels,
+                                   auto="trials" not in opts.given,
+                                   label=opts.name_of("trials"),
+                                   family=family_of(methods, opts.family, few)
+                                   * (groups if opts.family != "none" else 1))
+        if note:
+            out.notes.append(note)
+        out.settings["trials"] = trials
+        if fixed is not None:
+            results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
+                                                       trials=trials, seed=opts.seed,
+                                                       resample=opts.resample)
+        else:
+            r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=trials,
+                                            seed=opts.seed, resample=opts.resample,
+                                            grid=opts.adaptive_grid,
+                                            correction=opts.adaptive_correction)
+            results["tcal_adaptive"] = r
+            if r.details["levels_omitted"]:
+                out.notes.append(
+                    f"adaptive T-Cal on the {self.name} engine tests the levels "
+                    f"{r.settings['levels']} (bins of at least one 2^-{state.grid_bits} grid "
+                    f"cell); finer levels of the B = {r.details['B_spec']} dyadic levels "
+                    "are omitted")
+            if opts.adaptive_grid == "bounded":
+                out.notes.append(f"adaptive T-Cal on the {self.name} engine tests the "
+                                 "bounded grid's powers of two (bins are unions of grid "
+                                 "cells); in memory it also tests the levels between them")
+        tc = results.get("tcal") or results["tcal_adaptive"]
+        width = round(float(np.log2(tc.settings["null_unit_width"])))
+        out.notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to "
+                         f"2^{width} wide), not per row; relative variance excess "
+                         f"{tc.settings['null_variance_excess']:.1e}")
+        discrete, distinct = discrete_stream(self.source, state, limit=opts.discrete_max,
+                                             alpha=opts.alpha)
+        if discrete is not None:
+            self.passes += 1
+            results["binomial_discrete"] = discrete
+            out.notes.append(discrete_note(distinct, opts.discrete_max))
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         return []
