@@ -221,10 +221,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
 
     ``sce``: SCE too, from each class's held rows (:func:`sce_in_class_passes` says when the
     first pass may leave it to these passes)."""
-    from calcheck.errors import CalcheckError
-    from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.heldrows import reusing_key_buffers
-    from calcheck.streaming.views import ALL, CHUNK, SubStream, drive_lockstep
+    from calcheck.streaming.views import ALL, CHUNK, drive_lockstep
 
     tuning: Tuning = source.tuning
 
@@ -236,6 +234,45 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     if not wanted:
         return out, 0
     tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
+    held, subs = _class_plans(classes, wanted, sizes, out, bins=bins, threshold=threshold,
+                              ties=ties, sce=sce, tce_opts=tce_opts, tuning=tuning)
+
+    done: dict[Any, Any] = {}
+    passes = 0
+    if held:                       # no grids: every class in one lockstep, within the budget
+        with reusing_key_buffers():          # each pass's held classes, the next pass's
+            got, passes = drive_lockstep(source, held, view="columns", by=by,
+                                         rows={key: sizes[key[0]] for key in held},
+                                         max_rows=tuning.hold_rows, chunk=len(held))
+        done.update(got)
+    if subs:
+        id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
+        comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
+                                          collect_rows=tuning.collect_rows // CHUNK,
+                                          tuning=tuning))
+                 for key, (sub, ids_) in subs.items()}
+        got, more = drive_lockstep(source, comps, view="columns", by=by,
+                                   rows={key: sizes[key[0]] for key in subs},
+                                   max_rows=tuning.exact_pava_rows)
+        done.update(got)
+        passes += more
+    _assemble(out, done, sizes, wanted, classes, sce, bins, threshold, {**tce_opts, "ties": ties})
+    return out, passes
+
+
+def _class_plans(classes: int, wanted: list[str], sizes: dict[Any, int],
+                 out: dict[Any, tuple[dict[str, MetricResult], dict[str, str]]], *,
+                 bins: int, threshold: float, ties: str, sce: bool, tce_opts: dict[str, Any],
+                 tuning: Tuning) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """The computations of :func:`classwise_positional`: per class of a group held whole
+    (its rows kept, the metrics in memory), or for a larger group a grid pass, a rank search
+    and a row pass per class (TACE: its kept rows); a group too small for PAVA-BC gets
+    ``tce_cw``'s error in ``out`` instead."""
+    from calcheck.errors import CalcheckError
+    from calcheck.metrics.tce import check_pava_bc_rows
+    from calcheck.streaming.views import SubStream
+
+    n_min, n_max = tce_opts["n_min"], tce_opts["n_max"]
     held: dict[Any, tuple[SubStream, Any]] = {}          # groups held in memory, per class
     subs: dict[Any, tuple[SubStream, list[str]]] = {}    # larger groups: grid and search
     for g, n in sizes.items():
@@ -264,25 +301,14 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
             if "tace" in wanted:
                 subs[(g, "tace", k)] = (SubStream(cls=k, group=g, min_score=threshold), ["ace"])
 
-    done: dict[Any, Any] = {}
-    passes = 0
-    if held:                       # no grids: every class in one lockstep, within the budget
-        with reusing_key_buffers():          # each pass's held classes, the next pass's
-            got, passes = drive_lockstep(source, held, view="columns", by=by,
-                                         rows={key: sizes[key[0]] for key in held},
-                                         max_rows=tuning.hold_rows, chunk=len(held))
-        done.update(got)
-    if subs:
-        id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
-        comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
-                                          collect_rows=tuning.collect_rows // CHUNK,
-                                          tuning=tuning))
-                 for key, (sub, ids_) in subs.items()}
-        got, more = drive_lockstep(source, comps, view="columns", by=by,
-                                   rows={key: sizes[key[0]] for key in subs},
-                                   max_rows=tuning.exact_pava_rows)
-        done.update(got)
-        passes += more
+    return held, subs
+
+
+def _assemble(out: dict[Any, tuple[dict[str, MetricResult], dict[str, str]]],
+              done: dict[Any, Any], sizes: dict[Any, int], wanted: list[str], classes: int,
+              sce: bool, bins: int, threshold: float, tce_opts: dict[str, Any]) -> None:
+    """Every group's classwise results from its classes' computations (``done``), a failed
+    computation's error on the metrics it serves."""
     for g, n in sizes.items():
         results, errors = out[g]
         failed = {key[1]: r for key, r in done.items() if key[0] == g and isinstance(r, Exception)}
@@ -295,8 +321,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                           if key[0] == g and not isinstance(r, Exception)}, classes)
         results.update(_classwise_results(
             per, [m for m in [*wanted, *(["sce"] if sce else [])] if m not in errors],
-            classes, n, bins, threshold, {**tce_opts, "ties": ties}))
-    return out, passes
+            classes, n, bins, threshold, tce_opts))
 
 
 def sce_in_class_passes(wanted: list[str], sizes: Any, tuning: Tuning = DEFAULT) -> bool:
