@@ -204,25 +204,7 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
             bounds[m] = level_bounds(ss, m)
     units = _Units.of(ss)
     s2 = ss * ss
-
-    # every level's bins of two rows or more, each distinct run once with its levels lo … hi
-    rs, re, lv = [], [], []
-    for i, m in enumerate(ms):
-        b = bounds[m]
-        keep = np.flatnonzero(np.diff(b) > 1)
-        rs.append(b[:-1][keep])
-        re.append(b[1:][keep])
-        lv.append(np.full(keep.size, i, dtype=np.int64))
-    r0, r1, level = _cat(rs), _cat(re), _cat(lv)
-    order = np.lexsort((level, r1, r0))
-    r0, r1, level = r0[order], r1[order], level[order]
-    first = np.flatnonzero(np.concatenate(([True], (r0[1:] != r0[:-1]) | (r1[1:] != r1[:-1]))))
-    first = first[:r0.shape[0]]                          # none when there are no such bins
-    last = np.concatenate((first[1:], [r0.shape[0]]))[:first.shape[0]] - 1
-    lo, hi = level[first], level[last]
-    if np.any(hi - lo + 1 != last - first + 1):         # levels that do not nest: no sharing
-        first, last, lo, hi = (np.arange(r0.shape[0]),) * 2 + (level, level)
-    r0, r1 = r0[first], r1[first]
+    rs, re, r0, r1, lo, hi = _distinct_runs(bounds, ms)
 
     # the dense grid: the work of 2^D cells against the bins it takes off the fine list
     chain = 0
@@ -246,24 +228,8 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
     r0, r1, lo, hi = r0[sel], r1[sel], np.maximum(lo[sel], D), hi[sel]
 
     big_bins = [int((r1 - r0).max(initial=1))]
-    dense_bounds = np.zeros(0, dtype=np.int64)
-    dA = np.zeros(0)
-    dw: list[FloatArray] = []
-    dc1: list[float] = []
-    if D:
-        g = 2 ** D
-        rows = np.concatenate((np.searchsorted(ss, np.arange(g + 1) / g, side="left"), [n]))
-        dense_bounds = units.unit_of_row(rows)
-        N = np.diff(rows).astype(np.float64)
-        a = _bin_sums(ss, rows[:-1], rows[1:], bin_rows)
-        qa = _bin_sums(s2, rows[:-1], rows[1:], bin_rows)
-        big_bins.append(int(N.max(initial=1)))
-        dA = a
-        for _ in range(D):
-            wd = np.where(N > 1, 1.0 / np.maximum(N, 1.0), 0.0)
-            dw.append(wd)
-            dc1.append(float(np.sum(wd * qa)))
-            N, qa = _merge(N), _merge(qa)
+    dense_bounds, dA, dw, dc1, biggest = _dense(ss, s2, units, D, bin_rows)
+    big_bins.append(biggest)
     S = 62 - max(big_bins).bit_length()
     us = units.score
     Nf = (r1 - r0).astype(np.float64)
@@ -280,6 +246,58 @@ def plan(ss: FloatArray, ms: list[int], bounds: dict[int, IntArray] | None = Non
         zq=2 * np.floor(us * 2.0 ** S + 0.5).astype(np.int64) - (1 << S), scale=2.0 ** -S,
         D=D, dense_bounds=dense_bounds, dense_A=dA, dense_w=dw,
         dense_c1=dc1, fine=fine, small=small)
+
+
+def _distinct_runs(bounds: dict[int, IntArray], ms: list[int]
+                   ) -> tuple[list[IntArray], list[IntArray], IntArray, IntArray, IntArray,
+                              IntArray]:
+    """Every level's bins of two rows or more (their starts and ends per level), and each
+    distinct row run once with the levels lo … hi it is a bin of (levels that do not nest
+    share nothing)."""
+    rs, re, lv = [], [], []
+    for i, m in enumerate(ms):
+        b = bounds[m]
+        keep = np.flatnonzero(np.diff(b) > 1)
+        rs.append(b[:-1][keep])
+        re.append(b[1:][keep])
+        lv.append(np.full(keep.size, i, dtype=np.int64))
+    r0, r1, level = _cat(rs), _cat(re), _cat(lv)
+    order = np.lexsort((level, r1, r0))
+    r0, r1, level = r0[order], r1[order], level[order]
+    first = np.flatnonzero(np.concatenate(([True], (r0[1:] != r0[:-1]) | (r1[1:] != r1[:-1]))))
+    first = first[:r0.shape[0]]                          # none when there are no such bins
+    last = np.concatenate((first[1:], [r0.shape[0]]))[:first.shape[0]] - 1
+    lo, hi = level[first], level[last]
+    if np.any(hi - lo + 1 != last - first + 1):         # levels that do not nest: no sharing
+        first, last, lo, hi = (np.arange(r0.shape[0]),) * 2 + (level, level)
+    return rs, re, r0[first], r1[first], lo, hi
+
+
+def _dense(ss: FloatArray, s2: FloatArray, units: _Units, D: int, bin_rows: int
+           ) -> tuple[IntArray, FloatArray, list[FloatArray], list[float], int]:
+    """The dense grid of 2^D cells: its unit bounds, each cell's Σs, and per merged level
+    its bins' weights 1/N (0 for a bin of fewer than two rows) and Σ_b Σs²/N_b; and its
+    largest cell's rows (1 without a grid)."""
+    dense_bounds = np.zeros(0, dtype=np.int64)
+    dA = np.zeros(0)
+    dw: list[FloatArray] = []
+    dc1: list[float] = []
+    if not D:
+        return dense_bounds, dA, dw, dc1, 1
+    g = 2 ** D
+    n = ss.shape[0]
+    rows = np.concatenate((np.searchsorted(ss, np.arange(g + 1) / g, side="left"), [n]))
+    dense_bounds = units.unit_of_row(rows)
+    N = np.diff(rows).astype(np.float64)
+    dA = _bin_sums(ss, rows[:-1], rows[1:], bin_rows)
+    qa = _bin_sums(s2, rows[:-1], rows[1:], bin_rows)
+    biggest = int(N.max(initial=1))
+    for _ in range(D):
+        wd = np.where(N > 1, 1.0 / np.maximum(N, 1.0), 0.0)
+        dw.append(wd)
+        dc1.append(float(np.sum(wd * qa)))
+        N, qa = _merge(N), _merge(qa)
+    return dense_bounds, dA, dw, dc1, biggest
 
 
 def _c1(s2: FloatArray, starts: IntArray, ends: IntArray, chunk: int = BIN_SUM_ROWS) -> float:
