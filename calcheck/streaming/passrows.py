@@ -91,9 +91,26 @@ class RowPasses(PassScan):
         if self.share:
             groups = self._groups_at_cuts(bounds, stats, tce=tce, pde=pde)
             partial = {key: partial[key] + groups[key] for key in partial}
-        cut_u, cut_id = [], []
         inner_b = bounds[1:-1].tolist()
-        for b in inner_b:
+        cut_u, cut_id = self._cut_keys(inner_b)
+        pieces: tuple[bytes, ...] = ()
+        if tce and self.test == "binomial":
+            pieces = self.sure_pieces(bounds, occ[exact], cuts, N, K)
+        pde_cells = tuple(occ[pde_exact].tolist()) if pde and tce else None
+        spec = RowBinning(cells=tuple(occ[exact].tolist()), cut_u=tuple(cut_u),
+                          cut_id=tuple(cut_id), share=self.share,
+                          below=sum(1 for b in inner_b if b <= 0),
+                          n=tuple(stats.count.tolist()), k=tuple(K.tolist()),
+                          alpha=self.alpha, test=self.test, tce=tce, pde=pde, pieces=pieces,
+                          pde_cells=pde_cells)
+        return spec, partial
+
+    def _cut_keys(self, inner: list[int]) -> tuple[list[int], list[int]]:
+        """The row pass's key of every inner cut position — the resolved row's score bits and
+        row id (−1 / the largest for a cut before the first or after the last row; with
+        shared ties those are left out)."""
+        cut_u, cut_id = [], []
+        for b in inner:
             if self.share and not 0 < b < self.n:
                 continue
             if b <= 0:
@@ -106,17 +123,7 @@ class RowPasses(PassScan):
                 r = self.resolved[b]
                 cut_u.append(int(np.float64(r.value).view(np.uint64)))
                 cut_id.append(r.row_id)
-        pieces: tuple[bytes, ...] = ()
-        if tce and self.test == "binomial":
-            pieces = self.sure_pieces(bounds, occ[exact], cuts, N, K)
-        pde_cells = tuple(occ[pde_exact].tolist()) if pde and tce else None
-        spec = RowBinning(cells=tuple(occ[exact].tolist()), cut_u=tuple(cut_u),
-                          cut_id=tuple(cut_id), share=self.share,
-                          below=sum(1 for b in inner_b if b <= 0),
-                          n=tuple(stats.count.tolist()), k=tuple(K.tolist()),
-                          alpha=self.alpha, test=self.test, tce=tce, pde=pde, pieces=pieces,
-                          pde_cells=pde_cells)
-        return spec, partial
+        return cut_u, cut_id
 
     def sure_pieces(self, bounds: IntArray, cells: IntArray, cuts: IntArray, N: FloatArray,
                     K: FloatArray) -> tuple[bytes, ...]:
