@@ -304,6 +304,8 @@ _WEIGHTED_METRICS = {**dict.fromkeys(("ece", "ece_l2", "mce", "ace", "mce_q", "p
                                       "mce_top", "ace_top"), "any"),
                      "sce": "any", "ace_cw": "any", "tace": "any", "smece": "any",
                      "ece_debiased": "any", "ece_l2_debiased": "any", "ace_debiased": "any",
+                     "ece_sweep": "any", "smece_cw": "any", "ecce_mad_cw": "any",
+                     "ecce_r_cw": "any", "ece_sweep_cw": "any",
                      **dict.fromkeys(("corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log",
                                       "corp_dsc_log", "corp_unc_log"), "any"),
                      **dict.fromkeys(("tce", "tce_q", "tce_v", "tce_u", "tce_cw"), "count")}

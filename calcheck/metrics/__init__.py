@@ -18,6 +18,7 @@ from calcheck.errors import UsageError
 from calcheck.metrics._data import MetricOptions, Prepared
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import MulticlassPrepared
+from calcheck.weights import Weights
 
 __all__ = ["MetricOptions", "MetricResult", "MulticlassPrepared", "Prepared",
            "compute_metrics", "compute_multiclass_metrics", "resolve_metric_ids"]
@@ -58,6 +59,7 @@ def compute_metrics(data: Prepared, ids: Iterable[str],
     ``progress`` (metrics done, metrics in all) is told after each metric."""
     opts = options or MetricOptions()
     wanted = resolve_metric_ids(ids)
+    _check_weights(data.weights, wanted)
     # metrics that sort go first so that later ones can reuse the sorted arrays
     order = sorted(wanted, key=lambda m: registry.METRICS[m].stream not in _SORTING)
     results = {}
@@ -79,6 +81,7 @@ def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
     opts = options or MetricOptions(bins=15)
     out: dict[str, MetricResult] = {}
     wanted = resolve_metric_ids(ids, multiclass=True)
+    _check_weights(data.weights, wanted)
     if progress is not None:
         progress(0, len(wanted))
     for done, mid in enumerate(wanted, 1):
@@ -92,3 +95,14 @@ def compute_multiclass_metrics(data: MulticlassPrepared, ids: Iterable[str],
         if progress is not None:
             progress(done, len(wanted))
     return out
+
+
+def _check_weights(weights: Weights | None, ids: list[str]) -> None:
+    """Weighted rows reach only the kernels that take them (a kernel that does not would
+    silently compute the unweighted value): any other id is a usage error saying why."""
+    if weights is None:
+        return
+    for mid in ids:
+        why = registry.weight_refusal(mid, weights.kind)
+        if why:
+            raise UsageError(f"--{weights.kind}: {why}")

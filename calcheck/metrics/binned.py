@@ -185,6 +185,8 @@ def sweep_bins(data: Prepared, max_bins: int = SWEEP_MAX_BINS) -> tuple[int, boo
     sweep b = 1, 2, … stopping before the first b where they are not; and whether the sweep
     reached ``max_bins`` (or n) first.  Bins are the ACE bins (ties shared or in row order)."""
     n = data.n
+    if data.weights is not None:
+        return _weighted_sweep_bins(data, max_bins)
     s, y = data.sorted_scores, data.sorted_labels
     cum_y = np.concatenate(([0.0], np.cumsum(y, dtype=np.float64)))
     ties = tie_bounds(s) if data.ties == "share" else None
@@ -198,15 +200,36 @@ def sweep_bins(data: Prepared, max_bins: int = SWEEP_MAX_BINS) -> tuple[int, boo
     return last, True
 
 
+def _weighted_sweep_bins(data: Prepared, max_bins: int) -> tuple[int, bool]:
+    """:func:`sweep_bins` of weighted rows: b equal-mass bins on the mass axis (up to the
+    rows of positive weight, or the expanded rows of counts)."""
+    assert data.weights is not None
+    ax, w = data.axis, data.weights
+    top = data.n_samples if w.frequency else int(np.count_nonzero(w.values))
+    last = min(top, max_bins)
+    for b in range(2, last + 1):
+        cuts = mass_cuts(data.mass, b, w.frequency)
+        mass = np.diff(cuts)
+        mean = np.diff(ax.at(ax.Y, cuts)) / np.where(mass > 0, mass, 1.0)
+        if np.any(np.diff(mean[mass > 0]) < -1e-12):
+            return b - 1, False
+    return last, True
+
+
 def ece_sweep(data: Prepared) -> MetricResult:
     """ECE-sweep: the l1 ECE on the largest number of equal-mass bins whose label means are
     monotone in the score (Roelofs et al.)."""
     b, capped = sweep_bins(data)
-    stats = positional_stats(data.sorted_scores, data.sorted_labels, quantile_bounds(data.n, b),
-                             kind="quantile", params={"bins": b}, ties=data.ties)
+    if data.weights is not None:
+        stats = data.axis.stats(mass_cuts(data.mass, b, data.weights.frequency),
+                                params={"bins": b})
+    else:
+        stats = positional_stats(data.sorted_scores, data.sorted_labels,
+                                 quantile_bounds(data.n, b), kind="quantile",
+                                 params={"bins": b}, ties=data.ties)
     settings = _settings("quantile", b, norm="l1", ties=data.ties, sweep="monotone label means")
     if capped:
-        settings["sweep_stopped"] = (f"at {b} bins ({'n' if b == data.n else 'the cap'}): "
+        settings["sweep_stopped"] = (f"at {b} bins ({'n' if b == data.n_samples else 'the cap'}): "
                                      "still monotone")
     return MetricResult(id="ece_sweep", value=ece_from_stats(stats, 1), settings=settings,
                         n_samples=data.n_samples, bins=stats, extra={"sweep_bins": b})

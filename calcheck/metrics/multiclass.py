@@ -378,7 +378,8 @@ def _one_vs_rest(binary: str, mid: str) -> Callable[[MulticlassPrepared, MetricO
         per_class: dict[str, list[Any]] = {"sigma": [], "bins": [], "grid_nodes": []}
         for k in range(data.k):
             p, y = data.column(k)
-            res = spec.compute(Prepared(p, y, validate=False, ties=data.ties), o)
+            res = spec.compute(Prepared(p, y, validate=False, ties=data.ties,
+                                        weights=data.weights), o)
             errs[k] = res.value
             settings = dict(res.settings)
             for key, col in per_class.items():          # per-class choices, not settings
@@ -386,8 +387,10 @@ def _one_vs_rest(binary: str, mid: str) -> Callable[[MulticlassPrepared, MetricO
         if binary == "ece_sweep":
             settings.pop("binning", None)
         extra = {key: col for key, col in per_class.items() if any(v is not None for v in col)}
-        return classwise_result(mid, errs, data.n, {**settings, "one_vs_rest": binary,
-                                                     "classes": data.k}, extra=extra or None)
+        w = data.weights
+        n = round(w.total) if w is not None and w.frequency else data.n
+        return classwise_result(mid, errs, n, {**settings, "one_vs_rest": binary,
+                                                "classes": data.k}, extra=extra or None)
     kernel.__name__ = f"{mid}_metric"
     return kernel
 
