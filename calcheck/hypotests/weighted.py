@@ -248,6 +248,21 @@ def _level_sums(x: FloatArray, starts: IntArray) -> FloatArray:
         (*x.shape[:-1], 0))
 
 
+def _running(runs: FloatArray) -> FloatArray:
+    """The runs' running sums from 0 (last axis): a level's bin sums are their differences at
+    the bins' edges (:func:`_bin_sums`), so a level costs its bins, not every run (the runs
+    are the finest cuts of all levels together)."""
+    cum = np.cumsum(runs, axis=-1)
+    return np.concatenate((np.zeros((*runs.shape[:-1], 1)), cum), axis=-1)
+
+
+def _bin_sums(cum: FloatArray, where: IntArray) -> FloatArray:
+    """A level's bin sums from the runs' running sums ``cum``, its bins starting at the runs
+    ``where``."""
+    ends = np.append(where[1:], cum.shape[-1] - 1)
+    return np.asarray(cum[..., ends] - cum[..., where], dtype=np.float64)
+
+
 def _dpe(S: FloatArray, Q: FloatArray, N: FloatArray) -> Any:
     """Σ_b (S_b² − Q_b)/N_b over the bins of positive mass (last axis)."""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -274,37 +289,20 @@ def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[i
     r = s - y
     N_run = _level_sums(w, starts)
     observed = []
+    S_cum, Q_cum, N_cum = (_running(x) for x in (_level_sums(w * r, starts),
+                                                 _level_sums(v * r * r, starts), N_run))
     for m in ms:
-        S = _level_sums(_level_sums(w * r, starts), where[m])
-        Q = _level_sums(_level_sums(v * r * r, starts), where[m])
-        N = _level_sums(N_run, where[m])
+        S, Q, N = (_bin_sums(x, where[m]) for x in (S_cum, Q_cum, N_cum))
         observed.append(PluginStats(dpe=float(_dpe(S, Q, N)) / total,
                                     plugin_l2_biased=float(np.sum(np.where(
                                         N > 0, S * S / np.where(N > 0, N, 1.0), 0.0)) / total),
                                     plugin_l1=float(np.sum(np.abs(S)) / total)))
     rng = np.random.default_rng(seed)
     null = np.empty((len(ms), trials))
-    varying = weights.regime(y)[0] == "labels"       # the weights follow the drawn labels
-    done = 0
-    step = _chunk(s.shape[0], trials)
-    while done < trials:
-        t = min(step, trials - done)
-        mass, ws = draw_null(weights, s, y, t, rng)       # label mass and weight per row
-        if weights.frequency:             # Σ over a row's k copies of (s − y) and (s − y)²
-            A = w * s - mass
-            Bq = w * s * s - 2.0 * s * mass + mass
-        else:
-            ystar = np.divide(mass, ws, out=np.zeros_like(mass), where=ws > 0)
-            A = ws * (s - ystar)
-            Bq = A * A
-        A_run, B_run = _level_sums(A, starts), _level_sums(Bq, starts)
-        N_t = _level_sums(ws, starts) if varying else N_run
-        total_t = ws.sum(axis=1) if varying else np.full(t, total)
-        for i, m in enumerate(ms):
-            null[i, done:done + t] = _dpe(_level_sums(A_run, where[m]),
-                                          _level_sums(B_run, where[m]),
-                                          _level_sums(N_t, where[m])) / total_t
-        done += t
+    if weights.frequency:
+        _counted_null(null, s, w, starts, where, ms, total, rng)
+    else:
+        _weighted_null(null, s, y, weights, starts, where, ms, N_run, rng)
     settings = {"trials": trials, "resample": "labels", "seed": seed,
                 "weights": _how(weights, y)}
     if not adaptive:
@@ -315,6 +313,60 @@ def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[i
                            settings={"levels": f"round(2^(k/3)) from 2 to {ms[-1]} "
                                                f"({len(ms)} levels)" if grid == "bounded"
                                      else f"2^1..2^{len(ms)}", "grid": grid, **settings})
+
+
+def _counted_null(null: FloatArray, s: FloatArray, k: FloatArray, starts: IntArray,
+                  where: dict[int, IntArray], ms: list[int], total: float,
+                  rng: np.random.Generator) -> None:
+    """T-Cal's null draws of counted rows: a score's rows are one Binomial(Σk, s) — their
+    positives are all that S_b = Σ(k·s) − K and Q_b = Σ(k·s²) − 2Σ(s·K) + K use — drawn per
+    distinct score (a bin, ⌊m·s⌋, never splits one), summed into the runs between the levels'
+    cuts."""
+    from calcheck.binning import tie_bounds
+
+    first = tie_bounds(s)[:-1]
+    us = s[first]
+    ku = np.add.reduceat(k, first) if first.shape[0] else np.zeros(0)
+    at = np.searchsorted(first, starts)                # each run's first distinct score
+    C1, C2 = _level_sums(ku * us, at), _level_sums(ku * us * us, at)
+    N_cum = _running(_level_sums(ku, at))
+    whole = np.round(ku).astype(np.int64)
+    done = 0
+    step = _chunk(us.shape[0], null.shape[1])
+    while done < null.shape[1]:
+        t = min(step, null.shape[1] - done)
+        K = rng.binomial(whole, us, size=(t, us.shape[0])).astype(np.float64)
+        KR, sKR = _level_sums(K, at), _level_sums(K * us, at)
+        A_cum, B_cum = _running(C1 - KR), _running(C2 - 2.0 * sKR + KR)
+        for i, m in enumerate(ms):
+            null[i, done:done + t] = _dpe(_bin_sums(A_cum, where[m]),
+                                          _bin_sums(B_cum, where[m]),
+                                          _bin_sums(N_cum, where[m])) / total
+        done += t
+
+
+def _weighted_null(null: FloatArray, s: FloatArray, y: FloatArray, weights: Weights,
+                   starts: IntArray, where: dict[int, IntArray], ms: list[int],
+                   N_run: FloatArray, rng: np.random.Generator) -> None:
+    """T-Cal's null draws of sampling-weighted rows, by the weights' null (under ``labels``
+    the weights, and with them N_b and Σw, follow the drawn labels)."""
+    varying = weights.regime(y)[0] == "labels"
+    total = weights.total
+    done = 0
+    step = _chunk(s.shape[0], null.shape[1])
+    while done < null.shape[1]:
+        t = min(step, null.shape[1] - done)
+        mass, ws = draw_null(weights, s, y, t, rng)       # label mass and weight per row
+        ystar = np.divide(mass, ws, out=np.zeros_like(mass), where=ws > 0)
+        A = ws * (s - ystar)
+        A_cum, B_cum = _running(_level_sums(A, starts)), _running(_level_sums(A * A, starts))
+        N_cum = _running(_level_sums(ws, starts) if varying else N_run)
+        total_t = ws.sum(axis=1) if varying else np.full(t, total)
+        for i, m in enumerate(ms):
+            null[i, done:done + t] = _dpe(_bin_sums(A_cum, where[m]),
+                                          _bin_sums(B_cum, where[m]),
+                                          _bin_sums(N_cum, where[m])) / total_t
+        done += t
 
 
 # ---------------------------------------------------------------------------------------------
