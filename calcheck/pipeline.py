@@ -156,13 +156,24 @@ def _weighted_ids(opts: Options, ids: list[str], named: list[str],
             messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out ("
                             f"{compat.mode(opts.compat).library} takes no row weights there)")
         return [m for m in ids if m not in left]
+    return _weighted_only(opts, ids, explicit, messages, "computed")
+
+
+def _weighted_only(opts: Options, ids: list[str], explicit: set[str], messages: list[str],
+                   verb: str) -> list[str]:
+    """``ids`` without those that take no rows of this run's weights: one named in
+    ``explicit`` is a usage error saying why, the others are left out with a message."""
+    assert opts.weighting is not None
+    kind = opts.weighting[1]
+    left = []
     for mid in ids:
         why = registry.weight_refusal(mid, kind)
         if why and mid in explicit:
             raise UsageError(f"{opts.name_of(kind)}: {why}")
-    left = [m for m in ids if registry.weight_refusal(m, kind)]
+        if why:
+            left.append(mid)
     if left:
-        messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out (not computed on "
+        messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out (not {verb} on "
                         "weighted or aggregated rows; docs/weights.md says why)")
     return [m for m in ids if m not in left]
 
@@ -551,20 +562,8 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
 def _weighted_methods(opts: Options, methods: list[str], messages: list[str]) -> list[str]:
     """The tests of a ``--weight`` / ``--count`` run: a method named that takes no weighted
     rows is an error saying why; ``all`` leaves those out, with a message."""
-    assert opts.weighting is not None
-    kind = opts.weighting[1]
     named = set(registry.split_ids(opts.methods or [])) - {"all"}
-    left = []
-    for m in methods:
-        why = registry.weight_refusal(m, kind)
-        if why and m in named:
-            raise UsageError(f"{opts.name_of(kind)}: {why}")
-        if why:
-            left.append(m)
-    if left:
-        messages.append(f"{opts.name_of(kind)}: {', '.join(left)} left out (not run on "
-                        "weighted or aggregated rows; docs/weights.md says why)")
-    return [m for m in methods if m not in left]
+    return _weighted_only(opts, methods, named, messages, "run")
 
 
 TCE_SKIPPED = "tce not computed: "

@@ -121,7 +121,7 @@ def covers_population(mid: str) -> bool:
     means' percentile intervals."""
     from calcheck import registry
 
-    base = registry.binary_of(mid) or mid
+    base = registry_base(mid)
     return (mid in NORM_METRICS or base in NORM_METRICS or base in MEANS) and \
         bool(registry.METRICS[mid].ci)
 
@@ -517,12 +517,11 @@ class BinVectors:
         multiclass input are on the top-label view), or None."""
         if getattr(options, "compat", None):
             return None
-        from calcheck import registry
 
         chosen = {}
         for mid in ids:
             base = mid if not data.multiclass or mid == "sce" else \
-                (registry.binary_of(mid) or mid)
+                registry_base(mid)
             if base in NORM_METRICS and (base != "sce" or data.multiclass):
                 chosen[mid] = NORM_METRICS[base]
         if not chosen:

@@ -3,7 +3,7 @@ options every metric kernel takes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -104,7 +104,7 @@ class Prepared:
         w = self.sorted_weights
         s, y = self.sorted_scores, self.sorted_labels.astype(np.float64)
         v = self.weights.variance_mass(w) if self.weights.frequency else \
-            null_variance(self.weights.subset(self.order), s, y)   # the bins' effective sizes
+            null_variance(replace(self.weights, values=w), s, y)  # the bins' effective sizes
         return MassAxis.of(s, y, w, v, self.ties)
 
     @cached_property
