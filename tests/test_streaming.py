@@ -399,3 +399,33 @@ def test_every_pass_spec_and_state_pickles(cli, hive, monkeypatch):
     # (row passes run inside a ViewsSpec, beside a search)
     assert {"StateSpec", "ViewsSpec", "SelectSpec", "RankSpec", "CoxSpec", "GroupedSpec",
             "SortedRowsSpec"} <= kinds, kinds
+
+
+def test_the_reported_passes_are_the_reads_of_the_data(cli, hive, tmp_path, monkeypatch):
+    """One counter of passes: ``settings.passes`` is the number of times a run read the data
+    (a spy on the reader), whatever served the other passes — exact PAVA's held rows, the first
+    search's kept cells, a small multiclass file's held top-label view — and whichever
+    computation asked (rank searches, groups, variables, tests, Cox's Newton passes)."""
+    import calcheck.io.stream as io_stream
+
+    root, _ = hive
+    rng = np.random.default_rng(5)
+    P = rng.dirichlet(np.ones(4) * 0.7, 3_000)
+    y = (rng.random(3_000)[:, None] > np.cumsum(P, axis=1)).sum(axis=1).clip(0, 3)
+    pq.write_table(pa.table({**{f"prob_{j}": P[:, j] for j in range(4)}, "label": y}),
+                   tmp_path / "mc.parquet")
+    real, reads = io_stream.stream_batches, [0]
+
+    def counting(*args, **kwargs):
+        reads[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(io_stream, "stream_batches", counting)
+    runs = [([root / "all.parquet", "-m", "all", "--var", "day"], "score"),
+            ([root / "all.parquet", "--by", "split", "-m", "ece,ace,tce"], "score"),
+            ([root / "all.parquet", "--method", "all", "--adaptive"], "test"),
+            ([tmp_path / "mc.parquet", "-m", "ece,ace,tce,ace_cw,tace,tce_cw"], "score")]
+    for args, cmd in runs:
+        reads[0] = 0
+        got = run_json(cli, *args, "--engine", "stream", "--batch-rows", "7000", cmd=cmd)
+        assert got["settings"]["passes"] == reads[0] > 1, (args, reads[0])

@@ -45,7 +45,6 @@ class StreamEngine:
     def __init__(self, source: StreamSource) -> None:
         self.source = source
         self.name = source.engine
-        self.passes = 0
         self._first: dict[Any, Any] = {}
         self._stats: Any = None
         self._state: Any = None
@@ -64,6 +63,11 @@ class StreamEngine:
             self.source.client.close()
             self.source.client = None
             self._own_client = False
+
+    @property
+    def passes(self) -> int:
+        """The passes over the data so far (the source counts them: every pass is one run)."""
+        return int(self.source.file_passes)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -85,7 +89,6 @@ class StreamEngine:
 
     def _run(self, spec: Any) -> Any:
         state, stats = self.source.run(spec)
-        self.passes += 1
         if self._stats is None:
             self._stats = stats
         return state
@@ -241,10 +244,9 @@ class StreamEngine:
         if positional:
             held = first.held_batches() if self.multiclass else None
             source = self.source if held is None else HeldSource(self.source, held)
-            more, details = pos_mod.positional_results(
+            more, _ = pos_mod.positional_results(
                 source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
                 test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties)
-            self.passes += details["extra_passes"] - getattr(source, "runs", 0)
             results.update(more)
             if held is not None:
                 first.held = None           # (the classwise passes need the memory)
@@ -274,13 +276,12 @@ class StreamEngine:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
             self.source.labels = first.take_held_labels()
             try:
-                by_group, cw_passes = classwise_positional(
+                by_group = classwise_positional(
                     self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
                     threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
                     n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later)
             finally:
                 self.source.labels = None
-            self.passes += cw_passes
             more, errors = by_group.pop(ALL)
             if errors:
                 raise InputError(next(iter(errors.values())))
@@ -311,11 +312,10 @@ class StreamEngine:
                             sce="sce" in ids)
         grids = {key: g.top if self.multiclass else g for key, g in grouped.groups.items()}
         grid_ids = [m for m in binary_ids if m in GRID_METRICS]
-        positional, passes = group_positional(
+        positional = group_positional(
             self.source, grids, grouped.by, [m for m in binary_ids if m not in GRID_METRICS],
             bins=mopts.bins, alpha=mopts.alpha, test=mopts.test, n_min=mopts.tce_nmin,
             n_max=mopts.tce_nmax, ties=mopts.ties)
-        self.passes += passes
         out = Outcome(settings={"group_metrics": ids})
         level = simultaneous_level(opts.ci_level, len(grids), opts.family) if opts.time \
             else opts.ci_level
@@ -345,9 +345,10 @@ class StreamEngine:
         from calcheck.metrics.vece import variables_result
         from calcheck.streaming.variables import variable_results
 
-        res, ece, passes = variable_results(self.source, names, binary=not self.multiclass,
-                                            span=opts.loess_span, correct_from=opts.correct_from)
-        self.passes += passes
+        before = self.passes
+        res, ece = variable_results(self.source, names, binary=not self.multiclass,
+                                    span=opts.loess_span, correct_from=opts.correct_from)
+        passes = self.passes - before
         result = variables_result(res, ece.value)
         return Outcome(values={"result": result}, notes=result.notes(),
                        settings={"variable_passes": passes})
@@ -389,17 +390,15 @@ class StreamEngine:
                                        opts.alpha, 1, auto="trials" not in opts.given,
                                        family=family_of(methods, opts.family, False)
                                        * (groups if opts.family != "none" else 1))
-            more, details = positional_results(self.source, state, [], alpha=opts.alpha,
+            more, _ = positional_results(self.source, state, [], alpha=opts.alpha,
                                                hl_groups=10, ties=opts.ties, hl_df=opts.hl_df,
                                                hl_trials=hl_trials, seed=opts.seed)
-            self.passes += details["extra_passes"]
             results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
         if "spiegelhalter" in methods:
             results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
         if "cox" in methods:
-            results["cox"], passes = cox_stream(self.source, state, alpha=opts.alpha,
-                                                ci_level=opts.ci_level)
-            self.passes += passes
+            results["cox"] = cox_stream(self.source, state, alpha=opts.alpha,
+                                        ci_level=opts.ci_level)
         return out
 
     def _tcal(self, state: Any, methods: list[str], opts: Options, groups: int,
@@ -452,7 +451,6 @@ class StreamEngine:
         discrete, distinct = discrete_stream(self.source, state, limit=opts.discrete_max,
                                              alpha=opts.alpha)
         if discrete is not None:
-            self.passes += 1
             results["binomial_discrete"] = discrete
             out.notes.append(discrete_note(distinct, opts.discrete_max))
 
@@ -464,9 +462,7 @@ class StreamEngine:
         the segments' walks on the score cells (the rows are not held)."""
         from calcheck.streaming.segments import segment_data
 
-        data, passes = segment_data(self.source, columns, opts)
-        self.passes += passes
-        return data
+        return segment_data(self.source, columns, opts)
 
     def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
         raise UsageError(f"{opts.name_of('engine')} {self.name}: the monitor runs on the "
@@ -484,10 +480,8 @@ class StreamEngine:
         """Cox's fit from Newton passes, started from the first pass's grid."""
         from calcheck.streaming.rowtests import cox_stream
 
-        result, passes = cox_stream(self.source, self._top_state(), alpha=opts.alpha,
-                                    ci_level=opts.ci_level)
-        self.passes += passes
-        return result
+        return cox_stream(self.source, self._top_state(), alpha=opts.alpha,
+                          ci_level=opts.ci_level)
 
     # -- figures -----------------------------------------------------------------------------
 

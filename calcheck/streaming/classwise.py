@@ -203,14 +203,13 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
                          n_min: int | None = None, n_max: int | None = None, ties: str = "share",
                          sce: bool = False,
-                         ) -> tuple[dict[Any, tuple[dict[str, MetricResult],
-                                                           dict[str, str]]], int]:
+                         ) -> dict[Any, tuple[dict[str, MetricResult], dict[str, str]]]:
     """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
     of each class's one-vs-rest view (TACE: of its rows with p ≥ ``threshold``), as the
     in-memory engine defines them.  ``sizes`` maps each ``--by`` group (``ALL``: all rows;
     None: the rows with a missing group value) to its rows; every group's classes run in
     shared passes.  Returns, per group, the results and the errors (a metric that cannot be
-    computed on that group, with the reason), and the passes taken.
+    computed on that group, with the reason).
 
     A group of at most ``source.tuning.hold_rows`` rows (every class's view has the group's rows)
     takes one pass per few classes: each keeps its class's rows sorted (8 bytes a row with
@@ -221,7 +220,6 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
 
     ``sce``: SCE too, from each class's held rows (:func:`sce_in_class_passes` says when the
     first pass may leave it to these passes)."""
-    from calcheck.streaming.heldrows import reusing_key_buffers
     from calcheck.streaming.views import ALL, CHUNK, drive_lockstep
 
     tuning: Tuning = source.tuning
@@ -232,32 +230,27 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     if sce and not sce_in_class_passes(wanted, sizes.values(), source.tuning):
         raise ValueError("SCE from the class passes needs every group's classes held whole")
     if not wanted:
-        return out, 0
+        return out
     tce_opts = {"alpha": alpha, "test": test, "n_min": n_min, "n_max": n_max}
     held, subs = _class_plans(classes, wanted, sizes, out, bins=bins, threshold=threshold,
                               ties=ties, sce=sce, tce_opts=tce_opts, tuning=tuning)
 
     done: dict[Any, Any] = {}
-    passes = 0
     if held:                       # no grids: every class in one lockstep, within the budget
-        with reusing_key_buffers():          # each pass's held classes, the next pass's
-            got, passes = drive_lockstep(source, held, view="columns", by=by,
-                                         rows={key: sizes[key[0]] for key in held},
-                                         max_rows=tuning.hold_rows, chunk=len(held))
-        done.update(got)
+        done.update(drive_lockstep(source, held, view="columns", by=by,
+                                   rows={key: sizes[key[0]] for key in held},
+                                   max_rows=tuning.hold_rows, chunk=len(held)))
     if subs:
         id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
         comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
                                           collect_rows=tuning.collect_rows // CHUNK,
                                           tuning=tuning))
                  for key, (sub, ids_) in subs.items()}
-        got, more = drive_lockstep(source, comps, view="columns", by=by,
+        done.update(drive_lockstep(source, comps, view="columns", by=by,
                                    rows={key: sizes[key[0]] for key in subs},
-                                   max_rows=tuning.exact_pava_rows)
-        done.update(got)
-        passes += more
+                                   max_rows=tuning.exact_pava_rows))
     _assemble(out, done, sizes, wanted, classes, sce, bins, threshold, {**tce_opts, "ties": ties})
-    return out, passes
+    return out
 
 
 def _class_plans(classes: int, wanted: list[str], sizes: dict[Any, int],

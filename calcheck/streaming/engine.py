@@ -203,7 +203,9 @@ class StreamSource:
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
-    _pass: int = 0
+    # the passes over the data so far: every pass of a run is one :meth:`run` (invariant 12 of
+    # docs/streaming.md), so this counter is the run's pass count
+    file_passes: int = 0
     _clean: bool = False        # a pass validated every multiclass row: none dropped or changed
     # every row's class index in stream order, kept by a first pass (multiclass): the passes
     # of class sub-streams then read the probability columns alone
@@ -240,7 +242,7 @@ class StreamSource:
         from calcheck.io.stream import BatchExtras, StreamStats, plan_rows, stream_batches
 
         plan = self.plan
-        self._pass += 1
+        self.file_passes += 1
         if self.passes is not None:
             return self.passes.run(self, spec)  # type: ignore[no-any-return]
         stats = StreamStats()
@@ -284,7 +286,7 @@ class StreamSource:
     def rows_bar(self) -> Callable[[int], None] | None:
         """This pass's progress bar as ``report(rows)``, adding the rows just read (safe to
         call from several threads), or None without a bar."""
-        bar = self.progress(f"pass {self._pass} over {self.path}") if self.progress else None
+        bar = self.progress(f"pass {self.file_passes} over {self.path}") if self.progress else None
         if bar is None:
             return None
         from calcheck.io.stream import plan_rows
@@ -319,15 +321,18 @@ class HeldSource:
     """Passes over batches that a first pass kept in memory — the top-label view of
     multiclass input not larger than ``tuning.hold_top_rows`` rows — in place of reading the file
     again: folded as :meth:`StreamSource.run` folds the file's batches, the same batches in the
-    same order, so every state is the one a pass over the file gives.  ``runs`` counts them
-    (they are not passes over the data)."""
+    same order, so every state is the one a pass over the file gives.  They are not passes
+    over the data: ``file_passes`` is the file's."""
 
     def __init__(self, source: Any, batches: list[tuple[FloatArray, IntArray]]) -> None:
-        self.source, self.batches, self.runs = source, batches, 0
+        self.source, self.batches = source, batches
         self.tuning: Tuning = source.tuning
 
+    @property
+    def file_passes(self) -> int:
+        return int(self.source.file_passes)
+
     def run(self, spec: Any) -> tuple[Any, None]:
-        self.runs += 1
         return fold(iter(self.batches), spec, tuning=self.tuning), None
 
     def id_bound(self, n: int) -> int:
@@ -339,7 +344,8 @@ class ArraySource:
     holds its rows already: every pass folds the rows split into partitions at ``cuts`` (one
     state per partition, merged in reverse order, as a cluster may), with row ids = positions.
     ``extra`` holds the per-row values a pass asks for beyond (scores, labels); ``tuning`` the
-    knobs its computations read (:class:`calcheck.tuning.Tuning`)."""
+    knobs its computations read (:class:`calcheck.tuning.Tuning`); ``file_passes`` counts the
+    passes, as a file's source does."""
 
     def __init__(self, scores: Any, labels: Any, cuts: Any = (), *extra: Any,
                  tuning: Tuning = DEFAULT) -> None:
@@ -347,11 +353,11 @@ class ArraySource:
         self.tuning = tuning
         n = len(scores)
         self.cuts = [0, *sorted({int(c) for c in cuts if 0 < int(c) < n}), n]
-        self.runs = 0
+        self.file_passes = 0
         self.engine = "stream"
 
     def run(self, spec: Any) -> tuple[Any, None]:
-        self.runs += 1
+        self.file_passes += 1
         parts = []
         for a, b in zip(self.cuts[:-1], self.cuts[1:]):
             st = spec.new()

@@ -108,10 +108,10 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
                      bins: int = 10,
                      alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
                      n_max: int | None = None, ties: str = "share",
-                     ) -> tuple[dict[str, tuple[dict[str, Any], dict[str, str]]], int]:
+                     ) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
     """The positional metrics ``ids`` of every group: group → (results, errors by id), as the
     in-memory engine's ``--by`` gives them (a metric that cannot be computed on a group is
-    reported with its reason), and the passes taken.  Each group's rank search runs on its
+    reported with its reason).  Each group's rank search runs on its
     own rows (:mod:`calcheck.streaming.views`), all groups in shared passes.  ``states`` are
     the groups' grid states (of the top-label view, for multiclass input)."""
     from calcheck.errors import CalcheckError
@@ -139,12 +139,11 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
         n_min=n_min, n_max=n_max, ties=ties, collect_rows=tuning.collect_rows // CHUNK,
         tuning=tuning))
         for key in todo if todo[key]}
-    res, passes = drive_lockstep(source, comps, by=by,
-                                 rows={key: states[key].n for key in comps},
-                                 max_rows=tuning.exact_pava_rows)
+    res = drive_lockstep(source, comps, by=by, rows={key: states[key].n for key in comps},
+                         max_rows=tuning.exact_pava_rows)
     for key, r in res.items():
         if isinstance(r, Exception):
             out[key][1].update({m: str(r) for m in todo[key]})
         else:
             out[key][0].update(r[0])
-    return out, passes
+    return out

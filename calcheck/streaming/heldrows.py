@@ -1,16 +1,13 @@
 """Rows held in memory for the positional passes, and how passes run.
 
 :func:`drive` runs a computation's passes on a source.  Exact PAVA's pass keeps every row's
-(score, label) sorted (:class:`SortedRowsSpec`, in key buffers reused from pass to pass:
-:func:`reusing_key_buffers`); :func:`replay` then makes a later pass's state from those rows in
-memory — the rows of the cells that pass reads, in the batches the file would give — instead of
-reading the file again (invariant 4 of docs/streaming.md).
+(score, label) sorted (:class:`SortedRowsSpec`); :func:`replay` then makes a later pass's state
+from those rows in memory — the rows of the cells that pass reads, in the batches the file would
+give — instead of reading the file again (invariant 4 of docs/streaming.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -189,7 +186,7 @@ class SortedRowsState:
         need = self.filled + m
         if self.keys is None or need > self.keys.shape[0]:
             size = max(self.rows, need) if self.keys is None else max(need, 2 * self.filled)
-            grown = _key_buffer(size)
+            grown = np.empty(size, dtype=np.uint64)
             if self.keys is not None:
                 grown[:self.filled] = self.keys[:self.filled]
             self.keys = grown
@@ -233,67 +230,3 @@ class SortedRowsState:
             del tie
         y = y[order]
         return u.view(np.float64), y
-
-
-class _KeyBuffers:
-    """Key buffers that a run of held passes hands on (:func:`reusing_key_buffers`): the class
-    passes of a multiclass stream each hold a few classes' rows — 40 MB a class at 5·10⁶ rows
-    —, and a fresh buffer costs a page fault every 4 KB as its keys are first written (~0.04 s
-    of a pass at 5·10⁶ rows, ~4 µs a fault on a virtual machine).  A buffer is handed out
-    again only when nothing refers to it but this pool: no state, no sorted view of its rows
-    (numpy's views keep their base array alive)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.lock = threading.Lock()
-        self.free: list[np.ndarray] | None = None       # None: not reusing
-
-    def take(self, size: int) -> np.ndarray:
-        import sys
-
-        with self.lock:
-            if self.free is None:
-                return np.empty(size, dtype=np.uint64)
-            # a buffer is free when it has no more references than ``probe``, which only this
-            # function refers to: each is held by one name (the pool's list, ``probe``), the
-            # tuple and the loop — counted alike by any interpreter version
-            probe = np.empty(0, dtype=np.uint64)
-            free = 0
-            for buf in (probe, *self.free):
-                refs = sys.getrefcount(buf)
-                if buf is probe:
-                    free = refs
-                elif buf.shape[0] >= size and refs <= free:
-                    return buf[:size]
-            buf = np.empty(size, dtype=np.uint64)
-            if len(self.free) < KEY_BUFFERS:
-                self.free.append(buf)
-            return buf
-
-
-KEY_BUFFERS = 4                # at most this many buffers are kept for reuse
-_KEYS = _KeyBuffers()
-
-
-def _key_buffer(size: int) -> np.ndarray:
-    """An uninitialised uint64 buffer of ``size`` keys (one used before, when reusing)."""
-    return _KEYS.take(size)
-
-
-@contextmanager
-def reusing_key_buffers() -> Iterator[None]:
-    """Within: the held passes' key buffers are kept for the next pass's states, and freed at
-    the end."""
-    with _KEYS.lock:
-        outer = _KEYS.free is not None
-        if not outer:
-            _KEYS.free = []
-    try:
-        yield
-    finally:
-        if not outer:
-            with _KEYS.lock:
-                _KEYS.free = None
-
-

@@ -74,8 +74,6 @@ class PassBins:
     cum_pos: IntArray
     n: int
     resolved: dict[int, Resolved]
-    passes: int
-    replayed: int              # passes run over the held rows instead of the source
     _uniform_counts: Any
     _rows: tuple[FloatArray, np.ndarray] | None
     _prospect: tuple[list[int], IntArray] | None
@@ -258,7 +256,6 @@ class PassScan(PassBins):
             return
         while (spec := search.next_spec()) is not None:
             search.absorb((yield from self._pass(spec)))
-        self.passes += search.passes
         self.resolved.update(search.result())
 
     def _pass(self, spec: Any) -> Passes[Any]:
@@ -268,10 +265,8 @@ class PassScan(PassBins):
             cells = _cells_read(spec) if self._held is not None else None
             if cells is not None and self._held is not None and \
                     self._held.covers(set(cells.tolist())):
-                self.replayed += 1                 # over the rows the first search kept
                 return replay_held(spec, self._held, self.n)
             return (yield spec)
-        self.replayed += 1
         return replay(spec, *self._rows, self.tuning.replay_rows)
 
 

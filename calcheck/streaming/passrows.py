@@ -204,13 +204,11 @@ class RowPasses(PassScan):
         partials: dict[str, dict[str, FloatArray]] = {
             name: part for name, (_, part) in zip(names, split)}
         if specs:
-            self.passes += 1
             row_spec = RowPassSpec(self.grid, tuple(specs), self.tuning.pending_rows)
             search = self._search(list(ranks))
             first = search.next_spec() if search is not None else None
             if first is None and not any(spec.cells for spec in specs):
                 done: RowPassState = row_spec.new()    # no row to read: all decided already
-                self.passes -= 1
             elif first is None:
                 done = (yield from self._pass(row_spec)).finish()
             else:                              # one pass for both
@@ -219,7 +217,6 @@ class RowPasses(PassScan):
                 done = both.states[0].finish()
                 assert search is not None
                 search.absorb(both.states[1])
-                self.passes -= 1                       # counted by the search
                 yield from self.scan(list(ranks), search)
             for j, name in enumerate(partials):
                 part = partials[name]

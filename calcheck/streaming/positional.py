@@ -107,8 +107,6 @@ class PositionalPass(RowPasses):
         self.cum_pos = np.concatenate(([0], np.cumsum(self.cell_pos)))
         self.n = int(state.n)
         self.resolved = {}
-        self.passes = 0
-        self.replayed = 0            # passes run over the held rows instead of the source
         self._rows = None
         # the first search's extra ranks and the cells whose rows its pass keeps for the row
         # pass, and those rows (module prospect)
@@ -130,8 +128,7 @@ class PositionalPass(RowPasses):
         yield from self.scan(ranks)              # whatever the shared pass left open
         self._rows = self._held = None
         stats = {name: self.bin_stats(b, name, params) for name, (b, params) in bounds.items()}
-        details = {"extra_passes": self.passes - self.replayed,
-                   "ranks_resolved": len(self.resolved)}
+        details = {"ranks_resolved": len(self.resolved)}
         return self.results(bounds, stats, rows), details
 
     # -- 1. plan (2. scan: PassScan; 3. resolve: PassBins, RowPasses) ----------------------
@@ -182,7 +179,6 @@ class PositionalPass(RowPasses):
         n = self.n
         if n <= self.exact_rows:
             if self._rows is None:
-                self.passes += 1
                 preload_compiled_pava(n, int(self.cum_pos[-1]))
                 self._rows = (yield SortedRowsSpec(packed=self.share, rows=n,
                                                    tied=self.cell_values is not None)
@@ -370,10 +366,13 @@ def positional_passes(state: StreamState, ids: list[str], *, id_bound: int,
 def positional_results(source: Any, state: StreamState, ids: list[str], **options: Any,
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` of a streamed source whose grid pass gave ``state``:
-    (results by id, search details); ``options`` are :class:`PositionalPass`'s."""
+    (results by id, search details: the ranks resolved and the passes over ``source``);
+    ``options`` are :class:`PositionalPass`'s."""
     options.setdefault("tuning", source.tuning)
-    return drive(source, positional_passes(state, ids, id_bound=source.id_bound(state.n),
-                                           **options))
+    before = source.file_passes
+    results, details = drive(source, positional_passes(
+        state, ids, id_bound=source.id_bound(state.n), **options))
+    return results, {**details, "extra_passes": source.file_passes - before}
 
 
 def order_statistics(source: Any, state: StreamState, ranks: IntArray) -> FloatArray:

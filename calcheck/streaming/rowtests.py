@@ -88,23 +88,22 @@ def grid_start(state: StreamState, slope_fixed: bool = False) -> tuple[float, fl
 
 
 def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
-               ci_level: float = 0.95) -> tuple[TestResult, int]:
-    """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the starts), and
-    the number of passes: the fit of (a, b) and the calibration intercept's iterate together,
-    each pass evaluating the pending β of both."""
+               ci_level: float = 0.95) -> TestResult:
+    """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the starts; the
+    settings say how many it took): the fit of (a, b) and the calibration intercept's iterate
+    together, each pass evaluating the pending β of both."""
     fits = [newton_steps(grid_start(state), last_eval=False),
             newton_steps(grid_start(state, slope_fixed=True), last_eval=False, slope_fixed=True)]
     pending: list[Any] = [next(f) for f in fits]       # the β each fit waits for (None: done)
     results: list[tuple[float, float, float] | None] = [None, None]
     last: list[FloatArray] = [np.zeros(6), np.zeros(6)]  # each fit's last evaluated sums
     ll_null = None
-    passes = 0
+    before = source.file_passes
     while any(b is not None for b in pending):
         live = [j for j, b in enumerate(pending) if b is not None]
         spec = CoxSpec(tuple((float(pending[j][0]), float(pending[j][1])) for j in live),
                        null=ll_null is None)
         st, _ = source.run(spec)
-        passes += 1
         sums = st.sums.value
         if ll_null is None:
             ll_null = float(sums[-1])
@@ -118,9 +117,9 @@ def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
     a, b, ll_fit = results[0]
     res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
                      settings={"engine_fit": "Newton passes from the grid-state fit",
-                               "passes": passes}, hessian=last[0][3:6],
-                     citl=(results[1][0], float(last[1][3])))
-    return res, passes
+                               "passes": source.file_passes - before},
+                     hessian=last[0][3:6], citl=(results[1][0], float(last[1][3])))
+    return res
 
 
 # ---------------------------------------------------------------------------------------------

@@ -162,9 +162,9 @@ class CellState:
         return self
 
 
-def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData, int]:
+def segment_data(source: Any, names: list[str], opts: Any) -> SegmentData:
     """The cut columns and the filled cell table from passes over ``source`` (a
-    :class:`~calcheck.streaming.engine.StreamSource`), and the number of passes."""
+    :class:`~calcheck.streaming.engine.StreamSource`)."""
     from calcheck.streaming.ranks import percentile_plan
 
     raw = tuple(names)
@@ -172,7 +172,6 @@ def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData,
     label = opts.name_of("segments")
     scan, _ = source.run(ScanSpec(raw, ((FULL,),) * (k + 1), scan=True,
                                   max_levels=opts.max_levels))
-    passes = 1
     n = int(scan.rows[k])
     if n == 0:
         from calcheck.streaming.engine import no_rows_error
@@ -201,7 +200,6 @@ def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData,
         ranges = tuple(searches[j].ranges() if j in searches and not searches[j].done else ()
                        for j in range(k + 1))
         state, _ = source.run(ScanSpec(raw, ranges, max_levels=opts.max_levels))
-        passes += 1
         for j, s in searches.items():
             if not s.done:
                 s.absorb(state.ranks, j)
@@ -228,4 +226,4 @@ def segment_data(source: Any, names: list[str], opts: Any) -> tuple[SegmentData,
     check_sizes([len(c.levels) for c in columns])
     edges = inner_edges(_percentiles(searches[k], n, plans[k][1]), searches[k].value(0))
     cells, _ = source.run(CellSpec(raw, tuple(columns), tuple(float(e) for e in edges)))
-    return SegmentData(tuple(columns), cells.table), passes + 1
+    return SegmentData(tuple(columns), cells.table)

@@ -441,7 +441,6 @@ class Search:
         rows = tuning.collect_rows if collect_rows is None else collect_rows
         self.collect_rows = rows * (tuning.key_share if by_value else 1)
         self.by_value = by_value
-        self.passes = 0
         cum = np.cumsum(cell_counts)
         self.targets: dict[int, Target] = {}
         rs = distinct(np.asarray(ranks, dtype=np.int64))
@@ -504,7 +503,6 @@ class Search:
 
     def absorb(self, state: SelectState) -> None:
         """Narrow every open rank with the result of the pass built by :meth:`next_spec`."""
-        self.passes += 1
         index = {(t.u_lo, t.u_hi, t.id_lo, t.id_hi): i for i, t in enumerate(self._tasks)}
         open_ = [(t, index[self._key(t)]) for t in self.targets.values() if not t.done]
         # with shared ties a collected rank resolves to its score's tie group: every such rank

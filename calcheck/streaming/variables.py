@@ -325,17 +325,16 @@ def _percentiles(search: RankSearch, n: int, percents: FloatArray) -> FloatArray
 
 def variable_results(source: Any, names: list[str], *, binary: bool, bins: int = 10,
                      span: float = 0.75, correct_from: str | None = None,
-                     ) -> tuple[dict[str, VariableResult], QcutTable, int]:
+                     ) -> tuple[dict[str, VariableResult], QcutTable]:
     """VECE and VCE(v*) of every variable in ``names`` and the qcut ECE over pred_error, from
-    passes over ``source`` (a :class:`~calcheck.streaming.engine.StreamSource`); also the
-    number of passes.  ``correct_from``: incorrect = 1[that column ≠ label] (the
+    passes over ``source`` (a :class:`~calcheck.streaming.engine.StreamSource`).
+    ``correct_from``: incorrect = 1[that column ≠ label] (the
     ``--correct-from`` option) instead of the top-label prediction's."""
     from calcheck.errors import InputError
 
     numeric = tuple(names)
     k = len(numeric)
     scan, _ = source.run(RankSpec(numeric, binary, ((FULL,),) * (k + 1), scan=True))
-    passes = 1
     n = [int(r) for r in scan.rows]
     if n[k] == 0:
         from calcheck.streaming.engine import no_rows_error
@@ -365,7 +364,6 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
         searches.append(s)
     while not all(s.done for s in searches):
         state, _ = source.run(RankSpec(numeric, binary, tuple(s.ranges() for s in searches)))
-        passes += 1
         for j, s in enumerate(searches):
             s.absorb(state.ranks, j)
     edges = tuple(np.unique(_percentiles(searches[j], n[j], q)) for j in range(k + 1))
@@ -378,7 +376,6 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
         else:
             groups.append(np.unique(_values(searches[j], np.array(_group_ranks(n[j])))))
     final, _ = source.run(BinSpec(numeric, binary, edges, tuple(groups), correct_from))
-    passes += 1
     out = {}
     for j, name in enumerate(numeric):
         lo, hi = _percentiles(searches[j], n[j], np.array([5.0, 95.0]))
@@ -389,4 +386,4 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
         out[name] = variable_result(name, final.table(j), float(lo), float(hi), agg, span=span,
                                     bins=bins, excluded_missing=int(scan.missing[j]),
                                     settings={"loess_approximation": note} if note else None)
-    return out, final.table(k), passes
+    return out, final.table(k)

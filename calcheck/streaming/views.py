@@ -154,27 +154,25 @@ def _guarded(passes: Passes[Any]) -> Passes[Any]:
 
 def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]], *,
                    view: str = "top", by: str | None = None, rows: dict[Any, int] | None = None,
-                   max_rows: int = 0, chunk: int = CHUNK) -> tuple[dict[Any, Any], int]:
+                   max_rows: int = 0, chunk: int = CHUNK) -> dict[Any, Any]:
     """Run the computations ``chunk`` at a time, each chunk together (one pass per round for
-    all that need one): (result by key, passes taken).  A computation that raises a
+    all that need one): the result by key.  A computation that raises a
     :class:`CalcheckError` (say, a group too small for a metric) gets it as its result.
 
     A pass whose spec ``holds_rows`` (the exact PAVA pass keeps every row of its sub-stream)
     counts ``rows[key]`` rows; a round takes such passes only while they hold at most
     ``max_rows`` rows in all (always at least one), the others wait for a later round."""
     results: dict[Any, Any] = {}
-    passes = 0
     items = list(computations.items())
     for i in range(0, len(items), chunk):
-        passes += _lockstep(source, dict(items[i:i + chunk]), view, by, rows or {}, max_rows,
-                            results)
-    return results, passes
+        _lockstep(source, dict(items[i:i + chunk]), view, by, rows or {}, max_rows, results)
+    return results
 
 
 def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]],
               view: str, by: str | None, rows: dict[Any, int], max_rows: int,
-              results: dict[Any, Any]) -> int:
-    """One chunk of :func:`drive_lockstep` (results into ``results``): the passes taken."""
+              results: dict[Any, Any]) -> None:
+    """One chunk of :func:`drive_lockstep` (results into ``results``)."""
     pending: dict[Any, tuple[SubStream, Any, Passes[Any]]] = {}
 
     def step(key: Any, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
@@ -191,7 +189,6 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
 
     for key, (sub, gen) in computations.items():
         step(key, sub, _guarded(gen), None)
-    passes = 0
     while pending:
         keys, total = [], 0
         for key in pending:
@@ -201,9 +198,7 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
                 total += w
         spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
         state = source.run(spec)[0]
-        passes += 1
         # the computations' work between passes (sorting a class's rows, PAVA, the binomial
         # tests) is independent and mostly numpy that releases the GIL: two at a time
         map_two(step, [(key, pending[key][0], pending[key][2], part)
                        for key, part in zip(keys, state.states)])
-    return passes
