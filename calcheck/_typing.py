@@ -16,6 +16,6 @@ JSONValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
 T = TypeVar("T")
 Passes = Generator[Any, Any, T]
 """A streamed computation that needs passes over the data: it yields each pass's spec, is sent
-the merged state of that pass, and returns its result (:func:`calcheck.streaming.heldrows.drive`
-runs one on a source; :func:`calcheck.streaming.views.drive_lockstep` runs many in shared
+the merged state of that pass, and returns its result (:func:`calcheck.streaming.runner.drive`
+runs one on a source; :func:`calcheck.streaming.runner.drive_lockstep` runs many in shared
 passes)."""

@@ -68,6 +68,12 @@ class Tuning:
     # -- Dask (calcheck.engines.dask) ---------------------------------------------------------
     connect_timeout: int = 15         # seconds to reach a --scheduler address
 
+    # -- the budgets together ------------------------------------------------------------------
+    # the most the rows kept under the budgets above may take at once (:meth:`kept_bytes`):
+    # the stream engine's 0.6 GB goal for multiclass input, less the interpreter with its
+    # libraries (~0.18 GB) and the batches in flight (~0.1 GB)
+    kept_goal: int = 320 << 20
+
     def __post_init__(self) -> None:
         for name, value in self.__dict__.items():
             if isinstance(value, bool):
@@ -79,6 +85,25 @@ class Tuning:
                      "rank_hist_buckets"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Tuning.{name} must be at least 1, got {getattr(self, name)}")
+        if self.kept_bytes() > self.kept_goal:
+            raise ValueError(f"the budgets of kept rows take up to {self.kept_bytes():,} bytes "
+                             f"at once, over Tuning.kept_goal = {self.kept_goal:,}")
+
+    def kept_bytes(self) -> int:
+        """The most memory the rows kept under these budgets take at once, phase by phase of a
+        stream run (the pass runner's kept rows, docs/streaming.md): the top-label or binary
+        positional passes (a small multiclass file's held top-label view and classes, 10
+        bytes a row;
+        exact PAVA's sorted rows, 9 bytes, or the first search's kept cells, 17 bytes with
+        row ids; a rank search's collected rows, 32 bytes, or keys, 8 bytes; its histogram,
+        24 bytes a bucket), the class passes (the held classes' keys, 8 bytes a row, beside a
+        search), the variables' and segments' rank searches (8 bytes a value or bucket)."""
+        search = max(self.collect_rows * 32, self.collect_keys * 8) + self.hist_buckets * 24
+        positional = self.hold_top_rows * 10 + search + max(
+            self.exact_pava_rows * 9, self.prospect_rows * 17 if self.prospect else 0)
+        classes = self.hold_rows * 8 + search
+        ranks = (self.rank_collect_rows + self.rank_hist_buckets) * 8
+        return max(positional, classes, ranks)
 
     @property
     def key_share(self) -> int:

@@ -379,8 +379,8 @@ def test_every_pass_spec_and_state_pickles(cli, hive, monkeypatch):
     root, _ = hive
     real, kinds = StreamSource.run, set()
 
-    def through_pickle(self, spec):
-        state, stats = real(self, pickle.loads(pickle.dumps(spec)))
+    def through_pickle(self, spec, labels=None):
+        state, stats = real(self, pickle.loads(pickle.dumps(spec)), labels)
         kinds.add(type(spec).__name__)
         return pickle.loads(pickle.dumps(state)), stats
 
@@ -429,3 +429,19 @@ def test_the_reported_passes_are_the_reads_of_the_data(cli, hive, tmp_path, monk
         reads[0] = 0
         got = run_json(cli, *args, "--engine", "stream", "--batch-rows", "7000", cmd=cmd)
         assert got["settings"]["passes"] == reads[0] > 1, (args, reads[0])
+
+
+def test_the_kept_row_budgets_together_stay_within_the_memory_goal():
+    """The budgets of rows kept in memory live in one Tuning, and their worst case at once
+    (phase by phase of a run) is bounded: the defaults fit ``kept_goal``; a Tuning whose
+    budgets would not is refused when made, naming both numbers."""
+    from calcheck.tuning import DEFAULT, Tuning
+
+    assert 0 < DEFAULT.kept_bytes() <= DEFAULT.kept_goal
+    base = DEFAULT.kept_bytes()
+    more = Tuning(hold_top_rows=DEFAULT.hold_top_rows + 1_000_000)   # 10 bytes a row more
+    assert more.kept_bytes() == base + 10_000_000
+    assert Tuning(prospect=False).kept_bytes() == base             # PAVA's rows are the larger
+    with pytest.raises(ValueError, match="kept_goal"):
+        Tuning(exact_pava_rows=10 ** 8)
+    assert Tuning(exact_pava_rows=10 ** 8, kept_goal=2 << 30).exact_pava_rows == 10 ** 8

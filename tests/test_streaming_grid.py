@@ -11,8 +11,8 @@ from calcheck.streaming.grid import (
     cells_of,
     crowded_grid,
 )
-from calcheck.streaming.heldrows import drive
 from calcheck.streaming.positional import PositionalPass
+from calcheck.streaming.runner import drive
 
 
 def bisect_lower(grid):

@@ -12,9 +12,10 @@ from calcheck.hypotests.classical import hosmer_lemeshow
 from calcheck.metrics import MetricOptions, compute_metrics
 from calcheck.metrics._data import Prepared
 from calcheck.streaming.engine import ArraySource, StateSpec
-from calcheck.streaming.heldrows import bound_ranks, drive
+from calcheck.streaming.heldrows import bound_ranks
 from calcheck.streaming.positional import POSITIONAL, PositionalPass, positional_results
 from calcheck.streaming.rowpass import RowPassState
+from calcheck.streaming.runner import drive
 from calcheck.tuning import DEFAULT as TUNING
 from calcheck.tuning import Tuning
 from tests.conftest import run_json, write_dataset
@@ -180,9 +181,9 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
     """The search and the row pass over exact PAVA's held rows hand their states only the rows
     of the cells they read (slices of the sorted rows), batch by batch: every state equals the
     one a replay of every held row gives, bit for bit, whatever the batch size."""
-    from calcheck.streaming import passbins
+    from calcheck.streaming import heldrows
 
-    real, kinds = passbins.replay, []
+    real, kinds = heldrows.replay, []
 
     def both(spec, scores, labels, batch):
         assert batch == 4_096
@@ -195,7 +196,7 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
         _same_state(got, full)
         return got
 
-    monkeypatch.setattr(passbins, "replay", both)
+    monkeypatch.setattr(heldrows, "replay", both)
     _, _, src, grid = _held_case(case, 17)
     positional_results(src, grid, list(POSITIONAL), hl_groups=10, ties=ties,
                        tuning=Tuning(replay_rows=4_096))

@@ -27,7 +27,7 @@ from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
 from calcheck.options import Options
 from calcheck.streaming.engine import (
-    HeldSource,
+    BatchesKept,
     StateSpec,
     StreamSource,
     metric_results,
@@ -243,14 +243,14 @@ class StreamEngine:
                                  mopts.smece_sigma)
         if positional:
             held = first.held_batches() if self.multiclass else None
-            source = self.source if held is None else HeldSource(self.source, held)
+            kept = () if held is None else (BatchesKept(held, self.source.tuning),)
             more, _ = pos_mod.positional_results(
-                source, state, positional, bins=mopts.bins, alpha=mopts.alpha,
+                self.source, state, positional, kept=kept, bins=mopts.bins, alpha=mopts.alpha,
                 test=mopts.test, n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties)
             results.update(more)
             if held is not None:
                 first.held = None           # (the classwise passes need the memory)
-                del held, source
+                del held, kept
         if opts.ci:
             from calcheck.streaming.bootstrap import grid_bootstrap
             from calcheck.uncertainty import with_intervals
@@ -274,14 +274,11 @@ class StreamEngine:
             sizes: dict[Any, int] = {ALL: first.n}
             if opts.by:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
-            self.source.labels = first.take_held_labels()
-            try:
-                by_group = classwise_positional(
-                    self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
-                    threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
-                    n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later)
-            finally:
-                self.source.labels = None
+            by_group = classwise_positional(
+                self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
+                threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
+                n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later,
+                labels=first.take_held_labels())
             more, errors = by_group.pop(ALL)
             if errors:
                 raise InputError(next(iter(errors.values())))

@@ -39,7 +39,7 @@ class ClasswiseSpec:
     classes: int
     bins: int = 15
     top: Any = None
-    hold: bool = False              # keep each batch's top-label view (see HeldSource)
+    hold: bool = False              # keep each batch's top-label view (see engine.BatchesKept)
     sce: bool = True                # SCE's sums (else the held classes' passes give SCE)
     hold_labels: bool = False       # keep every row's class (take_held_labels)
     view: str = "columns"
@@ -202,14 +202,16 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                          sizes: dict[Any, int], by: str | None = None, bins: int = 15,
                          threshold: float = 0.01, alpha: float = 0.05, test: str = "binomial",
                          n_min: int | None = None, n_max: int | None = None, ties: str = "share",
-                         sce: bool = False,
+                         sce: bool = False, labels: IntArray | None = None,
                          ) -> dict[Any, tuple[dict[str, MetricResult], dict[str, str]]]:
     """``ace_cw``, ``tace`` and ``tce_cw`` of streamed multiclass input: the binary ACE / TCE
     of each class's one-vs-rest view (TACE: of its rows with p ≥ ``threshold``), as the
     in-memory engine defines them.  ``sizes`` maps each ``--by`` group (``ALL``: all rows;
     None: the rows with a missing group value) to its rows; every group's classes run in
     shared passes.  Returns, per group, the results and the errors (a metric that cannot be
-    computed on that group, with the reason).
+    computed on that group, with the reason).  ``labels``: every row's class, kept by the first
+    pass (:meth:`ClasswiseState.take_held_labels`), so the class passes read only their classes'
+    columns.
 
     A group of at most ``source.tuning.hold_rows`` rows (every class's view has the group's rows)
     takes one pass per few classes: each keeps its class's rows sorted (8 bytes a row with
@@ -220,7 +222,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
 
     ``sce``: SCE too, from each class's held rows (:func:`sce_in_class_passes` says when the
     first pass may leave it to these passes)."""
-    from calcheck.streaming.views import ALL, CHUNK, drive_lockstep
+    from calcheck.streaming.runner import drive_lockstep
+    from calcheck.streaming.views import ALL, CHUNK
 
     tuning: Tuning = source.tuning
 
@@ -239,7 +242,8 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
     if held:                       # no grids: every class in one lockstep, within the budget
         done.update(drive_lockstep(source, held, view="columns", by=by,
                                    rows={key: sizes[key[0]] for key in held},
-                                   max_rows=tuning.hold_rows, chunk=len(held)))
+                                   max_rows=tuning.hold_rows, chunk=len(held),
+                                   labels=labels))
     if subs:
         id_bound = source.id_bound(sizes.get(ALL) or sum(sizes.values()))
         comps = {key: (sub, _class_passes(ids_, id_bound, bins, **tce_opts, ties=ties,
@@ -248,7 +252,7 @@ def classwise_positional(source: Any, classes: int, ids: list[str], *,
                  for key, (sub, ids_) in subs.items()}
         done.update(drive_lockstep(source, comps, view="columns", by=by,
                                    rows={key: sizes[key[0]] for key in subs},
-                                   max_rows=tuning.exact_pava_rows))
+                                   max_rows=tuning.exact_pava_rows, labels=labels))
     _assemble(out, done, sizes, wanted, classes, sce, bins, threshold, {**tce_opts, "ties": ties})
     return out
 

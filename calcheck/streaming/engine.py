@@ -207,9 +207,6 @@ class StreamSource:
     # docs/streaming.md), so this counter is the run's pass count
     file_passes: int = 0
     _clean: bool = False        # a pass validated every multiclass row: none dropped or changed
-    # every row's class index in stream order, kept by a first pass (multiclass): the passes
-    # of class sub-streams then read the probability columns alone
-    labels: Any = None
     tuning: Tuning = DEFAULT    # the performance knobs of every pass (calcheck.tuning)
 
     def __post_init__(self) -> None:
@@ -237,8 +234,10 @@ class StreamSource:
                              "use engine='stream' for an in-memory table")
         return plan
 
-    def run(self, spec: Any) -> tuple[Any, Any]:
-        """One pass: the merged state of ``spec`` and the read statistics."""
+    def run(self, spec: Any, labels: IntArray | None = None) -> tuple[Any, Any]:
+        """One pass: the merged state of ``spec`` and the read statistics.  ``labels``: every
+        row's class index in stream order, kept by a first pass (multiclass) — a pass of
+        class sub-streams then reads the probability columns alone (:meth:`_trusted`)."""
         from calcheck.io.stream import BatchExtras, StreamStats, plan_rows, stream_batches
 
         plan = self.plan
@@ -251,7 +250,7 @@ class StreamSource:
         batches = stream_batches(plan, pos_label=self.pos_label, batch_rows=self.batch_rows,
                                  drop_invalid=self.drop_invalid, stats=stats,
                                  extras=BatchExtras.of(spec), view=view, trusted=trusted,
-                                 labels=self.labels if trusted is not None and view != "top"
+                                 labels=labels if trusted is not None and view != "top"
                                  else None)
         rows = plan_rows(plan) if hasattr(spec, "prepared") else None    # (Parquet footers)
         state = fold(self._reported(batches), spec, rows=rows, tuning=self.tuning)
@@ -317,26 +316,22 @@ class StreamSource:
         return n
 
 
-class HeldSource:
-    """Passes over batches that a first pass kept in memory — the top-label view of
-    multiclass input not larger than ``tuning.hold_top_rows`` rows — in place of reading the file
-    again: folded as :meth:`StreamSource.run` folds the file's batches, the same batches in the
-    same order, so every state is the one a pass over the file gives.  They are not passes
-    over the data: ``file_passes`` is the file's."""
+@dataclass(frozen=True)
+class BatchesKept:
+    """Batches a first pass kept in memory — the top-label view of multiclass input not larger
+    than ``tuning.hold_top_rows`` rows: they serve any pass of that view
+    (:mod:`calcheck.streaming.runner`), folded as :meth:`StreamSource.run` folds the file's
+    batches — the same batches in the same order, so every state is the one a pass over the
+    file gives."""
 
-    def __init__(self, source: Any, batches: list[tuple[FloatArray, IntArray]]) -> None:
-        self.source, self.batches = source, batches
-        self.tuning: Tuning = source.tuning
+    batches: list[tuple[FloatArray, IntArray]]
+    tuning: Tuning = DEFAULT
 
-    @property
-    def file_passes(self) -> int:
-        return int(self.source.file_passes)
+    def serves(self, spec: Any) -> bool:
+        return getattr(spec, "view", "top") == "top"
 
-    def run(self, spec: Any) -> tuple[Any, None]:
-        return fold(iter(self.batches), spec, tuning=self.tuning), None
-
-    def id_bound(self, n: int) -> int:
-        return self.source.id_bound(n)  # type: ignore[no-any-return]
+    def state(self, spec: Any) -> Any:
+        return fold(iter(self.batches), spec, tuning=self.tuning)
 
 
 class ArraySource:
@@ -356,7 +351,7 @@ class ArraySource:
         self.file_passes = 0
         self.engine = "stream"
 
-    def run(self, spec: Any) -> tuple[Any, None]:
+    def run(self, spec: Any, labels: Any = None) -> tuple[Any, None]:
         self.file_passes += 1
         parts = []
         for a, b in zip(self.cuts[:-1], self.cuts[1:]):

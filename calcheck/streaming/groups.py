@@ -117,7 +117,8 @@ def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: 
     from calcheck.errors import CalcheckError
     from calcheck.metrics.tce import check_pava_bc_rows
     from calcheck.streaming.positional import positional_passes
-    from calcheck.streaming.views import CHUNK, SubStream, drive_lockstep
+    from calcheck.streaming.runner import drive_lockstep
+    from calcheck.streaming.views import CHUNK, SubStream
 
     tuning = source.tuning
 

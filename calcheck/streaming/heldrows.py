@@ -1,19 +1,19 @@
-"""Rows held in memory for the positional passes, and how passes run.
+"""Rows held in memory for the positional passes.
 
-:func:`drive` runs a computation's passes on a source.  Exact PAVA's pass keeps every row's
-(score, label) sorted (:class:`SortedRowsSpec`); :func:`replay` then makes a later pass's state
-from those rows in memory — the rows of the cells that pass reads, in the batches the file would
-give — instead of reading the file again (invariant 4 of docs/streaming.md).
+Exact PAVA's pass keeps every row's (score, label) sorted (:class:`SortedRowsSpec`); kept as
+:class:`SortedKept`, they serve the computation's later passes (:func:`replay`: the rows of the
+cells a pass reads, in the batches the file would give) instead of the file — the runner
+(:mod:`calcheck.streaming.runner`) decides (invariant 4 of docs/streaming.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import (
     binary_keys,
     range_positions,
@@ -28,17 +28,21 @@ from calcheck.streaming.select import (
 )
 from calcheck.tuning import DEFAULT
 
-T = TypeVar("T")
 
+@dataclass(frozen=True)
+class SortedKept:
+    """Every row of a stream, sorted by (score, row id): they serve any pass over it
+    (:func:`replay`, ``batch`` rows at a time)."""
 
-def drive(source: Any, passes: Passes[T]) -> T:
-    """Run ``passes`` on ``source``: one :meth:`StreamSource.run` per yielded spec."""
-    try:
-        spec = next(passes)
-        while True:
-            spec = passes.send(source.run(spec)[0])
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    scores: FloatArray
+    labels: np.ndarray
+    batch: int = DEFAULT.replay_rows
+
+    def serves(self, spec: Any) -> bool:
+        return True
+
+    def state(self, spec: Any) -> Any:
+        return replay(spec, self.scores, self.labels, self.batch)
 
 
 def replay(spec: Any, scores: FloatArray, labels: np.ndarray,
@@ -49,7 +53,7 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray,
     by row id (``--ties order``) resolves the same rows — only the order of float sums
     differs (PDE's Σ|s − P̂_b| in the last bits).
 
-    A row pass or a search reads the rows of a few grid cells only (:func:`_cells_read`); the
+    A row pass or a search reads the rows of a few grid cells only (:func:`cells_read`); the
     rows being sorted, each cell's rows are one slice, found by two binary searches, and each
     batch hands the state only its rows in those slices (ids: their positions) — the rows it
     would have picked itself, in the same order and the same batches, so the same state,
@@ -62,7 +66,7 @@ def replay(spec: Any, scores: FloatArray, labels: np.ndarray,
                                  for _, part in spec.parts])
     state = spec.new()
     n = int(scores.shape[0])
-    cells = _cells_read(spec)
+    cells = cells_read(spec)
     if cells is None:
         for a in range(0, n, batch):
             state.update(scores[a:a + batch], labels[a:a + batch], a)
@@ -95,7 +99,7 @@ def _whole_stream_views(spec: Any) -> bool:
         sub.cls is None and sub.group is ALL and sub.min_score is None for sub, _ in spec.parts)
 
 
-def _cells_read(spec: Any) -> IntArray | None:
+def cells_read(spec: Any) -> IntArray | None:
     """The grid cells, ascending, outside which a row changes nothing in a state of ``spec``
     but the count of rows seen: a row pass's (its binnings' cells), a search's (its tasks'
     cells), those of the parts of a one-pass ViewsSpec over the whole stream; None for any
@@ -105,7 +109,7 @@ def _cells_read(spec: Any) -> IntArray | None:
     elif isinstance(spec, SelectSpec):
         cells = {t.cell for t in spec.tasks}
     elif _whole_stream_views(spec):
-        parts = [_cells_read(part) for _, part in spec.parts]
+        parts = [cells_read(part) for _, part in spec.parts]
         if any(p is None for p in parts):
             return None
         cells = {c for p in parts if p is not None for c in p.tolist()}

@@ -20,19 +20,12 @@ from calcheck.binning import (
     uniform_edges,
 )
 from calcheck.streaming.grid import Grid
-from calcheck.streaming.heldrows import (
-    _cells_read,
-    bound_ranks,
-    replay,
-)
-from calcheck.streaming.prospect import (
-    HeldCellsSpec,
-    HeldCellsState,
-    replay_held,
-)
+from calcheck.streaming.heldrows import SortedKept, bound_ranks
+from calcheck.streaming.prospect import CellsKept, HeldCellsSpec, HeldCellsState
 from calcheck.streaming.rowpass import (
     rejection_weight,
 )
+from calcheck.streaming.runner import FromKept, Kept
 from calcheck.streaming.select import (
     Resolved,
     Search,
@@ -259,15 +252,16 @@ class PassScan(PassBins):
         self.resolved.update(search.result())
 
     def _pass(self, spec: Any) -> Passes[Any]:
-        """One pass of ``spec``: over the source, or — once exact PAVA holds every row,
-        sorted — over those rows in memory (:func:`replay`), which no pass needs to read again."""
-        if self._rows is None or not self.tuning.replay:
-            cells = _cells_read(spec) if self._held is not None else None
-            if cells is not None and self._held is not None and \
-                    self._held.covers(set(cells.tolist())):
-                return replay_held(spec, self._held, self.n)
+        """One pass of ``spec``, which the rows this computation keeps may serve in place of
+        the source (the runner decides, :mod:`calcheck.streaming.runner`): once exact PAVA
+        holds every row, sorted, those; else the cells the first search kept."""
+        if self._rows is not None and self.tuning.replay:
+            kept: tuple[Kept, ...] = (SortedKept(*self._rows, self.tuning.replay_rows),)
+        elif self._held is not None:
+            kept = (CellsKept(self._held, self.n),)
+        else:
             return (yield spec)
-        return replay(spec, *self._rows, self.tuning.replay_rows)
+        return (yield FromKept(spec, kept))
 
 
 def _quartile_ranks(bounds: IntArray) -> list[tuple[int, int, float]]:

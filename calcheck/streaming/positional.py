@@ -44,10 +44,7 @@ from calcheck.pava import (
     preload_compiled_pava,
 )
 from calcheck.streaming.grid import cells_of
-from calcheck.streaming.heldrows import (
-    SortedRowsSpec,
-    drive,
-)
+from calcheck.streaming.heldrows import SortedRowsSpec
 from calcheck.streaming.passbins import (  # noqa: F401 (POSITIONAL, TCE_BINNINGS: their home)
     POSITIONAL,
     TCE_BINNINGS,
@@ -63,6 +60,7 @@ from calcheck.streaming.prospect import (
     test_cells,
     whole_k,
 )
+from calcheck.streaming.runner import Kept, drive
 from calcheck.streaming.states import StreamState
 from calcheck.tuning import DEFAULT, Tuning
 
@@ -363,15 +361,17 @@ def positional_passes(state: StreamState, ids: list[str], *, id_bound: int,
     return PositionalPass(state, ids, id_bound=id_bound, **options).run()
 
 
-def positional_results(source: Any, state: StreamState, ids: list[str], **options: Any,
+def positional_results(source: Any, state: StreamState, ids: list[str], *,
+                       kept: Sequence[Kept] = (), **options: Any,
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The positional metrics ``ids`` of a streamed source whose grid pass gave ``state``:
     (results by id, search details: the ranks resolved and the passes over ``source``);
-    ``options`` are :class:`PositionalPass`'s."""
+    ``kept``: rows that may serve any of the passes; ``options`` are
+    :class:`PositionalPass`'s."""
     options.setdefault("tuning", source.tuning)
     before = source.file_passes
     results, details = drive(source, positional_passes(
-        state, ids, id_bound=source.id_bound(state.n), **options))
+        state, ids, id_bound=source.id_bound(state.n), **options), kept)
     return results, {**details, "extra_passes": source.file_passes - before}
 
 

@@ -79,6 +79,24 @@ class HeldCellsState:
         return cells <= set(self.spec.cells)
 
 
+@dataclass(frozen=True)
+class CellsKept:
+    """The rows of the cells a search's pass kept (of a stream of ``n`` rows): they serve a
+    pass that reads only rows of those cells (:func:`replay_held`)."""
+
+    held: HeldCellsState
+    n: int
+
+    def serves(self, spec: Any) -> bool:
+        from calcheck.streaming.heldrows import cells_read
+
+        cells = cells_read(spec)
+        return cells is not None and self.held.covers(set(cells.tolist()))
+
+    def state(self, spec: Any) -> Any:
+        return replay_held(spec, self.held, self.n)
+
+
 def replay_held(spec: Any, held: HeldCellsState, n: int) -> Any:
     """The state of a pass of ``spec`` over the kept rows, batch by batch with their row ids
     (when kept): the pass the file (of ``n`` rows) would give, for a spec that reads only rows

@@ -5,9 +5,9 @@ positional metrics of each class's one-vs-rest view (p_ik, 1[c_i = k]) — TACE'
 with p_ik ≥ ε only — and ``--by``'s per-group positional metrics are those of each group's
 rows.  Each such computation is a :data:`~calcheck._typing.Passes` generator (a
 grid pass, then the rank search and row passes of
-:mod:`calcheck.streaming.positional`); :func:`drive_lockstep` runs many of them together: every
-pass folds one :class:`ViewsSpec`, whose state hands each batch's sub-streams to their own
-states.
+:mod:`calcheck.streaming.positional`); :func:`calcheck.streaming.runner.drive_lockstep` runs
+many of them together: every pass folds one :class:`ViewsSpec`, whose state hands each batch's
+sub-streams to their own states.
 
 A sub-stream keeps the rows' ids in the whole stream, so the stable sort of a sub-stream by
 (score, row id) is the in-memory engine's stable sort of that subset, and ties break as they
@@ -24,10 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._threads import map_two
-from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck._typing import FloatArray, IntArray
 from calcheck.data import ClassColumns
-from calcheck.errors import CalcheckError
 from calcheck.streaming.grid import one_batch
 
 CHUNK = 16                  # computations per lockstep run: 16 grids × 2 threads ≈ 160 MB
@@ -142,63 +140,3 @@ def _group_rows(groups: tuple[list[str | None], IntArray]) -> dict[Any, IntArray
             out[key] = order[lo:hi]
         lo = hi
     return out
-
-
-def _guarded(passes: Passes[Any]) -> Passes[Any]:
-    """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
-    try:
-        return (yield from passes)
-    except CalcheckError as exc:
-        return exc
-
-
-def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]], *,
-                   view: str = "top", by: str | None = None, rows: dict[Any, int] | None = None,
-                   max_rows: int = 0, chunk: int = CHUNK) -> dict[Any, Any]:
-    """Run the computations ``chunk`` at a time, each chunk together (one pass per round for
-    all that need one): the result by key.  A computation that raises a
-    :class:`CalcheckError` (say, a group too small for a metric) gets it as its result.
-
-    A pass whose spec ``holds_rows`` (the exact PAVA pass keeps every row of its sub-stream)
-    counts ``rows[key]`` rows; a round takes such passes only while they hold at most
-    ``max_rows`` rows in all (always at least one), the others wait for a later round."""
-    results: dict[Any, Any] = {}
-    items = list(computations.items())
-    for i in range(0, len(items), chunk):
-        _lockstep(source, dict(items[i:i + chunk]), view, by, rows or {}, max_rows, results)
-    return results
-
-
-def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]],
-              view: str, by: str | None, rows: dict[Any, int], max_rows: int,
-              results: dict[Any, Any]) -> None:
-    """One chunk of :func:`drive_lockstep` (results into ``results``)."""
-    pending: dict[Any, tuple[SubStream, Any, Passes[Any]]] = {}
-
-    def step(key: Any, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
-        try:
-            spec = next(gen) if sent is None else gen.send(sent)
-        except StopIteration as stop:
-            results[key] = stop.value
-            pending.pop(key, None)
-            return
-        pending[key] = (sub, spec, gen)
-
-    def held(key: Any) -> int:
-        return rows.get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
-
-    for key, (sub, gen) in computations.items():
-        step(key, sub, _guarded(gen), None)
-    while pending:
-        keys, total = [], 0
-        for key in pending:
-            w = held(key)
-            if w == 0 or total == 0 or total + w <= max_rows:
-                keys.append(key)
-                total += w
-        spec = ViewsSpec(tuple((pending[k][0], pending[k][1]) for k in keys), view, by)
-        state = source.run(spec)[0]
-        # the computations' work between passes (sorting a class's rows, PAVA, the binomial
-        # tests) is independent and mostly numpy that releases the GIL: two at a time
-        map_two(step, [(key, pending[key][0], pending[key][2], part)
-                       for key, part in zip(keys, state.states)])
