@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, TypeVar, Union
+from typing import Any, Protocol, TypeVar, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,3 +19,23 @@ Passes = Generator[Any, Any, T]
 the merged state of that pass, and returns its result (:func:`calcheck.streaming.runner.drive`
 runs one on a source; :func:`calcheck.streaming.runner.drive_lockstep` runs many in shared
 passes)."""
+
+S = TypeVar("S", bound="PassState")
+S_co = TypeVar("S_co", bound="PassState", covariant=True)
+
+
+class PassState(Protocol):
+    """A pass's partial state: it folds validated batches (``start``: the id of the batch's
+    first row; some states also take the batch's extra columns after it) and merges with a
+    state of the same spec (docs/streaming.md, invariants 1, 9, 10)."""
+
+    def update(self: S, scores: FloatArray, labels: IntArray, start: int, /) -> S: ...
+
+    def merge(self: S, other: S, /) -> S: ...
+
+
+class PassSpec(Protocol[S_co]):
+    """What a pass computes: picklable, hashable data that makes each worker's empty state."""
+
+    def new(self) -> S_co: ...
+

@@ -225,3 +225,30 @@ def test_the_command_runs_the_same_without_the_hooks(tmp_path):
         rep.pop("timing", None)
         out.append(rep["metrics"])
     assert out[0] == out[1]
+
+
+def test_every_pass_spec_conforms_to_the_protocol():
+    """Every class in calcheck whose ``new()`` makes a state that updates and merges (a pass
+    spec) is listed in calcheck.streaming.conformance, where mypy --strict checks it against
+    the typed protocol (calcheck._typing.PassSpec / PassState, no Any); and the protocol's
+    own definitions carry no Any."""
+    import importlib
+    import inspect
+
+    from calcheck.streaming import conformance
+
+    found = set()
+    for path in PKG.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(f, ast.FunctionDef) and f.name == "new" for f in node.body):
+                cls = getattr(importlib.import_module(_module(path)), node.name)
+                made = inspect.signature(cls.new).return_annotation
+                state = getattr(importlib.import_module(_module(path)), str(made), None)
+                if state is not None and hasattr(state, "update") and hasattr(state, "merge"):
+                    found.add(cls)
+    assert found == set(conformance.SPECS), found ^ set(conformance.SPECS)
+    source = (PKG / "_typing.py").read_text(encoding="utf-8")
+    protocol = source[source.index("class PassState"):]
+    assert "Any" not in protocol

@@ -11,13 +11,13 @@ import queue
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from calcheck import registry
 from calcheck._threads import one_blas_thread
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, PassSpec, S
 from calcheck.binning import BinStats, uniform_edges
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
@@ -25,6 +25,9 @@ from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.grid import CROWDED, CROWDED_HELD, ScoreGrid, crowded_grid
 from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
 from calcheck.tuning import DEFAULT, Tuning
+
+if TYPE_CHECKING:
+    from calcheck.io.stream import StreamStats
 
 _SETTINGS = {"ece": "l1", "ece_l2": "l2", "mce": "max"}
 
@@ -63,9 +66,9 @@ class StateSpec:
         return self if grid is None else dataclasses.replace(self, pos_grid=grid)
 
 
-def fold(batches: Iterable[tuple[FloatArray, IntArray]], spec: Any, *,
+def fold(batches: Iterable[tuple[Any, ...]], spec: PassSpec[S], *,
          threads: int | None = None, rows: int | None = None,
-         tuning: Tuning = DEFAULT) -> Any:
+         tuning: Tuning = DEFAULT) -> S:
     """One pass: every batch into a fresh state (``spec.new()``), with the row id of each
     batch's first row (rows are numbered 0, 1, … in stream order).
 
@@ -234,7 +237,7 @@ class StreamSource:
                              "use engine='stream' for an in-memory table")
         return plan
 
-    def run(self, spec: Any, labels: IntArray | None = None) -> tuple[Any, Any]:
+    def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, StreamStats]:
         """One pass: the merged state of ``spec`` and the read statistics.  ``labels``: every
         row's class index in stream order, kept by a first pass (multiclass) — a pass of
         class sub-streams then reads the probability columns alone (:meth:`_trusted`)."""
@@ -351,7 +354,7 @@ class ArraySource:
         self.file_passes = 0
         self.engine = "stream"
 
-    def run(self, spec: Any, labels: Any = None) -> tuple[Any, None]:
+    def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, None]:
         self.file_passes += 1
         parts = []
         for a, b in zip(self.cuts[:-1], self.cuts[1:]):

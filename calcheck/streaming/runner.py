@@ -25,23 +25,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, Union
 
 from calcheck._threads import map_two
-from calcheck._typing import Passes
+from calcheck._typing import IntArray, Passes, PassSpec, PassState
 from calcheck.errors import CalcheckError
 from calcheck.streaming.views import CHUNK, SubStream, ViewsSpec
+from calcheck.tuning import Tuning
 
 T = TypeVar("T")
+Spec = PassSpec[PassState]
+
+
+class Source(Protocol):
+    """Where the passes that no kept rows serve read their rows: a file or dataset in this
+    process or on Dask (:class:`~calcheck.streaming.engine.StreamSource`), or arrays in tests
+    (:class:`~calcheck.streaming.engine.ArraySource`); it counts those passes."""
+
+    file_passes: int
+    tuning: Tuning
+
+    def run(self, spec: Spec, labels: IntArray | None = None, /) -> tuple[PassState, object]:
+        """One pass: the merged state and the read statistics (None for arrays)."""
+
+    def id_bound(self, n: int) -> int:
+        """An upper bound of the row ids of a pass over ``n`` rows."""
 
 
 class Kept(Protocol):
     """Rows kept in memory that can make some passes' states exactly as the file would."""
 
-    def serves(self, spec: Any) -> bool:
+    def serves(self, spec: Spec) -> bool:
         """Whether :meth:`state` gives this pass's state (the rows it reads are all kept)."""
 
-    def state(self, spec: Any) -> Any:
+    def state(self, spec: Spec) -> PassState:
         """The state a pass of ``spec`` over the file would give."""
 
 
@@ -49,11 +66,15 @@ class Kept(Protocol):
 class FromKept:
     """A computation's pass that ``kept`` rows may serve (the runner decides)."""
 
-    spec: Any
+    spec: Spec
     kept: tuple[Kept, ...]
 
 
-def served(item: Any, kept: Sequence[Kept] = ()) -> tuple[Any, Any]:
+Item = Union[Spec, FromKept]
+"""What a computation yields for a pass."""
+
+
+def served(item: Item, kept: Sequence[Kept] = ()) -> tuple[Spec, PassState | None]:
     """(the spec of a yielded ``item``, its state from kept rows — the item's own, then the
     run's ``kept`` — or None when the pass must read the source)."""
     spec, own = (item.spec, item.kept) if isinstance(item, FromKept) else (item, ())
@@ -63,13 +84,13 @@ def served(item: Any, kept: Sequence[Kept] = ()) -> tuple[Any, Any]:
     return spec, None
 
 
-def run_pass(source: Any, item: Any, kept: Sequence[Kept] = ()) -> Any:
+def run_pass(source: Source, item: Item, kept: Sequence[Kept] = ()) -> PassState:
     """One pass of a yielded ``item``: from kept rows, else over ``source``."""
     spec, state = served(item, kept)
     return source.run(spec)[0] if state is None else state
 
 
-def drive(source: Any, passes: Passes[T], kept: Sequence[Kept] = ()) -> T:
+def drive(source: Source, passes: Passes[T], kept: Sequence[Kept] = ()) -> T:
     """Run ``passes`` on ``source`` (``kept``: rows that may serve any of its passes)."""
     try:
         item = next(passes)
