@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from calcheck import registry
-from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome, top_label_note
+from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
@@ -39,15 +39,149 @@ GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned
              "equal-mass bins are cut at exact ranks found by extra passes")
 
 
+class FirstPasses:
+    """A stream run's first passes — grid passes over every row, cached by spec (the binary
+    grid, the classwise state carrying the top-label grid, the grouped states) — and what they
+    read: the input section, the reading messages, the engine's settings."""
+
+    def __init__(self, source: StreamSource) -> None:
+        self.source = source
+        self.states: dict[Any, Any] = {}
+        self.stats: Any = None               # the first pass's read statistics
+        self.top: Any = None                 # a grid state of every row (binary or top-label)
+
+    @property
+    def plan(self) -> Any:
+        return self.source.plan
+
+    @property
+    def multiclass(self) -> bool:
+        return bool(self.plan.multiclass)
+
+    @property
+    def classes(self) -> int:
+        return len(self.plan.prob_columns or []) if self.multiclass else 0
+
+    def run(self, spec: Any) -> Any:
+        state, stats = self.source.run(spec)
+        if self.stats is None:
+            self.stats = stats
+        return state
+
+    def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
+             by: str | None = None, hold: bool = False, sce: bool = True,
+             hold_labels: bool = False) -> Any:
+        """The first pass's state (cached by its spec): the grid of the binary view, or the
+        classwise state carrying the top-label grid; with ``by`` the grouped state.  ``hold``:
+        multiclass input keeps its top-label view for the later passes when the file is small
+        enough (:func:`_holds_top`), and ``hold_labels`` every row's class; without ``sce`` it
+        leaves SCE's sums to the class passes."""
+        from calcheck.streaming.classwise import ClasswiseSpec
+
+        inner: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
+        kinds = [inner]
+        if self.multiclass:          # (a first pass with SCE's sums serves one without them)
+            inner = ClasswiseSpec(self.classes, bins, top=inner, sce=sce)
+            kinds = [inner] if sce else [replace(inner, sce=True), inner]
+        if by is not None:
+            from calcheck.streaming.groups import GroupedSpec
+
+            kinds = [GroupedSpec(k, by) for k in kinds]
+        spec = next((k for k in kinds if k in self.states), kinds[-1])
+        if spec not in self.states:          # (keyed without hold: a held view is an extra)
+            keep = self.multiclass and by is None and self.holds_top()
+            run = replace(spec, hold=hold, hold_labels=hold_labels) if keep else spec
+            self.states[spec] = self.run(run)
+        return self.states[spec]
+
+    def holds_top(self) -> bool:
+        """A first pass in this process over at most ``tuning.hold_top_rows`` rows (Parquet
+        footers)."""
+        from calcheck.io.stream import plan_rows
+
+        rows = plan_rows(self.plan)
+        return self.source.engine == "stream" and self.source.passes is None and \
+            rows is not None and rows <= self.source.tuning.hold_top_rows
+
+    def cached(self, bins: int) -> Any:
+        """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
+        for spec, st in self.states.items():
+            if not hasattr(st, "overall") and getattr(spec, "bins", None) == bins:
+                return st
+        return None
+
+    def top_state(self) -> Any:
+        """A grid state of all rows (any earlier first pass will do, for the input section)."""
+        if self.top is None:
+            for st in self.states.values():
+                st = st.overall() if hasattr(st, "overall") else st
+                self.top = st.top if self.multiclass else st
+                break
+            else:
+                st = self.grid(15 if self.multiclass else 10, log_loss=False)
+                self.top = st.top if self.multiclass else st
+        return self.top
+
+    def input_info(self, top: bool = False) -> dict[str, Any]:
+        state = self.top_state()
+        stats, plan = self.stats, self.plan
+        rate = state.positives / state.n if state.n else None
+        info: dict[str, Any] = {"path": self.source.path,
+                                "format": "arrow" if plan.in_memory else "parquet"}
+        if plan.multiclass:
+            info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
+                         "classes": list(plan.class_names), "label_column": plan.label_column,
+                         "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
+        else:
+            info.update({"score_column": plan.score_column, "label_column": plan.label_column,
+                         "positives": state.positives, "prevalence": rate})
+        info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
+                     "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
+                     "batches": stats.batches})
+        if top and plan.multiclass:                  # tested on the top-label view
+            info.update({"view": "top-label", "positives": state.positives,
+                         "prevalence": info["accuracy"]})
+        return info
+
+    def reading(self) -> Outcome:
+        self.top_state()
+        stats = self.stats
+        out = Outcome(notes=list(self.source.source.notes))
+        if stats.rows_dropped:
+            reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+            out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
+                                f"({reasons})")
+        if stats.rows_renormalized:
+            out.messages.append(f"renormalized {stats.rows_renormalized:,} rows whose "
+                                "probabilities did not sum to exactly 1 (rounding within 1e-4 per class, "
+                                "or --renormalize)")
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """What the streaming engine adds to the report's settings."""
+        grid: dict[str, Any] = {"cells": 2 ** StateSpec().grid_bits, "exact": True,
+                                "note": GRID_NOTE}
+        fine = [st.pos_grid.n_cells for st in self.states.values()
+                if getattr(st, "pos_grid", None) is not None]
+        if fine:                # the first batch crowded the grid (docs/streaming.md)
+            grid["positional_cells"] = max(fine)
+        return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
+                "passes": self.source.file_passes, "grid": grid}
+
+    def summary_bins(self) -> list[dict[str, Any]] | None:
+        """The uniform bins of a first pass already made (no extra pass)."""
+        if not self.states and self.top is None:
+            return None
+        return metric_results(self.top_state(), ["ece"])["ece"].bin_rows()
+
+
 class StreamEngine:
     """Metrics, tests and figures from passes over a streamed source."""
 
     def __init__(self, source: StreamSource) -> None:
         self.source = source
         self.name = source.engine
-        self._first: dict[Any, Any] = {}
-        self._stats: Any = None
-        self._state: Any = None
+        self.first = FirstPasses(source)
         self._by_group: dict[Any, Any] = {}
         self._own_client = False
         self._spread: Any = None
@@ -81,52 +215,11 @@ class StreamEngine:
 
     @property
     def multiclass(self) -> bool:
-        return bool(self.plan.multiclass)
+        return self.first.multiclass
 
     @property
     def classes(self) -> int:
-        return len(self.plan.prob_columns or []) if self.multiclass else 0
-
-    def _run(self, spec: Any) -> Any:
-        state, stats = self.source.run(spec)
-        if self._stats is None:
-            self._stats = stats
-        return state
-
-    def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
-             by: str | None = None, hold: bool = False, sce: bool = True,
-             hold_labels: bool = False) -> Any:
-        """The first pass's state (cached by its spec): the grid of the binary view, or the
-        classwise state carrying the top-label grid; with ``by`` the grouped state.  ``hold``:
-        multiclass input keeps its top-label view for the later passes when the file is small
-        enough (:func:`_holds_top`), and ``hold_labels`` every row's class; without ``sce`` it
-        leaves SCE's sums to the class passes."""
-        from calcheck.streaming.classwise import ClasswiseSpec
-
-        inner: Any = StateSpec(bins=bins, log_loss=log_loss, ci=ci)
-        kinds = [inner]
-        if self.multiclass:          # (a first pass with SCE's sums serves one without them)
-            inner = ClasswiseSpec(self.classes, bins, top=inner, sce=sce)
-            kinds = [inner] if sce else [replace(inner, sce=True), inner]
-        if by is not None:
-            from calcheck.streaming.groups import GroupedSpec
-
-            kinds = [GroupedSpec(k, by) for k in kinds]
-        spec = next((k for k in kinds if k in self._first), kinds[-1])
-        if spec not in self._first:          # (keyed without hold: a held view is an extra)
-            keep = self.multiclass and by is None and self._holds_top()
-            run = replace(spec, hold=hold, hold_labels=hold_labels) if keep else spec
-            self._first[spec] = self._run(run)
-        return self._first[spec]
-
-    def _holds_top(self) -> bool:
-        """A first pass in this process over at most ``tuning.hold_top_rows`` rows (Parquet
-        footers)."""
-        from calcheck.io.stream import plan_rows
-
-        rows = plan_rows(self.plan)
-        return self.source.engine == "stream" and self.source.passes is None and \
-            rows is not None and rows <= self.source.tuning.hold_top_rows
+        return self.first.classes
 
     def _sce_in_class_passes(self, ids: list[str], opts: Options) -> bool:
         """SCE from the held classes' rows instead of the first pass's (class, bin) sums —
@@ -141,76 +234,19 @@ class StreamEngine:
         return rows is not None and sce_in_class_passes(
             [m for m in POSITIONAL_CLASSWISE if m in ids], [rows], self.source.tuning)
 
-    def _cached_grid(self, bins: int) -> Any:
-        """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
-        for spec, st in self._first.items():
-            if not hasattr(st, "overall") and getattr(spec, "bins", None) == bins:
-                return st
-        return None
-
-    def _top_state(self) -> Any:
-        """A grid state of all rows (any earlier first pass will do, for the input section)."""
-        if self._state is None:
-            for st in self._first.values():
-                st = st.overall() if hasattr(st, "overall") else st
-                self._state = st.top if self.multiclass else st
-                break
-            else:
-                st = self.grid(15 if self.multiclass else 10, log_loss=False)
-                self._state = st.top if self.multiclass else st
-        return self._state
-
     def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
         """The uniform bins of a first pass already made (no extra pass)."""
-        if not self._first and self._state is None:
-            return None
-        return metric_results(self._top_state(), ["ece"])["ece"].bin_rows()
+        return self.first.summary_bins()
 
     def input_info(self, top: bool = False) -> dict[str, Any]:
-        state = self._top_state()
-        stats, plan = self._stats, self.plan
-        rate = state.positives / state.n if state.n else None
-        info: dict[str, Any] = {"path": self.source.path,
-                                "format": "arrow" if plan.in_memory else "parquet"}
-        if plan.multiclass:
-            info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
-                         "classes": list(plan.class_names), "label_column": plan.label_column,
-                         "rows_renormalized": stats.rows_renormalized, "accuracy": rate})
-        else:
-            info.update({"score_column": plan.score_column, "label_column": plan.label_column,
-                         "positives": state.positives, "prevalence": rate})
-        info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
-                     "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
-                     "batches": stats.batches})
-        if top and plan.multiclass:                  # tested on the top-label view
-            info.update({"view": "top-label", "positives": state.positives,
-                         "prevalence": info["accuracy"]})
-        return info
+        return self.first.input_info(top)
 
     def reading(self) -> Outcome:
-        self._top_state()
-        stats = self._stats
-        out = Outcome(notes=list(self.source.source.notes))
-        if stats.rows_dropped:
-            reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
-            out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
-                                f"({reasons})")
-        if stats.rows_renormalized:
-            out.messages.append(f"renormalized {stats.rows_renormalized:,} rows whose "
-                                "probabilities did not sum to exactly 1 (rounding within 1e-4 per class, "
-                                "or --renormalize)")
-        return out
+        return self.first.reading()
 
     def settings(self) -> dict[str, Any]:
         """What the streaming engine adds to the report's settings."""
-        grid: dict[str, Any] = {"cells": 2 ** StateSpec().grid_bits, "exact": True,
-                                "note": GRID_NOTE}
-        fine = [st.pos_grid.n_cells for st in self._first.values()
-                if getattr(st, "pos_grid", None) is not None]
-        if fine:                # the first batch crowded the grid (docs/streaming.md)
-            grid["positional_cells"] = max(fine)
-        return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
-                "passes": self.passes, "grid": grid}
+        return self.first.settings()
 
     # -- metrics -----------------------------------------------------------------------------
 
@@ -227,7 +263,7 @@ class StreamEngine:
         positional = [m for m in binary_ids if m not in GRID_METRICS]
         sce_later = self._sce_in_class_passes(ids, opts)
         class_passes = self.multiclass and any(m in ids for m in ("ace_cw", "tace", "tce_cw"))
-        first = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
+        first = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
                           hold=bool(positional), sce="sce" in ids and not sce_later,
                           hold_labels=class_passes)
         if opts.by:
@@ -252,20 +288,7 @@ class StreamEngine:
                 first.held = None           # (the classwise passes need the memory)
                 del held, kept
         if opts.ci:
-            from calcheck.streaming.bootstrap import grid_bootstrap
-            from calcheck.uncertainty import with_intervals
-
-            cis, out.settings["ci"] = grid_bootstrap(state, binary_ids, reps=opts.ci_reps,
-                                                     level=opts.ci_level, seed=opts.seed)
-            results = with_intervals(results, cis)
-            without = [m for m in ids if not registry.METRICS[m].stream_ci]
-            if without:
-                with_ci = [m for m in ids if registry.METRICS[m].stream_ci]
-                out.messages.append(
-                    f"--ci with --engine {self.name}: intervals for "
-                    f"{', '.join(with_ci) or 'none'} only; none for {', '.join(without)} (the "
-                    "streamed bootstrap resamples the grid state's units; PAVA bins, PDE and "
-                    "classwise bins need the rows: use --engine memory)")
+            results = _with_intervals(state, results, ids, binary_ids, opts, out, self.name)
         classwise: dict[str, MetricResult] = {}
         if self.multiclass:
             from calcheck.streaming.classwise import classwise_positional
@@ -305,7 +328,7 @@ class StreamEngine:
         assert opts.by is not None
         mopts = self._options(opts)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
-        grouped = self.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
+        grouped = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
                             sce="sce" in ids)
         grids = {key: g.top if self.multiclass else g for key, g in grouped.groups.items()}
         grid_ids = [m for m in binary_ids if m in GRID_METRICS]
@@ -360,96 +383,19 @@ class StreamEngine:
                          "the whole data only")
 
     def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
-        """T-Cal, Hosmer–Lemeshow (after a rank search), Spiegelhalter, Cox (a few Newton
-        passes) and, for discrete scores, the binomial test per value (multiclass input: on
-        its top-label view, as in memory)."""
-        from calcheck.streaming import tests as stests
-        from calcheck.streaming.positional import positional_results
-        from calcheck.streaming.rowtests import cox_stream
+        """The tests from the grid pass and the passes they add
+        (:func:`calcheck.engines.stream_tests.stream_tests`)."""
+        from calcheck.engines.stream_tests import stream_tests
 
         fixed = opts.bins if opts.command == "test" else None
-        spec = StateSpec(tcal_m=fixed, log_loss=False, spiegelhalter="spiegelhalter" in methods)
-        state = self._run(spec)
-        if self._state is None:
-            self._state = state
+        state = self.first.run(StateSpec(tcal_m=fixed, log_loss=False,
+                                    spiegelhalter="spiegelhalter" in methods))
+        if self.first.top is None:
+            self.first.top = state
         if state.n == 0:
             raise no_rows_error(self.source.path, self.source.where)
-        out = Outcome()
-        results = out.values
-        if self.multiclass:
-            out.notes.append(top_label_note(self.classes))
-        if "tcal" in methods:
-            self._tcal(state, methods, opts, groups, fixed, out)
-        if "hl" in methods:
-            from calcheck.hypotests import family_of, tcal_trials
-
-            hl_trials, _ = tcal_trials(None if "trials" not in opts.given else opts.trials,
-                                       opts.alpha, 1, auto="trials" not in opts.given,
-                                       family=family_of(methods, opts.family, False)
-                                       * (groups if opts.family != "none" else 1))
-            more, _ = positional_results(self.source, state, [], alpha=opts.alpha,
-                                               hl_groups=10, ties=opts.ties, hl_df=opts.hl_df,
-                                               hl_trials=hl_trials, seed=opts.seed)
-            results["hosmer_lemeshow"] = more["hosmer_lemeshow"]
-        if "spiegelhalter" in methods:
-            results["spiegelhalter"] = stests.spiegelhalter_stream(state, alpha=opts.alpha)
-        if "cox" in methods:
-            results["cox"] = cox_stream(self.source, state, alpha=opts.alpha,
-                                        ci_level=opts.ci_level)
-        return out
-
-    def _tcal(self, state: Any, methods: list[str], opts: Options, groups: int,
-              fixed: int | None, out: Outcome) -> None:
-        """T-Cal of the tests (fixed m or adaptive on the grid's dyadic levels) and, for
-        discrete scores, the binomial test per value, into ``out``."""
-        from calcheck.hypotests import discrete_note, family_of, tcal_trials
-        from calcheck.hypotests.tcal import adaptive_ms
-        from calcheck.streaming import tests as stests
-        from calcheck.streaming.rowtests import discrete_stream
-
-        results = out.values
-        levels = 1 if fixed is not None or opts.adaptive_correction == "minp" else \
-            min(len(adaptive_ms(state.n, opts.adaptive_grid, dyadic=True)), state.grid_bits)
-        few = int(np.count_nonzero(state.cell_count.reshape(-1, 2).sum(axis=1))) \
-            <= opts.discrete_max
-        trials, note = tcal_trials(opts.trials, opts.alpha, levels,
-                                   auto="trials" not in opts.given,
-                                   label=opts.name_of("trials"),
-                                   family=family_of(methods, opts.family, few)
-                                   * (groups if opts.family != "none" else 1))
-        if note:
-            out.notes.append(note)
-        out.settings["trials"] = trials
-        if fixed is not None:
-            results["tcal"] = stests.tcal_fixed_stream(state, alpha=opts.alpha,
-                                                       trials=trials, seed=opts.seed,
-                                                       resample=opts.resample)
-        else:
-            r = stests.tcal_adaptive_stream(state, alpha=opts.alpha, trials=trials,
-                                            seed=opts.seed, resample=opts.resample,
-                                            grid=opts.adaptive_grid,
-                                            correction=opts.adaptive_correction)
-            results["tcal_adaptive"] = r
-            if r.details["levels_omitted"]:
-                out.notes.append(
-                    f"adaptive T-Cal on the {self.name} engine tests the levels "
-                    f"{r.settings['levels']} (bins of at least one 2^-{state.grid_bits} grid "
-                    f"cell); finer levels of the B = {r.details['B_spec']} dyadic levels "
-                    "are omitted")
-            if opts.adaptive_grid == "bounded":
-                out.notes.append(f"adaptive T-Cal on the {self.name} engine tests the "
-                                 "bounded grid's powers of two (bins are unions of grid "
-                                 "cells); in memory it also tests the levels between them")
-        tc = results.get("tcal") or results["tcal_adaptive"]
-        width = round(float(np.log2(tc.settings["null_unit_width"])))
-        out.notes.append(f"T-Cal's null: {tc.settings['engine_null']} (units up to "
-                         f"2^{width} wide), not per row; relative variance excess "
-                         f"{tc.settings['null_variance_excess']:.1e}")
-        discrete, distinct = discrete_stream(self.source, state, limit=opts.discrete_max,
-                                             alpha=opts.alpha)
-        if discrete is not None:
-            results["binomial_discrete"] = discrete
-            out.notes.append(discrete_note(distinct, opts.discrete_max))
+        return stream_tests(self.source, state, methods, opts, groups=groups, fixed=fixed,
+                            classes=self.classes)
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         return []
@@ -477,7 +423,7 @@ class StreamEngine:
         """Cox's fit from Newton passes, started from the first pass's grid."""
         from calcheck.streaming.rowtests import cox_stream
 
-        return cox_stream(self.source, self._top_state(), alpha=opts.alpha,
+        return cox_stream(self.source, self.first.top_state(), alpha=opts.alpha,
                           ci_level=opts.ci_level)
 
     # -- figures -----------------------------------------------------------------------------
@@ -488,9 +434,7 @@ class StreamEngine:
         VariablesResult, when the caller has it)."""
         from calcheck.figures import draw
         from calcheck.figures import stream as sfig
-        from calcheck.streaming.positional import positional_results
 
-        view = " (top-label view)" if self.multiclass else ""
         out = Outcome()
         if kind == "variable":
             name = (opts.variables or [""])[0]
@@ -504,28 +448,13 @@ class StreamEngine:
                 entry, sfig.stream_spread(self.source, var=name, window=window), name, ax=ax)
             return out
         bins = opts.bins or (15 if self.multiclass else 10)
-        state = self._cached_grid(bins) or self.grid(bins, log_loss=False)
+        state = self.first.cached(bins) or self.first.grid(bins, log_loss=False)
         state = state.top if self.multiclass else state
         if state.n == 0:
             raise no_rows_error(self.source.path, self.source.where)
-        spread = self.spread()
-        if kind == "reliability":
-            if opts.binning == "uniform":
-                res = metric_results(state, ["ece"])["ece"]
-            else:
-                res = positional_results(self.source, state, ["ace"], bins=bins,
-                                         ties=opts.ties)[0]["ace"]
-            label = "equal-width" if opts.binning == "uniform" else "equal-mass"
-            out.values["figure"] = draw.reliability_figure(
-                res.bin_rows(), spread, top_label=self.multiclass,
-                title=f"Reliability diagram, {bins} {label} bins{view}", ax=ax)
-            return out
-        res = positional_results(self.source, state, ["tce"], ties=opts.ties)[0]["tce"]
-        assert res.bins is not None
-        points = sfig.violins(self.source, state, res.bins.count)
-        out.values["figure"] = draw.tce_figure_from(
-            res.bin_rows(), points, spread, value=res.value, yscale=opts.yscale,
-            top_label=self.multiclass, title=f"Test-based reliability diagram{view}", ax=ax)
+        out.values["figure"] = sfig.grid_figure(
+            self.source, state, kind, self.spread(), bins=bins, binning=opts.binning,
+            ties=opts.ties, yscale=opts.yscale, top_label=self.multiclass, ax=ax)
         return out
 
     def spread(self) -> Any:
@@ -568,3 +497,24 @@ def _preload_class_pava(first: Any) -> None:
     positives = state.class_n
     k = int(np.argmax(np.minimum(positives, state.n - positives)))
     preload_compiled_pava(state.n, int(positives[k]))
+
+
+def _with_intervals(state: Any, results: dict[str, MetricResult], ids: list[str],
+                    binary_ids: list[str], opts: Options, out: Outcome,
+                    engine: str) -> dict[str, MetricResult]:
+    """``results`` with the grid bootstrap's intervals (its settings and a message naming the
+    metrics left without one into ``out``)."""
+    from calcheck.streaming.bootstrap import grid_bootstrap
+    from calcheck.uncertainty import with_intervals
+
+    cis, out.settings["ci"] = grid_bootstrap(state, binary_ids, reps=opts.ci_reps,
+                                             level=opts.ci_level, seed=opts.seed)
+    without = [m for m in ids if not registry.METRICS[m].stream_ci]
+    if without:
+        with_ci = [m for m in ids if registry.METRICS[m].stream_ci]
+        out.messages.append(
+            f"--ci with --engine {engine}: intervals for {', '.join(with_ci) or 'none'} only; "
+            f"none for {', '.join(without)} (the streamed bootstrap resamples the grid state's "
+            "units; PAVA bins, PDE and classwise bins need the rows: use --engine memory)")
+    return with_intervals(results, cis)
+

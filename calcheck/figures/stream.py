@@ -106,3 +106,30 @@ def violins(source: Any, state: Any, counts: IntArray) -> list[FloatArray]:
     sizes = [r.shape[0] for r in per_bin]
     values = order_statistics(source, state, np.concatenate(per_bin))
     return np.split(values, np.cumsum(sizes)[:-1])
+
+
+def grid_figure(source: Any, state: Any, kind: str, spread: Spread, *, bins: int,
+                binning: str, ties: str, yscale: str, top_label: bool, ax: Any = None) -> Any:
+    """The reliability diagram (``kind`` "reliability": ECE's grid bins, or ACE's equal-mass
+    bins from a rank search) or the test-based one (TCE's bins and violins) of a streamed
+    ``source`` whose grid pass gave ``state``."""
+    from calcheck.figures import draw
+    from calcheck.streaming.engine import metric_results
+    from calcheck.streaming.positional import positional_results
+
+    view = " (top-label view)" if top_label else ""
+    if kind == "reliability":
+        if binning == "uniform":
+            res = metric_results(state, ["ece"])["ece"]
+        else:
+            res = positional_results(source, state, ["ace"], bins=bins, ties=ties)[0]["ace"]
+        label = "equal-width" if binning == "uniform" else "equal-mass"
+        return draw.reliability_figure(res.bin_rows(), spread, top_label=top_label,
+                                       title=f"Reliability diagram, {bins} {label} bins{view}",
+                                       ax=ax)
+    res = positional_results(source, state, ["tce"], ties=ties)[0]["tce"]
+    assert res.bins is not None
+    points = violins(source, state, res.bins.count)
+    return draw.tce_figure_from(res.bin_rows(), points, spread, value=res.value, yscale=yscale,
+                                top_label=top_label,
+                                title=f"Test-based reliability diagram{view}", ax=ax)
