@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 import calcheck
 from calcheck.hypotests.tcal import dpe
 from calcheck.streaming import StreamState
+from calcheck.streaming.states import binned
 
 
 def data(seed, n):
@@ -74,12 +75,12 @@ def test_edge_scores_land_in_the_in_memory_bins(bins, m):
     y = (np.arange(s.size) % 3 == 0).astype(np.int8)
     st_ = StreamState(bins=bins, tcal_m=m)
     st_.update(s, y)
-    got = st_.binned("ece")
+    got = binned(st_, "ece")
     np.testing.assert_array_equal(got["count"], np.bincount(uniform_assign(s, bins),
                                                             minlength=bins))
     np.testing.assert_array_equal(got["positives"], np.bincount(uniform_assign(s, bins),
                                                                 weights=y, minlength=bins))
-    t = st_.binned("tcal")
+    t = binned(st_, "tcal")
     np.testing.assert_array_equal(t["count"], np.bincount(bin_ids(s, m), minlength=m + 1))
 
 

@@ -111,6 +111,15 @@ def group_keys(values: np.ndarray) -> tuple[list[str | None], IntArray]:
     return keys, codes
 
 
+def group_sizes(data: Predictions, codes: IntArray, k: int) -> IntArray:
+    """Rows per group of ``data`` (``codes``: every row's group, of ``k``; aggregated rows:
+    the predictions they stand for)."""
+    w = data.weights
+    if w is not None and w.frequency:
+        return np.round(np.bincount(codes, weights=w.values, minlength=k)).astype(np.int64)
+    return np.bincount(codes, minlength=k)
+
+
 class MemoryEngine:
     """Every metric and test on predictions held in memory."""
 
@@ -231,7 +240,7 @@ class MemoryEngine:
         if opts.time and opts.ci:                   # windows read together: simultaneous
             opts = opts.replace(ci_level=simultaneous_level(opts.ci_level, len(keys),
                                                             opts.family))
-        sizes = self.group_sizes(codes, len(keys))
+        sizes = group_sizes(self.data, codes, len(keys))
         for j, key in enumerate(keys):
             mask = codes == j
             sub = self.data.subset(mask)
@@ -249,13 +258,6 @@ class MemoryEngine:
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
                                           metrics=results, errors=errors)
         return out
-
-    def group_sizes(self, codes: IntArray, k: int) -> IntArray:
-        """Rows per group (aggregated rows: the predictions they stand for)."""
-        w = self.data.weights
-        if w is not None and w.frequency:
-            return np.round(np.bincount(codes, weights=w.values, minlength=k)).astype(np.int64)
-        return np.bincount(codes, minlength=k)
 
     def group_codes(self, opts: Options) -> tuple[list[str | None], IntArray]:
         """The ``--by`` groups (or ``--time`` windows, as their ISO starts) and every row's
@@ -313,7 +315,7 @@ class MemoryEngine:
     # -- tests -------------------------------------------------------------------------------
 
     def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
-        return self._tests(self.data, methods, opts, groups)
+        return tests_of(self.data, methods, opts, groups, self.progress)
 
     def group_tests(self, methods: list[str], opts: Options) -> Outcome:
         """The tests of every ``--by`` group (or ``--time`` window): values key →
@@ -321,7 +323,7 @@ class MemoryEngine:
         and not tested (their rows are too few for the tests' references).  Monte Carlo
         trials count every group's tests in the family."""
         keys, codes = self.group_codes(opts)
-        counts = self.group_sizes(codes, len(keys))
+        counts = group_sizes(self.data, codes, len(keys))
         w = self.data.weights                   # a group whose weights are all 0: no test
         empty = counts == 0 if w is None else \
             np.bincount(codes, weights=w.values, minlength=len(keys)) <= 0
@@ -331,47 +333,8 @@ class MemoryEngine:
             n = int(counts[j])
             flagged = n < opts.min_group_size
             res = Outcome() if flagged or empty[j] else \
-                self._tests(self.data.subset(codes == j), methods, opts, 1 + tested)
+                tests_of(self.data.subset(codes == j), methods, opts, 1 + tested)
             out.values[key] = (n, flagged, res)
-        return out
-
-    def _tests(self, data: Predictions, methods: list[str], opts: Options,
-               groups: int) -> Outcome:
-        """The tests of ``data`` (the whole input, or one group of ``groups`` tested)."""
-        from calcheck.hypotests import TestOptions, run_tests
-
-        scores, labels = data.top
-        if opts.compat:
-            from calcheck import compat
-
-            results = compat.run_tests(opts.compat, scores, labels, methods, opts.alpha,
-                                       default_bins(opts, self.multiclass))
-            notes = [top_label_note(data.classes)] if self.multiclass else []
-            return Outcome(values=results, notes=notes)
-        progress = self.progress("simulating the null") if self.progress and data is self.data \
-            else None
-        topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
-                            trials=opts.trials, resample=opts.resample, seed=opts.seed,
-                            discrete_max=opts.discrete_max, ties=opts.ties,
-                            hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
-                            adaptive_correction=opts.adaptive_correction,
-                            skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
-                            auto_trials="trials" not in opts.given,
-                            trials_label=opts.name_of("trials"), family=opts.family,
-                            family_groups=groups)
-        results, notes = run_tests(scores, labels, methods, topts, progress=progress,
-                                   probs=data.probs if self.multiclass else None,
-                                   classes=data.labels if self.multiclass else None,
-                                   weights=data.weights)
-        if self.multiclass and set(methods) - {"skce"}:
-            note = top_label_note(data.classes)
-            if "skce" in methods:
-                note += "; the SKCE test uses every class's probability"
-            notes.insert(0, note)
-        out = Outcome(values=dict(results), notes=notes)
-        tc = results.get("tcal_adaptive") or results.get("tcal")
-        if tc is not None:
-            out.settings["trials"] = tc.settings["trials"]
         return out
 
     def recalibration(self, opts: Options) -> Any:
@@ -444,33 +407,78 @@ class MemoryEngine:
 
     def figure(self, kind: str, opts: Options, *, variables: Any = None,
                ax: Any = None) -> Outcome:
-        from calcheck.figures import arrays as figures
+        if kind != "variable":
+            return Outcome(values={"figure": figure_of(self.data, kind, opts, ax)})
         from calcheck.figures import draw
 
-        s, y = self.data.top
-        top = Prepared(s, y, validate=False, ties=opts.ties, weights=self.data.weights)
-        view = " (top-label view)" if self.multiclass else ""
-        bins = opts.bins or (15 if self.multiclass else 10)
-        mc = self.multiclass
-        if kind == "reliability" and opts.per_class and mc:
-            assert self.data.probs is not None
-            names = list(self.data.class_names or map(str, range(self.data.classes)))
-            fig = figures.per_class(self.data.probs, self.data.labels, names,
-                                    bins=bins, binning=opts.binning, ties=opts.ties)
-        elif kind == "reliability":
-            label = "equal-width" if opts.binning == "uniform" else "equal-mass"
-            fig = figures.reliability(top, bins=bins, binning=opts.binning, top_label=mc,
-                                      title=f"Reliability diagram, {bins} {label} bins{view}",
-                                      ax=ax)
-        elif kind == "tce":
-            fig = figures.test_based(top, yscale=opts.yscale, top_label=mc,
-                                     title=f"Test-based reliability diagram{view}", ax=ax)
-        elif kind == "corp":
-            fig = figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,
-                               title=f"CORP reliability diagram{view}",
-                               top_label=self.multiclass, ax=ax)
-        else:
-            name = (opts.variables or [""])[0]
-            res = variables or self.variables([name], opts).values["result"]
-            fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
+        name = (opts.variables or [""])[0]
+        res = variables or self.variables([name], opts).values["result"]
+        fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
         return Outcome(values={"figure": fig})
+
+
+def tests_of(data: Predictions, methods: list[str], opts: Options, groups: int,
+             progress: Progress | None = None) -> Outcome:
+    """The tests of ``data`` (the whole input, or one group of ``groups`` tested; ``progress``
+    shows the null's simulation)."""
+    from calcheck.hypotests import TestOptions, run_tests
+
+    scores, labels = data.top
+    if opts.compat:
+        from calcheck import compat
+
+        results = compat.run_tests(opts.compat, scores, labels, methods, opts.alpha,
+                                   default_bins(opts, data.multiclass))
+        notes = [top_label_note(data.classes)] if data.multiclass else []
+        return Outcome(values=results, notes=notes)
+    bar = progress("simulating the null") if progress else None
+    topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
+                        trials=opts.trials, resample=opts.resample, seed=opts.seed,
+                        discrete_max=opts.discrete_max, ties=opts.ties,
+                        hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
+                        adaptive_correction=opts.adaptive_correction,
+                        skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
+                        auto_trials="trials" not in opts.given,
+                        trials_label=opts.name_of("trials"), family=opts.family,
+                        family_groups=groups)
+    results, notes = run_tests(scores, labels, methods, topts, progress=bar,
+                               probs=data.probs if data.multiclass else None,
+                               classes=data.labels if data.multiclass else None,
+                               weights=data.weights)
+    if data.multiclass and set(methods) - {"skce"}:
+        note = top_label_note(data.classes)
+        if "skce" in methods:
+            note += "; the SKCE test uses every class's probability"
+        notes.insert(0, note)
+    out = Outcome(values=dict(results), notes=notes)
+    tc = results.get("tcal_adaptive") or results.get("tcal")
+    if tc is not None:
+        out.settings["trials"] = tc.settings["trials"]
+    return out
+
+
+def figure_of(data: Predictions, kind: str, opts: Options, ax: Any = None) -> Any:
+    """The reliability (or per-class), test-based or CORP diagram of ``data``'s binary or
+    top-label view."""
+    from calcheck.figures import arrays as figures
+
+    s, y = data.top
+    top = Prepared(s, y, validate=False, ties=opts.ties, weights=data.weights)
+    mc = data.multiclass
+    view = " (top-label view)" if mc else ""
+    bins = opts.bins or (15 if mc else 10)
+    if kind == "reliability" and opts.per_class and mc:
+        assert data.probs is not None
+        names = list(data.class_names or map(str, range(data.classes)))
+        return figures.per_class(data.probs, data.labels, names, bins=bins,
+                                 binning=opts.binning, ties=opts.ties)
+    if kind == "reliability":
+        label = "equal-width" if opts.binning == "uniform" else "equal-mass"
+        return figures.reliability(top, bins=bins, binning=opts.binning, top_label=mc,
+                                   title=f"Reliability diagram, {bins} {label} bins{view}",
+                                   ax=ax)
+    if kind == "tce":
+        return figures.test_based(top, yscale=opts.yscale, top_label=mc,
+                                  title=f"Test-based reliability diagram{view}", ax=ax)
+    return figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,
+                        title=f"CORP reliability diagram{view}", top_label=mc, ax=ax)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.streaming.states import StreamState, cell_blocks
+from calcheck.streaming.states import StreamState, cell_blocks, label_units
 from calcheck.uncertainty import (
     ConfidenceInterval,
     NormReplicates,
@@ -58,7 +58,7 @@ def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, An
     """Units of the ECE binning: one row per (bin, block of 2^shift cells, label) with rows,
     sorted by bin then block (so by score): ``bin``, ``label``, ``block`` (the (bin, block)
     index), ``count``, ``sum_score``, ``sum_sq``, ``sum_score_sq``, ``sum_ll``."""
-    u = state.label_units("ece")
+    u = label_units(state, "ece")
     bins, inv = cell_blocks(u["bin"], u["cell"], shift)
     size = bins.shape[0]
     cols = [c for c in ("count", "sum_score", "sum_sq", "sum_score_sq", "sum_ll") if c in u]

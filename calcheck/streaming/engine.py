@@ -23,7 +23,7 @@ from calcheck.errors import InputError, UsageError
 from calcheck.metrics._result import MetricResult
 from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.streaming.grid import CROWDED, CROWDED_HELD, ScoreGrid, crowded_grid
-from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState
+from calcheck.streaming.states import GRID_BITS, GRID_METRICS, StreamState, grid_cells, residuals
 from calcheck.tuning import DEFAULT, Tuning
 
 if TYPE_CHECKING:
@@ -159,14 +159,14 @@ def metric_results(state: StreamState, ids: list[str],
         if mid == "smece":
             from calcheck.metrics.smooth import cells, smece_of
 
-            c = state.cells()
+            c = grid_cells(state)
             results[mid] = smece_of(cells(c["n"] * 1.0, c["sum_score"],
                                           c["sum_score"] - c["positives"]), smece_sigma)
             continue
         if mid in ("ece_debiased", "ece_l2_debiased"):
             from calcheck.metrics import debiased
 
-            br = state.residuals("ece")
+            br = residuals(state, "ece")
             l1 = mid == "ece_debiased"
             value = debiased.debiased_l1(br) if l1 else debiased.debiased_l2(br)
             results[mid] = debiased.result(mid, value, "uniform", bins, "l1" if l1 else "l2",

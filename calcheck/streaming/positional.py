@@ -61,7 +61,7 @@ from calcheck.streaming.prospect import (
     whole_k,
 )
 from calcheck.streaming.runner import Kept, drive
-from calcheck.streaming.states import StreamState
+from calcheck.streaming.states import StreamState, binned
 from calcheck.tuning import DEFAULT, Tuning
 
 T = TypeVar("T")
@@ -85,7 +85,7 @@ class PositionalPass(RowPasses):
         self.ids = ids
         # of the grid state, only what the passes use (the state itself is not kept: many
         # sub-streams' computations are alive at once)
-        self._uniform_counts = (state.binned("ece")["count"]
+        self._uniform_counts = (binned(state, "ece")["count"]
                                 if "tce_u" in ids and bins == state.bins else None)
         self.tuning = tuning
         self.id_bound = id_bound

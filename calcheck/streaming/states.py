@@ -461,108 +461,11 @@ class StreamState:
 
     # -- finalize ----------------------------------------------------------------------------
 
-    def cells(self) -> dict[str, Any]:
-        """Occupied grid cells: ids and per-cell N, positives K, Σs, Σr² and Σs²."""
-        assert self.cell_score is not None and self.cell_sq is not None
-        cnt = self.cell_count.reshape(-1, 2)
-        score = self.cell_score.value.reshape(-1, 2)
-        sq = self.cell_sq.value.reshape(-1, 2)
-        N = cnt.sum(axis=1)
-        occ = np.flatnonzero(N)
-        K = cnt[occ, 1]
-        # Σs² = Σ_{y=0} r² + Σ_{y=1} (1 + 2r + r²) with Σ_{y=1} r = Σ_{y=1} s − K
-        s_sq = sq[occ, 0] + (2.0 * score[occ, 1] - K + sq[occ, 1])
-        return {"cell": occ, "n": N[occ], "positives": K, "sum_score": score[occ].sum(axis=1),
-                "sum_sq_resid": sq[occ].sum(axis=1), "sum_score_sq": s_sq}
-
-    def label_units(self, name: str) -> dict[str, Any]:
-        """Groups of rows that lie in one bin of binning ``name`` and one grid cell — the whole
-        non-straddling cells plus the (straddling cell, bin) parts — sorted by bin, with
-        per-label columns (shape (units, 2), column y): ``count``, ``sum_score``, ``sum_sq``
-        (Σr²), ``sum_score_sq`` (Σs²), and ``sum_ll`` (Σ log-likelihood; a straddling cell's
-        parts get the cell's per-label mean) when the state keeps it."""
-        assert self.cell_score is not None and self.cell_sq is not None
-        kind, size = self.binnings[name]
-        table, straddle = grid_table(kind, size, self.grid_bits)
-        cnt = self.cell_count.reshape(-1, 2)
-        occ = np.flatnonzero(cnt.sum(axis=1))
-        occ = occ[~np.isin(occ, straddle)]
-        part = self.edges[name]
-        pc = part.count.reshape(-1, 2)
-        pocc = np.flatnonzero(pc.sum(axis=1))
-        pcell = part.cells[pocc // part.width] if part.cells.shape[0] else pocc[:0]
-        out = {
-            "bin": np.concatenate([table[occ], pocc % part.width]),
-            "cell": np.concatenate([occ, pcell]),
-            "count": np.concatenate([cnt[occ], pc[pocc]]),
-            "sum_score": np.concatenate([self.cell_score.value.reshape(-1, 2)[occ],
-                                         part.score.value.reshape(-1, 2)[pocc]]),
-            "sum_sq": np.concatenate([self.cell_sq.value.reshape(-1, 2)[occ],
-                                      part.sq.value.reshape(-1, 2)[pocc]]),
-        }
-        # Σs² = Σr² for y = 0; Σ(1 + 2r + r²) = Σr² + (2Σs − K) for y = 1 (r = s − 1)
-        s_sq = out["sum_sq"].copy()
-        s_sq[:, 1] += 2.0 * out["sum_score"][:, 1] - out["count"][:, 1]
-        out["sum_score_sq"] = s_sq
-        if self.cell_ll is not None:
-            ll = self.cell_ll.value.reshape(-1, 2)
-            mean_ll = ll[pcell] / np.maximum(cnt[pcell], 1)
-            out["sum_ll"] = np.concatenate([ll[occ], mean_ll * pc[pocc]])
-        order = np.argsort(out["bin"], kind="stable")
-        return {k: v[order] for k, v in out.items()}
-
-    def units(self, name: str) -> dict[str, Any]:
-        """:meth:`label_units` with the labels pooled: per unit N, positives K, Σs, Σr², Σs²."""
-        u = self.label_units(name)
-        c = u["count"]
-        return {"bin": u["bin"], "cell": u["cell"], "n": c.sum(axis=1), "positives": c[:, 1],
-                "sum_score": u["sum_score"].sum(axis=1), "sum_sq_resid": u["sum_sq"].sum(axis=1),
-                "sum_score_sq": u["sum_score_sq"].sum(axis=1)}
-
-    def binned(self, name: str) -> dict[str, Any]:
-        """Per-bin N, positives, Σs, Σr² of binning ``name`` (all ids, empty bins included)."""
-        kind, size = self.binnings[name]
-        u = self.units(name)
-        width = binning_width(kind, size)
-        counts = np.zeros(width, dtype=np.int64)
-        pos = np.zeros(width, dtype=np.int64)
-        np.add.at(counts, u["bin"], u["n"])
-        np.add.at(pos, u["bin"], u["positives"])
-        return {"count": counts, "positives": pos,
-                "sum_score": np.bincount(u["bin"], weights=u["sum_score"], minlength=width),
-                "sum_sq_resid": np.bincount(u["bin"], weights=u["sum_sq_resid"],
-                                            minlength=width),
-                "sum_score_sq": np.bincount(u["bin"], weights=u["sum_score_sq"],
-                                            minlength=width)}
-
-    def residuals(self, name: str = "ece") -> Any:
-        """The per-bin residual sums of binning ``name`` (:class:`BinResiduals`)."""
-        from calcheck.metrics.debiased import BinResiduals
-
-        b = self.binned(name)
-        cnt = b["count"].astype(np.float64)
-        return BinResiduals(cnt, b["positives"] - b["sum_score"], b["sum_sq_resid"],
-                            b["sum_score"] - b["sum_score_sq"], self.n)
-
-    def _spiegelhalter_sums(self, q2: float) -> tuple[float, float]:
-        """Σ (y − s)(1 − 2s) and Σ (1 − 2s)² s(1 − s) from the grid's per-label sums and Σ q²:
-        with r = s − y, K positives and S₁ = Σ_{y=1} s, the numerator is 2Σr² + 2S₁ − Σs − K;
-        (1 − 2s)² = 1 − 4q gives the denominator Σq − 4Σq² with Σq = Σs − Σs² and
-        Σs² = Σr² + 2S₁ − K."""
-        assert self.cell_score is not None and self.cell_sq is not None
-        score = self.cell_score.value.reshape(-1, 2).sum(axis=0)
-        sq = float(self.cell_sq.value.sum())
-        k = float(self.positives)
-        s_all, s_pos = float(score.sum()), float(score[1])
-        num = 2.0 * sq + 2.0 * s_pos - s_all - k
-        s_sq = sq + 2.0 * s_pos - k
-        return num, (s_all - s_sq) - 4.0 * q2
-
     def finalize(self) -> dict[str, Any]:
         """Metric values, the uniform bin table and (when kept) the T-Cal / Spiegelhalter sums."""
         assert self.scalars is not None
         n = self.n
-        b = self.binned("ece")
+        b = binned(self, "ece")
         cnt = b["count"]
         ne = cnt > 0
         ms = np.where(ne, b["sum_score"] / np.maximum(cnt, 1), np.nan)
@@ -581,12 +484,120 @@ class StreamState:
         if self.log_loss:
             out["log_loss"] = float(-ll / n) if n else np.nan
         if self.spiegelhalter:
-            out["spiegelhalter_num"], out["spiegelhalter_den"] = self._spiegelhalter_sums(q2)
+            out["spiegelhalter_num"], out["spiegelhalter_den"] = _spiegelhalter_sums(self, q2)
         if self.tcal_m is not None:
-            t = self.binned("tcal")
+            t = binned(self, "tcal")
             out.update({f"tcal_{k}": v for k, v in plugin_stats(
                 t["count"], t["sum_score"] - t["positives"], t["sum_sq_resid"], n).items()})
         return out
+
+
+def grid_cells(state: StreamState) -> dict[str, Any]:
+    """Occupied grid cells: ids and per-cell N, positives K, Σs, Σr² and Σs²."""
+    assert state.cell_score is not None and state.cell_sq is not None
+    cnt = state.cell_count.reshape(-1, 2)
+    score = state.cell_score.value.reshape(-1, 2)
+    sq = state.cell_sq.value.reshape(-1, 2)
+    N = cnt.sum(axis=1)
+    occ = np.flatnonzero(N)
+    K = cnt[occ, 1]
+    # Σs² = Σ_{y=0} r² + Σ_{y=1} (1 + 2r + r²) with Σ_{y=1} r = Σ_{y=1} s − K
+    s_sq = sq[occ, 0] + (2.0 * score[occ, 1] - K + sq[occ, 1])
+    return {"cell": occ, "n": N[occ], "positives": K, "sum_score": score[occ].sum(axis=1),
+            "sum_sq_resid": sq[occ].sum(axis=1), "sum_score_sq": s_sq}
+
+
+
+def label_units(state: StreamState, name: str) -> dict[str, Any]:
+    """Groups of rows that lie in one bin of binning ``name`` and one grid cell — the whole
+    non-straddling cells plus the (straddling cell, bin) parts — sorted by bin, with
+    per-label columns (shape (units, 2), column y): ``count``, ``sum_score``, ``sum_sq``
+    (Σr²), ``sum_score_sq`` (Σs²), and ``sum_ll`` (Σ log-likelihood; a straddling cell's
+    parts get the cell's per-label mean) when the state keeps it."""
+    assert state.cell_score is not None and state.cell_sq is not None
+    kind, size = state.binnings[name]
+    table, straddle = grid_table(kind, size, state.grid_bits)
+    cnt = state.cell_count.reshape(-1, 2)
+    occ = np.flatnonzero(cnt.sum(axis=1))
+    occ = occ[~np.isin(occ, straddle)]
+    part = state.edges[name]
+    pc = part.count.reshape(-1, 2)
+    pocc = np.flatnonzero(pc.sum(axis=1))
+    pcell = part.cells[pocc // part.width] if part.cells.shape[0] else pocc[:0]
+    out = {
+        "bin": np.concatenate([table[occ], pocc % part.width]),
+        "cell": np.concatenate([occ, pcell]),
+        "count": np.concatenate([cnt[occ], pc[pocc]]),
+        "sum_score": np.concatenate([state.cell_score.value.reshape(-1, 2)[occ],
+                                     part.score.value.reshape(-1, 2)[pocc]]),
+        "sum_sq": np.concatenate([state.cell_sq.value.reshape(-1, 2)[occ],
+                                  part.sq.value.reshape(-1, 2)[pocc]]),
+    }
+    # Σs² = Σr² for y = 0; Σ(1 + 2r + r²) = Σr² + (2Σs − K) for y = 1 (r = s − 1)
+    s_sq = out["sum_sq"].copy()
+    s_sq[:, 1] += 2.0 * out["sum_score"][:, 1] - out["count"][:, 1]
+    out["sum_score_sq"] = s_sq
+    if state.cell_ll is not None:
+        ll = state.cell_ll.value.reshape(-1, 2)
+        mean_ll = ll[pcell] / np.maximum(cnt[pcell], 1)
+        out["sum_ll"] = np.concatenate([ll[occ], mean_ll * pc[pocc]])
+    order = np.argsort(out["bin"], kind="stable")
+    return {k: v[order] for k, v in out.items()}
+
+
+
+def units(state: StreamState, name: str) -> dict[str, Any]:
+    """:func:`label_units` with the labels pooled: per unit N, positives K, Σs, Σr², Σs²."""
+    u = label_units(state, name)
+    c = u["count"]
+    return {"bin": u["bin"], "cell": u["cell"], "n": c.sum(axis=1), "positives": c[:, 1],
+            "sum_score": u["sum_score"].sum(axis=1), "sum_sq_resid": u["sum_sq"].sum(axis=1),
+            "sum_score_sq": u["sum_score_sq"].sum(axis=1)}
+
+
+
+def binned(state: StreamState, name: str) -> dict[str, Any]:
+    """Per-bin N, positives, Σs, Σr² of binning ``name`` (all ids, empty bins included)."""
+    kind, size = state.binnings[name]
+    u = units(state, name)
+    width = binning_width(kind, size)
+    counts = np.zeros(width, dtype=np.int64)
+    pos = np.zeros(width, dtype=np.int64)
+    np.add.at(counts, u["bin"], u["n"])
+    np.add.at(pos, u["bin"], u["positives"])
+    return {"count": counts, "positives": pos,
+            "sum_score": np.bincount(u["bin"], weights=u["sum_score"], minlength=width),
+            "sum_sq_resid": np.bincount(u["bin"], weights=u["sum_sq_resid"],
+                                        minlength=width),
+            "sum_score_sq": np.bincount(u["bin"], weights=u["sum_score_sq"],
+                                        minlength=width)}
+
+
+
+def residuals(state: StreamState, name: str = "ece") -> Any:
+    """The per-bin residual sums of binning ``name`` (:class:`BinResiduals`)."""
+    from calcheck.metrics.debiased import BinResiduals
+
+    b = binned(state, name)
+    cnt = b["count"].astype(np.float64)
+    return BinResiduals(cnt, b["positives"] - b["sum_score"], b["sum_sq_resid"],
+                        b["sum_score"] - b["sum_score_sq"], state.n)
+
+
+
+def _spiegelhalter_sums(state: StreamState, q2: float) -> tuple[float, float]:
+    """Σ (y − s)(1 − 2s) and Σ (1 − 2s)² s(1 − s) from the grid's per-label sums and Σ q²:
+    with r = s − y, K positives and S₁ = Σ_{y=1} s, the numerator is 2Σr² + 2S₁ − Σs − K;
+    (1 − 2s)² = 1 − 4q gives the denominator Σq − 4Σq² with Σq = Σs − Σs² and
+    Σs² = Σr² + 2S₁ − K."""
+    assert state.cell_score is not None and state.cell_sq is not None
+    score = state.cell_score.value.reshape(-1, 2).sum(axis=0)
+    sq = float(state.cell_sq.value.sum())
+    k = float(state.positives)
+    s_all, s_pos = float(score.sum()), float(score[1])
+    num = 2.0 * sq + 2.0 * s_pos - s_all - k
+    s_sq = sq + 2.0 * s_pos - k
+    return num, (s_all - s_sq) - 4.0 * q2
 
 
 def cell_blocks(bins: IntArray, cells: IntArray, shift: int) -> tuple[IntArray, IntArray]:

@@ -34,7 +34,14 @@ from calcheck.hypotests.tcal import (
     check_null_size,
     fixed_result,
 )
-from calcheck.streaming.states import StreamState, cell_blocks, plugin_stats
+from calcheck.streaming.states import (
+    StreamState,
+    binned,
+    cell_blocks,
+    grid_cells,
+    plugin_stats,
+    units,
+)
 
 TRIAL_CHUNK = 50        # fixed, so the draws do not depend on the machine
 FIXED_UNIT_SHIFT = 4    # fixed-m null: units of 16 grid cells (2^-12 wide) within a bin
@@ -121,9 +128,9 @@ def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 
     """T-Cal with the state's fixed m: exact statistic, grid null (module docstring)."""
     _check(trials, alpha, resample)
     assert state.tcal_m is not None
-    u = _coarsen(state.units("tcal"), FIXED_UNIT_SHIFT)
+    u = _coarsen(units(state, "tcal"), FIXED_UNIT_SHIFT)
     n = state.n
-    b = state.binned("tcal")
+    b = binned(state, "tcal")
     st = _observed(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
     null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed, resample=resample)
     res = fixed_result(st, null[0], m=int(state.tcal_m), alpha=alpha,
@@ -145,7 +152,7 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
     B = len(adaptive_ms(n, grid, dyadic=True))
     L = min(B, G)
     check_null_size(L, trials)
-    c = state.cells()
+    c = grid_cells(state)
     ks = list(range(L, 0, -1))                   # finest first
     levels = [c["cell"] >> (G - k) for k in ks]
     S_cell = c["sum_score"] - c["positives"]
@@ -178,7 +185,7 @@ def _null_settings(state: StreamState, excess: float, shift: int,
 def spiegelhalter_stream(state: StreamState, *, alpha: float = 0.05) -> TestResult:
     """Spiegelhalter's Z from the state's exact sums."""
     out = state.finalize()
-    c = state.cells()
+    c = grid_cells(state)
     return spiegelhalter_from_sums(out["spiegelhalter_num"], out["spiegelhalter_den"], n=state.n,
                                    mean_score=float(c["sum_score"].sum() / state.n),
                                    mean_label=state.positives / state.n, alpha=alpha)
