@@ -39,8 +39,9 @@ def enabled() -> bool:
 
 
 def plain_values(command: Any, help_names: list[str]) -> None:
-    """Let values reach :func:`O.parse` as typed on the command line: typer's own coercion
-    (which loads pydantic, ~0.2 s) is not needed for text, lists and flags.  Skipped when the
+    """Let values reach :func:`calcheck.option_checks.parse` as typed on the command line:
+    typer's own coercion (which loads pydantic, ~0.2 s) is not needed for text, lists and
+    flags.  Skipped when the
     installed typer does not have the hook."""
     if not enabled():
         return

@@ -40,6 +40,25 @@ def _falls_at(wb: Any, sb: Any, wt: Any, st: Any, v: Any, n_max: int,
 
 
 @njit(cache=True)
+def _stack_room(values: Any, lengths: Any, n_min: int, n_max: int) -> Any:
+    """(rows n, rows before the tail, slots the block stack needs) of
+    :func:`pava_bc_runs_kernel`'s input.  A block is pushed below the top when it holds more
+    than n_min rows (so with n_min > 0 the stack holds at most head/n_min of them), and a run
+    of equal values pushes at most at its first row, where the top block reaches n_min, and at
+    each n_max rows: the stack (plus the last top block and the tail) never needs more slots
+    than that."""  # pragma: no cover - compiled
+    n = values.shape[0] if lengths.shape[0] == 0 else 0
+    for r in lengths:
+        n += r
+    head = max(n - n_min, 0)
+    cap = 2 * values.shape[0] + head // max(n_max, 1) + 3
+    if n_min > 0:
+        cap = min(cap, head // n_min + 3)
+    cap = min(cap, head + 3)
+    return n, head, cap
+
+
+@njit(cache=True)
 def pava_bc_runs_kernel(values: Any, lengths: Any, n_min: int, n_max: int,
                         integer: bool, acc: Any) -> Any:  # pragma: no cover - compiled
     """Block sizes of PAVA-BC over runs (``values``, ``lengths``), as
@@ -48,20 +67,7 @@ def pava_bc_runs_kernel(values: Any, lengths: Any, n_min: int, n_max: int,
     dtype (int64 for whole values, float64 otherwise), whatever the dtype of ``values``."""
     m = values.shape[0]
     per_row = lengths.shape[0] == 0
-    n = 0
-    if per_row:
-        n = m
-    for r in lengths:
-        n += r
-    head = max(n - n_min, 0)
-    # a block is pushed below the top when it holds more than n_min rows (so with n_min > 0
-    # the stack holds at most head/n_min of them), and a run of equal values pushes at most
-    # at its first row, where the top block reaches n_min, and at each n_max rows: the stack
-    # (plus the last top block and the tail) never needs more slots than that
-    cap = 2 * values.shape[0] + head // max(n_max, 1) + 3
-    if n_min > 0:
-        cap = min(cap, head // n_min + 3)
-    cap = min(cap, head + 3)
+    n, head, cap = _stack_room(values, lengths, n_min, n_max)
     W = np.empty(cap, np.int64)
     S = np.empty(cap, acc.dtype)
     k = 0

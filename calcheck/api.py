@@ -31,7 +31,8 @@ from numpy.typing import ArrayLike
 
 from calcheck._quiet import quiet
 from calcheck.errors import UsageError
-from calcheck.options import DEFAULT_BATCH_ROWS, parse
+from calcheck.option_checks import parse
+from calcheck.options import DEFAULT_BATCH_ROWS
 from calcheck.pipeline import run_compare as run_compare  # (re-exported: 0.5's home)
 from calcheck.pipeline import run_figure as run_figure
 from calcheck.pipeline import run_report as run_report

@@ -121,7 +121,7 @@ def _root(ctx: typer.Context, version: bool = VERSION) -> None:
 
 
 def _parameter(opt: O.Opt) -> inspect.Parameter:
-    """The typer parameter of one option.  Values arrive as text and :func:`O.parse`
+    """The typer parameter of one option.  Values arrive as text and :func:`calcheck.option_checks.parse`
     converts and checks them, so the messages are calcheck's own."""
     shown = None if opt.default in (None, False) or opt.type == "toggle" else str(opt.default)
     text = opt.help + (f"  [default: {shown}]" if shown else "")
@@ -194,8 +194,9 @@ def _parse(command: str, file: str, values: dict[str, Any],
     """Parse and check everything that can be checked before any input is read (the output
     path included)."""
     from calcheck.io.output import check_output
+    from calcheck.option_checks import parse
 
-    opts = O.parse(command, values, style="cli")
+    opts = parse(command, values, style="cli")
     tuning = _TUNING.get()
     if tuning is not None:                     # handed over by run(argv, tuning=...)
         opts = dataclasses.replace(opts, tuning=tuning)

@@ -1,18 +1,78 @@
-"""The checks of a run's options that involve several of them (:func:`cross_checks`), made
-by :func:`calcheck.options.parse` before any input is read: options that exclude each other,
-options an engine or command cannot honour, and options that would be silently ignored in
-their combination (:func:`meaningless`).  Messages name the keyword in the API and the flag on
-the command line (``Options.name_of``)."""
+"""A run's options from what the user gave (:func:`parse`: each option checked alone, by the
+option table of :mod:`calcheck.options`), then the checks that involve several of them
+(:func:`cross_checks`), before any input is read: options that exclude each other, options an
+engine or command cannot honour, and options that would be silently ignored in their
+combination (:func:`meaningless`).  Messages name the keyword in the API and the flag on the
+command line (``Options.name_of``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import difflib
+from collections.abc import Mapping
+from typing import Any
 
 from calcheck import registry
 from calcheck.errors import UsageError
+from calcheck.options import COMMANDS, Options
 
-if TYPE_CHECKING:
-    from calcheck.options import Options
+# what the printed output of ``score``/``test`` options becomes in Python: the API returns a
+# Report and prints nothing, so these keywords are refused with the way to do the same
+# (``plot=True`` is kept: the Report's table rendering then carries the text diagram)
+DISPLAY_ONLY = {
+    "output": "write the report with report.save(path) (format from the extension)",
+    "format": "render it with report.render('json' | 'csv' | 'markdown' | 'table')",
+    "json": "take report.to_dict() or report.to_json()",
+    "quiet": "the API prints nothing; notes are in report.notes",
+    "no_progress": "the API draws no progress bar",
+    "details": "render with report.render('table', details=True)",
+}
+
+
+def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
+          required: bool = True) -> Options:
+    """Validate ``values`` (keyword → value; None means "not given") for ``command``.
+
+    Unknown keywords are a :class:`UsageError` naming the closest known one; ``required=False``
+    waives the required options (the API's ``plot`` returns the figure instead of writing it).
+    """
+    opts_of = COMMANDS[command]
+    table = {(o.kw if style == "python" else o.name): o for o in opts_of}
+    known = list(table)
+    kwargs: dict[str, Any] = {}
+    given = []
+    for name, value in values.items():
+        opt = table.get(name)
+        if style == "python" and command in ("score", "test", "compare", "audit",
+                                             "monitor") and \
+                name in DISPLAY_ONLY:
+            raise UsageError(f"{command}() does not take {name}= (a command-line display "
+                             f"option): {DISPLAY_ONLY[name]}")
+        if opt is None:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{command}() got an unknown option {name!r}{hint}; options: "
+                             f"{', '.join(known)}")
+        if value is None or (opt.type == "list" and isinstance(value, (list, tuple))
+                             and not value):
+            continue
+        name = opt.name
+        kwargs[name] = opt.check(value, opt.label(style)) if opt.check else value
+        if opt.type != "bool" or kwargs[name] != opt.default:     # a toggle typed is given
+            given.append(name)
+    for opt in opts_of:
+        if required and opt.required and opt.name not in kwargs:
+            what = opt.help.removeprefix("Required: ")
+            if style == "cli":
+                raise UsageError(f"{command} needs {'/'.join(reversed(opt.flags))} "
+                                 f"{opt.metavar or ''}: {what}")
+            raise UsageError(f"{opt.kw}= is required: {what}")
+        if opt.name not in kwargs and opt.default is not None:
+            kwargs[opt.name] = opt.default
+    if command == "plot" and "by" in given and "kind" not in given:
+        kwargs["kind"] = "reliability"          # the groups' overlay is a reliability diagram
+    opts = Options(command=command, given=frozenset(given), style=style, **kwargs)
+    cross_checks(opts)
+    return opts
 
 
 def cross_checks(o: Options) -> None:
@@ -49,29 +109,7 @@ def cross_checks(o: Options) -> None:
         raise UsageError(f"{lab('weight')} (sampling weights) and {lab('count')} (counts of "
                          "identical rows) are two meanings of a row weight; give one")
     if o.weighting:
-        flag = lab(o.weighting[1])
-        if o.command in ("audit", "monitor"):
-            raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
-                             "aggregated rows in this version; calcheck score and calcheck test "
-                             "do (docs/weights.md)")
-        if o.engine != "memory":
-            raise UsageError(f"{flag}: {lab('engine')} {o.engine} does not take weighted or "
-                             f"aggregated rows in this version; use {lab('engine')} memory")
-        if o.compat and o.command == "test":
-            raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
-                             "run the weighted tests without --compat")
-        if o.variables:
-            raise UsageError(f"{flag}: variable-based calibration ({lab('variables')}) is not "
-                             "computed on weighted rows in this version")
-        if o.command == "report" and o.audit:
-            raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
-                             "computed on weighted rows in this version")
-        if o.command == "plot" and o.kind != "reliability":
-            raise UsageError(f"{flag}: {lab('kind')} {o.kind} is not drawn from weighted rows "
-                             f"in this version; {lab('kind')} reliability is")
-        if o.command == "test" and o.resample != "labels":
-            raise UsageError(f"{flag}: T-Cal's {lab('resample')} {o.resample} redraws unweighted "
-                             f"rows; weighted rows use {lab('resample')} labels")
+        _weighting_checks(o)
     if o.scheduler and o.engine != "dask":
         raise UsageError(f"{lab('scheduler')} applies to {lab('engine')} dask only")
     if o.engine != "memory" and o.input_format not in (None, "parquet"):
@@ -87,36 +125,71 @@ def cross_checks(o: Options) -> None:
             raise UsageError(f"{lab('output')} {o.output}: a report is written as .html (or "
                              ".htm) or .pdf; name the file with one of those extensions")
     if o.command == "plot":
-        if o.per_class and (o.kind != "reliability" or o.engine != "memory"):
-            raise UsageError(f"{lab('per_class')} draws the per-class reliability diagrams: "
-                             f"{lab('kind')} reliability on {lab('engine')} memory")
-        if o.kind == "corp" and o.engine != "memory":
-            raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
-                             "its consistency band use every distinct score)")
-        if o.by and o.kind != "reliability":
-            raise UsageError(f"{lab('by')} overlays the groups' reliability diagrams: use it "
-                             f"with {lab('kind')} reliability")
-        if o.by and o.per_class:
-            raise UsageError(f"{lab('by')} and {lab('per_class')} exclude each other")
-        if o.kind in ("drift", "monitor") and not o.time:
-            raise UsageError(f"{lab('kind')} {o.kind} draws over time: give "
-                             f"{lab('time')} COLUMN and {lab('window')} LENGTH")
-        if o.kind not in ("drift", "monitor") and o.time:
-            raise UsageError(f"{lab('time')} and {lab('window')} apply to {lab('kind')} drift "
-                             "or monitor")
-        if o.kind != "drift" and o.metrics:
-            raise UsageError(f"{lab('metrics')} applies to {lab('kind')} drift")
-        if o.metrics and len(registry.split_ids(o.metrics)) != 1:
-            raise UsageError(f"{lab('metrics')}: {lab('kind')} drift draws one metric")
-        if o.kind == "variable" and not o.variables:
-            raise UsageError(f"{lab('kind')} variable needs {lab('variables')} COLUMN")
-        if o.variables and len(o.variables) > 1:
-            raise UsageError(f"{lab('variables')}: a plot draws one variable, got "
-                             f"{len(o.variables)}")
-        if o.output is not None and not o.output.lower().endswith((".png", ".svg", ".pdf")):
-            raise UsageError(f"{lab('output')} {o.output}: the image format comes from the "
-                             "extension: .png, .svg or .pdf")
+        _plot_checks(o)
     meaningless(o)
+
+
+def _weighting_checks(o: Options) -> None:
+    """What ``--weight`` / ``--count`` do not combine with in this version."""
+    assert o.weighting is not None
+    lab = o.name_of
+    flag = lab(o.weighting[1])
+    if o.command in ("audit", "monitor"):
+        raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
+                         "aggregated rows in this version; calcheck score and calcheck test "
+                         "do (docs/weights.md)")
+    if o.engine != "memory":
+        raise UsageError(f"{flag}: {lab('engine')} {o.engine} does not take weighted or "
+                         f"aggregated rows in this version; use {lab('engine')} memory")
+    if o.compat and o.command == "test":
+        raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
+                         "run the weighted tests without --compat")
+    if o.variables:
+        raise UsageError(f"{flag}: variable-based calibration ({lab('variables')}) is not "
+                         "computed on weighted rows in this version")
+    if o.command == "report" and o.audit:
+        raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
+                         "computed on weighted rows in this version")
+    if o.command == "plot" and o.kind != "reliability":
+        raise UsageError(f"{flag}: {lab('kind')} {o.kind} is not drawn from weighted rows "
+                         f"in this version; {lab('kind')} reliability is")
+    if o.command == "test" and o.resample != "labels":
+        raise UsageError(f"{flag}: T-Cal's {lab('resample')} {o.resample} redraws unweighted "
+                         f"rows; weighted rows use {lab('resample')} labels")
+
+
+def _plot_checks(o: Options) -> None:
+    """The combinations of ``calcheck plot``'s options."""
+    lab = o.name_of
+    if o.per_class and (o.kind != "reliability" or o.engine != "memory"):
+        raise UsageError(f"{lab('per_class')} draws the per-class reliability diagrams: "
+                         f"{lab('kind')} reliability on {lab('engine')} memory")
+    if o.kind == "corp" and o.engine != "memory":
+        raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
+                         "its consistency band use every distinct score)")
+    if o.by and o.kind != "reliability":
+        raise UsageError(f"{lab('by')} overlays the groups' reliability diagrams: use it "
+                         f"with {lab('kind')} reliability")
+    if o.by and o.per_class:
+        raise UsageError(f"{lab('by')} and {lab('per_class')} exclude each other")
+    if o.kind in ("drift", "monitor") and not o.time:
+        raise UsageError(f"{lab('kind')} {o.kind} draws over time: give "
+                         f"{lab('time')} COLUMN and {lab('window')} LENGTH")
+    if o.kind not in ("drift", "monitor") and o.time:
+        raise UsageError(f"{lab('time')} and {lab('window')} apply to {lab('kind')} drift "
+                         "or monitor")
+    if o.kind != "drift" and o.metrics:
+        raise UsageError(f"{lab('metrics')} applies to {lab('kind')} drift")
+    if o.metrics and len(registry.split_ids(o.metrics)) != 1:
+        raise UsageError(f"{lab('metrics')}: {lab('kind')} drift draws one metric")
+    if o.kind == "variable" and not o.variables:
+        raise UsageError(f"{lab('kind')} variable needs {lab('variables')} COLUMN")
+    if o.variables and len(o.variables) > 1:
+        raise UsageError(f"{lab('variables')}: a plot draws one variable, got "
+                         f"{len(o.variables)}")
+    if o.output is not None and not o.output.lower().endswith((".png", ".svg", ".pdf")):
+        raise UsageError(f"{lab('output')} {o.output}: the image format comes from the "
+                         "extension: .png, .svg or .pdf")
 
 
 def meaningless(o: Options) -> None:

@@ -14,8 +14,7 @@ This module imports nothing heavy: ``calcheck --help`` reads it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +41,6 @@ from calcheck.checks import (
     check_window,
     choice,
 )
-from calcheck.errors import UsageError
 from calcheck.limits import MAX_BINS
 from calcheck.tuning import DEFAULT as DEFAULT_TUNING
 from calcheck.tuning import Tuning
@@ -594,68 +592,6 @@ class Options:
     @property
     def variable_list(self) -> list[str]:
         return list(dict.fromkeys(self.variables or []))
-
-
-# what the printed output of ``score``/``test`` options becomes in Python: the API returns a
-# Report and prints nothing, so these keywords are refused with the way to do the same
-# (``plot=True`` is kept: the Report's table rendering then carries the text diagram)
-DISPLAY_ONLY = {
-    "output": "write the report with report.save(path) (format from the extension)",
-    "format": "render it with report.render('json' | 'csv' | 'markdown' | 'table')",
-    "json": "take report.to_dict() or report.to_json()",
-    "quiet": "the API prints nothing; notes are in report.notes",
-    "no_progress": "the API draws no progress bar",
-    "details": "render with report.render('table', details=True)",
-}
-
-
-def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
-          required: bool = True) -> Options:
-    """Validate ``values`` (keyword → value; None means "not given") for ``command``.
-
-    Unknown keywords are a :class:`UsageError` naming the closest known one; ``required=False``
-    waives the required options (the API's ``plot`` returns the figure instead of writing it).
-    """
-    opts_of = COMMANDS[command]
-    table = {(o.kw if style == "python" else o.name): o for o in opts_of}
-    known = list(table)
-    kwargs: dict[str, Any] = {}
-    given = []
-    for name, value in values.items():
-        opt = table.get(name)
-        if style == "python" and command in ("score", "test", "compare", "audit",
-                                             "monitor") and \
-                name in DISPLAY_ONLY:
-            raise UsageError(f"{command}() does not take {name}= (a command-line display "
-                             f"option): {DISPLAY_ONLY[name]}")
-        if opt is None:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"{command}() got an unknown option {name!r}{hint}; options: "
-                             f"{', '.join(known)}")
-        if value is None or (opt.type == "list" and isinstance(value, (list, tuple))
-                             and not value):
-            continue
-        name = opt.name
-        kwargs[name] = opt.check(value, opt.label(style)) if opt.check else value
-        if opt.type != "bool" or kwargs[name] != opt.default:     # a toggle typed is given
-            given.append(name)
-    for opt in opts_of:
-        if required and opt.required and opt.name not in kwargs:
-            what = opt.help.removeprefix("Required: ")
-            if style == "cli":
-                raise UsageError(f"{command} needs {'/'.join(reversed(opt.flags))} "
-                                 f"{opt.metavar or ''}: {what}")
-            raise UsageError(f"{opt.kw}= is required: {what}")
-        if opt.name not in kwargs and opt.default is not None:
-            kwargs[opt.name] = opt.default
-    if command == "plot" and "by" in given and "kind" not in given:
-        kwargs["kind"] = "reliability"          # the groups' overlay is a reliability diagram
-    opts = Options(command=command, given=frozenset(given), style=style, **kwargs)
-    from calcheck.option_checks import cross_checks
-
-    cross_checks(opts)
-    return opts
 
 
 def default_bins(opts: Options, multiclass: bool) -> int:

@@ -15,7 +15,8 @@ from calcheck.engines import Progress, capabilities, open_engine
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
-from calcheck.options import Options, parse
+from calcheck.option_checks import parse
+from calcheck.options import Options
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.files import report_kind
 from calcheck.report.model import Report

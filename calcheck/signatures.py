@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from calcheck.data import Predictions
 from calcheck.errors import UsageError
-from calcheck.options import COMMANDS, Options, parse
+from calcheck.option_checks import parse
+from calcheck.options import COMMANDS, Options
 
 F = TypeVar("F", bound=Callable[..., Any])
 # 0.4's keywords that differ from the long option: accepted until 0.6, with a warning
@@ -29,7 +30,7 @@ def keywords(fn: F) -> F:
     command line, how to do the same)."""
     import difflib
 
-    from calcheck.options import DISPLAY_ONLY
+    from calcheck.option_checks import DISPLAY_ONLY
 
     known = list(inspect.signature(fn).parameters)
 

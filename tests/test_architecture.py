@@ -252,3 +252,43 @@ def test_every_pass_spec_conforms_to_the_protocol():
     source = (PKG / "_typing.py").read_text(encoding="utf-8")
     protocol = source[source.index("class PassState"):]
     assert "Any" not in protocol
+
+
+def test_sizes_stay_readable():
+    """No module over 800 lines, no class over 300, no function over 80 in calcheck/."""
+    big = []
+    for path in PKG.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 800:
+            big.append(f"{path.name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            limit = 300 if isinstance(node, ast.ClassDef) else 80 if isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                big.append(f"{path.name}: {node.name} {node.end_lineno - node.lineno + 1}")
+    assert not big, big
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    """The graph with every import, those inside functions too, has no cycle between modules
+    (a package's __init__ importing its own submodules aside)."""
+    graph = _graph(top_only=False)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1 and not m.startswith(d + ".") and not d.startswith(m + "."):
+                cycles.append(" -> ".join([*stack[stack.index(d):], d]))
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert not cycles, cycles[:5]

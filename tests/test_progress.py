@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 import calcheck.api as api
-from calcheck.options import parse
+from calcheck.option_checks import parse
 
 
 def recorder():

@@ -338,7 +338,7 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
     from calcheck.engines.memory import MemoryEngine, metric_options
     from calcheck.io import source
     from calcheck.io.tabular import load_predictions
-    from calcheck.options import parse
+    from calcheck.option_checks import parse
 
     rng = np.random.default_rng(11)
     n = 300_000
@@ -388,7 +388,7 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
 
 def test_the_bins_folded_while_reading_are_the_runs_own():
     from calcheck.engines.memory import read_bins
-    from calcheck.options import parse
+    from calcheck.option_checks import parse
 
     def bins(**values):
         return read_bins(parse(values.pop("command", "score"), values, style="api"))

@@ -383,7 +383,7 @@ def test_weighted_bootstrap_fast_path_equals_recomputing(kind):
     recomputed on the replicate (values and norm-bootstrap vectors)."""
     from calcheck.data import Predictions
     from calcheck.engines.memory import compute, metric_options
-    from calcheck.options import parse
+    from calcheck.option_checks import parse
     from calcheck.uncertainty import RowWeightReplicates, canonical_order, replicate_weights
     from calcheck.weights import Weights
 

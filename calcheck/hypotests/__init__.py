@@ -115,8 +115,6 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     (class index per row) are the multiclass input, which the SKCE test uses whole.
     ``weights``: row counts or weights (:mod:`calcheck.hypotests.weighted`; the methods
     without a weighted form are refused before this is called)."""
-    from calcheck.hypotests import classical, tcal
-
     results: dict[str, TestResult] = {}
     notes: list[str] = []
     distinct = int(np.unique(scores).shape[0]) if "tcal" in methods else 0
@@ -126,67 +124,10 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     n = scores.shape[0] if weights is None else weighted_n(weights)
     for m in methods:
         if m == "tcal":
-            from calcheck.hypotests.tcal import n_levels
-
-            levels = 1 if options.bins is not None or options.adaptive_correction == "minp" \
-                else n_levels(n, options.adaptive_grid)
-            trials, note = tcal_trials(options.trials, options.alpha, levels,
-                                       auto=options.auto_trials, label=options.trials_label,
-                                       family=family)
-            if note:
-                notes.append(note)
-            options = replace(options, trials=trials)
-            if weights is not None:
-                results.update(_weighted_tcal(scores, labels, weights, n, options))
-                if distinct <= options.discrete_max:
-                    notes.append(f"scores take {distinct} distinct values: the exact binomial "
-                                 "test per value (binomial_discrete) is not run on weighted "
-                                 "rows; T-Cal assumes continuous scores")
-                continue
-            if options.bins is not None:
-                results["tcal"] = tcal.tcal_fixed(
-                    scores, labels, m=options.bins, alpha=options.alpha, trials=options.trials,
-                    resample=options.resample, rng=options.seed, progress=progress)
-            else:
-                results["tcal_adaptive"] = tcal.tcal_adaptive(
-                    scores, labels, alpha=options.alpha, trials=options.trials,
-                    resample=options.resample, rng=options.seed, progress=progress,
-                    grid=options.adaptive_grid, correction=options.adaptive_correction)
-            if discrete:
-                results["binomial_discrete"] = classical.binomial_discrete(
-                    scores, labels, alpha=options.alpha)
-                notes.append(discrete_note(distinct, options.discrete_max))
-        elif m == "hl":
-            trials, _ = tcal_trials(None if options.auto_trials else options.trials,
-                                    options.alpha, 1, auto=options.auto_trials, family=family)
-            if weights is not None:
-                from calcheck.hypotests import weighted
-
-                results["hosmer_lemeshow"] = weighted.hosmer_lemeshow(
-                    scores, labels, weights, groups=options.hl_groups, alpha=options.alpha,
-                    ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
-            else:
-                results["hosmer_lemeshow"] = classical.hosmer_lemeshow(
-                    scores, labels, groups=options.hl_groups, alpha=options.alpha,
-                    ties=options.ties, df=options.hl_df, trials=trials, seed=options.seed)
-        elif m == "spiegelhalter":
-            if weights is not None:
-                from calcheck.hypotests import weighted
-
-                results["spiegelhalter"] = weighted.spiegelhalter(scores, labels, weights,
-                                                                  alpha=options.alpha)
-            else:
-                results["spiegelhalter"] = classical.spiegelhalter(scores, labels,
-                                                                   alpha=options.alpha)
-        elif m == "cox":
-            if weights is not None:
-                from calcheck.hypotests import weighted
-
-                results["cox"] = weighted.cox(scores, labels, weights, alpha=options.alpha,
-                                              ci_level=options.ci_level)
-            else:
-                results["cox"] = classical.cox(scores, labels, alpha=options.alpha,
-                                               ci_level=options.ci_level)
+            options, got = _tcal_results(scores, labels, options, weights=weights, n=n,
+                                         distinct=distinct, family=family, progress=progress,
+                                         notes=notes)
+            results.update(got)
         elif m == "skce":
             from calcheck.hypotests.kernel import skce_test
 
@@ -199,21 +140,81 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
                 notes.append(note)
             results["skce"] = skce_test(p2, c2, alpha=options.alpha, trials=trials,
                                         rng=options.seed, bandwidth=options.skce_bandwidth)
-        elif m in ("ks", "kuiper"):
-            from calcheck.hypotests.cumulative import walk_test
-
-            trials, _ = tcal_trials(None if options.auto_trials else options.trials,
-                                    options.alpha, 1, auto=options.auto_trials, family=family)
-            if weights is not None:
-                from calcheck.hypotests import weighted
-
-                results[m] = weighted.walk_test(m, scores, labels, weights,
-                                                alpha=options.alpha, ties=options.ties,
-                                                trials=trials, seed=options.seed)
-            else:
-                results[m] = walk_test(m, scores, labels, alpha=options.alpha,
-                                       ties=options.ties, trials=trials, seed=options.seed)
+        else:
+            results[TEST_IDS.get(m, m)] = _row_test(m, scores, labels, weights, options, family)
     return results, notes
+
+
+TEST_IDS = {"hl": "hosmer_lemeshow"}      # a method's result id, where it differs
+
+
+def _tcal_results(scores: np.ndarray, labels: np.ndarray, options: TestOptions, *,
+                  weights: Weights | None, n: int, distinct: int, family: int, progress: Any,
+                  notes: list[str]) -> tuple[TestOptions, dict[str, TestResult]]:
+    """T-Cal (fixed m or adaptive; weighted rows: their null) and, for unweighted discrete
+    scores, the binomial test per value; the options with T-Cal's trials, for the tests
+    after it."""
+    from calcheck.hypotests import classical, tcal
+    from calcheck.hypotests.tcal import n_levels
+
+    levels = 1 if options.bins is not None or options.adaptive_correction == "minp" \
+        else n_levels(n, options.adaptive_grid)
+    trials, note = tcal_trials(options.trials, options.alpha, levels, auto=options.auto_trials,
+                               label=options.trials_label, family=family)
+    if note:
+        notes.append(note)
+    options = replace(options, trials=trials)
+    if weights is not None:
+        if distinct <= options.discrete_max:
+            notes.append(f"scores take {distinct} distinct values: the exact binomial test per "
+                         "value (binomial_discrete) is not run on weighted rows; T-Cal assumes "
+                         "continuous scores")
+        return options, _weighted_tcal(scores, labels, weights, n, options)
+    out: dict[str, TestResult] = {}
+    if options.bins is not None:
+        out["tcal"] = tcal.tcal_fixed(
+            scores, labels, m=options.bins, alpha=options.alpha, trials=options.trials,
+            resample=options.resample, rng=options.seed, progress=progress)
+    else:
+        out["tcal_adaptive"] = tcal.tcal_adaptive(
+            scores, labels, alpha=options.alpha, trials=options.trials,
+            resample=options.resample, rng=options.seed, progress=progress,
+            grid=options.adaptive_grid, correction=options.adaptive_correction)
+    if distinct <= options.discrete_max:
+        out["binomial_discrete"] = classical.binomial_discrete(scores, labels,
+                                                               alpha=options.alpha)
+        notes.append(discrete_note(distinct, options.discrete_max))
+    return options, out
+
+
+def _row_test(m: str, scores: np.ndarray, labels: np.ndarray, weights: Weights | None,
+              options: TestOptions, family: int) -> TestResult:
+    """Hosmer–Lemeshow, Spiegelhalter, Cox, KS or Kuiper (``m``), on weighted rows by their
+    weighted forms (:mod:`calcheck.hypotests.weighted`)."""
+    from calcheck.hypotests import classical, weighted
+    from calcheck.hypotests.cumulative import walk_test
+
+    trials, _ = tcal_trials(None if options.auto_trials else options.trials, options.alpha, 1,
+                            auto=options.auto_trials, family=family)
+    alpha, seed, ties = options.alpha, options.seed, options.ties
+    if m == "hl":
+        if weights is not None:
+            return weighted.hosmer_lemeshow(scores, labels, weights, groups=options.hl_groups,
+                                            alpha=alpha, ties=ties, df=options.hl_df,
+                                            trials=trials, seed=seed)
+        return classical.hosmer_lemeshow(scores, labels, groups=options.hl_groups, alpha=alpha,
+                                         ties=ties, df=options.hl_df, trials=trials, seed=seed)
+    if m == "spiegelhalter":
+        return classical.spiegelhalter(scores, labels, alpha=alpha) if weights is None else \
+            weighted.spiegelhalter(scores, labels, weights, alpha=alpha)
+    if m == "cox":
+        if weights is not None:
+            return weighted.cox(scores, labels, weights, alpha=alpha, ci_level=options.ci_level)
+        return classical.cox(scores, labels, alpha=alpha, ci_level=options.ci_level)
+    if weights is not None:
+        return weighted.walk_test(m, scores, labels, weights, alpha=alpha, ties=ties,
+                                  trials=trials, seed=seed)
+    return walk_test(m, scores, labels, alpha=alpha, ties=ties, trials=trials, seed=seed)
 
 
 def weighted_n(weights: Weights) -> int:

@@ -112,6 +112,42 @@ def _hl_statistic(obs: FloatArray, exp: FloatArray, var: FloatArray) -> FloatArr
     return np.asarray(terms.sum(axis=-1), dtype=np.float64)
 
 
+def _hl_variances(n_g: FloatArray, exp: FloatArray, keep: np.ndarray,
+                  variance_mass: ArrayLike | None, variance: ArrayLike | None
+                  ) -> tuple[FloatArray, FloatArray]:
+    """Each group's null variance of O_g and its (effective) size: E_g(1 − E_g/n_g) and n_g;
+    weighted rows (``variance_mass`` Σv) V_g·p̄_g(1 − p̄_g) — or ``variance`` given — and
+    n_g²/V_g."""
+    if variance_mass is None:
+        return exp * (1.0 - exp / n_g), n_g
+    vm = np.asarray(variance_mass, dtype=np.float64)[keep]
+    var0 = vm * (exp / n_g) * (1.0 - exp / n_g)
+    eff = np.divide(n_g * n_g, vm, out=np.zeros_like(vm), where=vm > 0)
+    if variance is not None:
+        var0 = np.asarray(variance, dtype=np.float64)[keep]
+    return var0, eff
+
+
+def _hl_monte_carlo(stat: float, n_g: FloatArray, exp: FloatArray, var: FloatArray,
+                    keep: np.ndarray, trials: int, seed: int,
+                    null: Callable[[int], FloatArray] | None) -> tuple[float, str]:
+    """The Monte Carlo p-value of the HL statistic ``stat`` and how its null was drawn: the
+    exact one from ``null``, or per group Binomial(n_g, E_g/n_g) (conservative)."""
+    from calcheck.hypotests.simulate import mc_pvalue
+
+    if null is not None:
+        draws = np.asarray(null(trials))[:, keep]
+        how = "labels y ~ Bernoulli(s) redrawn per tie group (the exact null)"
+    else:
+        rng = np.random.default_rng(seed)
+        draws = rng.binomial(np.maximum(np.round(n_g), 1).astype(np.int64),
+                             np.clip(exp / n_g, 0.0, 1.0),
+                             size=(trials, n_g.shape[0])).astype(np.float64)
+        how = ("per group Binomial(n_g, mean score): a variance at least the exact one, "
+               "so the p-value is conservative")
+    return mc_pvalue(stat, _hl_statistic(draws.astype(np.float64), exp, var)), how
+
+
 def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected: ArrayLike, *,
                                 groups: int = 10, alpha: float = 0.05,
                                 df: str = "external",
@@ -144,15 +180,7 @@ def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected:
     obs = np.asarray(observed)[keep].astype(np.float64)
     exp = np.asarray(expected, dtype=np.float64)[keep]
     n_g = n_all[keep]
-    var0 = exp * (1.0 - exp / n_g)
-    if variance_mass is not None:               # weighted rows: V_g·p̄(1 − p̄), effective sizes
-        vm = np.asarray(variance_mass, dtype=np.float64)[keep]
-        var0 = vm * (exp / n_g) * (1.0 - exp / n_g)
-        eff = np.divide(n_g * n_g, vm, out=np.zeros_like(vm), where=vm > 0)
-        if variance is not None:
-            var0 = np.asarray(variance, dtype=np.float64)[keep]
-    else:
-        eff = n_g
+    var0, eff = _hl_variances(n_g, exp, keep, variance_mass, variance)
     var = var0
     shared = variance_loss is not None and bool(np.any(np.asarray(variance_loss) > 0))
     if variance_loss is not None:
@@ -174,19 +202,7 @@ def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected:
                                 "hl_df": df, "tie_variance": "shared ties' variance removed"
                                 if shared else "none cut"}
     if small and trials and dof > 0:
-        if null is not None:
-            draws = np.asarray(null(trials))[:, keep]
-            how = "labels y ~ Bernoulli(s) redrawn per tie group (the exact null)"
-        else:
-            rng = np.random.default_rng(seed)
-            draws = rng.binomial(np.maximum(np.round(n_g), 1).astype(np.int64),
-                                 np.clip(exp / n_g, 0.0, 1.0),
-                                 size=(trials, n_g.shape[0])).astype(np.float64)
-            how = ("per group Binomial(n_g, mean score): a variance at least the exact one, "
-                   "so the p-value is conservative")
-        from calcheck.hypotests.simulate import mc_pvalue
-
-        p = mc_pvalue(stat, _hl_statistic(draws.astype(np.float64), exp, var))
+        p, how = _hl_monte_carlo(stat, n_g, exp, var, keep, trials, seed, null)
         details.update({"pvalue_method": "monte carlo", "min_attainable_pvalue": 1 / (trials + 1),
                         "reference": f"the exact null by simulation: an expected count below "
                                      f"{MIN_EXPECTED:g} makes chi2({dof}) unreliable"})

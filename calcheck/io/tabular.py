@@ -157,6 +157,20 @@ def _predictions(src: Source, table: Any, plan: ReadPlan, prov: Provenance, *,
     return None, P, names, y, keep, dropped_n, dropped
 
 
+def _provenance(src: Source, plan: ReadPlan, n: int, where: str | None) -> Provenance:
+    """The provenance of ``n`` rows read (none is an error naming the ``--where`` filter)."""
+    if n == 0:
+        if where:
+            raise InputError(f"{src.name}: no rows match --where {where!r}")
+        raise InputError(f"{src.name}: no data rows (header only?)")
+    prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
+                      label_column=plan.label, rows_read=n)
+    prov.notes.extend(src.notes)
+    if plan.named is not None:
+        prov.notes.append(named_note(plan.named))
+    return prov
+
+
 def load_predictions(src: Source, *, score: str | None = None, label: str | None = None,
                      pos_label: str | None = None, probs: list[str] | None = None,
                      renormalize: bool = False, drop_invalid: bool = False,
@@ -200,18 +214,9 @@ def load_predictions(src: Source, *, score: str | None = None, label: str | None
                              progress=progress,
                              consume=folding.consume if folding.factory else None,
                              tuning=tuning)
-        n = table.num_rows
-        if n == 0:
-            if where:
-                raise InputError(f"{src.name}: no rows match --where {where!r}")
-            raise InputError(f"{src.name}: no data rows (header only?)")
+        prov = _provenance(src, plan, table.num_rows, where)
         extras = _extras(src, table, numeric, raw)
         w, more = weight_values(src, table, weight[0], weight[1]) if weight else (None, [])
-        prov = Provenance(path=src.name, format=src.fmt if src.fmt != "arrow" else "arrow",
-                          label_column=plan.label, rows_read=n)
-        prov.notes.extend(src.notes)
-        if plan.named is not None:
-            prov.notes.append(named_note(plan.named))
         scores, P, names, y, keep, prov.rows_dropped, prov.dropped_by_reason = _predictions(
             src, table, plan, prov, pos_label=pos_label, probs=probs, renormalize=renormalize,
             drop_invalid=drop_invalid, pair_as_binary=pair_as_binary, more=more)
