@@ -15,6 +15,7 @@ from calcheck.engines import Progress, capabilities, open_engine
 from calcheck.engines.base import Engine, Outcome
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
+from calcheck.hypotests import TestOptions
 from calcheck.option_checks import parse
 from calcheck.options import Options
 from calcheck.report.build import build_report, group_names, settings_of
@@ -519,6 +520,19 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
     return out
 
 
+
+def test_options(opts: Options, *, groups: int = 1, bins: int | None = None) -> TestOptions:
+    """The tests' options of a run (``bins``: T-Cal's fixed m, None for adaptive; ``groups``:
+    how many groups' tests the verdict reads together)."""
+    return TestOptions(alpha=opts.alpha, bins=bins, trials=opts.trials, resample=opts.resample,
+                       seed=opts.seed, discrete_max=opts.discrete_max, ties=opts.ties,
+                       hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
+                       adaptive_correction=opts.adaptive_correction,
+                       skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
+                       auto_trials="trials" not in opts.given,
+                       trials_label=opts.name_of("trials"), family=opts.family,
+                       family_groups=groups, compat=opts.compat)
+
 def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck test`` on ``source`` with validated options."""
     methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
@@ -537,9 +551,10 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         if opts.weighting:
             methods = _weighted_methods(opts, methods, messages)
         bounds = plan_tolerance(opts, eng.multiclass, eng.name)
-        g = eng.group_tests(methods, run_opts) if run_opts.by else None
+        g = eng.group_tests(methods, test_options(opts, bins=opts.bins), run_opts) \
+            if run_opts.by else None
         tested = sum(1 for _, flagged, _ in (g.values.values() if g else []) if not flagged)
-        t = eng.tests(methods, opts, groups=1 + tested)
+        t = eng.tests(methods, test_options(opts, groups=1 + tested, bins=opts.bins))
         extra = _group_test_sections(g, window, run_opts) if g is not None else None
         check_dropped(eng, opts)
         reading = eng.reading()
@@ -726,7 +741,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             not any(i in ids for i in ("tce", "tce_top"))
         if mc and eng.capabilities.rows and not opts.weighting:
             methods.append("skce")                   # every class, not only the top label
-        t = eng.tests(methods, opts.replace(bins=None))
+        t = eng.tests(methods, test_options(opts))
         notes = planned + m.notes + t.notes
         g = eng.groups(ids, opts) if opts.by else None
         groups = None

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from calcheck import registry
 from calcheck.options import Options
+
+if TYPE_CHECKING:
+    from calcheck.hypotests import TestOptions
 
 # a run's progress bars: label → callback(done, total), or None without a bar
 Progress = Callable[[str], Callable[[int, int], None] | None]
@@ -104,14 +107,15 @@ class Engine(Protocol):
     def variables(self, names: list[str], opts: Options) -> Outcome:
         """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""
 
-    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
+    def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         """Calibration tests on the binary (or top-label) view (values: id → TestResult);
-        ``groups``: how many groups' tests the verdict reads together (their Monte Carlo
-        trials reach α/10 after the family adjustment)."""
+        ``topts.family_groups``: how many groups' tests the verdict reads together (their
+        Monte Carlo trials reach α/10 after the family adjustment)."""
 
-    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
-        """The tests of every ``--by`` group or ``--time`` window (values: key → (rows,
-        flagged, Outcome)); groups under ``--min-group-size`` flagged and not tested."""
+    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
+        """The tests of every ``--by`` group or ``--time`` window of ``opts`` (values: key →
+        (rows, flagged, Outcome)); groups under ``--min-group-size`` flagged and not
+        tested."""
 
     def recalibration(self, opts: Options) -> Any:
         """Cox's logistic recalibration of the binary (or top-label) view — the fit behind

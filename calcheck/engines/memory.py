@@ -10,7 +10,8 @@ binary (or top-label) view.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from calcheck.metrics import (
 )
 from calcheck.metrics._result import GroupResult
 from calcheck.options import Options, default_bins
+
+if TYPE_CHECKING:
+    from calcheck.hypotests import TestOptions
 
 
 def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
@@ -314,10 +318,10 @@ class MemoryEngine:
 
     # -- tests -------------------------------------------------------------------------------
 
-    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
-        return tests_of(self.data, methods, opts, groups, self.progress)
+    def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
+        return tests_of(self.data, methods, topts, self.progress)
 
-    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
+    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
         """The tests of every ``--by`` group (or ``--time`` window): values key →
         (rows, flagged, Outcome of its tests); groups under ``--min-group-size`` are flagged
         and not tested (their rows are too few for the tests' references).  Monte Carlo
@@ -333,7 +337,8 @@ class MemoryEngine:
             n = int(counts[j])
             flagged = n < opts.min_group_size
             res = Outcome() if flagged or empty[j] else \
-                tests_of(self.data.subset(codes == j), methods, opts, 1 + tested)
+                tests_of(self.data.subset(codes == j), methods,
+                         replace(topts, family_groups=1 + tested))
             out.values[key] = (n, flagged, res)
         return out
 
@@ -417,30 +422,21 @@ class MemoryEngine:
         return Outcome(values={"figure": fig})
 
 
-def tests_of(data: Predictions, methods: list[str], opts: Options, groups: int,
+def tests_of(data: Predictions, methods: list[str], topts: TestOptions,
              progress: Progress | None = None) -> Outcome:
-    """The tests of ``data`` (the whole input, or one group of ``groups`` tested; ``progress``
-    shows the null's simulation)."""
-    from calcheck.hypotests import TestOptions, run_tests
+    """The tests of ``data`` (the whole input, or one group; ``progress`` shows the null's
+    simulation)."""
+    from calcheck.hypotests import run_tests
 
     scores, labels = data.top
-    if opts.compat:
+    if topts.compat:
         from calcheck import compat
 
-        results = compat.run_tests(opts.compat, scores, labels, methods, opts.alpha,
-                                   default_bins(opts, data.multiclass))
+        bins = topts.bins if topts.bins is not None else compat.mode(topts.compat).default_bins
+        results = compat.run_tests(topts.compat, scores, labels, methods, topts.alpha, bins)
         notes = [top_label_note(data.classes)] if data.multiclass else []
         return Outcome(values=results, notes=notes)
     bar = progress("simulating the null") if progress else None
-    topts = TestOptions(alpha=opts.alpha, bins=opts.bins if opts.command == "test" else None,
-                        trials=opts.trials, resample=opts.resample, seed=opts.seed,
-                        discrete_max=opts.discrete_max, ties=opts.ties,
-                        hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
-                        adaptive_correction=opts.adaptive_correction,
-                        skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
-                        auto_trials="trials" not in opts.given,
-                        trials_label=opts.name_of("trials"), family=opts.family,
-                        family_groups=groups)
     results, notes = run_tests(scores, labels, methods, topts, progress=bar,
                                probs=data.probs if data.multiclass else None,
                                classes=data.labels if data.multiclass else None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from calcheck.streaming.engine import (
     no_rows_error,
 )
 from calcheck.streaming.states import GRID_METRICS
+
+if TYPE_CHECKING:
+    from calcheck.hypotests import TestOptions
 
 GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
              "equal-mass bins are cut at exact ranks found by extra passes")
@@ -375,27 +378,25 @@ class StreamEngine:
 
     # -- tests -------------------------------------------------------------------------------
 
-    def group_tests(self, methods: list[str], opts: Options) -> Outcome:
+    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
         from calcheck.errors import UsageError
 
         raise UsageError(f"calcheck test with {opts.name_of('by')} or {opts.name_of('time')} "
                          f"needs {opts.name_of('engine')} memory: the streaming engines test "
                          "the whole data only")
 
-    def tests(self, methods: list[str], opts: Options, groups: int = 1) -> Outcome:
+    def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         """The tests from the grid pass and the passes they add
         (:func:`calcheck.engines.stream_tests.stream_tests`)."""
         from calcheck.engines.stream_tests import stream_tests
 
-        fixed = opts.bins if opts.command == "test" else None
-        state = self.first.run(StateSpec(tcal_m=fixed, log_loss=False,
-                                    spiegelhalter="spiegelhalter" in methods))
+        state = self.first.run(StateSpec(tcal_m=topts.bins, log_loss=False,
+                                         spiegelhalter="spiegelhalter" in methods))
         if self.first.top is None:
             self.first.top = state
         if state.n == 0:
             raise no_rows_error(self.source.path, self.source.where)
-        return stream_tests(self.source, state, methods, opts, groups=groups, fixed=fixed,
-                            classes=self.classes)
+        return stream_tests(self.source, state, methods, topts, classes=self.classes)
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
         return []

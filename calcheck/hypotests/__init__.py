@@ -43,6 +43,7 @@ class TestOptions:
     trials_label: str = "--trials"
     family: str = "holm"             # how the verdict reads the tests' p-values together
     family_groups: int = 1           # ... over this many groups (whole data + --by groups)
+    compat: str | None = None        # --compat: that library's tests (calcheck.compat)
 
 
 MIN_TRIALS = 1000
