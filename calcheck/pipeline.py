@@ -7,7 +7,7 @@ and build the report (``run_score``, ``run_test``, ``run_figure``, ``run_report`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from calcheck import registry
@@ -395,6 +395,37 @@ def group_verdicts(g: Outcome, opts: Options) -> dict[Any, dict[str, Any]]:
             for key, (mid, rows) in tables.items()}
 
 
+
+def _report_data(eng: Engine, opts: Options, command: str, *, bounds: list[Any],
+                 notes: list[str],
+                 settings: Mapping[str, Any], ids: list[str] | None = None,
+                 methods: list[str] | None = None, metrics: dict[str, Any] | None = None,
+                 tests: Mapping[str, Any] | None = None,
+                 more_settings: Mapping[str, Any] | None = None, variables: Any = None,
+                 groups: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
+                 bins_for: Iterable[str] = (), gates: list[dict[str, Any]] | None = None,
+                 sections: Mapping[str, Any] | None = None
+                 ) -> tuple[dict[str, Any], tuple[str, list[dict[str, Any]]] | None]:
+    """The steps every report command ends with, in one order: the summary's bin table, the
+    direction's fit (``sections``: the groups or windows the headline reads too), the
+    tolerance checks, the settings (``settings``: what the run found; ``more_settings`` after
+    the engine's), the report's data; and the bin table (for the text diagram).  The input
+    section is the top-label view's when the command runs tests alone."""
+    sb = _summary_bins(eng, opts, metrics or {})
+    fit = direction_fit(eng, opts, tests or {}, sb, sections)
+    tolerance = tolerance_checks(eng, opts, bounds, metrics or {})
+    all_settings = settings_of(opts, multiclass=eng.multiclass, ids=ids, methods=methods,
+                               engine=_settings(eng), extra=settings)
+    all_settings.update(more_settings or {})
+    data = build_report(command=command, input_info=eng.input_info(top=command == "test"),
+                        settings=all_settings, metrics=metrics, tests=tests, bins_for=bins_for,
+                        gates=gates, notes=notes,
+                        variables=variables.to_dict() if variables is not None else None,
+                        groups=groups, extra=extra, score_range=getattr(eng, "score_range", None),
+                        summary_bins=sb, seed=opts.seed, direction_fit=fit, tolerance=tolerance,
+                        family=opts.family, summary_ties=_ties_of(eng, sb, opts))
+    return data, sb
+
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""
     window, run_opts = _windows(opts)
@@ -450,23 +481,14 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         elif g is not None:
             names = group_names(g.values)
             groups = {names[k]: e for k, e in entries.items()}
-        sb = _summary_bins(eng, opts, m.values)
-        fit = direction_fit(eng, opts, {}, sb, {"groups": groups, **(extra or {})})
-        tolerance = tolerance_checks(eng, opts, bounds, m.values)
-        settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
-                               extra={**m.settings, **v.settings,
-                                      **(g.settings if g else {})})
-        if window is not None and g is not None and opts.ci:
-            settings["window_intervals"] = window_intervals(opts, len(g.values))
-        var = v.values.get("result")
-        data = build_report(command="score", input_info=eng.input_info(), settings=settings,
-                            metrics=m.values, bins_for=bins_for, gates=gates,
-                            notes=reading.notes + m.notes + v.notes,
-                            variables=var.to_dict() if var is not None else None, groups=groups,
-                            extra=extra, score_range=getattr(eng, "score_range", None),
-                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family,
-                            summary_ties=_ties_of(eng, sb, opts))
+        data, sb = _report_data(
+            eng, opts, "score", ids=ids, metrics=m.values, bounds=bounds,
+            notes=reading.notes + m.notes + v.notes,
+            settings={**m.settings, **v.settings, **(g.settings if g else {})},
+            more_settings={"window_intervals": window_intervals(opts, len(g.values))}
+            if window is not None and g is not None and opts.ci else {},
+            variables=v.values.get("result"), groups=groups, extra=extra, bins_for=bins_for,
+            gates=gates, sections={"groups": groups, **(extra or {})})
     plot_id = ("ece_top" if mc else "ece") if opts.plot else None
     return Report(data, bins_for=tuple(b for b in bins_for if b != plot_id),
                   messages=tuple(reading.messages + messages + m.messages),
@@ -558,18 +580,10 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         extra = _group_test_sections(g, window, run_opts) if g is not None else None
         check_dropped(eng, opts)
         reading = eng.reading()
-        sb = _summary_bins(eng, opts, {})
-        fit = direction_fit(eng, opts, t.values, sb)
-        tolerance = tolerance_checks(eng, opts, bounds, {})
-        settings = settings_of(opts, multiclass=eng.multiclass, methods=methods,
-                               engine=_settings(eng), extra=t.settings)
-        data = build_report(command="test", input_info=eng.input_info(top=True),
-                            settings=settings, tests=t.values, notes=reading.notes + t.notes,
-                            extra=extra,
-                            score_range=getattr(eng, "score_range", None),
-                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family,
-                            summary_ties=_ties_of(eng, sb, opts))
+        data, sb = _report_data(eng, opts, "test", methods=methods, tests=t.values,
+                                bounds=bounds,
+                                notes=reading.notes + t.notes, settings=t.settings,
+                                extra=extra)
     return Report(data, messages=tuple(reading.messages + messages + t.messages),
                   fail_on_reject=opts.fail_on_reject, diagram=sb,
                   fail_if_beyond=opts.fail_if_beyond)
@@ -768,20 +782,11 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                          segments_figure(section["segments"], alpha=opts.alpha)))
         check_dropped(eng, opts)
         reading = eng.reading()
-        sb = _summary_bins(eng, opts, m.values)
-        fit = direction_fit(eng, opts, t.values, sb)
-        tolerance = tolerance_checks(eng, opts, bounds, m.values)
-        settings = settings_of(opts, multiclass=mc, ids=ids, engine=_settings(eng),
-                               extra={**m.settings, **t.settings,
-                                      **(g.settings if g else {})})
-        data = build_report(command="report", input_info=eng.input_info(), settings=settings,
-                            metrics=m.values, tests=t.values, notes=reading.notes + notes,
-                            variables=var.to_dict() if var is not None else None,
-                            groups=groups, extra=extra,
-                            score_range=getattr(eng, "score_range", None),
-                            summary_bins=sb, seed=opts.seed, direction_fit=fit,
-                            tolerance=tolerance, family=opts.family,
-                            summary_ties=_ties_of(eng, sb, opts))
+        data, sb = _report_data(
+            eng, opts, "report", ids=ids, metrics=m.values, tests=t.values, bounds=bounds,
+            notes=reading.notes + notes,
+            settings={**m.settings, **t.settings, **(g.settings if g else {})},
+            variables=var, groups=groups, extra=extra)
     pngs = tuple((cap, draw.to_png_bytes(f)) for cap, f in figs) if report_kind(opts) == "html" \
         else tuple(figs)
     return Report(data, messages=tuple(reading.messages + m.messages + t.messages),
