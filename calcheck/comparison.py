@@ -294,7 +294,8 @@ def entry(mid: str, old: float, new: float, change: Any = None) -> dict[str, Any
 def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
                    progress: Any = None) -> tuple[dict[str, Any], list[str]]:
     """The comparison entries of ``ids`` (metric id → entry) and notes."""
-    from calcheck.engines.memory import compute, metric_options
+    from calcheck.engines.base import metric_options
+    from calcheck.engines.memory import compute
     from calcheck.paired import paired_bootstrap
 
     mopts = metric_options(opts, old.multiclass)
@@ -480,7 +481,8 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
                                   "metrics": entries, "errors": gnotes}
     rep = build(info, opts, metrics, notes, groups, gates, engine="memory")
     if wants_figure(opts):
-        from calcheck.engines.memory import compute, metric_options
+        from calcheck.engines.base import metric_options
+        from calcheck.engines.memory import compute
 
         mid = "ece_top" if old.multiclass else "ece"
         mopts = metric_options(opts, old.multiclass)
@@ -557,6 +559,7 @@ def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool) -> None:
 def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
     """``compare`` with ``--engine stream`` or ``dask``."""
     from calcheck.engines import open_engine
+    from calcheck.engines.base import metric_options
     from calcheck.metrics._result import MetricResult
     from calcheck.streaming.paired import PairedUnits, in_step, paired_intervals
 
@@ -581,14 +584,15 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)
                 multiclass = eng.multiclass
-            out = eng.metrics(ids, o.replace(ci=False))
+            mopts = metric_options(o, eng.multiclass)
+            out = eng.metrics(ids, mopts, by=o.by)
             results.append(dict(out.values))
             infos.append(eng.input_info())
             notes += out.notes
             engines_settings = eng.settings()
             if wants_figure(opts):
                 mid = "ece_top" if multiclass else "ece"
-                r = out.values.get(mid) or eng.metrics([mid], o.replace(ci=False)).values[mid]
+                r = out.values.get(mid) or eng.metrics([mid], mopts, by=o.by).values[mid]
                 tables.append(("OLD" if j == 0 else "NEW", r.to_dict(bins=True)["bins"]))
         names = ("OLD", "NEW")
         mopt_bins = opts.bins if opts.bins is not None else (15 if multiclass else 10)

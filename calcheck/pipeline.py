@@ -12,7 +12,7 @@ from typing import Any
 
 from calcheck import registry
 from calcheck.engines import Progress, capabilities, open_engine
-from calcheck.engines.base import Engine, Outcome
+from calcheck.engines.base import Engine, Outcome, interval_options, metric_options
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
 from calcheck.hypotests import TestOptions
@@ -286,9 +286,10 @@ def tolerance_checks(eng: Engine, opts: Options, bounds: list[Any],
     have = {m: r.extra["ci"] for m, r in results.items() if r.extra.get("ci")}
     need = [m for m, _ in bounds if m not in have]
     if need:
-        extra = eng.metrics(list(dict.fromkeys(need)),
-                            opts.replace(ci=True, bins=opts.bins if opts.command != "test"
-                                         else None))
+        mopts = metric_options(opts.replace(bins=opts.bins if opts.command != "test" else None),
+                               eng.multiclass)
+        extra = eng.metrics(list(dict.fromkeys(need)), mopts,
+                            ci=interval_options(opts.replace(ci=True)), by=opts.by)
         have.update({m: r.extra["ci"] for m, r in extra.values.items() if r.extra.get("ci")})
     return [tolerance_verdict(m, v, have.get(m)) for m, v in bounds]
 
@@ -602,14 +603,15 @@ TCE_SKIPPED = "tce not computed: "
 def _metrics(eng: Engine, ids: list[str], opts: Options, *, optional_tce: bool) -> Outcome:
     """``eng.metrics``; when TCE is only there by default (``optional_tce``) and the input is
     too small for PAVA-BC bins, the other metrics with a note saying why TCE is missing."""
+    mopts, ci = metric_options(opts, eng.multiclass), interval_options(opts)
     try:
-        return eng.metrics(ids, opts)
+        return eng.metrics(ids, mopts, ci=ci, by=opts.by)
     except TooFewRows as exc:
         pava_bc = [m for m in ids if m in ("tce", "tce_cw")]
         if not optional_tce or not pava_bc:
             raise
         reason = str(exc).split(";")[0]
-        out = eng.metrics([m for m in ids if m not in pava_bc], opts)
+        out = eng.metrics([m for m in ids if m not in pava_bc], mopts, ci=ci, by=opts.by)
         out.notes.insert(0, f"{TCE_SKIPPED}{reason}; the other metrics are computed "
                             f"({', '.join(pava_bc)} omitted; set --tce-nmin/--tce-nmax to "
                             "compute it anyway)")

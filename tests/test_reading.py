@@ -335,7 +335,8 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
     import pyarrow.parquet as pq
 
     from calcheck.binning import uniform_stats
-    from calcheck.engines.memory import MemoryEngine, metric_options
+    from calcheck.engines.base import metric_options
+    from calcheck.engines.memory import MemoryEngine
     from calcheck.io import source
     from calcheck.io.tabular import load_predictions
     from calcheck.option_checks import parse
@@ -378,12 +379,13 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
         assert got.sum_score.tobytes() == want.sum_score.tobytes()
         assert got.sum_label.tolist() == want.sum_label.tolist()
     opts = parse("score", {"metrics": ["ece,mce,ece_l2"]}, style="api")
-    folded = MemoryEngine(data).metrics(["ece", "mce", "ece_l2"], opts).values
+    mopts = metric_options(opts, False)
+    folded = MemoryEngine(data).metrics(["ece", "mce", "ece_l2"], mopts).values
     fresh = load_predictions(source.open_source(str(path), "parquet"))
     assert fresh.uniform_read == {}
-    computed = MemoryEngine(fresh).metrics(["ece", "mce", "ece_l2"], opts).values
+    computed = MemoryEngine(fresh).metrics(["ece", "mce", "ece_l2"], mopts).values
     assert {k: r.value for k, r in folded.items()} == {k: r.value for k, r in computed.items()}
-    assert metric_options(opts, False).bins == 10
+    assert mopts.bins == 10
 
 
 def test_the_bins_folded_while_reading_are_the_runs_own():

@@ -382,7 +382,8 @@ def test_weighted_bootstrap_fast_path_equals_recomputing(kind):
     and binned errors from prefix sums of its weights over the sorted rows equal the metrics
     recomputed on the replicate (values and norm-bootstrap vectors)."""
     from calcheck.data import Predictions
-    from calcheck.engines.memory import compute, metric_options
+    from calcheck.engines.base import metric_options
+    from calcheck.engines.memory import compute
     from calcheck.option_checks import parse
     from calcheck.uncertainty import RowWeightReplicates, canonical_order, replicate_weights
     from calcheck.weights import Weights

@@ -21,6 +21,7 @@ from calcheck.options import Options
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
+    from calcheck.metrics._data import MetricOptions
 
 # a run's progress bars: label → callback(done, total), or None without a bar
 Progress = Callable[[str], Callable[[int, int], None] | None]
@@ -63,6 +64,32 @@ def capabilities(engine: str) -> Capabilities:
     return CAPABILITIES[engine]
 
 
+@dataclass(frozen=True)
+class IntervalOptions:
+    """``--ci``: the bootstrap's replicates, level and seed."""
+
+    reps: int = 1000
+    level: float = 0.95
+    seed: int = 0
+
+
+def interval_options(opts: Options) -> IntervalOptions | None:
+    """The run's ``--ci`` options, or None without ``--ci``."""
+    return IntervalOptions(opts.ci_reps, opts.ci_level, opts.seed) if opts.ci else None
+
+
+def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
+    """The kernels' options of a run (``multiclass`` sets the default bins)."""
+    from calcheck.metrics._data import MetricOptions
+    from calcheck.options import default_bins
+
+    return MetricOptions(bins=default_bins(opts, multiclass),
+                         alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
+                         tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
+                         compat=opts.compat, ties=opts.ties, smece_sigma=opts.smece_sigma,
+                         skce_bandwidth=opts.skce_bandwidth, seed=opts.seed)
+
+
 def top_label_note(classes: int) -> str:
     return (f"multiclass input ({classes} classes): testing the top-label view (confidence of "
             "the predicted class vs correctness)")
@@ -97,8 +124,11 @@ class Engine(Protocol):
     def reading(self) -> Outcome:
         """Messages about the read itself (rows dropped, one class only, renormalized rows)."""
 
-    def metrics(self, ids: list[str], opts: Options) -> Outcome:
-        """The metrics ``ids`` (values: id → MetricResult), with ``--ci`` intervals when asked."""
+    def metrics(self, ids: list[str], mopts: MetricOptions, *,
+                ci: IntervalOptions | None = None, by: str | None = None) -> Outcome:
+        """The metrics ``ids`` (values: id → MetricResult), with bootstrap intervals when
+        ``ci`` is given; ``by``: the run's ``--by`` column (a streamed first pass then serves
+        the groups too)."""
 
     def groups(self, ids: list[str], opts: Options) -> Outcome:
         """Every metric per ``--by`` group (values: group key → GroupResult), with ``--ci``

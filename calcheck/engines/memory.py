@@ -18,7 +18,16 @@ import numpy as np
 from calcheck import registry
 from calcheck._typing import IntArray
 from calcheck.data import Predictions
-from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome, Progress, top_label_note
+from calcheck.engines.base import (
+    CAPABILITIES,
+    Capabilities,
+    IntervalOptions,
+    Outcome,
+    Progress,
+    interval_options,
+    metric_options,
+    top_label_note,
+)
 from calcheck.errors import CalcheckError, InputError
 from calcheck.metrics import (
     MetricOptions,
@@ -33,15 +42,6 @@ from calcheck.options import Options, default_bins
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
-
-
-def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
-    """The kernels' options of a run."""
-    return MetricOptions(bins=default_bins(opts, multiclass),
-                         alpha=opts.alpha, test=opts.test, tce_nmin=opts.tce_nmin,
-                         tce_nmax=opts.tce_nmax, tace_threshold=opts.tace_threshold,
-                         compat=opts.compat, ties=opts.ties, smece_sigma=opts.smece_sigma,
-                         skce_bandwidth=opts.skce_bandwidth, seed=opts.seed)
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions,
@@ -196,8 +196,8 @@ class MemoryEngine:
 
     # -- metrics -----------------------------------------------------------------------------
 
-    def metrics(self, ids: list[str], opts: Options) -> Outcome:
-        mopts = metric_options(opts, self.multiclass)
+    def metrics(self, ids: list[str], mopts: MetricOptions, *,
+                ci: IntervalOptions | None = None, by: str | None = None) -> Outcome:
         if not self.multiclass and {"tce", "tce_v"} & set(ids):
             from calcheck.pava import preload_compiled_pava
 
@@ -207,27 +207,26 @@ class MemoryEngine:
             if self.progress else None
         results = compute(self.data, ids, mopts, bar)
         out = Outcome(values=dict(results))
-        if opts.compat:
+        if mopts.compat:
             from calcheck import compat
 
             out.notes = compat.notes(results)
-        if opts.ci:
-            out.values, ci_notes = self._intervals(self.data, results, mopts, opts)
+        if ci is not None:
+            out.values, ci_notes = self._intervals(self.data, results, mopts, ci)
             out.notes += ci_notes
-            out.settings["ci"] = {"reps": opts.ci_reps, "level": opts.ci_level,
-                                  "seed": opts.seed,
+            out.settings["ci"] = {"reps": ci.reps, "level": ci.level, "seed": ci.seed,
                                   "method": "norm bootstrap (binned errors), percentile "
                                             "bootstrap (the others)",
                                   "resampling": "rows with replacement, bins re-estimated"}
         return out
 
     def _intervals(self, data: Predictions, results: dict[str, MetricResult],
-                   mopts: MetricOptions, opts: Options) -> tuple[dict[str, Any], list[str]]:
+                   mopts: MetricOptions, ci: IntervalOptions) -> tuple[dict[str, Any], list[str]]:
         from calcheck.uncertainty import bootstrap, no_interval, with_intervals
 
         progress = self.progress("bootstrap") if self.progress else None
-        cis = bootstrap(data, list(results), mopts, compute, reps=opts.ci_reps,
-                        level=opts.ci_level, seed=opts.seed, progress=progress)
+        cis = bootstrap(data, list(results), mopts, compute, reps=ci.reps, level=ci.level,
+                        seed=ci.seed, progress=progress)
         notes = [f"{m}: {no_interval(m)}" for m in results
                  if not registry.METRICS[m].ci]
         notes += [f"{m}: {c.failed} of {c.reps} bootstrap replicates could not be computed"
@@ -255,8 +254,9 @@ class MemoryEngine:
                     results.update(compute(sub, [mid], mopts))
                 except CalcheckError as exc:
                     errors[mid] = str(exc)
-            if opts.ci and results:
-                with_ci, _ = self._intervals(sub, results, mopts, opts)
+            ci = interval_options(opts)
+            if ci is not None and results:
+                with_ci, _ = self._intervals(sub, results, mopts, ci)
                 results = {k: with_ci.get(k, r) for k, r in results.items()}
             n = int(sizes[j])
             out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from calcheck import registry
-from calcheck.engines.base import CAPABILITIES, Capabilities, Outcome
+from calcheck.engines.base import (
+    CAPABILITIES,
+    Capabilities,
+    IntervalOptions,
+    Outcome,
+    metric_options,
+)
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
@@ -224,14 +230,14 @@ class StreamEngine:
     def classes(self) -> int:
         return self.first.classes
 
-    def _sce_in_class_passes(self, ids: list[str], opts: Options) -> bool:
+    def _sce_in_class_passes(self, ids: list[str], by: str | None) -> bool:
         """SCE from the held classes' rows instead of the first pass's (class, bin) sums —
         ~0.3 s of the first pass at 5·10⁶ rows × 10 classes — when the class passes hold every
         class whole anyway (no ``--by``; the Parquet footers bound the rows)."""
         from calcheck.io.stream import plan_rows
         from calcheck.streaming.classwise import POSITIONAL_CLASSWISE, sce_in_class_passes
 
-        if not self.multiclass or "sce" not in ids or opts.by:
+        if not self.multiclass or "sce" not in ids or by:
             return False
         rows = plan_rows(self.plan)
         return rows is not None and sce_in_class_passes(
@@ -253,23 +259,18 @@ class StreamEngine:
 
     # -- metrics -----------------------------------------------------------------------------
 
-    def _options(self, opts: Options) -> MetricOptions:
-        from calcheck.engines.memory import metric_options
-
-        return metric_options(opts, self.multiclass)
-
-    def metrics(self, ids: list[str], opts: Options) -> Outcome:
+    def metrics(self, ids: list[str], mopts: MetricOptions, *,
+                ci: IntervalOptions | None = None, by: str | None = None) -> Outcome:
         from calcheck.streaming import positional as pos_mod
 
-        mopts = self._options(opts)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
         positional = [m for m in binary_ids if m not in GRID_METRICS]
-        sce_later = self._sce_in_class_passes(ids, opts)
+        sce_later = self._sce_in_class_passes(ids, by)
         class_passes = self.multiclass and any(m in ids for m in ("ace_cw", "tace", "tce_cw"))
-        first = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
-                          hold=bool(positional), sce="sce" in ids and not sce_later,
-                          hold_labels=class_passes)
-        if opts.by:
+        first = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids,
+                                ci=ci is not None, by=by, hold=bool(positional),
+                                sce="sce" in ids and not sce_later, hold_labels=class_passes)
+        if by:
             grouped = first
             first = grouped.overall()
         state = first.top if self.multiclass else first
@@ -290,18 +291,18 @@ class StreamEngine:
             if held is not None:
                 first.held = None           # (the classwise passes need the memory)
                 del held, kept
-        if opts.ci:
-            results = _with_intervals(state, results, ids, binary_ids, opts, out, self.name)
+        if ci is not None:
+            results = _with_intervals(state, results, ids, binary_ids, ci, out, self.name)
         classwise: dict[str, MetricResult] = {}
         if self.multiclass:
             from calcheck.streaming.classwise import classwise_positional
             from calcheck.streaming.views import ALL
 
             sizes: dict[Any, int] = {ALL: first.n}
-            if opts.by:
+            if by:
                 sizes.update({k: g.n for k, g in grouped.groups.items()})
             by_group = classwise_positional(
-                self.source, self.classes, ids, sizes=sizes, by=opts.by, bins=mopts.bins,
+                self.source, self.classes, ids, sizes=sizes, by=by, bins=mopts.bins,
                 threshold=mopts.tace_threshold, alpha=mopts.alpha, test=mopts.test,
                 n_min=mopts.tce_nmin, n_max=mopts.tce_nmax, ties=mopts.ties, sce=sce_later,
                 labels=first.take_held_labels())
@@ -329,7 +330,7 @@ class StreamEngine:
         from calcheck.uncertainty import simultaneous_level, with_intervals
 
         assert opts.by is not None
-        mopts = self._options(opts)
+        mopts = metric_options(opts, self.multiclass)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
         grouped = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
                             sce="sce" in ids)
@@ -501,15 +502,15 @@ def _preload_class_pava(first: Any) -> None:
 
 
 def _with_intervals(state: Any, results: dict[str, MetricResult], ids: list[str],
-                    binary_ids: list[str], opts: Options, out: Outcome,
+                    binary_ids: list[str], ci: IntervalOptions, out: Outcome,
                     engine: str) -> dict[str, MetricResult]:
     """``results`` with the grid bootstrap's intervals (its settings and a message naming the
     metrics left without one into ``out``)."""
     from calcheck.streaming.bootstrap import grid_bootstrap
     from calcheck.uncertainty import with_intervals
 
-    cis, out.settings["ci"] = grid_bootstrap(state, binary_ids, reps=opts.ci_reps,
-                                             level=opts.ci_level, seed=opts.seed)
+    cis, out.settings["ci"] = grid_bootstrap(state, binary_ids, reps=ci.reps, level=ci.level,
+                                             seed=ci.seed)
     without = [m for m in ids if not registry.METRICS[m].stream_ci]
     if without:
         with_ci = [m for m in ids if registry.METRICS[m].stream_ci]
