@@ -190,7 +190,7 @@ def _summary_bins(eng: Engine, opts: Options,
         r = results.get(mid)
         if r is not None and getattr(r, "bins", None) is not None:
             return mid, _with_ranges(eng, r.bin_rows())
-    rows = eng.summary_bins(opts)
+    rows = eng.summary_bins(opts.ties)
     if not rows:
         return None
     quantile = eng.capabilities.rows
@@ -201,7 +201,7 @@ def _summary_bins(eng: Engine, opts: Options,
 def _ties_of(eng: Engine, sb: tuple[str, list[dict[str, Any]]] | None,
              opts: Options) -> list[Any]:
     """The tie groups the summary's bins share, for its consistency resampling."""
-    return eng.summary_ties(sb[0], sb[1], opts) if sb else []
+    return eng.summary_ties(sb[0], sb[1], opts.ties) if sb else []
 
 
 def _with_ranges(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -249,7 +249,7 @@ def direction_fit(eng: Engine, opts: Options, tests: Mapping[str, Any],
                         ties=_ties_of(eng, summary_bins, opts))
     if got not in NEEDS_DIRECTION:
         return None
-    return eng.recalibration(opts.replace(compat=None)).to_dict()
+    return eng.recalibration(opts.alpha, opts.ci_level).to_dict()
 
 
 def plan_tolerance(opts: Options, multiclass: bool, engine: str) -> list[Any]:

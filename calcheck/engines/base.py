@@ -147,13 +147,14 @@ class Engine(Protocol):
         (rows, flagged, Outcome)); groups under ``--min-group-size`` flagged and not
         tested."""
 
-    def recalibration(self, opts: Options) -> Any:
+    def recalibration(self, alpha: float, ci_level: float) -> Any:
         """Cox's logistic recalibration of the binary (or top-label) view — the fit behind
         every headline's direction — as the ``cox`` TestResult, Wald intervals at
-        ``opts.ci_level``."""
+        ``ci_level``."""
 
-    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
-        """Bin rows of the (top-label) view for the report's summary — equal-mass in memory,
+    def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
+        """Bin rows of the (top-label) view for the report's summary — equal-mass in memory
+        (ties broken by ``ties``),
         the first pass's equal-width ones on a stream — when they come without another pass
         over the data (None otherwise)."""
         ...
@@ -176,8 +177,9 @@ class Engine(Protocol):
         ``view="classes"``: (class probabilities (n, K), class indices) of multiclass input —
         for a pass over two models in step (``compare``)."""
 
-    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
-        """The tie groups the summary's bins (of metric ``mid``) share pro rata, when the
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
+        """The tie groups the summary's bins (of metric ``mid``) share pro rata (``ties``
+        "share"), when the
         engine has the rows to find them (the streaming engines give none: their headline's
         consistency resampling is then conservative on tied scores)."""
 

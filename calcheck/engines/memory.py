@@ -342,23 +342,23 @@ class MemoryEngine:
             out.values[key] = (n, flagged, res)
         return out
 
-    def recalibration(self, opts: Options) -> Any:
+    def recalibration(self, alpha: float, ci_level: float) -> Any:
         scores, labels = self.data.top
         if self.data.weights is not None:
             from calcheck.hypotests import weighted
 
-            return weighted.cox(scores, labels, self.data.weights, alpha=opts.alpha,
-                                ci_level=opts.ci_level)
+            return weighted.cox(scores, labels, self.data.weights, alpha=alpha,
+                                ci_level=ci_level)
         from calcheck.hypotests.classical import cox
 
-        return cox(scores, labels, alpha=opts.alpha, ci_level=opts.ci_level)
+        return cox(scores, labels, alpha=alpha, ci_level=ci_level)
 
-    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
+    def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """Equal-mass bins (ACE's) of the (top-label) view."""
         from calcheck.metrics.binned import ace
 
         s, y = self.data.top
-        return ace(Prepared(s, y, validate=False, ties=opts.ties, weights=self.data.weights),
+        return ace(Prepared(s, y, validate=False, ties=ties, weights=self.data.weights),
                    bins=15 if self.multiclass else 10).bin_rows()
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
@@ -367,13 +367,13 @@ class MemoryEngine:
         else:
             yield self.data.top
 
-    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         """The tie groups the summary's equal-mass bins share pro rata (ACE's, with
         ``--ties share``), for its consistency resampling."""
         from calcheck.binning import quantile_bounds
         from calcheck.report.summary import shared_ties
 
-        if mid not in ("ace", "ace_top") or opts.ties != "share" or not rows or \
+        if mid not in ("ace", "ace_top") or ties != "share" or not rows or \
                 self.data.weights is not None:      # weighted rows: drawn as independent rows
             return []
         s = self.sorted_scores()

@@ -243,7 +243,7 @@ class StreamEngine:
         return rows is not None and sce_in_class_passes(
             [m for m in POSITIONAL_CLASSWISE if m in ids], [rows], self.source.tuning)
 
-    def summary_bins(self, opts: Options) -> list[dict[str, Any]] | None:
+    def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The uniform bins of a first pass already made (no extra pass)."""
         return self.first.summary_bins()
 
@@ -399,7 +399,7 @@ class StreamEngine:
             raise no_rows_error(self.source.path, self.source.where)
         return stream_tests(self.source, state, methods, topts, classes=self.classes)
 
-    def summary_ties(self, mid: str, rows: list[dict[str, Any]], opts: Options) -> list[Any]:
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         return []
 
     def segment_table(self, columns: list[str], opts: Options) -> Any:
@@ -421,12 +421,11 @@ class StreamEngine:
                                     batch_rows=self.source.batch_rows, view=view):
             yield batch[0], batch[1]
 
-    def recalibration(self, opts: Options) -> Any:
+    def recalibration(self, alpha: float, ci_level: float) -> Any:
         """Cox's fit from Newton passes, started from the first pass's grid."""
         from calcheck.streaming.rowtests import cox_stream
 
-        return cox_stream(self.source, self.first.top_state(), alpha=opts.alpha,
-                          ci_level=opts.ci_level)
+        return cox_stream(self.source, self.first.top_state(), alpha=alpha, ci_level=ci_level)
 
     # -- figures -----------------------------------------------------------------------------
 
