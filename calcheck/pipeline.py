@@ -12,7 +12,13 @@ from typing import Any
 
 from calcheck import registry
 from calcheck.engines import Progress, capabilities, open_engine
-from calcheck.engines.base import Engine, Outcome, interval_options, metric_options
+from calcheck.engines.base import (
+    Engine,
+    Outcome,
+    interval_options,
+    metric_options,
+    variable_options,
+)
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
 from calcheck.hypotests import TestOptions
@@ -436,7 +442,7 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         bounds = plan_tolerance(opts, mc, eng.name)
         m = _metrics(eng, ids, run_opts, optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
-        v = eng.variables(opts.variable_list, opts) if opts.variables else Outcome()
+        v = eng.variables(opts.variable_list, variable_options(opts)) if opts.variables else Outcome()
         g = eng.groups(ids, run_opts) if run_opts.by else None
         check_dropped(eng, opts)
         reading = eng.reading()
@@ -766,7 +772,7 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             groups = {names[k]: gr.to_dict() for k, gr in g.values.items()}
         var = None
         if opts.variables:
-            v = eng.variables(opts.variable_list, opts)
+            v = eng.variables(opts.variable_list, variable_options(opts))
             var, notes = v.values["result"], notes + v.notes
         figs = _report_figures(eng, opts, tce_skipped=tce_skipped, grouped=g is not None,
                                variables=var, notes=notes)

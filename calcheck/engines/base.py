@@ -73,6 +73,21 @@ class IntervalOptions:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class VariableOptions:
+    """``--var``'s options: the LOESS span, ``--correct-from`` (correctness from that column)
+    and ``--pos-label`` (what that column's positive class is called)."""
+
+    span: float = 0.75
+    correct_from: str | None = None
+    pos_label: str | None = None
+
+
+def variable_options(opts: Options) -> VariableOptions:
+    """The run's ``--var`` options."""
+    return VariableOptions(opts.loess_span, opts.correct_from, opts.pos_label)
+
+
 def interval_options(opts: Options) -> IntervalOptions | None:
     """The run's ``--ci`` options, or None without ``--ci``."""
     return IntervalOptions(opts.ci_reps, opts.ci_level, opts.seed) if opts.ci else None
@@ -134,7 +149,7 @@ class Engine(Protocol):
         """Every metric per ``--by`` group (values: group key → GroupResult), with ``--ci``
         intervals when asked."""
 
-    def variables(self, names: list[str], opts: Options) -> Outcome:
+    def variables(self, names: list[str], vopts: VariableOptions) -> Outcome:
         """VECE and VCE(v*) per variable (values: {"result": VariablesResult})."""
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:

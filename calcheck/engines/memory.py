@@ -24,9 +24,11 @@ from calcheck.engines.base import (
     IntervalOptions,
     Outcome,
     Progress,
+    VariableOptions,
     interval_options,
     metric_options,
     top_label_note,
+    variable_options,
 )
 from calcheck.errors import CalcheckError, InputError
 from calcheck.metrics import (
@@ -284,26 +286,26 @@ class MemoryEngine:
 
     # -- variables ---------------------------------------------------------------------------
 
-    def incorrect(self, column: str, opts: Options) -> np.ndarray:
+    def incorrect(self, column: str, pos_label: str | None) -> np.ndarray:
         """``--correct-from``: 1[the column's prediction ≠ label]."""
         from calcheck.io.columns import incorrect_from
 
         return incorrect_from(self.data.column(column), self.data.labels,
                               class_names=self.data.class_names if self.multiclass else None,
-                              pos_label=opts.pos_label, source=self.data.provenance.path,
+                              pos_label=pos_label, source=self.data.provenance.path,
                               column=column).astype(float)
 
-    def variables(self, names: list[str], opts: Options) -> Outcome:
+    def variables(self, names: list[str], vopts: VariableOptions) -> Outcome:
         from calcheck.metrics.vece import variables
 
         pred_error, incorrect = self.data.error_view()
-        if opts.correct_from:
-            incorrect = self.incorrect(opts.correct_from, opts)
+        if vopts.correct_from:
+            incorrect = self.incorrect(vopts.correct_from, vopts.pos_label)
         columns = {v: self._numeric(v) for v in names}
         for name, values in columns.items():
             if np.isnan(values).all():
                 raise InputError(f"--var {name}: every value is missing")
-        res = variables(pred_error, incorrect, columns, span=opts.loess_span)
+        res = variables(pred_error, incorrect, columns, span=vopts.span)
         return Outcome(values={"result": res}, notes=res.notes())
 
     def _numeric(self, name: str) -> np.ndarray:
@@ -417,7 +419,7 @@ class MemoryEngine:
         from calcheck.figures import draw
 
         name = (opts.variables or [""])[0]
-        res = variables or self.variables([name], opts).values["result"]
+        res = variables or self.variables([name], variable_options(opts)).values["result"]
         fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
         return Outcome(values={"figure": fig})
 

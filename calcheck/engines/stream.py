@@ -26,7 +26,9 @@ from calcheck.engines.base import (
     Capabilities,
     IntervalOptions,
     Outcome,
+    VariableOptions,
     metric_options,
+    variable_options,
 )
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
@@ -365,13 +367,13 @@ class StreamEngine:
 
     # -- variables ---------------------------------------------------------------------------
 
-    def variables(self, names: list[str], opts: Options) -> Outcome:
+    def variables(self, names: list[str], vopts: VariableOptions) -> Outcome:
         from calcheck.metrics.vece import variables_result
         from calcheck.streaming.variables import variable_results
 
         before = self.passes
         res, ece = variable_results(self.source, names, binary=not self.multiclass,
-                                    span=opts.loess_span, correct_from=opts.correct_from)
+                                    span=vopts.span, correct_from=vopts.correct_from)
         passes = self.passes - before
         result = variables_result(res, ece.value)
         return Outcome(values={"result": result}, notes=result.notes(),
@@ -440,7 +442,7 @@ class StreamEngine:
         if kind == "variable":
             name = (opts.variables or [""])[0]
             if variables is None:
-                got = self.variables([name], opts)
+                got = self.variables([name], variable_options(opts))
                 variables, out.notes = got.values["result"], got.notes
             entry = variables.to_dict()[name]
             v = np.asarray(entry["curve"]["v"], float)
