@@ -15,6 +15,7 @@ from calcheck.engines import Progress, capabilities, open_engine
 from calcheck.engines.base import (
     Engine,
     Outcome,
+    group_options,
     interval_options,
     metric_options,
     variable_options,
@@ -443,7 +444,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
         m = _metrics(eng, ids, run_opts, optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, variable_options(opts)) if opts.variables else Outcome()
-        g = eng.groups(ids, run_opts) if run_opts.by else None
+        g = eng.groups(ids, metric_options(run_opts, mc), interval_options(run_opts),
+                       group_options(run_opts)) if run_opts.by else None
         check_dropped(eng, opts)
         reading = eng.reading()
         gates = None
@@ -580,8 +582,8 @@ def run_test(source: Any, opts: Options, *, progress: Progress | None = None) ->
         if opts.weighting:
             methods = _weighted_methods(opts, methods, messages)
         bounds = plan_tolerance(opts, eng.multiclass, eng.name)
-        g = eng.group_tests(methods, test_options(opts, bins=opts.bins), run_opts) \
-            if run_opts.by else None
+        g = eng.group_tests(methods, test_options(opts, bins=opts.bins),
+                            group_options(run_opts)) if run_opts.by else None
         tested = sum(1 for _, flagged, _ in (g.values.values() if g else []) if not flagged)
         t = eng.tests(methods, test_options(opts, groups=1 + tested, bins=opts.bins))
         extra = _group_test_sections(g, window, run_opts) if g is not None else None
@@ -653,7 +655,7 @@ def _groups_figure(eng: Engine, opts: Options, ax: Any = None) -> Outcome:
     from calcheck.figures import draw
 
     mid = "ece_top" if eng.multiclass else "ece"
-    g = eng.groups([mid], opts.replace(ci=False, binning="uniform"))
+    g = eng.groups([mid], metric_options(opts, eng.multiclass), None, group_options(opts))
     names = group_names(g.values)
     ranked = sorted(((gr.n, names[k], gr) for k, gr in g.values.items() if mid in gr.metrics),
                     key=lambda t: -t[0])
@@ -765,7 +767,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
             methods.append("skce")                   # every class, not only the top label
         t = eng.tests(methods, test_options(opts))
         notes = planned + m.notes + t.notes
-        g = eng.groups(ids, opts) if opts.by else None
+        g = eng.groups(ids, metric_options(opts, mc), interval_options(opts),
+                       group_options(opts)) if opts.by else None
         groups = None
         if g is not None:
             names = group_names(g.values)

@@ -88,6 +88,30 @@ def variable_options(opts: Options) -> VariableOptions:
     return VariableOptions(opts.loess_span, opts.correct_from, opts.pos_label)
 
 
+@dataclass(frozen=True)
+class GroupOptions:
+    """``--by COL`` (or ``--time COL --window W``, ``by`` then being the
+    :class:`~calcheck.io.windows.WindowColumn`): which rows go together, how many groups may
+    be, which are too small to report, and whether the intervals are read together (windows:
+    simultaneous over them, by ``family``).  ``name_of`` names an option in messages."""
+
+    by: str
+    windows: bool = False
+    max_groups: int = 1000
+    min_group_size: int = 0
+    family: str = "holm"
+    name_of: Callable[[str], str] = str
+
+
+def group_options(opts: Options) -> GroupOptions:
+    """The run's grouping (``opts.by`` set: after :func:`calcheck.pipeline._windows` for
+    windows)."""
+    assert opts.by is not None
+    return GroupOptions(opts.by, windows=bool(opts.time), max_groups=opts.max_groups,
+                        min_group_size=opts.min_group_size, family=opts.family,
+                        name_of=opts.name_of)
+
+
 def interval_options(opts: Options) -> IntervalOptions | None:
     """The run's ``--ci`` options, or None without ``--ci``."""
     return IntervalOptions(opts.ci_reps, opts.ci_level, opts.seed) if opts.ci else None
@@ -145,7 +169,8 @@ class Engine(Protocol):
         ``ci`` is given; ``by``: the run's ``--by`` column (a streamed first pass then serves
         the groups too)."""
 
-    def groups(self, ids: list[str], opts: Options) -> Outcome:
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: IntervalOptions | None,
+               grouping: GroupOptions) -> Outcome:
         """Every metric per ``--by`` group (values: group key → GroupResult), with ``--ci``
         intervals when asked."""
 
@@ -157,8 +182,9 @@ class Engine(Protocol):
         ``topts.family_groups``: how many groups' tests the verdict reads together (their
         Monte Carlo trials reach α/10 after the family adjustment)."""
 
-    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
-        """The tests of every ``--by`` group or ``--time`` window of ``opts`` (values: key →
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
+        """The tests of every ``--by`` group or ``--time`` window of ``grouping`` (values: key →
         (rows, flagged, Outcome)); groups under ``--min-group-size`` flagged and not
         tested."""
 

@@ -21,12 +21,11 @@ from calcheck.data import Predictions
 from calcheck.engines.base import (
     CAPABILITIES,
     Capabilities,
+    GroupOptions,
     IntervalOptions,
     Outcome,
     Progress,
     VariableOptions,
-    interval_options,
-    metric_options,
     top_label_note,
     variable_options,
 )
@@ -236,15 +235,14 @@ class MemoryEngine:
                   for m, c in cis.items() if c.failed]
         return with_intervals(results, cis), notes
 
-    def groups(self, ids: list[str], opts: Options) -> Outcome:
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: IntervalOptions | None,
+               grouping: GroupOptions) -> Outcome:
         from calcheck.uncertainty import simultaneous_level
 
-        keys, codes = self.group_codes(opts)
-        mopts = metric_options(opts, self.multiclass)
+        keys, codes = self.group_codes(grouping)
         out = Outcome()
-        if opts.time and opts.ci:                   # windows read together: simultaneous
-            opts = opts.replace(ci_level=simultaneous_level(opts.ci_level, len(keys),
-                                                            opts.family))
+        if grouping.windows and ci is not None:     # windows read together: simultaneous
+            ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
         sizes = group_sizes(self.data, codes, len(keys))
         for j, key in enumerate(keys):
             mask = codes == j
@@ -256,32 +254,31 @@ class MemoryEngine:
                     results.update(compute(sub, [mid], mopts))
                 except CalcheckError as exc:
                     errors[mid] = str(exc)
-            ci = interval_options(opts)
             if ci is not None and results:
                 with_ci, _ = self._intervals(sub, results, mopts, ci)
                 results = {k: with_ci.get(k, r) for k, r in results.items()}
             n = int(sizes[j])
-            out.values[key] = GroupResult(value=key, n=n, flagged=n < opts.min_group_size,
+            out.values[key] = GroupResult(value=key, n=n, flagged=n < grouping.min_group_size,
                                           metrics=results, errors=errors)
         return out
 
-    def group_codes(self, opts: Options) -> tuple[list[str | None], IntArray]:
+    def group_codes(self, grouping: GroupOptions) -> tuple[list[str | None], IntArray]:
         """The ``--by`` groups (or ``--time`` windows, as their ISO starts) and every row's
         group; more than ``--max-groups`` is a usage error."""
-        assert opts.by is not None
         from calcheck.io.windows import WindowColumn, window_keys
 
-        if isinstance(opts.by, WindowColumn):
-            keys, codes = window_keys(self.data.column(opts.by), opts.by,
+        if isinstance(grouping.by, WindowColumn):
+            keys, codes = window_keys(self.data.column(grouping.by), grouping.by,
                                       self.data.provenance.path)
         else:
-            keys, codes = group_keys(self.data.column(opts.by))
-        if len(keys) > opts.max_groups:
+            keys, codes = group_keys(self.data.column(grouping.by))
+        if len(keys) > grouping.max_groups:
             from calcheck.errors import UsageError
 
-            raise UsageError(f"{opts.name_of('by')} {opts.by}: {len(keys):,} distinct values, "
-                             f"more than {opts.name_of('max_groups')} {opts.max_groups:,}; group "
-                             "by a coarser column or raise the limit")
+            lab = grouping.name_of
+            raise UsageError(f"{lab('by')} {grouping.by}: {len(keys):,} distinct values, more "
+                             f"than {lab('max_groups')} {grouping.max_groups:,}; group by a "
+                             "coarser column or raise the limit")
         return keys, codes
 
     # -- variables ---------------------------------------------------------------------------
@@ -323,21 +320,22 @@ class MemoryEngine:
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         return tests_of(self.data, methods, topts, self.progress)
 
-    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
         """The tests of every ``--by`` group (or ``--time`` window): values key →
         (rows, flagged, Outcome of its tests); groups under ``--min-group-size`` are flagged
         and not tested (their rows are too few for the tests' references).  Monte Carlo
         trials count every group's tests in the family."""
-        keys, codes = self.group_codes(opts)
+        keys, codes = self.group_codes(grouping)
         counts = group_sizes(self.data, codes, len(keys))
         w = self.data.weights                   # a group whose weights are all 0: no test
         empty = counts == 0 if w is None else \
             np.bincount(codes, weights=w.values, minlength=len(keys)) <= 0
-        tested = int(np.sum((counts >= max(opts.min_group_size, 1)) & ~empty))
+        tested = int(np.sum((counts >= max(grouping.min_group_size, 1)) & ~empty))
         out = Outcome()
         for j, key in enumerate(keys):
             n = int(counts[j])
-            flagged = n < opts.min_group_size
+            flagged = n < grouping.min_group_size
             res = Outcome() if flagged or empty[j] else \
                 tests_of(self.data.subset(codes == j), methods,
                          replace(topts, family_groups=1 + tested))

@@ -24,10 +24,10 @@ from calcheck import registry
 from calcheck.engines.base import (
     CAPABILITIES,
     Capabilities,
+    GroupOptions,
     IntervalOptions,
     Outcome,
     VariableOptions,
-    metric_options,
     variable_options,
 )
 from calcheck.errors import InputError, UsageError
@@ -323,7 +323,8 @@ class StreamEngine:
                     "recorded in the report settings)")
         return out
 
-    def groups(self, ids: list[str], opts: Options) -> Outcome:
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: IntervalOptions | None,
+               grouping: GroupOptions) -> Outcome:
         """Every group's grid metrics (with intervals), positional metrics (a rank search per
         group, :func:`calcheck.streaming.groups.group_positional`) and, for multiclass input,
         classwise ones (computed with the overall metrics)."""
@@ -331,11 +332,9 @@ class StreamEngine:
         from calcheck.streaming.groups import group_positional
         from calcheck.uncertainty import simultaneous_level, with_intervals
 
-        assert opts.by is not None
-        mopts = metric_options(opts, self.multiclass)
         binary_ids = list(dict.fromkeys(b for m in ids if (b := registry.binary_of(m))))
-        grouped = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids, ci=opts.ci, by=opts.by,
-                            sce="sce" in ids)
+        grouped = self.first.grid(mopts.bins, log_loss="log_loss" in binary_ids,
+                                  ci=ci is not None, by=grouping.by, sce="sce" in ids)
         grids = {key: g.top if self.multiclass else g for key, g in grouped.groups.items()}
         grid_ids = [m for m in binary_ids if m in GRID_METRICS]
         positional = group_positional(
@@ -343,17 +342,17 @@ class StreamEngine:
             bins=mopts.bins, alpha=mopts.alpha, test=mopts.test, n_min=mopts.tce_nmin,
             n_max=mopts.tce_nmax, ties=mopts.ties)
         out = Outcome(settings={"group_metrics": ids})
-        level = simultaneous_level(opts.ci_level, len(grids), opts.family) if opts.time \
-            else opts.ci_level
+        if ci is not None and grouping.windows:
+            ci = replace(ci, level=simultaneous_level(ci.level, len(grids), grouping.family))
         for key in sorted(grids, key=lambda k: (k is None, k or "")):
             g = grids[key]
             res = metric_results(g, grid_ids, mopts.smece_sigma) if grid_ids else {}
             more, errors = positional[key]
             res.update(more)
             ci_ids = [m for m in res if registry.METRICS[m].stream_ci]
-            if opts.ci and ci_ids:
-                res = with_intervals(res, grid_bootstrap(g, ci_ids, reps=opts.ci_reps,
-                                                         level=level, seed=opts.seed)[0])
+            if ci is not None and ci_ids:
+                res = with_intervals(res, grid_bootstrap(g, ci_ids, reps=ci.reps, level=ci.level,
+                                                         seed=ci.seed)[0])
             cw_res, cw_errors = self._by_group.get(key, ({}, {}))
             if self.multiclass:
                 cw_res = {**grouped.groups[key].results(ids), **cw_res}
@@ -361,7 +360,7 @@ class StreamEngine:
             errs = {m: cw_errors[m] if registry.binary_of(m) is None
                     else errors[registry.binary_of(m)]  # type: ignore[index]
                     for m in ids if m not in named}
-            out.values[key] = GroupResult(value=key, n=g.n, flagged=g.n < opts.min_group_size,
+            out.values[key] = GroupResult(value=key, n=g.n, flagged=g.n < grouping.min_group_size,
                                           metrics=named, errors=errs)
         return out
 
@@ -381,12 +380,14 @@ class StreamEngine:
 
     # -- tests -------------------------------------------------------------------------------
 
-    def group_tests(self, methods: list[str], topts: TestOptions, opts: Options) -> Outcome:
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
         from calcheck.errors import UsageError
 
-        raise UsageError(f"calcheck test with {opts.name_of('by')} or {opts.name_of('time')} "
-                         f"needs {opts.name_of('engine')} memory: the streaming engines test "
-                         "the whole data only")
+        lab = grouping.name_of
+        raise UsageError(f"calcheck test with {lab('by')} or {lab('time')} needs "
+                         f"{lab('engine')} memory: the streaming engines test the whole data "
+                         "only")
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         """The tests from the grid pass and the passes they add
