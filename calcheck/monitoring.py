@@ -130,12 +130,17 @@ monitor.__doc__ = (monitor.__doc__ or "").rstrip() + "\n" + parameters_doc(monit
 
 def run_monitor(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck monitor`` on ``source`` with validated options."""
-    from calcheck.io.windows import parse_window
+    from calcheck.io.windows import WindowColumn, parse_window
 
     state = read_state(opts.state, opts) if opts.state else empty_state(opts)
     window = parse_window(opts.window or "", opts.tz, opts.name_of("window"))
     with open_engine(source, opts, progress=progress) as eng:
-        starts, scores, labels = eng.window_rows(opts)
+        if not eng.capabilities.rows:
+            raise UsageError(f"{opts.name_of('engine')} {eng.name}: the monitor runs on the "
+                             "memory engine (the streaming engines do not read windows in "
+                             "order yet)")
+        assert opts.time is not None
+        starts, scores, labels = eng.window_rows(WindowColumn(opts.time, window))
         info = eng.input_info(top=True)
         reading = eng.reading()
         multiclass = eng.multiclass

@@ -21,6 +21,7 @@ from calcheck.options import Options
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
+    from calcheck.io.windows import WindowColumn
     from calcheck.metrics._data import MetricOptions
 
 # a run's progress bars: label → callback(done, total), or None without a bar
@@ -208,9 +209,9 @@ class Engine(Protocol):
         (:class:`calcheck.segments.SegmentData`)."""
         ...
 
-    def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
+    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any]:
         """``monitor``: (each row's window start in ns, scores, labels) of the binary or
-        top-label view."""
+        top-label view, windows of the ``--time`` ``column`` (engines that hold the rows)."""
         ...
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:

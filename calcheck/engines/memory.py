@@ -43,6 +43,7 @@ from calcheck.options import Options, default_bins
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
+    from calcheck.io.windows import WindowColumn
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions,
@@ -397,16 +398,14 @@ class MemoryEngine:
         data: SegmentData = segment_data(s, y, columns, encoded, opts)
         return data
 
-    def window_rows(self, opts: Options) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def window_rows(self, column: WindowColumn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(window start in ns, scores, labels) of every row of the binary (top-label) view,
         for ``monitor``."""
-        from calcheck.io.windows import parse_window, timestamps
+        from calcheck.io.windows import timestamps
 
-        assert opts.time is not None and opts.window is not None
-        window = parse_window(opts.window, opts.tz, opts.name_of("window"))
-        ns = timestamps(self.data.column(opts.time), opts.time, self.data.provenance.path)
+        ns = timestamps(self.data.column(column), str(column), self.data.provenance.path)
         s, y = self.data.top
-        return window.starts(ns), s, y
+        return column.window.starts(ns), s, y
 
     # -- figures -----------------------------------------------------------------------------
 

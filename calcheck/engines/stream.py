@@ -45,6 +45,7 @@ from calcheck.streaming.states import GRID_METRICS
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
+    from calcheck.io.windows import WindowColumn
 
 GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
              "equal-mass bins are cut at exact ranks found by extra passes")
@@ -412,10 +413,9 @@ class StreamEngine:
 
         return segment_data(self.source, columns, opts)
 
-    def window_rows(self, opts: Options) -> tuple[Any, Any, Any]:
-        raise UsageError(f"{opts.name_of('engine')} {self.name}: the monitor runs on the "
-                         "memory engine (the streaming engines do not read windows in order "
-                         "yet)")
+    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any]:
+        raise UsageError(f"the {self.name} engine does not read windows in order: the monitor "
+                         "runs on the memory engine")
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
         from calcheck.io.stream import stream_batches
