@@ -23,7 +23,13 @@ from calcheck.engines import Progress, open_engine
 from calcheck.hypotests import segments as seg_stats
 from calcheck.options import DEFAULT_BATCH_ROWS, Options
 from calcheck.report.model import Report
-from calcheck.segments import SegmentData, SegmentSpace, key_levels, search_space
+from calcheck.segments import (
+    SegmentData,
+    SegmentOptions,
+    SegmentSpace,
+    key_levels,
+    search_space,
+)
 from calcheck.signatures import inputs, keywords, parameters_doc
 
 ADJUSTMENT = ("max-type (Westfall–Young min-p) over every segment searched, from joint null "
@@ -79,11 +85,17 @@ def audit(
 audit.__doc__ = (audit.__doc__ or "").rstrip() + "\n" + parameters_doc(audit, "audit")
 
 
+def segment_options(opts: Options) -> SegmentOptions:
+    """How the run's audit cuts its columns."""
+    return SegmentOptions(buckets=opts.buckets, max_levels=opts.max_levels,
+                          score_cells=opts.score_cells, label=opts.name_of("segments"))
+
+
 def run_audit(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck audit`` on ``source`` with validated options."""
     with open_engine(source, opts, progress=progress) as eng:
         names = list(dict.fromkeys(opts.segments or []))
-        data = eng.segment_table(names, opts)
+        data = eng.segment_table(names, segment_options(opts))
         engine_settings = {k: v for k, v in eng.settings().items() if k in ("batch_rows",
                                                                             "passes")}
         info = eng.input_info(top=True)

@@ -18,11 +18,11 @@ from calcheck.engines.base import (
     group_options,
     interval_options,
     metric_options,
+    test_options,
     variable_options,
 )
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
-from calcheck.hypotests import TestOptions
 from calcheck.option_checks import parse
 from calcheck.options import Options
 from calcheck.report.build import build_report, group_names, settings_of
@@ -551,19 +551,6 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
     return out
 
 
-
-def test_options(opts: Options, *, groups: int = 1, bins: int | None = None) -> TestOptions:
-    """The tests' options of a run (``bins``: T-Cal's fixed m, None for adaptive; ``groups``:
-    how many groups' tests the verdict reads together)."""
-    return TestOptions(alpha=opts.alpha, bins=bins, trials=opts.trials, resample=opts.resample,
-                       seed=opts.seed, discrete_max=opts.discrete_max, ties=opts.ties,
-                       hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
-                       adaptive_correction=opts.adaptive_correction,
-                       skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
-                       auto_trials="trials" not in opts.given,
-                       trials_label=opts.name_of("trials"), family=opts.family,
-                       family_groups=groups, compat=opts.compat)
-
 def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck test`` on ``source`` with validated options."""
     methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
@@ -781,11 +768,12 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
                                variables=var, notes=notes)
         extra = None
         if opts.audit:
-            from calcheck.auditing import audit_section
+            from calcheck.auditing import audit_section, segment_options
             from calcheck.figures.watch import segments_figure
 
             aopts = opts.replace(segments=opts.audit)
-            section = audit_section(eng.segment_table(list(dict.fromkeys(opts.audit)), aopts),
+            section = audit_section(eng.segment_table(list(dict.fromkeys(opts.audit)),
+                                                      segment_options(aopts)),
                                     aopts)
             extra = {"audit": section}
             figs.append(("The worst segments: observed rate − mean score (red: miscalibrated "

@@ -32,6 +32,18 @@ MISSING = "missing"
 
 
 @dataclass(frozen=True)
+class SegmentOptions:
+    """How the audit cuts its columns: a numeric column into ``buckets`` quantile buckets, a
+    categorical one of at most ``max_levels`` levels, the scores into ``score_cells``
+    equal-mass cells; ``label`` names the segment option in messages."""
+
+    buckets: int = 4
+    max_levels: int = 1000
+    score_cells: int = 100
+    label: str = "--segment"
+
+
+@dataclass(frozen=True)
 class Level:
     """One level of a column: its readable name and what it holds (``value``, or ``low`` /
     ``high`` with ``closed`` for a numeric bucket; ``missing``)."""
@@ -395,11 +407,10 @@ class SegmentData:
 
 def segment_data(scores: FloatArray, labels: IntArray, names: list[str],
                  encoded: list[tuple[FloatArray | None, tuple[list[Any], IntArray] | None]],
-                 opts: Any) -> SegmentData:
+                 opts: SegmentOptions) -> SegmentData:
     """Cut the columns (each given as ``(numeric, None)`` or ``(None, categories)``, see
-    :func:`code_column`), key the atoms and fill the table from rows held in memory (``opts``:
-    ``buckets``, ``max_levels``, ``score_cells`` and ``name_of``)."""
-    label = opts.name_of("segments")
+    :func:`code_column`), key the atoms and fill the table from rows held in memory."""
+    label = opts.label
     cut = [code_column(name, numeric=num, categories=cats, buckets=opts.buckets,
                        max_levels=opts.max_levels, label=label)
            for name, (num, cats) in zip(names, encoded)]

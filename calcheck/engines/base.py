@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
     from calcheck.io.windows import WindowColumn
     from calcheck.metrics._data import MetricOptions
+    from calcheck.segments import SegmentOptions
 
 # a run's progress bars: label → callback(done, total), or None without a bar
 Progress = Callable[[str], Callable[[int, int], None] | None]
@@ -130,6 +131,21 @@ def metric_options(opts: Options, multiclass: bool) -> MetricOptions:
                          skce_bandwidth=opts.skce_bandwidth, seed=opts.seed)
 
 
+def test_options(opts: Options, *, groups: int = 1, bins: int | None = None) -> TestOptions:
+    """The tests' options of a run (``bins``: T-Cal's fixed m, None for adaptive; ``groups``:
+    how many groups' tests the verdict reads together)."""
+    from calcheck.hypotests import TestOptions
+
+    return TestOptions(alpha=opts.alpha, bins=bins, trials=opts.trials, resample=opts.resample,
+                       seed=opts.seed, discrete_max=opts.discrete_max, ties=opts.ties,
+                       hl_df=opts.hl_df, adaptive_grid=opts.adaptive_grid,
+                       adaptive_correction=opts.adaptive_correction,
+                       skce_bandwidth=opts.skce_bandwidth, ci_level=opts.ci_level,
+                       auto_trials="trials" not in opts.given,
+                       trials_label=opts.name_of("trials"), family=opts.family,
+                       family_groups=groups, compat=opts.compat)
+
+
 def top_label_note(classes: int) -> str:
     return (f"multiclass input ({classes} classes): testing the top-label view (confidence of "
             "the predicted class vs correctness)")
@@ -204,7 +220,7 @@ class Engine(Protocol):
     @property
     def classes(self) -> int: ...
 
-    def segment_table(self, columns: list[str], opts: Options) -> Any:
+    def segment_table(self, columns: list[str], sopts: SegmentOptions) -> Any:
         """``audit``: the segment columns cut into levels and the cell table of their atoms
         (:class:`calcheck.segments.SegmentData`)."""
         ...

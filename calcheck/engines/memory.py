@@ -44,6 +44,7 @@ from calcheck.options import Options, default_bins
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
     from calcheck.io.windows import WindowColumn
+    from calcheck.segments import SegmentOptions
 
 
 def compute(data: Predictions, ids: list[str], options: MetricOptions,
@@ -383,7 +384,7 @@ class MemoryEngine:
 
     # -- audit and monitor -------------------------------------------------------------------
 
-    def segment_table(self, columns: list[str], opts: Options) -> Any:
+    def segment_table(self, columns: list[str], sopts: SegmentOptions) -> Any:
         """The audit's cell table over the segment ``columns`` (:mod:`calcheck.segments`),
         with the rows themselves for the segments' row-level walks."""
         from calcheck.io.columns import as_numeric, categories
@@ -395,7 +396,7 @@ class MemoryEngine:
             raw = self.data.column(c)
             num = as_numeric(raw)
             encoded.append((num, None if num is not None else categories(raw)))
-        data: SegmentData = segment_data(s, y, columns, encoded, opts)
+        data: SegmentData = segment_data(s, y, columns, encoded, sopts)
         return data
 
     def window_rows(self, column: WindowColumn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -46,6 +46,7 @@ from calcheck.streaming.states import GRID_METRICS
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
     from calcheck.io.windows import WindowColumn
+    from calcheck.segments import SegmentOptions
 
 GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned row by row; "
              "equal-mass bins are cut at exact ranks found by extra passes")
@@ -406,12 +407,12 @@ class StreamEngine:
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         return []
 
-    def segment_table(self, columns: list[str], opts: Options) -> Any:
+    def segment_table(self, columns: list[str], sopts: SegmentOptions) -> Any:
         """The audit's columns and cell table from passes (:mod:`calcheck.streaming.segments`):
         the segments' walks on the score cells (the rows are not held)."""
         from calcheck.streaming.segments import segment_data
 
-        return segment_data(self.source, columns, opts)
+        return segment_data(self.source, columns, sopts)
 
     def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any]:
         raise UsageError(f"the {self.name} engine does not read windows in order: the monitor "

@@ -33,6 +33,7 @@ from calcheck.segments import (
     CellTable,
     SegmentColumn,
     SegmentData,
+    SegmentOptions,
     atom_keys,
     bucket_column,
     check_sizes,
@@ -162,14 +163,14 @@ class CellState:
         return self
 
 
-def segment_data(source: Any, names: list[str], opts: Any) -> SegmentData:
+def segment_data(source: Any, names: list[str], opts: SegmentOptions) -> SegmentData:
     """The cut columns and the filled cell table from passes over ``source`` (a
     :class:`~calcheck.streaming.engine.StreamSource`)."""
     from calcheck.streaming.ranks import percentile_plan
 
     raw = tuple(names)
     k = len(raw)
-    label = opts.name_of("segments")
+    label = opts.label
     scan, _ = source.run(ScanSpec(raw, ((FULL,),) * (k + 1), scan=True,
                                   max_levels=opts.max_levels))
     n = int(scan.rows[k])
