@@ -15,6 +15,7 @@ from calcheck.engines import Progress, capabilities, open_engine
 from calcheck.engines.base import (
     Engine,
     Outcome,
+    figure_options,
     group_options,
     interval_options,
     metric_options,
@@ -630,7 +631,7 @@ def run_figure(source: Any, opts: Options, *, progress: Progress | None = None,
         if opts.by:
             out = _groups_figure(eng, opts, ax)
         else:
-            out = eng.figure(opts.kind, opts, ax=ax)
+            out = eng.figure(opts.kind, figure_options(opts), ax=ax)
         check_dropped(eng, opts)
         out.messages = eng.reading().messages + out.messages
     return out
@@ -704,7 +705,7 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
         if kind == "tce" and (tce_skipped or weighted):
             continue
         fopts = opts.replace(binning=binning, yscale="auto")
-        figs.append((caption, eng.figure(kind, fopts).values["figure"]))
+        figs.append((caption, eng.figure(kind, figure_options(fopts)).values["figure"]))
     if grouped:
         over = _groups_figure(eng, opts)
         figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
@@ -714,9 +715,8 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
         pass
     elif eng.capabilities.rows and mc:
         figs.append(("Per-class reliability diagrams (one-vs-rest)",
-                     eng.figure("reliability", opts.replace(per_class=True, bins=None,
-                                                            binning="uniform")
-                                ).values["figure"]))
+                     eng.figure("reliability", figure_options(opts.replace(
+                         per_class=True, bins=None, binning="uniform"))).values["figure"]))
     elif mc:
         notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                      f"{eng.name}")
@@ -725,14 +725,15 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     elif eng.capabilities.rows:
         figs.append((f"CORP reliability diagram: PAV recalibration with its "
                      f"{opts.band_level:.0%} consistency band and the score decomposition",
-                     eng.figure("corp", opts).values["figure"]))
+                     eng.figure("corp", figure_options(opts)).values["figure"]))
     else:
         notes.append(f"the CORP diagram needs --engine memory (PAV over every distinct "
                      f"score); not drawn on --engine {eng.name}")
     for name in opts.variable_list:
         fopts = opts.replace(variables=[name])
         figs.append((f"Variable-based calibration along {name}",
-                     eng.figure("variable", fopts, variables=variables).values["figure"]))
+                     eng.figure("variable", figure_options(fopts),
+                                variables=variables).values["figure"]))
     return figs
 
 

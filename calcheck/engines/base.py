@@ -85,6 +85,33 @@ class VariableOptions:
     pos_label: str | None = None
 
 
+@dataclass(frozen=True)
+class FigureOptions:
+    """A figure's options: the bins (None: 10, or 15 for multiclass input) and their kind, how
+    ties are binned, the TCE diagram's y scale, the per-class panels, the CORP band's draws,
+    level and seed, and the variable (with its ``--var`` options) of a variable figure."""
+
+    bins: int | None = None
+    binning: str = "uniform"
+    ties: str = "share"
+    yscale: str = "auto"
+    per_class: bool = False
+    band_reps: int = 200
+    band_level: float = 0.9
+    seed: int = 0
+    variable: str = ""
+    variables: VariableOptions = field(default_factory=lambda: VariableOptions())
+
+
+def figure_options(opts: Options) -> FigureOptions:
+    """The run's figure options (the first ``--var`` column for a variable figure)."""
+    return FigureOptions(bins=opts.bins, binning=opts.binning, ties=opts.ties,
+                         yscale=opts.yscale, per_class=opts.per_class,
+                         band_reps=opts.band_reps, band_level=opts.band_level, seed=opts.seed,
+                         variable=(opts.variables or [""])[0],
+                         variables=variable_options(opts))
+
+
 def variable_options(opts: Options) -> VariableOptions:
     """The run's ``--var`` options."""
     return VariableOptions(opts.loess_span, opts.correct_from, opts.pos_label)
@@ -241,7 +268,7 @@ class Engine(Protocol):
         engine has the rows to find them (the streaming engines give none: their headline's
         consistency resampling is then conservative on tied scores)."""
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
                ax: Any = None) -> Outcome:
         """A figure (values: {"figure": matplotlib Figure}); ``variables``: the run's
         VariablesResult, when the caller has it (``kind="variable"``); ``ax``: draw the main

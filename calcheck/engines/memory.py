@@ -21,13 +21,13 @@ from calcheck.data import Predictions
 from calcheck.engines.base import (
     CAPABILITIES,
     Capabilities,
+    FigureOptions,
     GroupOptions,
     IntervalOptions,
     Outcome,
     Progress,
     VariableOptions,
     top_label_note,
-    variable_options,
 )
 from calcheck.errors import CalcheckError, InputError
 from calcheck.metrics import (
@@ -410,14 +410,14 @@ class MemoryEngine:
 
     # -- figures -----------------------------------------------------------------------------
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
                ax: Any = None) -> Outcome:
         if kind != "variable":
-            return Outcome(values={"figure": figure_of(self.data, kind, opts, ax)})
+            return Outcome(values={"figure": figure_of(self.data, kind, fopts, ax)})
         from calcheck.figures import draw
 
-        name = (opts.variables or [""])[0]
-        res = variables or self.variables([name], variable_options(opts)).values["result"]
+        name = fopts.variable
+        res = variables or self.variables([name], fopts.variables).values["result"]
         fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
         return Outcome(values={"figure": fig})
 
@@ -453,28 +453,28 @@ def tests_of(data: Predictions, methods: list[str], topts: TestOptions,
     return out
 
 
-def figure_of(data: Predictions, kind: str, opts: Options, ax: Any = None) -> Any:
+def figure_of(data: Predictions, kind: str, fopts: FigureOptions, ax: Any = None) -> Any:
     """The reliability (or per-class), test-based or CORP diagram of ``data``'s binary or
     top-label view."""
     from calcheck.figures import arrays as figures
 
     s, y = data.top
-    top = Prepared(s, y, validate=False, ties=opts.ties, weights=data.weights)
+    top = Prepared(s, y, validate=False, ties=fopts.ties, weights=data.weights)
     mc = data.multiclass
     view = " (top-label view)" if mc else ""
-    bins = opts.bins or (15 if mc else 10)
-    if kind == "reliability" and opts.per_class and mc:
+    bins = fopts.bins or (15 if mc else 10)
+    if kind == "reliability" and fopts.per_class and mc:
         assert data.probs is not None
         names = list(data.class_names or map(str, range(data.classes)))
         return figures.per_class(data.probs, data.labels, names, bins=bins,
-                                 binning=opts.binning, ties=opts.ties)
+                                 binning=fopts.binning, ties=fopts.ties)
     if kind == "reliability":
-        label = "equal-width" if opts.binning == "uniform" else "equal-mass"
-        return figures.reliability(top, bins=bins, binning=opts.binning, top_label=mc,
+        label = "equal-width" if fopts.binning == "uniform" else "equal-mass"
+        return figures.reliability(top, bins=bins, binning=fopts.binning, top_label=mc,
                                    title=f"Reliability diagram, {bins} {label} bins{view}",
                                    ax=ax)
     if kind == "tce":
-        return figures.test_based(top, yscale=opts.yscale, top_label=mc,
+        return figures.test_based(top, yscale=fopts.yscale, top_label=mc,
                                   title=f"Test-based reliability diagram{view}", ax=ax)
-    return figures.corp(top, reps=opts.band_reps, level=opts.band_level, seed=opts.seed,
+    return figures.corp(top, reps=fopts.band_reps, level=fopts.band_level, seed=fopts.seed,
                         title=f"CORP reliability diagram{view}", top_label=mc, ax=ax)

@@ -24,16 +24,15 @@ from calcheck import registry
 from calcheck.engines.base import (
     CAPABILITIES,
     Capabilities,
+    FigureOptions,
     GroupOptions,
     IntervalOptions,
     Outcome,
     VariableOptions,
-    variable_options,
 )
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import GroupResult, MetricResult
-from calcheck.options import Options
 from calcheck.streaming.engine import (
     BatchesKept,
     StateSpec,
@@ -433,7 +432,7 @@ class StreamEngine:
 
     # -- figures -----------------------------------------------------------------------------
 
-    def figure(self, kind: str, opts: Options, *, variables: Any = None,
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
                ax: Any = None) -> Outcome:
         """The in-memory engine's figure from passes over the files (``variables``: the run's
         VariablesResult, when the caller has it)."""
@@ -442,9 +441,9 @@ class StreamEngine:
 
         out = Outcome()
         if kind == "variable":
-            name = (opts.variables or [""])[0]
+            name = fopts.variable
             if variables is None:
-                got = self.variables([name], variable_options(opts))
+                got = self.variables([name], fopts.variables)
                 variables, out.notes = got.values["result"], got.notes
             entry = variables.to_dict()[name]
             v = np.asarray(entry["curve"]["v"], float)
@@ -452,14 +451,14 @@ class StreamEngine:
             out.values["figure"] = draw.variable_figure(
                 entry, sfig.stream_spread(self.source, var=name, window=window), name, ax=ax)
             return out
-        bins = opts.bins or (15 if self.multiclass else 10)
+        bins = fopts.bins or (15 if self.multiclass else 10)
         state = self.first.cached(bins) or self.first.grid(bins, log_loss=False)
         state = state.top if self.multiclass else state
         if state.n == 0:
             raise no_rows_error(self.source.path, self.source.where)
         out.values["figure"] = sfig.grid_figure(
-            self.source, state, kind, self.spread(), bins=bins, binning=opts.binning,
-            ties=opts.ties, yscale=opts.yscale, top_label=self.multiclass, ax=ax)
+            self.source, state, kind, self.spread(), bins=bins, binning=fopts.binning,
+            ties=fopts.ties, yscale=fopts.yscale, top_label=self.multiclass, ax=ax)
         return out
 
     def spread(self) -> Any:
