@@ -1,2 +1,2 @@
-__version__ = "0.7.0"
+__version__ = "0.7.1"
 SCHEMA_VERSION = "1"

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, PassSpec, PassState
 from calcheck.figures.draw import EXTREME, Spread
 
 
@@ -39,6 +39,14 @@ class SpreadSpec:
 
     def new(self) -> SpreadState:
         return SpreadState(self)
+
+
+PASS_SPECS = (SpreadSpec,)      # the figures' pass specs (calcheck/streaming/conformance.py)
+
+
+def as_pass(spec: SpreadSpec) -> PassSpec[PassState]:
+    """``spec`` as the typed pass protocol (mypy --strict checks that it conforms)."""
+    return spec
 
 
 class SpreadState:
