@@ -404,7 +404,6 @@ def group_verdicts(g: Outcome, opts: Options) -> dict[Any, dict[str, Any]]:
             for key, (mid, rows) in tables.items()}
 
 
-
 def _report_data(eng: Engine, opts: Options, command: str, *, bounds: list[Any],
                  notes: list[str],
                  settings: Mapping[str, Any], ids: list[str] | None = None,
@@ -434,6 +433,7 @@ def _report_data(eng: Engine, opts: Options, command: str, *, bounds: list[Any],
                         summary_bins=sb, seed=opts.seed, direction_fit=fit, tolerance=tolerance,
                         family=opts.family, summary_ties=_ties_of(eng, sb, opts))
     return data, sb
+
 
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""

@@ -239,9 +239,8 @@ class Engine(Protocol):
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """Bin rows of the (top-label) view for the report's summary — equal-mass in memory
-        (ties broken by ``ties``),
-        the first pass's equal-width ones on a stream — when they come without another pass
-        over the data (None otherwise)."""
+        (ties binned by ``ties``), the first pass's equal-width ones on a stream — when they
+        come without another pass over the data (None otherwise)."""
         ...
 
     @property
@@ -264,9 +263,8 @@ class Engine(Protocol):
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         """The tie groups the summary's bins (of metric ``mid``) share pro rata (``ties``
-        "share"), when the
-        engine has the rows to find them (the streaming engines give none: their headline's
-        consistency resampling is then conservative on tied scores)."""
+        "share"), when the engine has the rows to find them (the streaming engines give none:
+        their headline's consistency resampling is then conservative on tied scores)."""
 
     def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
                ax: Any = None) -> Outcome:

@@ -22,7 +22,6 @@ def stream_tests(source: StreamSource, state: StreamState, methods: list[str],
     from calcheck.streaming.positional import positional_results
     from calcheck.streaming.rowtests import cox_stream
 
-    groups = topts.family_groups if topts.family != "none" else 1
     out = Outcome()
     results = out.values
     if classes:
@@ -30,11 +29,11 @@ def stream_tests(source: StreamSource, state: StreamState, methods: list[str],
     if "tcal" in methods:
         _tcal(source, state, methods, topts, out)
     if "hl" in methods:
-        from calcheck.hypotests import family_of, tcal_trials
+        from calcheck.hypotests import tcal_trials
 
         hl_trials, _ = tcal_trials(None if topts.auto_trials else topts.trials, topts.alpha, 1,
                                    auto=topts.auto_trials,
-                                   family=family_of(methods, topts.family, False) * groups)
+                                   family=topts.family_size(methods, False))
         more, _ = positional_results(source, state, [], alpha=topts.alpha,
                                      hl_groups=topts.hl_groups, ties=topts.ties,
                                      hl_df=topts.hl_df, hl_trials=hl_trials, seed=topts.seed)
@@ -51,20 +50,19 @@ def _tcal(source: StreamSource, state: StreamState, methods: list[str], topts: T
           out: Outcome) -> None:
     """T-Cal of the tests (fixed m or adaptive on the grid's dyadic levels) and, for
     discrete scores, the binomial test per value, into ``out``."""
-    from calcheck.hypotests import discrete_note, family_of, tcal_trials
+    from calcheck.hypotests import discrete_note, tcal_trials
     from calcheck.hypotests.tcal import adaptive_ms
     from calcheck.streaming import tests as stests
     from calcheck.streaming.rowtests import discrete_stream
 
     results = out.values
-    groups = topts.family_groups if topts.family != "none" else 1
     levels = 1 if topts.bins is not None or topts.adaptive_correction == "minp" else \
         min(len(adaptive_ms(state.n, topts.adaptive_grid, dyadic=True)), state.grid_bits)
     few = int(np.count_nonzero(state.cell_count.reshape(-1, 2).sum(axis=1))) \
         <= topts.discrete_max
     trials, note = tcal_trials(topts.trials, topts.alpha, levels,
                                auto=topts.auto_trials, label=topts.trials_label,
-                               family=family_of(methods, topts.family, few) * groups)
+                               family=topts.family_size(methods, few))
     if note:
         out.notes.append(note)
     out.settings["trials"] = trials

@@ -45,6 +45,13 @@ class TestOptions:
     family_groups: int = 1           # ... over this many groups (whole data + --by groups)
     compat: str | None = None        # --compat: that library's tests (calcheck.compat)
 
+    def family_size(self, methods: list[str], discrete: bool) -> int:
+        """How many p-values the verdict reads together: the methods' (and the binomial test
+        per value on ``discrete`` scores) in each of the ``family_groups`` groups; 1 without a
+        family adjustment."""
+        return family_of(methods, self.family, discrete) * \
+            (self.family_groups if self.family != "none" else 1)
+
 
 MIN_TRIALS = 1000
 FLOOR_FRACTION = 10              # the smallest attainable p-value is below α / this
@@ -120,8 +127,7 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     notes: list[str] = []
     distinct = int(np.unique(scores).shape[0]) if "tcal" in methods else 0
     discrete = distinct <= options.discrete_max and weights is None
-    family = family_of(methods, options.family, discrete) * \
-        (options.family_groups if options.family != "none" else 1)
+    family = options.family_size(methods, discrete)
     n = scores.shape[0] if weights is None else weighted_n(weights)
     for m in methods:
         if m == "tcal":
