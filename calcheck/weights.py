@@ -158,24 +158,42 @@ def null_variance(weights: Weights, s: FloatArray, y: np.ndarray) -> FloatArray:
     return np.asarray(weights.variance_mass(w) * s * (1.0 - s), dtype=np.float64)
 
 
-def draw_null(weights: Weights, s: FloatArray, y: np.ndarray, t: int,
-              rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
-    """t null draws of every row's (label mass, weight), each (t, n): Binomial(k, s) copies
-    of a count; w·Bernoulli(s) with w fixed; or (labels) y* ~ Bernoulli(q(s)) taking its
-    class's weight (rows of weight 0 stay 0).  ``s``, ``y``: the rows of ``weights``."""
-    n = s.shape[0]
-    w = weights.values
-    regime, cw = weights.regime(y)
-    if regime == "count":
-        drawn = rng.binomial(np.round(w).astype(np.int64), s, size=(t, n)).astype(np.float64)
-        return drawn, np.broadcast_to(w, (t, n))
-    if regime == "labels":
-        assert cw is not None
-        ystar = rng.random((t, n)) < sampled_rate(s, cw)
-        ws = np.where(w > 0, np.where(ystar, cw[1], cw[0]), 0.0)
-        return np.asarray(ystar * ws, dtype=np.float64), ws
-    return np.asarray((rng.random((t, n)) < s) * w, dtype=np.float64), \
-        np.broadcast_to(w, (t, n))
+@dataclass(frozen=True, eq=False)
+class NullDraws:
+    """The null of the tests of weighted rows (:meth:`Weights.regime`), prepared once for all
+    its draws: ``p``, each row's chance of a drawn label 1 (s, or q(s) under ``labels``);
+    ``w``, the weights; ``classes``, (w₀, w₁) when the drawn label picks the weight; ``count``,
+    Binomial(k, s) copies instead of one label."""
+
+    p: FloatArray
+    w: FloatArray
+    classes: tuple[float, float] | None
+    count: bool
+
+    @classmethod
+    def of(cls, weights: Weights, s: FloatArray, y: np.ndarray) -> NullDraws:
+        """``s``, ``y``: the rows of ``weights``, in its order."""
+        regime, cw = weights.regime(y)
+        return cls(sampled_rate(s, cw) if regime == "labels" and cw is not None else s,
+                   weights.values, cw if regime == "labels" else None, regime == "count")
+
+    def labels(self, t: int, rng: np.random.Generator) -> np.ndarray:
+        """t draws of every row's label (bool, t × n): the draws of :meth:`__call__`."""
+        return rng.random((t, self.p.shape[0])) < self.p
+
+    def __call__(self, t: int, rng: np.random.Generator) -> tuple[FloatArray, FloatArray]:
+        """t null draws of every row's (label mass, weight), each (t, n): Binomial(k, s)
+        copies of a count; w·Bernoulli(s) with w fixed; or (labels) y* ~ Bernoulli(q(s))
+        taking its class's weight (rows of weight 0 stay 0)."""
+        n, w = self.p.shape[0], self.w
+        if self.count:
+            drawn = rng.binomial(np.round(w).astype(np.int64), self.p, size=(t, n))
+            return drawn.astype(np.float64), np.broadcast_to(w, (t, n))
+        ystar = self.labels(t, rng)
+        if self.classes is not None:
+            ws = np.where(w > 0, np.where(ystar, self.classes[1], self.classes[0]), 0.0)
+            return np.asarray(ystar * ws, dtype=np.float64), ws
+        return np.asarray(ystar * w, dtype=np.float64), np.broadcast_to(w, (t, n))
 
 
 def _number(x: float) -> int | float:

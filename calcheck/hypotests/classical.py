@@ -280,14 +280,70 @@ def spiegelhalter_direction(z: float) -> str:
     return "too extreme" if z > 0 else "too cautious" if z < 0 else "none"
 
 
+LOGISTIC_BLOCK = 1 << 15      # rows a block of :func:`logistic_sums`: its temporaries stay in L2
+
+
 def logistic_sums(x: FloatArray, y: FloatArray, beta: FloatArray,
-                  weights: FloatArray | None = None) -> FloatArray:
+                  weights: FloatArray | None = None, *,
+                  block: int = LOGISTIC_BLOCK) -> FloatArray:
     """Log-likelihood, gradient and Hessian (negated) of logit P(y=1) = a + b·x at β = (a, b):
     ``[ℓ, Σr, Σr·x, Σw, Σw·x, Σw·x²]`` with r = y − p, w = p(1 − p) (row weights optional).
-    Sums of rows add, so batches of a stream add their sums (:func:`newton_logistic`)."""
+    Sums of rows add, so batches of a stream add their sums (:func:`newton_logistic`).
+
+    The rows are taken ``block`` at a time (a block's dozen temporaries stay in cache: 2·10⁶
+    rows 0.21 s → 0.05 s an evaluation), and the blocks' sums are added in the order numpy's
+    pairwise summation adds the halves of a whole array, so the sums are bit for bit those of
+    one block holding every row (:func:`pairwise_blocks`; ``block`` changes no number)."""
+    def sums(a: int, b: int) -> FloatArray:
+        return _logistic_block(x[a:b], y[a:b], beta, None if weights is None else weights[a:b])
+
+    return pairwise_blocks(sums, int(x.shape[0]), block)
+
+
+def logistic_evaluator(x: FloatArray, y: FloatArray, weights: FloatArray | None = None
+                       ) -> Callable[[ArrayLike], FloatArray]:
+    """β ↦ :func:`logistic_sums` of these rows, each β evaluated once: Cox's fits ask again
+    for sums they had (ℓ at the fit, the Hessian at the fit, ℓ(0, 1) where the null fit
+    starts) — 3 of ~18 evaluations."""
+    seen: dict[tuple[float, float], FloatArray] = {}
+
+    def fit(beta: ArrayLike) -> FloatArray:
+        b = np.asarray(beta, dtype=np.float64)
+        key = (float(b[0]), float(b[1]))
+        if key not in seen:
+            seen[key] = logistic_sums(x, y, b, weights)
+        return seen[key]
+
+    return fit
+
+
+def pairwise_blocks(sums: Callable[[int, int], FloatArray], n: int, block: int) -> FloatArray:
+    """``sums(a, b)`` (a vector of ``np.sum`` over rows a..b) over rows 0..n, split and added
+    as numpy's pairwise summation splits a contiguous array (halves, the first rounded down
+    to a multiple of 8, until a part has at most ``block`` rows; numpy adds parts of up to
+    128 rows in one loop, so a block is at least that): each component is the ``np.sum`` of
+    the whole column, to the bit
+    (tests/test_weights_engines.py::test_logistic_sums_in_blocks_are_the_sums_of_one_block)."""
+    block = max(block, 128)
+    if n <= block:
+        return sums(0, n)
+
+    def part(a: int, m: int) -> FloatArray:
+        if m <= block:
+            return sums(a, a + m)
+        h = m // 2
+        h -= h % 8
+        return part(a, h) + part(a + h, m - h)
+
+    return part(0, n)
+
+
+def _logistic_block(x: FloatArray, y: FloatArray, beta: FloatArray,
+                    weights: FloatArray | None) -> FloatArray:
+    """:func:`logistic_sums` of one block of rows."""
     eta = beta[0] + beta[1] * x
     # one exp serves p = σ(η), w = p(1 − p) = e/(1 + e)² and the log-likelihood, e = e^{−|η|}:
-    # −log σ(η) = log(1 + e^{−η}) = log1p(e) + max(−η, 0); −log(1 − σ(η)) likewise with +η
+    # −log σ(η) = log1p(e) + max(−η, 0); −log(1 − σ(η)) likewise with +η
     e = np.exp(-np.abs(eta))
     inv = 1.0 / (1.0 + e)
     p = np.where(eta >= 0.0, inv, e * inv)
@@ -382,9 +438,7 @@ def cox(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
     x = cox_logit(scores[order])               # fit) for any order of the rows in a file
     y = labels[order].astype(np.float64)
 
-    def fit(beta: ArrayLike) -> FloatArray:
-        return logistic_sums(x, y, np.asarray(beta, dtype=np.float64))
-
+    fit = logistic_evaluator(x, y)
     a, b, ll_fit = newton_logistic(fit)
     ll_null = float(fit(NULL_FIT)[0])
     a0, _, _ = newton_logistic(fit, NULL_FIT, slope_fixed=True)

@@ -45,7 +45,7 @@ import numpy as np
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import sort_order
 from calcheck.hypotests._result import TestResult
-from calcheck.weights import MassAxis, Weights, draw_null, mass_cuts, null_variance
+from calcheck.weights import MassAxis, NullDraws, Weights, mass_cuts, null_variance
 
 CHUNK_BYTES = 64_000_000        # memory of one chunk of null draws (trials × rows × 8 bytes × 3)
 
@@ -118,8 +118,10 @@ def hosmer_lemeshow(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
     vcum = np.concatenate(([0.0], np.cumsum(np.add.reduceat(v, ax.first)))) \
         if s.shape[0] else np.zeros(1)
 
+    draws = NullDraws.of(weights, s, y)
+
     def draw(t_: int, rng: np.random.Generator) -> FloatArray:
-        mass, ws = draw_null(weights, s, y, t_, rng)         # O* = E + Σ w*(y* − s)
+        mass, ws = draws(t_, rng)                            # O* = E + Σ w*(y* − s)
         return np.asarray(w * s + mass - ws * s, dtype=np.float64)
 
     def null(trials_: int) -> FloatArray:
@@ -177,7 +179,7 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
         _normal_quantile,
         cox_logit,
         cox_result,
-        logistic_sums,
+        logistic_evaluator,
         newton_logistic,
     )
 
@@ -186,9 +188,7 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
     y = np.asarray(labels, dtype=np.float64)[order]
     w = weights.values[order]
 
-    def fit(beta: Any) -> FloatArray:
-        return logistic_sums(x, y, np.asarray(beta, dtype=np.float64), weights=w)
-
+    fit = logistic_evaluator(x, y, w)
     a, b, ll_fit = newton_logistic(fit)
     ll_null = float(fit(NULL_FIT)[0])
     a0, _, _ = newton_logistic(fit, NULL_FIT, slope_fixed=True)
@@ -349,19 +349,40 @@ def _weighted_null(null: FloatArray, s: FloatArray, y: FloatArray, weights: Weig
                    starts: IntArray, where: dict[int, IntArray], ms: list[int],
                    N_run: FloatArray, rng: np.random.Generator) -> None:
     """T-Cal's null draws of sampling-weighted rows, by the weights' null (under ``labels``
-    the weights, and with them N_b and Σw, follow the drawn labels)."""
-    varying = weights.regime(y)[0] == "labels"
+    the weights, and with them N_b and Σw, follow the drawn labels).
+
+    A row's terms are linear in its drawn label y* ∈ {0, 1}: w(s − y*) = w·s − y*·w and
+    (w(s − y*))² = w²s² + y*·w²(1 − 2s) with w fixed; under ``labels`` (weight w₀ or w₁ by
+    the label) w₀s + y*(w₁(s − 1) − w₀s), w₀²s² + y*(w₁²(1 − s)² − w₀²s²) and a mass of
+    w₀ + y*(w₁ − w₀).  So a draw sums y* times fixed coefficients per run — the labels drawn
+    as :meth:`~calcheck.weights.NullDraws.labels` draws them, without forming each row's
+    weight and label mass (2·10⁶ rows, 1,000 draws: ~2.5× faster)."""
+    draws = NullDraws.of(weights, s, y)
+    w = weights.values
+    if draws.classes is not None:
+        w0, w1 = draws.classes
+        on = w > 0
+        base = [np.where(on, w0 * s, 0.0), np.where(on, (w0 * s) ** 2, 0.0)]
+        slope = [np.where(on, w1 * (s - 1.0) - w0 * s, 0.0),
+                 np.where(on, (w1 * (1.0 - s)) ** 2 - (w0 * s) ** 2, 0.0),
+                 np.where(on, w1 - w0, 0.0)]
+        N_base = _level_sums(np.where(on, w0, 0.0), starts)
+    else:
+        base, slope = [w * s, (w * s) ** 2], [-w, w * w * (1.0 - 2.0 * s)]
+    A0, B0 = (_level_sums(b, starts) for b in base)
     total = weights.total
     done = 0
     step = _chunk(s.shape[0], null.shape[1])
     while done < null.shape[1]:
         t = min(step, null.shape[1] - done)
-        mass, ws = draw_null(weights, s, y, t, rng)       # label mass and weight per row
-        ystar = np.divide(mass, ws, out=np.zeros_like(mass), where=ws > 0)
-        A = ws * (s - ystar)
-        A_cum, B_cum = _running(_level_sums(A, starts)), _running(_level_sums(A * A, starts))
-        N_cum = _running(_level_sums(ws, starts) if varying else N_run)
-        total_t = ws.sum(axis=1) if varying else np.full(t, total)
+        ystar = draws.labels(t, rng).astype(np.float64)
+        A_cum = _running(A0 + _level_sums(ystar * slope[0], starts))
+        B_cum = _running(B0 + _level_sums(ystar * slope[1], starts))
+        if draws.classes is not None:
+            N_t = N_base + _level_sums(ystar * slope[2], starts)
+            N_cum, total_t = _running(N_t), N_t.sum(axis=1)
+        else:
+            N_cum, total_t = _running(N_run), np.full(t, total)
         for i, m in enumerate(ms):
             null[i, done:done + t] = _dpe(_bin_sums(A_cum, where[m]),
                                           _bin_sums(B_cum, where[m]),
@@ -404,12 +425,13 @@ def walk_test(test_id: str, scores: FloatArray, labels: np.ndarray, weights: Wei
                                "ECCE-R / sigma"}
     if first.shape[0] <= cumulative.SIMULATE_MAX_GROUPS and sigma > 0:
         rng = np.random.default_rng(seed)
+        draws = NullDraws.of(weights, s, y)
         drawn = np.empty(trials)
         done = 0
         step = _chunk(s.shape[0], trials)
         while done < trials:
             t = min(step, trials - done)
-            mass, ws = draw_null(weights, s, y, t, rng)
+            mass, ws = draws(t, rng)
             steps = np.add.reduceat(mass - ws * s, first, axis=1)
             walks = np.cumsum(steps, axis=1) / ws.sum(axis=1, keepdims=True)
             drawn[done:done + t] = stat(np.concatenate((np.zeros((t, 1)), walks), axis=1))
