@@ -208,13 +208,19 @@ def _same_weights(old: Predictions, new: Predictions, names: tuple[str, str]) ->
     new.weights = old.weights
 
 
-def load_pair(sources: list[Any], opts: Options) -> tuple[Predictions, Predictions, dict[str, Any]]:
-    """Both models' predictions on the same rows in OLD's order, and how they were matched."""
-    from calcheck.engines import source_of
+def load_pair(sources: list[Any], opts: Options, *, held: bool = False
+              ) -> tuple[Predictions, Predictions, dict[str, Any]]:
+    """Both models' predictions on the same rows in OLD's order, and how they were matched;
+    ``held``: a streaming engine's weighted run, whose inputs must fit its budget
+    (:func:`calcheck.engines.check_held`)."""
+    from calcheck.engines import check_held, source_of
 
     pair = resolve_pair(sources, opts)
     src_old = source_of(pair.old[0], opts)
     src_new = src_old if pair.same_file else source_of(pair.new[0], opts)
+    if held:
+        for src in {id(s): s for s in (src_old, src_new)}.values():
+            check_held(src, opts)
     names = (f"OLD ({src_old.name})", f"NEW ({src_new.name})") if not pair.same_file else \
         (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
          f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")
@@ -454,10 +460,11 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     from calcheck.engines import capabilities
     from calcheck.report.build import group_names
 
-    if not capabilities(opts.engine).rows:
+    held = not capabilities(opts.engine).rows and opts.weighting is not None
+    if not capabilities(opts.engine).rows and not held:
         return compare_stream(sources, opts, progress=progress)
-    old, new, info = load_pair(sources, opts)
-    ids, gates = plan(opts, old.multiclass, "memory")
+    old, new, info = load_pair(sources, opts, held=held)
+    ids, gates = plan(opts, old.multiclass, opts.engine)
     bar = progress("paired bootstrap") if progress else None
     metrics, notes = compare_memory(old, new, ids, opts, progress=bar)
     groups = None
@@ -479,7 +486,14 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
                                              opts)
             groups[names[key]] = {"n": n, "flagged": n < opts.min_group_size,
                                   "metrics": entries, "errors": gnotes}
-    rep = build(info, opts, metrics, notes, groups, gates, engine="memory")
+    engine_settings = None
+    if held:                            # weighted rows a streaming engine held in memory
+        from calcheck.engines.held import HELD_NOTE, held_settings
+
+        engine_settings = {"held": held_settings(old.n, opts.tuning.hold_weighted_rows)}
+        notes = [*notes, f"--engine {opts.engine}: {HELD_NOTE}"]
+    rep = build(info, opts, metrics, notes, groups, gates, engine=opts.engine,
+                engine_settings=engine_settings)
     if wants_figure(opts):
         from calcheck.engines.base import metric_options
         from calcheck.engines.memory import compute

@@ -138,9 +138,6 @@ def _weighting_checks(o: Options) -> None:
         raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
                          "aggregated rows in this version; calcheck score and calcheck test "
                          "do (docs/weights.md)")
-    if o.engine != "memory":
-        raise UsageError(f"{flag}: {lab('engine')} {o.engine} does not take weighted or "
-                         f"aggregated rows in this version; use {lab('engine')} memory")
     if o.compat and o.command == "test":
         raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
                          "run the weighted tests without --compat")

@@ -65,6 +65,12 @@ class Tuning:
     hold_top_rows: int = 10_000_000   # a file this small keeps its top-label view in pass one
     hold_rows: int = 10_000_000       # a --by group this small: its classes' rows are held
 
+    # -- weighted rows (calcheck.engines.held) -------------------------------------------------
+    # --weight / --count on the streaming engines: inputs of at most this many rows are read
+    # into memory (17 bytes a row kept: score, weight, label; the in-memory computation's
+    # working memory peaks at ~0.45 GB for 2·10⁶ rows), larger ones refused
+    hold_weighted_rows: int = 2_000_000
+
     # -- Dask (calcheck.engines.dask) ---------------------------------------------------------
     connect_timeout: int = 15         # seconds to reach a --scheduler address
 
@@ -97,13 +103,15 @@ class Tuning:
         exact PAVA's sorted rows, 9 bytes, or the first search's kept cells, 17 bytes with
         row ids; a rank search's collected rows, 32 bytes, or keys, 8 bytes; its histogram,
         24 bytes a bucket), the class passes (the held classes' keys, 8 bytes a row, beside a
-        search), the variables' and segments' rank searches (8 bytes a value or bucket)."""
+        search), the variables' and segments' rank searches (8 bytes a value or bucket), a
+        weighted run's held rows (17 bytes a row)."""
         search = max(self.collect_rows * 32, self.collect_keys * 8) + self.hist_buckets * 24
         positional = self.hold_top_rows * 10 + search + max(
             self.exact_pava_rows * 9, self.prospect_rows * 17 if self.prospect else 0)
         classes = self.hold_rows * 8 + search
         ranks = (self.rank_collect_rows + self.rank_hist_buckets) * 8
-        return max(positional, classes, ranks)
+        weighted = self.hold_weighted_rows * 17
+        return max(positional, classes, ranks, weighted)
 
     @property
     def key_share(self) -> int:

@@ -19,8 +19,8 @@ from calcheck.options import Options
 if TYPE_CHECKING:
     from calcheck.engines.base import Engine
 
-__all__ = ["Capabilities", "Progress", "capabilities", "extra_columns", "open_engine",
-           "source_of"]
+__all__ = ["Capabilities", "Progress", "capabilities", "check_held", "extra_columns",
+           "open_engine", "source_of"]
 
 
 def source_of(source: Any, opts: Options) -> Any:
@@ -51,7 +51,7 @@ def extra_columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
 
 def open_engine(source: Any, opts: Options, *, progress: Progress | None = None) -> Engine:
     """The engine ``opts.engine`` on ``source``."""
-    from calcheck.engines.memory import MemoryEngine, read_fold
+    from calcheck.engines.memory import MemoryEngine
 
     numeric, raw, flags = extra_columns(opts)
     if isinstance(source, Predictions):
@@ -72,29 +72,57 @@ def open_engine(source: Any, opts: Options, *, progress: Progress | None = None)
         return MemoryEngine(source, progress=progress)
     src = source_of(source, opts)
     if opts.engine == "memory":
-        from calcheck.io.tabular import load_predictions
+        return MemoryEngine(_read(src, opts, numeric, raw, flags, progress), progress=progress)
+    if opts.weighting:                  # held in memory (calcheck.engines.held)
+        from calcheck.engines.held import HeldEngine
 
-        data = load_predictions(src, score=opts.score, label=opts.label,
-                                pos_label=opts.pos_label, probs=opts.probs,
-                                renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
-                                where=opts.where, numeric=numeric, raw=raw, flags=flags,
-                                progress=progress(f"reading {src.name}") if progress else None,
-                                fold=read_fold(opts),
-                                pair_as_binary=not opts.asks_multiclass,
-                                tuning=opts.tuning, weight=opts.weighting)
-        if data.weights is not None:
-            data.weights = dataclasses.replace(data.weights, null=opts.weight_null)
-        return MemoryEngine(data, progress=progress)
+        check_held(src, opts)
+        return HeldEngine(_read(src, opts, numeric, raw, flags, progress), opts.engine,
+                          opts.tuning.hold_weighted_rows, progress=progress)
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
 
+    stream = StreamSource(
+        src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
+        opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
+        opts.renormalize, extra_columns=flags, pair_as_binary=not opts.asks_multiclass,
+        progress=progress, tuning=opts.tuning)
     engine: type[StreamEngine] = StreamEngine
     if opts.engine == "dask":
         from calcheck.engines.dask import DaskEngine
 
         engine = DaskEngine
-    return engine(StreamSource(
-        src, opts.engine, opts.score, opts.label, opts.pos_label, opts.where, opts.batch_rows,
-        opts.drop_invalid, opts.scheduler, tuple(opts.probs) if opts.probs else None,
-        opts.renormalize, extra_columns=flags, pair_as_binary=not opts.asks_multiclass,
-        progress=progress, tuning=opts.tuning))
+    return engine(stream)
+
+
+def check_held(src: Any, opts: Options) -> None:
+    """A weighted run on a streaming engine holds its rows (:mod:`calcheck.engines.held`):
+    refuse an input larger than the budget before anything is read."""
+    from calcheck.engines.held import check_held_rows
+    from calcheck.io.source import source_rows
+    from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
+
+    assert opts.weighting is not None
+    check_streamable(src)
+    if opts.engine == "dask" and src.table is not None:
+        raise UsageError(DASK_NEEDS_FILES)
+    check_held_rows(source_rows(src), src.name, opts.name_of(opts.weighting[1]), opts.engine,
+                    opts.tuning)
+
+
+def _read(src: Any, opts: Options, numeric: list[str], raw: list[str], flags: dict[str, str],
+          progress: Progress | None) -> Predictions:
+    """The rows of ``src`` in memory, as ``opts`` read them (the in-memory reader)."""
+    from calcheck.engines.memory import read_fold
+    from calcheck.io.tabular import load_predictions
+
+    data = load_predictions(src, score=opts.score, label=opts.label,
+                            pos_label=opts.pos_label, probs=opts.probs,
+                            renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
+                            where=opts.where, numeric=numeric, raw=raw, flags=flags,
+                            progress=progress(f"reading {src.name}") if progress else None,
+                            fold=read_fold(opts), pair_as_binary=not opts.asks_multiclass,
+                            tuning=opts.tuning, weight=opts.weighting)
+    if data.weights is not None:
+        data.weights = dataclasses.replace(data.weights, null=opts.weight_null)
+    return data

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import sys
 import zlib
 from collections.abc import Callable
@@ -269,6 +270,19 @@ def parquet_parts(src: Source) -> list[str]:
                              f"not Parquet: {shown}{more}")
         src.cache["parts"] = parts
     return list(src.cache["parts"])
+
+
+def source_rows(src: Source) -> int | None:
+    """The rows a Parquet source or in-memory table holds (Parquet footers: nothing is read),
+    before any filter; None for other inputs."""
+    if src.table is not None:
+        return int(src.table.num_rows)
+    if src.fmt != "parquet" or src.path is None:
+        return None
+    import pyarrow.parquet as pq
+
+    paths = parquet_parts(src) if os.path.isdir(src.path) else [src.path]
+    return sum(int(pq.ParquetFile(p).metadata.num_rows) for p in paths)
 
 
 def hive_partitioned(src: Source) -> bool:

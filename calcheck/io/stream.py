@@ -212,6 +212,22 @@ class StreamPlan:
         return min(batch_rows, max(1024, MULTICLASS_BATCH_VALUES // len(self.prob_columns)))
 
 
+# an in-memory table on --engine dask (whose workers read files)
+DASK_NEEDS_FILES = ("engine='dask' reads Parquet files or directories; give a path, or use "
+                    "engine='stream' for an in-memory table")
+
+
+def check_streamable(src: Source) -> None:
+    """The streaming engines read Parquet files, directories and in-memory tables: refuse
+    stdin and CSV, naming the engine that reads them."""
+    if src.data is not None:
+        raise InputError("--engine stream/dask reads Parquet files or directories, not stdin "
+                         "(--engine memory reads stdin)")
+    if src.fmt == "csv":
+        raise InputError(f"{src.name}: --engine stream/dask reads Parquet only; this is a CSV "
+                         "file (--engine memory reads CSV)")
+
+
 def plan_stream(src: Source, *, score: str | None = None, label: str | None = None,
                 where: str | None = None, probs: list[str] | None = None,
                 renormalize: bool = False, extra_columns: dict[str, str] | None = None,
@@ -221,12 +237,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
     reader decides (``pair_as_binary``: two detected columns are a binary score, as
     :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist."""
-    if src.data is not None:
-        raise InputError("--engine stream/dask reads Parquet files or directories, not stdin "
-                         "(--engine memory reads stdin)")
-    if src.fmt == "csv":
-        raise InputError(f"{src.name}: --engine stream/dask reads Parquet only; this is a CSV "
-                         "file (--engine memory reads CSV)")
+    check_streamable(src)
     if src.fmt == "arrow":
         import pyarrow.dataset as pads
 

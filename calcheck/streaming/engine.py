@@ -226,15 +226,14 @@ class StreamSource:
 
     @functools.cached_property
     def plan(self) -> Any:
-        from calcheck.io.stream import plan_stream
+        from calcheck.io.stream import DASK_NEEDS_FILES, plan_stream
 
         plan = plan_stream(self.source, score=self.score, label=self.label, where=self.where,
                            probs=list(self.probs) if self.probs else None,
                            renormalize=self.renormalize, extra_columns=self.extra_columns,
                            pair_as_binary=self.pair_as_binary)
         if self.engine == "dask" and plan.in_memory:
-            raise UsageError("engine='dask' reads Parquet files or directories; give a path, or "
-                             "use engine='stream' for an in-memory table")
+            raise UsageError(DASK_NEEDS_FILES)
         return plan
 
     def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, StreamStats]:

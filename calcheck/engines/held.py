@@ -1,0 +1,71 @@
+"""Weighted and aggregated rows (``--weight`` / ``--count``) on ``--engine stream`` and
+``dask``: the rows held in memory, within a budget.
+
+The streaming passes carry no row weight yet (docs/weights.md, "Engines").  A weighted run on
+a streaming engine therefore reads its rows with the in-memory reader — the same columns,
+``--where`` filter, checks and ``--drop-invalid`` counts — when the planned Parquet files hold
+at most :attr:`calcheck.tuning.Tuning.hold_weighted_rows` rows (their footers say so before
+anything is read), and computes the in-memory engine's numbers: every metric, test, interval
+and figure is the in-memory one, to the bit.  What it computes is what the streaming engine
+computes unweighted (the run is planned by that engine's capabilities).  Larger inputs are
+refused before any read (exit 2), naming the limit; the report's settings say the rows were
+held (``settings.held``).
+
+Aggregated files (``--count``: 10⁹ predictions in 10⁶ rows) and down-sampled logs are the
+inputs weights come with, and they are small; a weighted stream of more rows than the budget
+needs weighted passes (the grid's masses, a rank search by mass), which are not built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from calcheck.data import Predictions
+from calcheck.engines.base import Capabilities, Outcome, Progress
+from calcheck.engines.memory import MemoryEngine
+from calcheck.errors import UsageError
+from calcheck.tuning import Tuning
+
+HELD_NOTE = ("the streaming passes take no row weights in this version: the weighted rows "
+             "were read into memory and computed as by --engine memory (docs/weights.md)")
+
+
+class HeldEngine(MemoryEngine):
+    """The in-memory engine standing in for ``stream`` or ``dask`` on weighted rows: its
+    ``name`` is the engine asked for (the run is planned by that engine's capabilities), and
+    it holds every row (``capabilities.rows``)."""
+
+    def __init__(self, data: Predictions, name: str, limit: int, *,
+                 progress: Progress | None = None) -> None:
+        super().__init__(data, progress=progress)
+        self.name = name
+        self.capabilities = Capabilities(name, rows=True)
+        self.limit = limit
+
+    def settings(self) -> dict[str, Any]:
+        return {"held": held_settings(self.data.n, self.limit)}
+
+    def reading(self) -> Outcome:
+        out = super().reading()
+        return dataclasses.replace(out, notes=[*out.notes, f"--engine {self.name}: {HELD_NOTE}"])
+
+
+def held_settings(rows: int, limit: int) -> dict[str, Any]:
+    """``settings.held`` of a report whose weighted rows a streaming engine held."""
+    return {"rows": rows, "limit": limit, "note": HELD_NOTE}
+
+
+def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
+                    tuning: Tuning) -> None:
+    """Refuse, before any read, an input of more rows than a weighted streaming run holds
+    (``rows``: from the Parquet footers, before ``--where``; None when they do not say)."""
+    limit = tuning.hold_weighted_rows
+    if rows is not None and rows <= limit:
+        return
+    held = f"{rows:,} rows" if rows is not None else "rows its files' footers do not count"
+    raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes weighted or "
+                     f"aggregated rows in memory, at most {limit:,} rows "
+                     "(Tuning.hold_weighted_rows: the streaming passes take no row weights in "
+                     "this version); use --engine memory, or aggregate the rows further "
+                     "(--count)")
