@@ -533,6 +533,18 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
     weighted = best([*base, *ids, "--weight", "w"], 3)
     line("score --weight w, 1e6 rows", weighted[0], plain_w[0], "<= 1.3x",
          f"peak {weighted[1]:.2f} GB")
+    # the streaming engines hold weighted rows in memory (calcheck.engines.held): against the
+    # same engine's unweighted run on the same file
+    stream = [*base, "--engine", "stream"]
+    plain_s = best(stream, 3)
+    counted_s = best([*stream, "--count", "n"], 3)
+    line("stream: score --count n, 1e6 rows", counted_s[0], plain_s[0], "<= 1.5x",
+         f"peak {counted_s[1]:.2f} GB")
+    ids_s = ["-m", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde"]
+    plain_sw = best([*stream, *ids_s], 3)
+    weighted_s = best([*stream, *ids_s, "--weight", "w"], 3)
+    line("stream: score --weight w, 1e6 rows", weighted_s[0], plain_sw[0], "<= 1.3x",
+         f"peak {weighted_s[1]:.2f} GB")
 
 
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",

@@ -1,2 +1,2 @@
-__version__ = "0.7.1"
+__version__ = "0.8.0"
 SCHEMA_VERSION = "1"
