@@ -523,28 +523,20 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
     path = weights_file(10**6)
     base = ["calcheck", "score", str(path), "--no-progress", "-q"]
     # the same default metrics on every side: the unweighted run's set without TCE (which
-    # --weight leaves out) for --weight; the full default set for --count
-    plain = best(base, 3)
-    counted = best([*base, "--count", "n"], 3)
-    line("score --count n, 1e6 rows (1e9 predictions)", counted[0], plain[0], "<= 1.5x",
-         f"peak {counted[1]:.2f} GB")
-    ids = ["-m", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde,pc"]
-    plain_w = best([*base, *ids], 3)
-    weighted = best([*base, *ids, "--weight", "w"], 3)
-    line("score --weight w, 1e6 rows", weighted[0], plain_w[0], "<= 1.3x",
-         f"peak {weighted[1]:.2f} GB")
-    # the streaming engines hold weighted rows in memory (calcheck.engines.held): against the
-    # same engine's unweighted run on the same file
-    stream = [*base, "--engine", "stream"]
-    plain_s = best(stream, 3)
-    counted_s = best([*stream, "--count", "n"], 3)
-    line("stream: score --count n, 1e6 rows", counted_s[0], plain_s[0], "<= 1.5x",
-         f"peak {counted_s[1]:.2f} GB")
-    ids_s = ["-m", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde"]
-    plain_sw = best([*stream, *ids_s], 3)
-    weighted_s = best([*stream, *ids_s, "--weight", "w"], 3)
-    line("stream: score --weight w, 1e6 rows", weighted_s[0], plain_sw[0], "<= 1.3x",
-         f"peak {weighted_s[1]:.2f} GB")
+    # --weight leaves out) for --weight; the full default set for --count.  The streaming
+    # engines hold weighted rows in memory (calcheck.engines.held): against the same engine's
+    # unweighted run on the same file (pc is memory-only)
+    for engine, ids in (("memory", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde,pc"),
+                        ("stream", "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde")):
+        cmd = [*base, "--engine", engine]
+        label = "" if engine == "memory" else f"{engine}: "
+        for extra, flag, goal, what in (
+                ([], ["--count", "n"], "<= 1.5x", "1e6 rows (1e9 predictions)"),
+                (["-m", ids], ["--weight", "w"], "<= 1.3x", "1e6 rows")):
+            plain = best([*cmd, *extra], 3)
+            weighted = best([*cmd, *extra, *flag], 3)
+            line(f"{label}score {' '.join(flag)}, {what}", weighted[0], plain[0], goal,
+                 f"peak {weighted[1]:.2f} GB")
 
 
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",
