@@ -260,3 +260,16 @@ def test_dask_takes_the_streams_finer_cells_on_crowded_scores(cli, tmp_path):
         assert on_dask["metrics"][mid]["value"] == pytest.approx(
             stream["metrics"][mid]["value"], rel=1e-12, abs=1e-15), mid
     assert on_dask["metrics"]["tce"]["value"] == stream["metrics"]["tce"]["value"]
+
+
+def test_an_in_memory_table_on_dask_is_refused_weighted_or_not():
+    import calcheck
+    from calcheck.errors import UsageError
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"score": rng.random(50), "label": rng.integers(0, 2, 50), "n": 2})
+    for kw in ({}, {"count": "n"}):
+        with pytest.raises(UsageError, match="reads Parquet files or directories"):
+            calcheck.score(df, engine="dask", metrics=["ece"], **kw)
+    assert calcheck.score(df, engine="stream", metrics=["ece"], count="n").to_dict()[
+        "input"]["weights"]["expanded_rows"] == 100

@@ -40,6 +40,10 @@ class DaskEngine(StreamEngine):
     and the CLI: no process pool re-imports the caller's module)."""
 
     def __init__(self, source: StreamSource) -> None:
+        from calcheck.io.stream import DASK_NEEDS_FILES
+
+        if source.plan.in_memory:               # (the workers read files)
+            raise UsageError(DASK_NEEDS_FILES)
         source.passes = DaskPasses()
         super().__init__(source)
 

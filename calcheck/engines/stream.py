@@ -112,8 +112,8 @@ class FirstPasses:
         from calcheck.io.stream import plan_rows
 
         rows = plan_rows(self.plan)
-        return self.source.engine == "stream" and self.source.passes is None and \
-            rows is not None and rows <= self.source.tuning.hold_top_rows
+        return self.source.passes is None and rows is not None and \
+            rows <= self.source.tuning.hold_top_rows
 
     def cached(self, bins: int) -> Any:
         """A first-pass state of all rows with ``bins`` uniform bins, if one was made."""
