@@ -533,7 +533,7 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
 
     ids = list(metrics)
     mc = bool(info["old"].get("classes"))
-    settings = settings_of(opts, multiclass=mc, ids=ids, engine=engine_settings or {},
+    settings = settings_of("compare", opts, multiclass=mc, ids=ids, engine=engine_settings or {},
                            extra={"ci": {"reps": opts.ci_reps, "level": opts.ci_level,
                                          "seed": opts.seed,
                                          "method": "paired norm bootstrap (binned errors), "

@@ -422,7 +422,7 @@ def _report_data(eng: Engine, opts: Options, command: str, *, bounds: list[Any],
     sb = _summary_bins(eng, opts, metrics or {})
     fit = direction_fit(eng, opts, tests or {}, sb, sections)
     tolerance = tolerance_checks(eng, opts, bounds, metrics or {})
-    all_settings = settings_of(opts, multiclass=eng.multiclass, ids=ids, methods=methods,
+    all_settings = settings_of(command, opts, multiclass=eng.multiclass, ids=ids, methods=methods,
                                engine=_settings(eng), extra=settings)
     all_settings.update(more_settings or {})
     data = build_report(command=command, input_info=eng.input_info(top=command == "test"),

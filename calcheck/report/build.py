@@ -20,70 +20,96 @@ from calcheck.options import Options
 MISSING_GROUP = "(missing)"
 
 
-def settings_of(opts: Options, *, multiclass: bool, ids: list[str] | None = None,
-                methods: list[str] | None = None, engine: Mapping[str, Any] | None = None,
+def settings_of(command: str, opts: Options, *, multiclass: bool,
+                ids: list[str] | None = None, methods: list[str] | None = None,
+                engine: Mapping[str, Any] | None = None,
                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The report's ``settings``: every option in force for the command, then what the engine
-    adds (``engine``) and what the run found (``extra``: intervals, passes of the variables)."""
-    kind = "multiclass" if multiclass else "binary"
-    out: dict[str, Any]
-    if opts.command == "score":
-        out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
-               (15 if multiclass else 10), "alpha": opts.alpha, "test": opts.test,
-               "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": opts.pos_label,
-               "drop_invalid": opts.drop_invalid, "input": kind, "engine": opts.engine,
-               "where": opts.where, "ties": _ties(opts), "compat": opts.compat}
-        if opts.compat:
-            out["bins"] = _bins(opts, multiclass)
-        if multiclass:
-            out.update({"tace_threshold": opts.tace_threshold,
-                        "convention": opts.compat or "calcheck"})
-        if opts.variables:
-            out.update({"variables": opts.variable_list, "vece_bins": 10,
-                        "loess_span": opts.loess_span, "correct_from": opts.correct_from})
-        if opts.by:
-            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
-        if opts.time:
-            out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
-                        "min_group_size": opts.min_group_size})
-        if opts.by or opts.time:
-            out["family"] = opts.family
-    elif opts.command == "test":
-        out = {"methods": methods, "alpha": opts.alpha,
-               "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
-               "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
-               "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
-               "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where,
-               "ties": _ties(opts), "compat": opts.compat, "family": opts.family}
-        if opts.compat:
-            out.update({"tcal": None, "bins": _bins(opts, multiclass)})
-        if opts.by:
-            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
-        if opts.time:
-            out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
-                        "min_group_size": opts.min_group_size})
-    elif opts.command == "compare":
-        out = {"metrics": ids, "bins": _bins(opts, multiclass), "alpha": opts.alpha,
-               "test": opts.test, "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
-               "pos_label": opts.pos_label, "input": kind, "engine": opts.engine,
-               "where": opts.where, "ties": _ties(opts), "id": opts.id,
-               "fail_if_worse": opts.fail_if_worse}
-        if opts.by:
-            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
-    else:                                                   # report
-        out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
-               (15 if multiclass else 10), "alpha": opts.alpha, "trials": opts.trials,
-               "seed": opts.seed, "tcal": opts.adaptive, "variables": opts.variable_list,
-               "loess_span": opts.loess_span, "correct_from": opts.correct_from,
-               "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties,
-               "family": opts.family}
-        if opts.by:
-            out.update({"by": opts.by, "min_group_size": opts.min_group_size})
-        if opts.format == "pdf" or (opts.output or "").lower().endswith(".pdf"):
-            out["paper"] = opts.paper
+    """The report's ``settings`` for ``command`` (the command building the report says which):
+    every option in force for it (:data:`COMMAND_SETTINGS`), then what the engine adds
+    (``engine``) and what the run found (``extra``: intervals, passes of the variables)."""
+    out = COMMAND_SETTINGS[command](opts, "multiclass" if multiclass else "binary", ids, methods)
     out.update(engine or {})
     out.update(extra or {})
     return out
+
+
+def _score_settings(opts: Options, kind: str, ids: list[str] | None,
+                    methods: list[str] | None) -> dict[str, Any]:
+    multiclass = kind == "multiclass"
+    out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
+           (15 if multiclass else 10), "alpha": opts.alpha, "test": opts.test,
+           "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax, "pos_label": opts.pos_label,
+           "drop_invalid": opts.drop_invalid, "input": kind, "engine": opts.engine,
+           "where": opts.where, "ties": _ties(opts), "compat": opts.compat}
+    if opts.compat:
+        out["bins"] = _bins(opts, multiclass)
+    if multiclass:
+        out.update({"tace_threshold": opts.tace_threshold,
+                    "convention": opts.compat or "calcheck"})
+    if opts.variables:
+        out.update({"variables": opts.variable_list, "vece_bins": 10,
+                    "loess_span": opts.loess_span, "correct_from": opts.correct_from})
+    if opts.by:
+        out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+    if opts.time:
+        out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
+                    "min_group_size": opts.min_group_size})
+    if opts.by or opts.time:
+        out["family"] = opts.family
+    return out
+
+
+def _test_settings(opts: Options, kind: str, ids: list[str] | None,
+                   methods: list[str] | None) -> dict[str, Any]:
+    out = {"methods": methods, "alpha": opts.alpha,
+           "tcal": "fixed" if opts.bins is not None else "adaptive", "bins": opts.bins,
+           "trials": opts.trials, "resample": opts.resample, "seed": opts.seed,
+           "discrete_max": opts.discrete_max, "pos_label": opts.pos_label,
+           "drop_invalid": opts.drop_invalid, "engine": opts.engine, "where": opts.where,
+           "ties": _ties(opts), "compat": opts.compat, "family": opts.family}
+    if opts.compat:
+        out.update({"tcal": None, "bins": _bins(opts, kind == "multiclass")})
+    if opts.by:
+        out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+    if opts.time:
+        out.update({"time": opts.time, "window": opts.window, "tz": opts.tz,
+                    "min_group_size": opts.min_group_size})
+    return out
+
+
+def _compare_settings(opts: Options, kind: str, ids: list[str] | None,
+                      methods: list[str] | None) -> dict[str, Any]:
+    out = {"metrics": ids, "bins": _bins(opts, kind == "multiclass"), "alpha": opts.alpha,
+           "test": opts.test, "tce_nmin": opts.tce_nmin, "tce_nmax": opts.tce_nmax,
+           "pos_label": opts.pos_label, "input": kind, "engine": opts.engine,
+           "where": opts.where, "ties": _ties(opts), "id": opts.id,
+           "fail_if_worse": opts.fail_if_worse}
+    if opts.by:
+        out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+    return out
+
+
+def _report_settings(opts: Options, kind: str, ids: list[str] | None,
+                     methods: list[str] | None) -> dict[str, Any]:
+    out = {"metrics": ids, "bins": opts.bins if opts.bins is not None else
+           (15 if kind == "multiclass" else 10), "alpha": opts.alpha, "trials": opts.trials,
+           "seed": opts.seed, "tcal": opts.adaptive, "variables": opts.variable_list,
+           "loess_span": opts.loess_span, "correct_from": opts.correct_from,
+           "engine": opts.engine, "where": opts.where, "input": kind, "ties": opts.ties,
+           "family": opts.family}
+    if opts.by:
+        out.update({"by": opts.by, "min_group_size": opts.min_group_size})
+    if opts.format == "pdf" or (opts.output or "").lower().endswith(".pdf"):
+        out["paper"] = opts.paper
+    return out
+
+
+# the options in force for each command that writes a report: (opts, input kind, metric ids,
+# test methods) → its settings
+COMMAND_SETTINGS: dict[str, Callable[[Options, str, list[str] | None, list[str] | None],
+                                     dict[str, Any]]] = {
+    "score": _score_settings, "test": _test_settings, "compare": _compare_settings,
+    "report": _report_settings}
 
 
 def _ties(opts: Options) -> str:
