@@ -346,12 +346,20 @@ class MassAxis:
     def variance_loss(self, cuts: FloatArray, unit_var: FloatArray) -> FloatArray:
         """Per bin, the variance under calibration that pro-rata sharing removes: a unit of
         variance V shared with fraction f into a bin adds f²V instead of fV there — a loss of
-        f(1 − f)V (``unit_var``: each unit's Σ v·s(1 − s))."""
-        lo, hi = self.M[:-1][:, None], self.M[1:][:, None]
+        f(1 − f)V (``unit_var``: each unit's Σ v·s(1 − s)).
+
+        Only a unit a cut falls in is shared (f is exactly 0 or 1 in every other unit, whose
+        term is exactly 0), so only those units are summed — in unit order, the order a sum
+        over every unit adds them: the same bits, without a units × bins table (2·10⁶ rows,
+        10 groups: 0.8 GB)."""
+        units = self.M.shape[0] - 1
+        at = np.unique(np.clip(np.searchsorted(self.M, cuts, side="right") - 1, 0,
+                               max(units - 1, 0))) if units > 0 else np.zeros(0, np.int64)
+        lo, hi = self.M[at][:, None], self.M[at + 1][:, None]
         size = hi - lo
         over = np.clip(np.minimum(hi, cuts[None, 1:]) - np.maximum(lo, cuts[None, :-1]), 0, None)
         f = np.divide(over, size, out=np.zeros_like(over), where=size > 0)
-        return np.asarray((f * (1.0 - f) * unit_var[:, None]).sum(axis=0), dtype=np.float64)
+        return np.asarray((f * (1.0 - f) * unit_var[at][:, None]).sum(axis=0), dtype=np.float64)
 
 
 def mass_prefix(M: FloatArray, cum: FloatArray, x: FloatArray) -> FloatArray:

@@ -143,3 +143,35 @@ def test_weighted_tcal_null_by_label_coefficients_equals_the_row_by_row_draws(cl
     for i, m in enumerate(ms):
         ref = wt._dpe(*(wt._bin_sums(c, where[m]) for c in cum)) / ws.sum(axis=1)
         np.testing.assert_allclose(got[i], ref, rtol=1e-9, atol=1e-12)
+
+
+def test_variance_loss_of_the_shared_units_alone_is_the_full_tables():
+    """Invariant of MassAxis.variance_loss (the weighted Hosmer–Lemeshow's pro-rata loss): only
+    the units a cut falls in have 0 < f < 1; summing those alone, in unit order, gives the
+    bits of the units × groups table over every unit (whose other rows are exactly 0)."""
+    from calcheck.weights import MassAxis, mass_cuts
+
+    def full(ax, cuts, unit_var):
+        lo, hi = ax.M[:-1][:, None], ax.M[1:][:, None]
+        size = hi - lo
+        over = np.clip(np.minimum(hi, cuts[None, 1:]) - np.maximum(lo, cuts[None, :-1]), 0,
+                       None)
+        f = np.divide(over, size, out=np.zeros_like(over), where=size > 0)
+        return (f * (1.0 - f) * unit_var[:, None]).sum(axis=0)
+
+    rng = np.random.default_rng(0)
+    for trial in range(120):
+        n = int(rng.integers(1, 2000))
+        s = np.sort(np.round(rng.random(n), int(rng.integers(1, 4))))
+        y = (rng.random(n) < s).astype(np.float64)
+        counted = trial % 2 == 1
+        w = rng.integers(0, 6, n).astype(np.float64) if counted else \
+            rng.exponential(size=n) * (rng.random(n) < 0.9)
+        if w.sum() == 0:
+            continue
+        for ties in ("share", "order"):
+            ax = MassAxis.of(s, y, w, w, ties)
+            unit_var = np.diff(ax.V) * ax.scores * (1.0 - ax.scores)
+            for groups in (1, 3, 10, int(rng.integers(1, 40))):
+                cuts = mass_cuts(ax.total, groups, counted)
+                assert np.array_equal(ax.variance_loss(cuts, unit_var), full(ax, cuts, unit_var))
