@@ -356,7 +356,8 @@ def _weighted_null(null: FloatArray, s: FloatArray, y: FloatArray, weights: Weig
     the label) w₀s + y*(w₁(s − 1) − w₀s), w₀²s² + y*(w₁²(1 − s)² − w₀²s²) and a mass of
     w₀ + y*(w₁ − w₀).  So a draw sums y* times fixed coefficients per run — the labels drawn
     as :meth:`~calcheck.weights.NullDraws.labels` draws them, without forming each row's
-    weight and label mass (2·10⁶ rows, 1,000 draws: ~2.5× faster)."""
+    weight and label mass (5·10⁵ class-weighted rows, ``test --method tcal``: 25.6 s →
+    13.9 s)."""
     draws = NullDraws.of(weights, s, y)
     w = weights.values
     if draws.classes is not None:
