@@ -194,9 +194,8 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
     _check_choice(adaptive_grid, _tcal.GRIDS, "adaptive_grid")
     _check_choice(adaptive_correction, _tcal.CORRECTIONS, "adaptive_correction")
     rng = _check_rng(rng)
-    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, (int, np.integer))
-                               or trials < 1):
-        raise UsageError(f"trials must be an integer >= 1, got {trials!r}")
+    if trials is not None:
+        _check_trials(trials)
     data = _data(scores, labels, weight, count, "tcal", weight_null=weight_null)
     fixed = bins is not None
     if not fixed and not adaptive:
@@ -223,7 +222,8 @@ def tcal(scores: ArrayLike, labels: ArrayLike, *, adaptive: bool = True, bins: i
 
 
 def skce(probs: ArrayLike, labels: ArrayLike, *, bandwidth: float | None = None,
-         seed: int = 0, weight: ArrayLike | None = None, count: ArrayLike | None = None) -> MetricResult:
+         seed: int = 0, weight: ArrayLike | None = None,
+         count: ArrayLike | None = None) -> MetricResult:
     """Squared kernel calibration error (Widmann, Lindsten & Zachariah 2019), unbiased.
 
     Parameters

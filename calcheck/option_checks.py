@@ -141,15 +141,12 @@ def _weighting_checks(o: Options) -> None:
     if o.compat and o.command == "test":
         raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
                          "run the weighted tests without --compat")
-    if o.variables:
-        raise UsageError(f"{flag}: variable-based calibration ({lab('variables')}) is not "
-                         "computed on weighted rows in this version")
     if o.command == "report" and o.audit:
         raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                          "computed on weighted rows in this version")
-    if o.command == "plot" and o.kind != "reliability":
+    if o.command == "plot" and o.kind not in ("reliability", "variable"):
         raise UsageError(f"{flag}: {lab('kind')} {o.kind} is not drawn from weighted rows "
-                         f"in this version; {lab('kind')} reliability is")
+                         f"in this version; {lab('kind')} reliability and variable are")
     if o.command == "test" and o.resample != "labels":
         raise UsageError(f"{flag}: T-Cal's {lab('resample')} {o.resample} redraws unweighted "
                          f"rows; weighted rows use {lab('resample')} labels")

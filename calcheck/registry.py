@@ -308,6 +308,7 @@ _WEIGHTED_METRICS = {**dict.fromkeys(("ece", "ece_l2", "mce", "ace", "mce_q", "p
                      "ecce_r_cw": "any", "ece_sweep_cw": "any",
                      **dict.fromkeys(("corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log",
                                       "corp_dsc_log", "corp_unc_log"), "any"),
+                     **dict.fromkeys(("ici", "e50", "e90", "emax", "ici_cw"), "any"),
                      **dict.fromkeys(("tce", "tce_q", "tce_v", "tce_u", "tce_cw"), "count")}
 _WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox", "ks", "kuiper"), "any")
 METRICS = {k: replace(m, weights=_WEIGHTED_METRICS.get(k, "")) for k, m in METRICS.items()}

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from calcheck.metrics import vece as vece_kernels
 from calcheck.streaming import ranks
 from calcheck.streaming.variables import BinSpec
 from calcheck.tuning import DEFAULT as TUNING
@@ -58,9 +59,9 @@ def test_rank_search_is_exact(seed, n, kind, parts, small_collect):
     assert [s.value(r) for r in wanted] == [float(xs[r]) for r in wanted]
     assert passes <= 5
     q = np.linspace(0, 1, 11) * 100.0
-    below, above, gamma = ranks.percentile_plan(n, q)
+    below, above, gamma = vece_kernels.percentile_plan(n, q)
     s2, _ = _search(x, [*below, *above], parts)
-    got = ranks.lerp(np.array([s2.value(int(r)) for r in below]),
+    got = vece_kernels.lerp(np.array([s2.value(int(r)) for r in below]),
                      np.array([s2.value(int(r)) for r in above]), gamma)
     assert np.array_equal(got, np.percentile(x, q))            # bit for bit
 

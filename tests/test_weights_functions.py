@@ -14,7 +14,7 @@ import calcheck
 from calcheck.errors import InputError, UsageError
 
 METRICS = ["ece", "mce", "ace", "mce_q", "pde", "brier", "log_loss", "pc", "smece",
-           "ece_sweep"]
+           "ece_sweep", "ici"]
 TESTS = ["spiegelhalter", "cox", "hosmer_lemeshow", "ks", "kuiper"]
 METHOD = {"hosmer_lemeshow": "hl"}
 

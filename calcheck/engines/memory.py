@@ -304,7 +304,8 @@ class MemoryEngine:
         for name, values in columns.items():
             if np.isnan(values).all():
                 raise InputError(f"--var {name}: every value is missing")
-        res = variables(pred_error, incorrect, columns, span=vopts.span)
+        res = variables(pred_error, incorrect, columns, span=vopts.span,
+                        weights=self.data.weights)
         return Outcome(values={"result": res}, notes=res.notes())
 
     def _numeric(self, name: str) -> np.ndarray:
@@ -418,7 +419,10 @@ class MemoryEngine:
 
         name = fopts.variable
         res = variables or self.variables([name], fopts.variables).values["result"]
-        fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax)
+        w = self.data.weights
+        fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax,
+                                   weights=None if w is None else w.values,
+                                   mass="weight" if w is not None and not w.frequency else "rows")
         return Outcome(values={"figure": fig})
 
 

@@ -443,15 +443,18 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
 
 
 def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str, *,
-                    ax: Any = None) -> Any:
+                    ax: Any = None, weights: FloatArray | None = None,
+                    mass: str = "rows") -> Any:
     """Variable-based calibration plot from a ``variables.NAME`` report entry and the variable's
-    values (or the :class:`Spread` of the values inside the curve's v range)."""
+    values (or the :class:`Spread` of the values inside the curve's v range); ``weights``: the
+    rows' counts or weights, which the histogram (of ``mass``) adds."""
     plt = _mpl()
     c = var["curve"]
     v = np.asarray(c["v"], float)
     if not isinstance(values, Spread):
-        ok = values[~np.isnan(values)]
-        values = Spread.of(ok[(ok >= v.min()) & (ok <= v.max())])
+        shown = ~np.isnan(values)
+        shown[shown] = (values[shown] >= v.min()) & (values[shown] <= v.max())
+        values = Spread.of(values[shown], None if weights is None else weights[shown])
     given = ax is not None
     if ax is None:
         fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
@@ -482,7 +485,7 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str,
     axh.stairs(counts, edges, fill=True, color="0.6")
     axh.set_xlim(v.min(), v.max())
     axh.set_xlabel(f"{name} (5th–95th percentile)")
-    axh.set_ylabel("rows")
+    axh.set_ylabel(mass)
     return fig
 
 

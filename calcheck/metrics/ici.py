@@ -19,6 +19,12 @@ interpolation; the report says so.  This is R's ``loess(y ~ s)`` with ``surface 
 (R's default ``"interpolate"`` approximates the fit on a kd-tree).  The fitted curve is not
 clipped to [0, 1].
 
+**Weighted and aggregated rows** (docs/weights.md): the LOESS is VECE's weighted one (the rows'
+masses as prior weights; for counts the expanded rows' neighbourhoods and groups) and every
+summary is over the mass: ICI = Σ w·d / Σ w; E50 and E90 the expanded rows' linear
+percentiles for counts, the weighted inverted-CDF percentiles for sampling weights (as VECE's
+edges); Emax the largest d of a row of positive weight.
+
 References
 ----------
 .. [1] Austin, Steyerberg. The Integrated Calibration Index (ICI) and related metrics for
@@ -45,9 +51,10 @@ class Distances:
     """|loess(s) − s| per distinct score (with its row count) or per row when grouped."""
 
     d: FloatArray
-    weight: FloatArray | None          # rows per entry; None: one entry per row
+    weight: FloatArray | None          # rows (or mass) per entry; None: one entry per row
     grouped: bool
     span: float
+    frequency: bool = True             # weights count rows (False: sampling weights)
 
     @property
     def n(self) -> int:
@@ -58,8 +65,30 @@ def distances(data: Prepared, span: float = SPAN) -> Distances:
     """The distances of ``data`` (computed once per data set and span)."""
     cache = data.__dict__.setdefault("_ici", {})
     if span not in cache:
-        cache[span] = _distances(data.sorted_scores, data.sorted_labels, span)
+        if data.weights is None:
+            cache[span] = _distances(data.sorted_scores, data.sorted_labels, span)
+        else:
+            cache[span] = _mass_distances(data, span)
     return cache[span]  # type: ignore[no-any-return]
+
+
+def _mass_distances(data: Prepared, span: float, max_groups: int | None = None) -> Distances:
+    """The distances of weighted or counted rows (module docstring): rows of weight 0 take
+    no part."""
+    from calcheck.metrics.vece import MAX_GROUPS, _aggregate_mass, _local_fits
+
+    assert data.weights is not None
+    freq = data.weights.frequency
+    m = data.sorted_weights
+    used = m > 0
+    s, y, m = data.sorted_scores[used], data.sorted_labels[used].astype(np.float64), m[used]
+    agg = _aggregate_mass(s, [y], m, freq, MAX_GROUPS if max_groups is None else max_groups)
+    fit = _local_fits(agg, agg.x, span)[0][:, 0]
+    if agg.grouped:
+        return Distances(d=np.abs(np.interp(s, agg.x, fit) - s), weight=m, grouped=True,
+                         span=span, frequency=freq)
+    return Distances(d=np.abs(fit - agg.x), weight=agg.c, grouped=False, span=span,
+                     frequency=freq)
 
 
 def _distances(s: FloatArray, y: np.ndarray, span: float,
@@ -98,13 +127,22 @@ def _result(mid: str, data: Prepared) -> MetricResult:
         value = float(np.max(dist.d))
     else:
         q = 50.0 if mid == "e50" else 90.0
-        value = float(np.percentile(dist.d, q)) if dist.weight is None else \
-            weighted_percentile(dist.d, dist.weight, q)
+        if dist.weight is None:
+            value = float(np.percentile(dist.d, q))
+        elif dist.frequency:
+            value = weighted_percentile(dist.d, dist.weight, q)
+        else:
+            from calcheck.metrics.vece import mass_percentiles
+
+            order = np.argsort(dist.d)
+            value = float(mass_percentiles(dist.d[order], dist.weight[order], np.array([q]),
+                                           False)[0])
     settings = {"smoother": "LOESS, local quadratic, tricube", "span": dist.span,
                 "iterations": 0}
     if dist.grouped:
-        settings["approximation"] = "scores grouped into 4,096 equal-count groups"
-    return MetricResult(id=mid, value=value, settings=settings, n_samples=data.n)
+        kind = "equal-count" if dist.frequency else "equal-mass"
+        settings["approximation"] = f"scores grouped into 4,096 {kind} groups"
+    return MetricResult(id=mid, value=value, settings=settings, n_samples=data.n_samples)
 
 
 def ici(data: Prepared, o: MetricOptions) -> MetricResult:

@@ -12,6 +12,16 @@
   difference (reported as a fraction) and where it occurs.  ±1.96·SE bands are returned for
   plotting.
 
+**Weighted and aggregated rows** (docs/weights.md): every sum is a mass sum (Σw per bin, Σw·x
+per LOESS value).  Counts (``frequency``) give the expanded rows' numbers: numpy's linear
+percentile of the expanded rows (bit for bit), their neighbourhoods and equal-count groups (a
+row of k copies shared between groups copy by copy).  Sampling weights give the weighted
+population's: qcut edges are numpy's weighted inverted-CDF percentiles (the smallest v whose
+cumulative weight share reaches i/10 — linear interpolation has no weighted form invariant to
+the weights' scale), bins right-closed as without weights; LOESS takes the weights as prior
+weights of the local fits and its neighbourhood as the smallest window around x holding a
+fraction span of the weight; groups are equal-mass.  Rows of weight 0 take no part.
+
 LOESS is computed on the data aggregated by distinct value of v, which is exact (rows tied with
 an evaluation point's q-th-neighbour distance get tricube weight 0).  Beyond 4,096 distinct
 values the values are grouped into 4,096 equal-count groups at their mean (an approximation,
@@ -36,10 +46,51 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.weights import Weights
 
 GRID_POINTS = 500
 MAX_GROUPS = 4096
 RESIDUAL_POINTS = 1024      # fits feeding the residual variance (standard errors) only
+
+
+def percentile_plan(n: int, percents: list[float] | FloatArray) -> tuple[IntArray, IntArray,
+                                                                          FloatArray]:
+    """numpy's linear percentile of ``n`` sorted values at ``percents``: the ranks (below,
+    above) it reads and the interpolation weight, computed as ``np.percentile`` computes them."""
+    q = np.true_divide(np.asarray(percents, dtype=np.float64), 100)
+    virtual = (n - 1) * q
+    below = np.floor(virtual)
+    above = below + 1
+    top = virtual >= n - 1
+    below[top] = n - 1
+    above[top] = n - 1
+    gamma = virtual - below
+    return below.astype(np.int64), above.astype(np.int64), gamma
+
+
+def lerp(a: FloatArray, b: FloatArray, t: FloatArray) -> FloatArray:
+    """numpy's percentile interpolation (``_lerp``), bit for bit."""
+    diff = b - a
+    out = np.add(a, diff * t)
+    np.subtract(b, diff * (1 - t), out=out, where=t >= 0.5)
+    return out
+
+
+def mass_percentiles(vs: FloatArray, mass: FloatArray, percents: FloatArray,
+                     frequency: bool) -> FloatArray:
+    """Percentiles of sorted values ``vs`` whose rows carry positive ``mass``: for counts
+    (``frequency``) numpy's linear percentile of the expanded rows, bit for bit; for weights
+    numpy's weighted ``inverted_cdf`` percentile (``np.percentile(v, q, weights=w,
+    method="inverted_cdf")``)."""
+    if frequency:
+        rows = RankedRows(vs, mass)
+        below, above, gamma = percentile_plan(rows.shape[0], percents)
+        return lerp(rows[below], rows[above], gamma)
+    cdf = np.cumsum(mass)
+    cdf /= cdf[-1]
+    at = np.searchsorted(cdf, np.true_divide(np.asarray(percents, dtype=np.float64), 100),
+                         side="left")
+    return np.asarray(vs[np.minimum(at, vs.shape[0] - 1)], dtype=np.float64)
 
 
 def qcut_edges(v: FloatArray, bins: int = 10) -> FloatArray:
@@ -70,13 +121,15 @@ class QcutTable:
     mean_incorrect: FloatArray
     value: float
     empty_bins: int
+    weight: FloatArray | None = None       # Σw per bin, for sampling weights
 
     def rows(self) -> list[dict[str, Any]]:
         out = []
         for b in range(self.count.shape[0]):
             n = int(self.count[b])
             out.append({"bin": b, "lower": float(self.lower[b]), "upper": float(self.upper[b]),
-                        "n": n,
+                        "n": n, **({} if self.weight is None else
+                                   {"weight": float(self.weight[b])}),
                         "mean_pred_error": float(self.mean_pred_error[b]) if n else None,
                         "mean_incorrect": float(self.mean_incorrect[b]) if n else None,
                         "gap": float(abs(self.mean_pred_error[b] - self.mean_incorrect[b]))
@@ -104,19 +157,43 @@ def _qcut_sorted(vs: FloatArray, pe: FloatArray, inc: FloatArray, bins: int) -> 
     return qcut_table(edges, cnt, se, si)
 
 
-def qcut_table(edges: FloatArray, cnt: IntArray, se: FloatArray, si: FloatArray) -> QcutTable:
+def _qcut_mass(vs: FloatArray, pe: FloatArray, inc: FloatArray, mass: FloatArray, bins: int,
+               frequency: bool) -> QcutTable:
+    """:func:`_qcut_sorted` of rows with counts or sampling weights ``mass`` (all positive;
+    module docstring): mass-weighted edges and sums; ``n`` per bin is the expanded rows for
+    counts, the rows (and ``weight`` their Σw) for weights."""
+    edges = np.unique(mass_percentiles(vs, mass, np.linspace(0.0, 1.0, bins + 1) * 100.0,
+                                       frequency))
+    n = vs.shape[0]
+    inner = np.searchsorted(vs, edges[1:-1], side="right")
+    bounds = np.r_[0, inner, n] if edges.shape[0] > 1 else np.array([0, n])
+    rows = np.diff(bounds)
+    starts = bounds[:-1][rows > 0]
+    m, se, si = (np.zeros(rows.shape[0]) for _ in range(3))
+    for out, x in ((m, mass), (se, mass * pe), (si, mass * inc)):
+        out[rows > 0] = np.add.reduceat(x, starts)
+    if frequency:
+        return qcut_table(edges, np.round(m).astype(np.int64), se, si)
+    return qcut_table(edges, rows, se, si, mass=m)
+
+
+def qcut_table(edges: FloatArray, cnt: IntArray, se: FloatArray, si: FloatArray,
+               mass: FloatArray | None = None) -> QcutTable:
     """The bin table of qcut ``edges`` (one edge: every value in one bin) from each bin's row
-    count and sums of pred_error and incorrect."""
+    count and sums of pred_error and incorrect (``mass``: each bin's Σw when the rows carry
+    sampling weights, the sums being weighted)."""
     if edges.shape[0] == 1:
         edges = np.array([edges[0], edges[0]])
-    nonempty = cnt > 0
+    m = cnt if mass is None else mass
+    nonempty = m > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        me = np.where(nonempty, se / np.maximum(cnt, 1), np.nan)
-        mi = np.where(nonempty, si / np.maximum(cnt, 1), np.nan)
-    n = int(cnt.sum())
-    value = float(np.sum(np.abs(me[nonempty] - mi[nonempty]) * cnt[nonempty]) / n)
+        me = np.where(nonempty, se / np.where(nonempty, m, 1), np.nan)
+        mi = np.where(nonempty, si / np.where(nonempty, m, 1), np.nan)
+    total = int(cnt.sum()) if mass is None else float(mass.sum())
+    value = float(np.sum(np.abs(me[nonempty] - mi[nonempty]) * m[nonempty]) / total)
     return QcutTable(lower=edges[:-1].copy(), upper=edges[1:].copy(), count=cnt, mean_pred_error=me,
-                     mean_incorrect=mi, value=value, empty_bins=int((~nonempty).sum()))
+                     mean_incorrect=mi, value=value, empty_bins=int((~nonempty).sum()),
+                     weight=mass)
 
 
 def qcut_calibration(v: FloatArray, pred_error: FloatArray, incorrect: FloatArray,
@@ -150,14 +227,62 @@ class RankedRows:
                           dtype=np.int64)
 
 
+class MassRows:
+    """Distinct values ``x`` (ascending) with masses ``c`` (counts or sampling weights, all
+    positive): the LOESS neighbourhood of x0 is the smallest closed window [x0 − h, x0 + h]
+    holding mass ``need`` — for counts ⌊N·span⌋ expanded rows, the unweighted q-th neighbour
+    distance of the expanded file; for weights the fraction span of Σw."""
+
+    def __init__(self, x: FloatArray, c: FloatArray, frequency: bool) -> None:
+        self.x = x
+        self.cum = np.cumsum(c)
+        self.before = self.cum - c
+        self.frequency = frequency
+
+    def __getitem__(self, idx: Any) -> Any:
+        return self.x[idx]
+
+    def bandwidth(self, x0: FloatArray, span: float) -> FloatArray:
+        total = float(self.cum[-1])
+        if self.frequency:
+            need = float(min(max(int(np.floor(round(total) * span)), 1), round(total)))
+        else:
+            need = min(span * total, total)
+        u = self.x.shape[0]
+        # the window starting at value L ends at the first value R holding the mass
+        end = np.searchsorted(self.cum, self.before + need, side="left")
+        last = int(np.searchsorted(end, u, side="left")) - 1       # the last start that fills
+        last = max(last, 0)
+        end = np.minimum(end, u - 1)
+        # g(L) = x0 − x[L] falls and r(L) = x[end L] − x0 rises with L: the best L is where
+        # they cross; bisection for the first L ≤ last with r ≥ g
+        lo = np.zeros(x0.shape[0], dtype=np.int64)
+        hi = np.full(x0.shape[0], last + 1, dtype=np.int64)
+        while True:
+            open_ = lo < hi
+            if not open_.any():
+                break
+            mid = (lo + hi) // 2
+            crossed = (self.x[end[mid]] - x0) >= (x0 - self.x[mid])
+            hi = np.where(open_ & crossed, mid, hi)
+            lo = np.where(open_ & ~crossed, mid + 1, lo)
+        at = np.minimum(lo, last)
+        h = np.where(lo <= last, self.x[end[at]] - x0, np.inf)
+        before = np.maximum(lo - 1, 0)
+        return np.asarray(np.where(lo > 0, np.minimum(h, x0 - self.x[before]), h),
+                          dtype=np.float64)
+
+
 @dataclass
 class _Aggregated:
     x: FloatArray            # distinct values (or group means), ascending
-    c: FloatArray            # rows per value
-    sy: FloatArray           # Σ y per value, one column per response
-    syy: FloatArray          # Σ y² per value
-    xs: Any                  # all rows' x, sorted (for neighbour distances), or RankedRows
+    c: FloatArray            # rows per value (weighted rows: mass Σw per value)
+    sy: FloatArray           # Σ y per value, one column per response (weighted: Σ w·y)
+    syy: FloatArray          # Σ y² per value (weighted: Σ w·y²)
+    xs: Any                  # all rows' x, sorted (for neighbour distances), RankedRows or MassRows
     grouped: bool
+    c2: FloatArray | None = None    # Σ w² per value, for sampling weights
+    kish: float | None = None       # (Σw)²/Σw², for sampling weights
 
 
 def _aggregate(x: FloatArray, ys: list[FloatArray], *, presorted: bool = False,
@@ -182,6 +307,45 @@ def _aggregate(x: FloatArray, ys: list[FloatArray], *, presorted: bool = False,
     return _Aggregated(x=x_at, c=c, sy=sy, syy=syy, xs=xs, grouped=grouped)
 
 
+def _aggregate_mass(xs: FloatArray, cols: list[FloatArray], mass: FloatArray, frequency: bool,
+                    max_groups: int = MAX_GROUPS) -> _Aggregated:
+    """:func:`_aggregate` of sorted rows with positive counts or sampling weights ``mass``:
+    mass sums by distinct value, or by ``max_groups`` equal-mass groups (the expanded file's
+    equal-count groups for counts) with a row straddling a cut shared pro rata."""
+    change = np.flatnonzero(xs[1:] != xs[:-1]) + 1
+    starts = np.r_[0, change]
+    distinct = MassRows(xs[starts], np.add.reduceat(mass, starts), frequency)
+    # per row: the value of each sum per unit of mass (Σ w·y, Σ w·y², and Σ w² for weights)
+    per_mass = list(cols) + [y * y for y in cols] + ([] if frequency else [mass])
+    if starts.shape[0] <= max_groups:
+        c = np.add.reduceat(mass, starts)
+        sums = [np.add.reduceat(mass * z, starts) for z in per_mass]
+        x_at = xs[starts]
+    else:
+        total = float(distinct.cum[-1])
+        cuts = ((np.arange(max_groups + 1) * round(total)) // max_groups).astype(np.float64) \
+            if frequency else np.linspace(0.0, 1.0, max_groups + 1) * total
+        cuts[-1] = total
+        # the rows cut at the groups' bounds: each piece lies in one row and one group, so the
+        # groups' sums add pieces (no differences of running sums; exact shares for counts)
+        M = np.r_[0.0, np.cumsum(mass)]
+        M[-1] = total
+        at = np.union1d(M[:-1], cuts[:-1])
+        piece = np.diff(np.r_[at, total])
+        row = np.searchsorted(M, at, side="right") - 1
+        first = np.searchsorted(at, cuts[:-1])
+        c = np.diff(cuts)
+        x_at = np.add.reduceat(piece * xs[row], first) / c
+        sums = [np.add.reduceat(piece * z[row], first) for z in per_mass]
+    k = len(cols)
+    total_sq = float(np.dot(mass, mass))
+    return _Aggregated(x=x_at, c=c, sy=np.column_stack(sums[:k]),
+                       syy=np.column_stack(sums[k:2 * k]), xs=distinct,
+                       grouped=starts.shape[0] > max_groups,
+                       c2=None if frequency else sums[2 * k],
+                       kish=None if frequency else float(mass.sum()) ** 2 / total_sq)
+
+
 def _neighbour_distance(xs: FloatArray, x0: FloatArray, q: int) -> FloatArray:
     """Distance from each x0 to its q-th nearest row (rows sorted): the LOESS bandwidth."""
     n = xs.shape[0]
@@ -204,8 +368,10 @@ def _neighbour_distance(xs: FloatArray, x0: FloatArray, q: int) -> FloatArray:
 def _local_fits(agg: _Aggregated, x0: FloatArray, span: float, *,
                 want_se: bool = False) -> tuple[FloatArray, FloatArray | None, FloatArray]:
     """Local quadratic WLS fits at x0 for every response column; also Σ l_i² and [A⁻¹]₀₀."""
-    n = agg.xs.shape[0]
-    h = _neighbour_distance(agg.xs, x0, int(np.floor(n * span)))
+    if isinstance(agg.xs, MassRows):
+        h = agg.xs.bandwidth(x0, span)
+    else:
+        h = _neighbour_distance(agg.xs, x0, int(np.floor(agg.xs.shape[0] * span)))
     # all q nearest rows tied with x0: keep only that value (a tiny positive bandwidth)
     tiny = 1e-9 * max(float(agg.xs[-1] - agg.xs[0]), 1e-300)
     h = np.where(h > 0, h, tiny)
@@ -240,7 +406,7 @@ def _local_fits(agg: _Aggregated, x0: FloatArray, span: float, *,
             near = np.abs(agg.x[None, :] - xe[empty]).argmin(axis=1)
             out[s0:s0 + step][empty] = agg.sy[near] / agg.c[near, None]
         if want_se:
-            wwc = w * wc
+            wwc = w * wc if agg.c2 is None else w * w * agg.c2[None, :]
             m2 = [wwc.sum(axis=1)] + [(wwc * dk).sum(axis=1) for dk in powers]
             B = np.stack([np.stack([m2[i + j] for j in range(3)], -1) for i in range(3)], -2)
             e = Ainv[:, 0, :]
@@ -286,10 +452,14 @@ def loess_aggregate(agg: _Aggregated, grid: FloatArray, span: float = 0.75) -> L
     rss = np.sum(agg.syy - 2.0 * at_x * agg.sy + agg.c[:, None] * at_x ** 2, axis=0)
     trace = float(np.sum(agg.c * a00))
     n = float(agg.c.sum())
-    sigma2 = np.maximum(rss, 0.0) / max(n - trace, 1.0)
+    if agg.kish is None:
+        sigma2 = np.maximum(rss, 0.0) / max(n - trace, 1.0)
+    else:       # sampling weights: the weighted mean square, Kish's n for the degrees of freedom
+        sigma2 = np.maximum(rss, 0.0) / n * agg.kish / max(agg.kish - trace, 1.0)
     assert sl2 is not None
     se = np.sqrt(np.maximum(sl2, 0.0))[:, None] * np.sqrt(sigma2)[None, :]
-    approx = (f"values grouped into {agg.x.shape[0]} equal-count groups" if agg.grouped else "")
+    kind = "equal-count" if agg.kish is None else "equal-mass"
+    approx = f"values grouped into {agg.x.shape[0]} {kind} groups" if agg.grouped else ""
     return LoessCurve(grid=grid, fit=fit, se=se, span=span, approximation=approx,
                       sigma=np.sqrt(sigma2))
 
@@ -333,12 +503,16 @@ class VariableResult:
 
 
 def variable_calibration(name: str, v: FloatArray, pred_error: FloatArray, incorrect: FloatArray,
-                         *, bins: int = 10, span: float = 0.75) -> VariableResult:
-    """VECE over ``bins`` qcut bins of v, and VCE(v*) from LOESS curves (docs/multiclass.md).
+                         *, bins: int = 10, span: float = 0.75,
+                         weights: Weights | None = None) -> VariableResult:
+    """VECE over ``bins`` qcut bins of v, and VCE(v*) from LOESS curves (docs/multiclass.md;
+    ``weights``: row counts or sampling weights, module docstring).
 
     Rows where v is NaN are excluded from this variable only (the count is reported).
     """
     ok = ~np.isnan(v)
+    if weights is not None:
+        return _weighted_variable(name, v, pred_error, incorrect, ok, weights, bins, span)
     missing = int((~ok).sum())
     order = np.argsort(v) if missing == 0 else np.flatnonzero(ok)[np.argsort(v[ok])]
     vs, pe, inc = v[order], pred_error[order], incorrect[order].astype(np.float64)
@@ -349,9 +523,34 @@ def variable_calibration(name: str, v: FloatArray, pred_error: FloatArray, incor
                            excluded_missing=missing)
 
 
+def _weighted_variable(name: str, v: FloatArray, pred_error: FloatArray, incorrect: FloatArray,
+                       ok: np.ndarray, weights: Weights, bins: int,
+                       span: float) -> VariableResult:
+    """:func:`variable_calibration` of weighted or counted rows: ``n`` and the rows excluded
+    are expanded rows for counts, rows for weights; rows of weight 0 take no part."""
+    w, freq = weights.values, weights.frequency
+    used = ok & (w > 0)
+    if not used.any():
+        from calcheck.errors import InputError
+
+        raise InputError(f"--var {name}: no row with a value has a positive {weights.kind}")
+    order = np.flatnonzero(used)[np.argsort(v[used])]
+    vs, pe, inc, m = v[order], pred_error[order], incorrect[order].astype(np.float64), w[order]
+    table = _qcut_mass(vs, pe, inc, m, bins, freq)
+    lo, hi = mass_percentiles(vs, m, np.array([5.0, 95.0]), freq)
+    n = round(float(w[ok].sum())) if freq else int(ok.sum())
+    missing = round(float(w[~ok].sum())) if freq else int((~ok).sum())
+    more = {"weights": weights.kind} if freq else \
+        {"weights": weights.kind, "weight": float(m.sum()),
+         "effective_n": float(m.sum()) ** 2 / float(np.dot(m, m))}
+    return variable_result(name, table, float(lo), float(hi),
+                           _aggregate_mass(vs, [inc, pe], m, freq), span=span, bins=bins,
+                           excluded_missing=missing, settings=more, n=n)
+
+
 def variable_result(name: str, table: QcutTable, lo: float, hi: float, agg: _Aggregated, *,
                     span: float, bins: int, excluded_missing: int,
-                    settings: dict[str, Any] | None = None) -> VariableResult:
+                    settings: dict[str, Any] | None = None, n: int | None = None) -> VariableResult:
     """A variable's result from its qcut table, the 5%/95% percentiles of v and its rows
     aggregated by value (responses: incorrect, pred_error)."""
     grid = np.linspace(lo, hi, GRID_POINTS)
@@ -363,7 +562,8 @@ def variable_result(name: str, table: QcutTable, lo: float, hi: float, agg: _Agg
     diff = np.abs(curve.fit[:, 0] - curve.fit[:, 1])
     j = int(np.argmax(diff))
     return VariableResult(name=name, vece=table.value, table=table, vce_max=float(diff[j]) / 100.0,
-                          v_star=float(grid[j]), curve=curve, n=int(agg.c.sum()),
+                          v_star=float(grid[j]), curve=curve,
+                          n=int(agg.c.sum()) if n is None else n,
                           excluded_missing=excluded_missing,
                           settings={"bins": bins, "binning": "qcut", "loess_span": span,
                                     "loess_degree": 2, "grid_points": GRID_POINTS,
@@ -407,10 +607,20 @@ def variables_result(results: dict[str, VariableResult], ece_qcut: float) -> Var
 
 
 def variables(pred_error: FloatArray, incorrect: FloatArray, columns: dict[str, FloatArray], *,
-              span: float = 0.75, bins: int = 10) -> VariablesResult:
-    """VECE and VCE(v*) for every variable of ``columns`` and the qcut ECE over pred_error."""
-    res = {name: variable_calibration(name, v, pred_error, incorrect, bins=bins, span=span)
+              span: float = 0.75, bins: int = 10,
+              weights: Weights | None = None) -> VariablesResult:
+    """VECE and VCE(v*) for every variable of ``columns`` and the qcut ECE over pred_error
+    (``weights``: row counts or sampling weights)."""
+    res = {name: variable_calibration(name, v, pred_error, incorrect, bins=bins, span=span,
+                                      weights=weights)
            for name, v in columns.items()}
-    ece = qcut_calibration(pred_error, pred_error, incorrect, bins).value
+    if weights is None:
+        ece = qcut_calibration(pred_error, pred_error, incorrect, bins).value
+    else:
+        used = weights.values > 0
+        order = np.flatnonzero(used)[np.argsort(pred_error[used])]
+        pe = pred_error[order]
+        ece = _qcut_mass(pe, pe, np.asarray(incorrect, np.float64)[order],
+                         weights.values[order], bins, weights.frequency).value
     return variables_result(res, ece)
 

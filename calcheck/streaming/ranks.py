@@ -233,26 +233,3 @@ class RankSearch:
         key = self.targets[rank].key
         assert key is not None, f"rank {rank} not resolved"
         return key_value(key)
-
-
-def percentile_plan(n: int, percents: list[float] | FloatArray) -> tuple[IntArray, IntArray,
-                                                                          FloatArray]:
-    """numpy's linear percentile of ``n`` sorted values at ``percents``: the ranks (below,
-    above) it reads and the interpolation weight, computed as ``np.percentile`` computes them."""
-    q = np.true_divide(np.asarray(percents, dtype=np.float64), 100)
-    virtual = (n - 1) * q
-    below = np.floor(virtual)
-    above = below + 1
-    top = virtual >= n - 1
-    below[top] = n - 1
-    above[top] = n - 1
-    gamma = virtual - below
-    return below.astype(np.int64), above.astype(np.int64), gamma
-
-
-def lerp(a: FloatArray, b: FloatArray, t: FloatArray) -> FloatArray:
-    """numpy's percentile interpolation (``_lerp``), bit for bit."""
-    diff = b - a
-    out = np.add(a, diff * t)
-    np.subtract(b, diff * (1 - t), out=out, where=t >= 0.5)
-    return out

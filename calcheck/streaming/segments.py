@@ -166,7 +166,7 @@ class CellState:
 def segment_data(source: Any, names: list[str], opts: SegmentOptions) -> SegmentData:
     """The cut columns and the filled cell table from passes over ``source`` (a
     :class:`~calcheck.streaming.engine.StreamSource`)."""
-    from calcheck.streaming.ranks import percentile_plan
+    from calcheck.metrics.vece import percentile_plan
 
     raw = tuple(names)
     k = len(raw)

@@ -35,6 +35,8 @@ from calcheck.metrics.vece import (
     RankedRows,
     VariableResult,
     _Aggregated,
+    lerp,
+    percentile_plan,
     qcut_table,
     variable_result,
 )
@@ -44,9 +46,7 @@ from calcheck.streaming.ranks import (
     RankPassSpec,
     RankPassState,
     RankSearch,
-    lerp,
     order_keys,
-    percentile_plan,
 )
 from calcheck.streaming.states import CompensatedSum
 
