@@ -476,6 +476,30 @@ def run_skce(kind: str, n: int, seed: int, trials: int) -> dict[str, float]:
     return {"skce rejects": float(calcheck.skce_test(P, y, trials=trials, rng=seed).reject)}
 
 
+def run_weighted_skce(kind: str, design: str, seed: int, trials: int) -> dict[str, float]:
+    """The SKCE test of weighted or aggregated rows: binary rows of the down-sampling or
+    importance design (population 5,000); ``counts``: 20,000 predictions with scores on a
+    grid of 0.01 aggregated to (score, label, n); ``multiclass``: K = 3 rows with weights
+    Exp(1) that do not depend on the label (the fixed null)."""
+    import calcheck
+
+    rng = np.random.default_rng(seed)
+    if design == "counts":
+        s = np.round(rng.beta(2.0, 5.0, 20_000), 2)
+        y = (rng.uniform(size=s.shape[0]) < weight_truth(kind, s)).astype(int)
+        keys, k = np.unique(np.column_stack([s, y]), axis=0, return_counts=True)
+        res = calcheck.skce_test(keys[:, 0], keys[:, 1].astype(int), count=k, trials=trials,
+                                 rng=seed)
+    elif design == "multiclass":
+        P, y = multiclass_sample("cal" if kind == "calibrated" else "swap", 1000, seed)
+        res = calcheck.skce_test(P, y, weight=rng.exponential(1.0, 1000), trials=trials,
+                                 rng=seed)
+    else:
+        s, y, w = weight_sample(kind, design, 5000, rng)
+        res = calcheck.skce_test(s, y, weight=w, trials=trials, rng=seed)
+    return {"skce rejects": float(res.reject)}
+
+
 # ---------------------------------------------------------------------------------------------
 # the table
 
@@ -566,6 +590,16 @@ def cells(quick: bool) -> list[Cell]:
                         (kind, npop, r(300, 20), r(200, 20), design, null), r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
+    for kind, design, label in (
+            ("calibrated", "down", "negatives kept at f = 0.1 (weight 10), class-weight null"),
+            ("calibrated", "importance", "rows kept at π(s) (weight 1/π), fixed null"),
+            ("calibrated", "counts", "20,000 predictions aggregated to (score, label, n)"),
+            ("calibrated", "multiclass", "K = 3, n = 1,000, weights Exp(1), fixed null"),
+            ("miscalibrated", "down", "negatives kept at f = 0.1 (weight 10), class-weight null"),
+            ("miscalibrated", "counts", "20,000 predictions aggregated to (score, label, n)"),
+            ("miscalibrated", "multiclass", "K = 3, n = 1,000, others swapped, weights Exp(1)")):
+        out.append(Cell("wskce", f"{kind}, {label}", run_weighted_skce,
+                        (kind, design, r(300, 50)), r(1000, 3)))
     out.append(Cell("skce", "K = 3, top label calibrated, others swapped, n = 3,000", run_skce,
                     ("swap", 3000, r(1000, 200)), r(10, 2)))
     out.append(Cell("skce", "K = 3, calibrated, n = 1,000", run_skce,
@@ -646,6 +680,8 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "score headline's; in the down-sampling design the coverage of the 95 % "
                      "ECE and ACE intervals of the population value and the bias of the "
                      "weighted and unweighted ECE",
+          "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
+                   "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "
                     "absolute differences",
           "headline": "The headline's effect size (ACE, 10 equal-mass bins, parametric "
@@ -658,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
                     "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
-                    "monitor, skce, weights, counts")
+                    "monitor, skce, weights, wskce, counts")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")

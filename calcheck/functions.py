@@ -246,17 +246,19 @@ def skce(probs: ArrayLike, labels: ArrayLike, *, bandwidth: float | None = None,
     from calcheck.metrics import skce as _skce
 
     data = _kernel_input(probs, labels)
-    _refuse_weights("skce", weight, count)
+    weights = _weights(weight, count, data[1].shape[0])
     res = _skce.skce(data[0], data[1], bandwidth=None if bandwidth is None
-                     else _skce.check_bandwidth(float(bandwidth)), seed=_check_rng(seed) or 0)
+                     else _skce.check_bandwidth(float(bandwidth)), seed=_check_rng(seed) or 0,
+                     weights=weights)
     return MetricResult(id="skce", value=res.value, settings=res.settings(seed),
-                        n_samples=int(data[1].shape[0]))
+                        n_samples=res.rows if weights is not None and weights.frequency
+                        else int(data[1].shape[0]))
 
 
 def skce_test(probs: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05,
               trials: int | None = None, rng: Any = 0,
               bandwidth: float | None = None, weight: ArrayLike | None = None,
-              count: ArrayLike | None = None) -> TestResult:
+              count: ArrayLike | None = None, weight_null: str = "auto") -> TestResult:
     """The SKCE test of calibration over every class: Monte Carlo p-value from labels drawn
     from the predictions (``trials`` default: at least 1,000, floor below α/10)."""
     from calcheck.hypotests import tcal_trials
@@ -264,10 +266,10 @@ def skce_test(probs: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05,
 
     alpha = check_alpha(alpha, name="alpha")
     probs_, labels_ = _kernel_input(probs, labels)
-    _refuse_weights("skce", weight, count)
+    weights = _weights(weight, count, labels_.shape[0], weight_null)
     n_trials, note = tcal_trials(trials, alpha, 1, auto=trials is None)
     res = _test(probs_, labels_, alpha=alpha, trials=n_trials, rng=_check_rng(rng),
-                bandwidth=bandwidth)
+                bandwidth=bandwidth, weights=weights)
     if note:
         res.details["trials_note"] = note
     return res
@@ -517,13 +519,6 @@ def _data(scores: ArrayLike, labels: ArrayLike, weight: ArrayLike | None,
         if why:
             raise UsageError(f"{weights.kind}=: {why}")
     return Prepared(data.scores, data.labels, validate=False, ties=data.ties, weights=weights)
-
-
-def _refuse_weights(mid: str, weight: ArrayLike | None, count: ArrayLike | None) -> None:
-    for kind, given in (("weight", weight), ("count", count)):
-        why = registry.weight_refusal(mid, kind) if given is not None else None
-        if why:
-            raise UsageError(f"{kind}=: {why}")
 
 
 def _weighted_tcal(data: Prepared, bins: int | None, n: int, alpha: float, trials: int,

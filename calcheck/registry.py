@@ -308,9 +308,10 @@ _WEIGHTED_METRICS = {**dict.fromkeys(("ece", "ece_l2", "mce", "ace", "mce_q", "p
                      "ecce_r_cw": "any", "ece_sweep_cw": "any",
                      **dict.fromkeys(("corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log",
                                       "corp_dsc_log", "corp_unc_log"), "any"),
-                     **dict.fromkeys(("ici", "e50", "e90", "emax", "ici_cw"), "any"),
+                     **dict.fromkeys(("ici", "e50", "e90", "emax", "ici_cw", "skce"), "any"),
                      **dict.fromkeys(("tce", "tce_q", "tce_v", "tce_u", "tce_cw"), "count")}
-_WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox", "ks", "kuiper"), "any")
+_WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox", "ks", "kuiper", "skce"),
+                                "any")
 METRICS = {k: replace(m, weights=_WEIGHTED_METRICS.get(k, "")) for k, m in METRICS.items()}
 TESTS = {k: replace(t_, weights=_WEIGHTED_TESTS.get(k, "")) for k, t_ in TESTS.items()}
 

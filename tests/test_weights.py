@@ -228,12 +228,14 @@ def test_refused_metric_named_is_exit_2_with_reason(tmp_path, cli):
                                                                              index=False)
     r = cli(["score", path, "--weight", "w", "-m", "tce"])
     assert r.code == 2 and "tce" in r.stderr and "binomial" in r.stderr
-    t = cli(["test", path, "--weight", "w", "--method", "skce"])
-    assert t.code == 2 and "skce" in t.stderr
+    t = cli(["test", path, "--weight", "w", "--method", "skce", "--json", "--trials", "99"])
+    assert t.code == 0 and "weights held fixed" in json.loads(t.stdout)["tests"]["skce"][
+        "settings"]["weights"]
     a = cli(["test", path, "--weight", "w", "--method", "all", "--json", "--trials", "99"])
     assert a.code == 0, a.stderr
     assert set(json.loads(a.stdout)["tests"]) == {"tcal_adaptive", "hosmer_lemeshow",
-                                                  "spiegelhalter", "cox", "ks", "kuiper"}
+                                                  "spiegelhalter", "cox", "ks", "kuiper",
+                                                  "skce"}
     e = cli(["score", path, "--weight", "w", "--engine", "stream"])
     assert e.code == 2 and "Parquet only" in e.stderr    # (a CSV file: the streaming engines
     #                                                        read Parquet, weighted or not)

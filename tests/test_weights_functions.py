@@ -89,7 +89,7 @@ def test_evaluate_default_set_leaves_out_what_refuses_weights():
     (lambda s, y, k, w: calcheck.tce(s, y, weight=w), UsageError, "binomial"),
     (lambda s, y, k, w: calcheck.binomial_discrete(s, y, count=k), UsageError,
      "binomial_discrete"),
-    (lambda s, y, k, w: calcheck.skce(s, y, weight=w), UsageError, "skce"),
+    (lambda s, y, k, w: calcheck.skce(s, y, count=w), InputError, "whole"),
     (lambda s, y, k, w: calcheck.spiegelhalter(s, y, weight=w, weight_null="x"), UsageError,
      "weight_null"),
 ])
@@ -97,3 +97,58 @@ def test_bad_weights_are_errors(call, error, text):
     s, y, k, w = _rows(200)
     with pytest.raises(error, match=text):
         call(s, y, k, w)
+
+
+@pytest.mark.parametrize("classes", [1, 3])
+def test_skce_counts_are_expansion_and_weights_scale_free(classes):
+    rng = np.random.default_rng(11)
+    n = 600
+    if classes == 1:
+        P = np.round(rng.uniform(0.05, 0.95, n), 2)
+        y = (rng.uniform(size=n) < P).astype(int)
+    else:
+        P = rng.dirichlet([2.0] * classes, n)
+        y = (rng.uniform(size=n)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+    k = rng.integers(0, 4, n)
+    a, b = calcheck.skce(P, y, count=k), calcheck.skce(np.repeat(P, k, axis=0), np.repeat(y, k))
+    assert a.value == pytest.approx(b.value, rel=1e-9, abs=1e-15)
+    assert a.settings["bandwidth"] == pytest.approx(b.settings["bandwidth"], rel=1e-12)
+    assert a.n_samples == int(k.sum())
+    ta = calcheck.skce_test(P, y, count=k, trials=200)
+    tb = calcheck.skce_test(np.repeat(P, k, axis=0), np.repeat(y, k), trials=200)
+    assert ta.statistic == pytest.approx(tb.statistic, rel=1e-9, abs=1e-15)
+    w = rng.exponential(1.0, n)
+    c, d = calcheck.skce(P, y, weight=w), calcheck.skce(P, y, weight=w * 40.0)
+    assert c.value == pytest.approx(d.value, rel=1e-9)
+    tc, td = (calcheck.skce_test(P, y, weight=x, trials=200, rng=2) for x in (w, w * 40.0))
+    assert (tc.statistic, tc.pvalue) == pytest.approx((td.statistic, td.pvalue), rel=1e-9)
+    # unit weights: the unweighted SKCE at a given bandwidth (the weighted median is the lower
+    # middle pair distance, numpy's the mean of the two middle ones)
+    assert calcheck.skce(P, y, weight=np.ones(n), bandwidth=0.5).value == pytest.approx(
+        calcheck.skce(P, y, bandwidth=0.5).value, rel=1e-9)
+
+
+def test_skce_count_null_is_the_expanded_null():
+    """One null draw of counted rows: its statistic is the expanded rows' SKCE of the same
+    drawn labels (so the null is the expanded file's, in distribution)."""
+    from calcheck.hypotests import kernel
+    from calcheck.metrics import skce
+    from calcheck.weights import NullDraws, Weights
+
+    rng = np.random.default_rng(12)
+    s = np.round(rng.uniform(0.05, 0.95, 300), 2)
+    y = (rng.uniform(size=300) < s).astype(int)
+    weights = Weights(rng.integers(0, 4, 300).astype(float), "count")
+    kd = skce.kernel_data(s, y, weights=weights)
+    nu = skce.median_bandwidth(kd.P, kd.w, True)
+    for seed in range(3):
+        _, null, _ = kernel._weighted(skce.kernel_matrix(kd.P, nu), kd, weights, 1,
+                                      np.random.default_rng(seed))
+        drawn, _ = NullDraws.of(Weights(kd.w, "count"), kd.P[:, 1], kd.labels)(
+            1, np.random.default_rng(seed))
+        pos, k = drawn[0].astype(int), kd.w.astype(int)
+        p = kd.P[:, 1]
+        expanded = skce.kernel_data(np.r_[np.repeat(p, pos), np.repeat(p, k - pos)],
+                                    np.r_[np.ones(pos.sum(), int), np.zeros((k - pos).sum(), int)],
+                                    max_rows=None)
+        assert null[0] == pytest.approx(skce.statistic(expanded, nu), rel=1e-9, abs=1e-15)

@@ -146,7 +146,8 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
             if note:
                 notes.append(note)
             results["skce"] = skce_test(p2, c2, alpha=options.alpha, trials=trials,
-                                        rng=options.seed, bandwidth=options.skce_bandwidth)
+                                        rng=options.seed, bandwidth=options.skce_bandwidth,
+                                        weights=weights)
         else:
             results[TEST_IDS.get(m, m)] = _row_test(m, scores, labels, weights, options, family)
     return results, notes
