@@ -197,11 +197,17 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
                          hessian=fit((a, b))[3:6], citl=(a0, float(fit((a0, 1.0))[3])))
         return _with_settings(res, weights, y)
     # robust (sandwich) covariance of the pseudo-likelihood fit
-    X = np.column_stack((np.ones_like(x), x))
     p = 1.0 / (1.0 + np.exp(-(a + b * x)))
-    H = (X * (w * p * (1.0 - p))[:, None]).T @ X
+    xx = x * x
+
+    def moments(v: FloatArray) -> FloatArray:
+        """Σ v·[1 x; x x²] (the design's cross products, weighted by v)."""
+        s1 = float(np.dot(v, x))
+        return np.array([[float(v.sum()), s1], [s1, float(np.dot(v, xx))]])
+
+    H = moments(w * p * (1.0 - p))
     r = w * (y - p)
-    B = (X * (r * r)[:, None]).T @ X
+    B = moments(r * r)
     res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level)
     details = dict(res.details)
     z = _normal_quantile((1.0 + ci_level) / 2.0)
