@@ -378,6 +378,7 @@ def binomial_discrete(scores: ArrayLike, labels: ArrayLike, *, alpha: float = 0.
 
     data = _data(scores, labels, weight, count, "binomial_discrete")
     return classical.binomial_discrete(data.scores, data.labels,
+                                       counts=None if data.weights is None else data.weights.values,
                                        alpha=check_alpha(alpha, name="alpha"))
 
 

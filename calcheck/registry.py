@@ -315,11 +315,15 @@ _WEIGHTED_TESTS = dict.fromkeys(("tcal", "hl", "spiegelhalter", "cox", "ks", "ku
 METRICS = {k: replace(m, weights=_WEIGHTED_METRICS.get(k, "")) for k, m in METRICS.items()}
 TESTS = {k: replace(t_, weights=_WEIGHTED_TESTS.get(k, "")) for k, t_ in TESTS.items()}
 
+# what the ids outside the tables above take: the binomial test per value, T-Cal's companion
+_OTHER_WEIGHTS = {"binomial_discrete": "count"}
+
 # why the others are refused: no sound weighted form, or not built yet
 _NO_WEIGHTS = {
     "tce": "its per-row exact binomial tests inside PAVA-BC bins have no weighted form (a "
            "weight does not change how many labels a row has)",
-    "binomial_discrete": "the exact binomial test per score value counts labels",
+    "binomial_discrete": "the exact binomial test per score value counts labels (a weight "
+                         "does not change how many labels a row has)",
 }
 _NOT_YET = ("not computed on weighted or aggregated rows in this version (docs/weights.md "
             "lists what is)")
@@ -329,7 +333,7 @@ def weight_refusal(mid: str, kind: str) -> str | None:
     """Why metric or test ``mid`` refuses rows of ``kind`` ("count" or "weight"), or None
     when it takes them."""
     spec: Any = METRICS.get(mid) or TESTS.get(mid)
-    takes = spec.weights if spec is not None else ""
+    takes = spec.weights if spec is not None else _OTHER_WEIGHTS.get(mid, "")
     if takes == "any" or takes == kind:
         return None
     base = "tce" if mid.startswith("tce") else mid
@@ -337,6 +341,8 @@ def weight_refusal(mid: str, kind: str) -> str | None:
         return (f"{mid} takes no --weight: {_NO_WEIGHTS[base]}" +
                 ("; when the weights are whole numbers that count identical rows, give them "
                  "with --count" if takes == "count" else ""))
+    if base in _NO_WEIGHTS:             # (a count-only id asked about weights is above)
+        return f"{mid} takes no --{kind}: {_NO_WEIGHTS[base]}"
     return f"{mid} is {_NOT_YET}"
 
 

@@ -87,8 +87,8 @@ def test_evaluate_default_set_leaves_out_what_refuses_weights():
     (lambda s, y, k, w: calcheck.ece(s, y, weight=w[:9]), UsageError, "9 values"),
     (lambda s, y, k, w: calcheck.ece(s, y, weight=0 * w), InputError, "every weight is zero"),
     (lambda s, y, k, w: calcheck.tce(s, y, weight=w), UsageError, "binomial"),
-    (lambda s, y, k, w: calcheck.binomial_discrete(s, y, count=k), UsageError,
-     "binomial_discrete"),
+    (lambda s, y, k, w: calcheck.binomial_discrete(s, y, weight=w), UsageError,
+     "counts labels"),
     (lambda s, y, k, w: calcheck.skce(s, y, count=w), InputError, "whole"),
     (lambda s, y, k, w: calcheck.spiegelhalter(s, y, weight=w, weight_null="x"), UsageError,
      "weight_null"),
@@ -152,3 +152,22 @@ def test_skce_count_null_is_the_expanded_null():
                                     np.r_[np.ones(pos.sum(), int), np.zeros((k - pos).sum(), int)],
                                     max_rows=None)
         assert null[0] == pytest.approx(skce.statistic(expanded, nu), rel=1e-9, abs=1e-15)
+
+
+def test_binomial_per_value_of_counted_rows_is_the_expanded_files():
+    rng = np.random.default_rng(13)
+    s = rng.choice([0.1, 0.3, 0.5, 0.7], 500)
+    y = (rng.uniform(size=500) < s).astype(int)
+    k = rng.integers(0, 5, 500)
+    S, Y = np.repeat(s, k), np.repeat(y, k)
+    assert calcheck.binomial_discrete(s, y, count=k).to_dict() == \
+        calcheck.binomial_discrete(S, Y).to_dict()
+    a = calcheck.run_tests(scores=s, labels=y, count=k, method="tcal", trials=200).to_dict()
+    b = calcheck.run_tests(scores=S, labels=Y, method="tcal", trials=200).to_dict()
+    drop = ("pvalue_adjusted", "reject_adjusted")     # Holm with T-Cal's Monte Carlo p-value
+    assert {k: v for k, v in a["tests"]["binomial_discrete"].items() if k not in drop} == \
+        {k: v for k, v in b["tests"]["binomial_discrete"].items() if k not in drop}
+    assert a["notes"] == b["notes"]
+    w = calcheck.run_tests(scores=s, labels=y, weight=k + 0.5, method="tcal",
+                           trials=200).to_dict()
+    assert "binomial_discrete" not in w["tests"] and "sampling-weighted" in " ".join(w["notes"])

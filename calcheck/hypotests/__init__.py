@@ -125,8 +125,9 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     without a weighted form are refused before this is called)."""
     results: dict[str, TestResult] = {}
     notes: list[str] = []
-    distinct = int(np.unique(scores).shape[0]) if "tcal" in methods else 0
-    discrete = distinct <= options.discrete_max and weights is None
+    shown = scores if weights is None else scores[weights.values > 0]
+    distinct = int(np.unique(shown).shape[0]) if "tcal" in methods else 0
+    discrete = distinct <= options.discrete_max and (weights is None or weights.frequency)
     family = options.family_size(methods, discrete)
     n = scores.shape[0] if weights is None else weighted_n(weights)
     for m in methods:
@@ -173,11 +174,16 @@ def _tcal_results(scores: np.ndarray, labels: np.ndarray, options: TestOptions, 
         notes.append(note)
     options = replace(options, trials=trials)
     if weights is not None:
-        if distinct <= options.discrete_max:
+        got = _weighted_tcal(scores, labels, weights, n, options)
+        if distinct <= options.discrete_max and weights.frequency:      # the expanded rows'
+            got["binomial_discrete"] = classical.binomial_discrete(
+                scores, labels, alpha=options.alpha, counts=weights.values)
+            notes.append(discrete_note(distinct, options.discrete_max))
+        elif distinct <= options.discrete_max:
             notes.append(f"scores take {distinct} distinct values: the exact binomial test per "
-                         "value (binomial_discrete) is not run on weighted rows; T-Cal assumes "
-                         "continuous scores")
-        return options, _weighted_tcal(scores, labels, weights, n, options)
+                         "value (binomial_discrete) counts labels and is not run on sampling-"
+                         "weighted rows; T-Cal assumes continuous scores")
+        return options, got
     out: dict[str, TestResult] = {}
     if options.bins is not None:
         out["tcal"] = tcal.tcal_fixed(

@@ -512,15 +512,25 @@ def _normal_quantile(q: float) -> float:
     return NormalDist().inv_cdf(q)
 
 
-def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05) -> TestResult:
+def binomial_discrete(scores: FloatArray, labels: IntArray, *, alpha: float = 0.05,
+                      counts: FloatArray | None = None) -> TestResult:
     """Per distinct score value v, the exact two-sided binomial test of (k_v of n_v) at p = v.
 
     Rejects when some p_v <= α/V (Bonferroni over the V distinct values); p = min(1, V·min p_v).
-    The authors' ``multiple_binom_test`` (T-Cal paper, Appendix 8.2.4).
+    The authors' ``multiple_binom_test`` (T-Cal paper, Appendix 8.2.4).  ``counts``: each
+    row's count (aggregated rows): n_v and k_v of the expanded rows.
     """
-    values, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    if counts is not None:
+        used = counts > 0
+        s, c = scores[used], counts[used]
+        values, inverse = np.unique(s, return_inverse=True)
+        n_v = np.bincount(inverse, weights=c, minlength=values.shape[0]).round().astype(np.int64)
+        k = np.bincount(inverse, weights=c * labels[used],
+                        minlength=values.shape[0]).round().astype(np.int64)
+        return binomial_discrete_counts(values, n_v, k, alpha=alpha)
+    values, inverse, rows = np.unique(scores, return_inverse=True, return_counts=True)
     k = np.bincount(inverse, weights=labels, minlength=values.shape[0]).round().astype(np.int64)
-    return binomial_discrete_counts(values, counts, k, alpha=alpha)
+    return binomial_discrete_counts(values, rows, k, alpha=alpha)
 
 
 def binomial_discrete_counts(values: FloatArray, counts: IntArray, k: IntArray, *,
