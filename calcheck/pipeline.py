@@ -698,9 +698,9 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     figs: list[tuple[str, Any]] = []
     weighted = opts.weighting is not None
     if opts.weighting is not None:
-        notes.append(f"{opts.name_of(opts.weighting[1])}: the test-based, per-class and CORP "
-                     "diagrams are not drawn from weighted rows in this version; the "
-                     "reliability diagrams are")
+        notes.append(f"{opts.name_of(opts.weighting[1])}: the test-based and CORP diagrams "
+                     "are not drawn from weighted rows in this version; the reliability "
+                     "diagrams (per class too) are")
     for kind, binning, caption in FIGURES:
         if kind == "tce" and (tce_skipped or weighted):
             continue
@@ -711,9 +711,7 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
         figs.append((f"Reliability diagrams by {opts.by}, overlaid (equal-width bins, "
                      "95% intervals)", over.values["figure"]))
         notes += over.notes
-    if weighted:
-        pass
-    elif eng.capabilities.rows and mc:
+    if eng.capabilities.rows and mc:
         figs.append(("Per-class reliability diagrams (one-vs-rest)",
                      eng.figure("reliability", figure_options(opts.replace(
                          per_class=True, bins=None, binning="uniform"))).values["figure"]))

@@ -412,3 +412,20 @@ def test_weighted_bootstrap_fast_path_equals_recomputing(kind):
     assert fast.values == pytest.approx(slow.values, abs=1e-12)
     for m in fast.vectors:
         assert fast.vectors[m].dev["l1"] == pytest.approx(slow.vectors[m].dev["l1"], abs=1e-12)
+
+
+def test_per_class_diagrams_take_counts(tmp_path):
+    """The per-class reliability diagrams of counted rows are the expanded rows' (they once
+    ignored the counts)."""
+    rng = np.random.default_rng(21)
+    P = rng.dirichlet([1.0, 1.0, 1.0], 900)
+    y = (rng.uniform(size=900)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
+    k = rng.integers(0, 3, 900)
+    out = []
+    for name, kw in (("counted", {"probs": P, "labels": y, "count": k}),
+                     ("expanded", {"probs": np.repeat(P, k, axis=0), "labels": np.repeat(y, k)}),
+                     ("plain", {"probs": P, "labels": y})):
+        path = tmp_path / f"{name}.svg"
+        calcheck.figure(kind="reliability", per_class=True, output=str(path), **kw)
+        out.append(path.read_bytes())
+    assert out[0] == out[1] != out[2]

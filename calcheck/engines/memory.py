@@ -471,7 +471,7 @@ def figure_of(data: Predictions, kind: str, fopts: FigureOptions, ax: Any = None
         assert data.probs is not None
         names = list(data.class_names or map(str, range(data.classes)))
         return figures.per_class(data.probs, data.labels, names, bins=bins,
-                                 binning=fopts.binning, ties=fopts.ties)
+                                 binning=fopts.binning, ties=fopts.ties, weights=data.weights)
     if kind == "reliability":
         label = "equal-width" if fopts.binning == "uniform" else "equal-mass"
         return figures.reliability(top, bins=bins, binning=fopts.binning, top_label=mc,

@@ -56,12 +56,14 @@ def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
 
 
 def per_class(probs: np.ndarray, labels: np.ndarray, classes: list[str], *, bins: int = 15,
-              binning: str = "uniform", ties: str = "share") -> Any:
+              binning: str = "uniform", ties: str = "share", weights: Any = None) -> Any:
     """Small multiples of the one-vs-rest reliability diagrams of every class (the worst
-    :data:`~calcheck.draw.MAX_PANELS` by their ECE when there are more)."""
+    :data:`~calcheck.draw.MAX_PANELS` by their ECE when there are more); ``weights``: the
+    rows' counts or weights, which every panel's bins take."""
     panels = []
     for j, name in enumerate(classes):
-        data = Prepared(probs[:, j], (labels == j).astype(np.int64), validate=False, ties=ties)
+        data = Prepared(probs[:, j], (labels == j).astype(np.int64), validate=False, ties=ties,
+                        weights=weights)
         res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
         panels.append((name, res.bin_rows(), res.value))
     worst = sorted(panels, key=lambda p: -p[2])[: draw.MAX_PANELS]
