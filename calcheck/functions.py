@@ -35,7 +35,7 @@ from calcheck.metrics import (
 from calcheck.metrics import tce as _tce
 from calcheck.metrics._result import MetricSet
 from calcheck.validation import check_alpha, check_bins, check_p
-from calcheck.weights import NULLS, Weights, check_weights
+from calcheck.weights import weights_of
 
 if TYPE_CHECKING:
     from calcheck.metrics.corp import Decomposition
@@ -246,7 +246,7 @@ def skce(probs: ArrayLike, labels: ArrayLike, *, bandwidth: float | None = None,
     from calcheck.metrics import skce as _skce
 
     data = _kernel_input(probs, labels)
-    weights = _weights(weight, count, data[1].shape[0])
+    weights = weights_of(weight, count, data[1].shape[0])
     res = _skce.skce(data[0], data[1], bandwidth=None if bandwidth is None
                      else _skce.check_bandwidth(float(bandwidth)), seed=_check_rng(seed) or 0,
                      weights=weights)
@@ -266,7 +266,7 @@ def skce_test(probs: ArrayLike, labels: ArrayLike, *, alpha: float = 0.05,
 
     alpha = check_alpha(alpha, name="alpha")
     probs_, labels_ = _kernel_input(probs, labels)
-    weights = _weights(weight, count, labels_.shape[0], weight_null)
+    weights = weights_of(weight, count, labels_.shape[0], weight_null)
     n_trials, note = tcal_trials(trials, alpha, 1, auto=trials is None)
     res = _test(probs_, labels_, alpha=alpha, trials=n_trials, rng=_check_rng(rng),
                 bandwidth=bandwidth, weights=weights)
@@ -490,29 +490,13 @@ def evaluate(scores: ArrayLike, labels: ArrayLike, ids: list[str] | None = None,
                            wanted, opts)
 
 
-def _weights(weight: ArrayLike | None, count: ArrayLike | None, n: int,
-             weight_null: str = "auto") -> Weights | None:
-    """``weight=`` or ``count=`` of ``n`` rows as :class:`~calcheck.weights.Weights` (None:
-    neither given); bad values are an InputError naming the first."""
-    if weight is None and count is None:
-        return None
-    if weight is not None and count is not None:
-        raise UsageError("give weight= (sampling weights) or count= (row counts), not both")
-    _check_choice(weight_null, NULLS, "weight_null")
-    kind, values = ("weight", weight) if weight is not None else ("count", count)
-    w = check_weights(values, kind, where=f"{kind}=")
-    if w.shape[0] != n:
-        raise UsageError(f"{kind}= has {w.shape[0]} values for {n} rows")
-    return Weights(w, kind, None, weight_null)
-
-
 def _data(scores: ArrayLike, labels: ArrayLike, weight: ArrayLike | None,
           count: ArrayLike | None, *ids: str, ties: str = "share",
           weight_null: str = "auto") -> Prepared:
     """The validated rows, with their weights when given; a metric or test of ``ids`` without
     a weighted form of that kind is a UsageError saying why."""
     data = Prepared(scores, labels, ties=_ties(ties))
-    weights = _weights(weight, count, data.n, weight_null)
+    weights = weights_of(weight, count, data.n, weight_null)
     if weights is None:
         return data
     for mid in ids:

@@ -200,6 +200,25 @@ def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
+def weights_of(weight: Any, count: Any, n: int, weight_null: str = "auto") -> Weights | None:
+    """The ``weight=`` or ``count=`` array of a Python function over ``n`` rows as
+    :class:`Weights` (None: neither given); both, a bad value (the first named), a length
+    that is not ``n`` or an unknown ``weight_null`` is an error."""
+    from calcheck.errors import UsageError
+
+    if weight is None and count is None:
+        return None
+    if weight is not None and count is not None:
+        raise UsageError("give weight= (sampling weights) or count= (row counts), not both")
+    if weight_null not in NULLS:
+        raise UsageError(f"weight_null must be one of {', '.join(NULLS)}, got {weight_null!r}")
+    kind, values = ("weight", weight) if weight is not None else ("count", count)
+    w = check_weights(values, kind, where=f"{kind}=")
+    if w.shape[0] != n:
+        raise UsageError(f"{kind}= has {w.shape[0]} values for {n} rows")
+    return Weights(w, kind, None, weight_null)
+
+
 def check_weights(values: Any, kind: str, *, where: str = "weights") -> FloatArray:
     """``values`` as float64 weights of ``kind``, or an :class:`~calcheck.errors.InputError`
     naming the first bad entry (negative, NaN, infinite, not whole for counts) — for arrays

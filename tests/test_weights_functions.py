@@ -171,3 +171,25 @@ def test_binomial_per_value_of_counted_rows_is_the_expanded_files():
     w = calcheck.run_tests(scores=s, labels=y, weight=k + 0.5, method="tcal",
                            trials=200).to_dict()
     assert "binomial_discrete" not in w["tests"] and "sampling-weighted" in " ".join(w["notes"])
+
+
+def test_figures_of_arrays_take_counts():
+    import io
+
+    import matplotlib
+
+    def svg(fig) -> str:
+        buf = io.StringIO()
+        with matplotlib.rc_context({"svg.hashsalt": "calcheck"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+        return buf.getvalue()
+
+    rng = np.random.default_rng(14)
+    s = rng.uniform(0.01, 0.99, 1500)
+    y = (rng.uniform(size=1500) < s).astype(int)
+    k, v = rng.integers(0, 3, 1500), np.round(rng.normal(size=1500), 2)
+    S, Y, V = np.repeat(s, k), np.repeat(y, k), np.repeat(v, k)
+    assert svg(calcheck.plot_reliability(s, y, count=k)) == svg(calcheck.plot_reliability(S, Y))
+    assert svg(calcheck.plot_variable(s, y, v, count=k)) == svg(calcheck.plot_variable(S, Y, V))
+    assert svg(calcheck.plot_reliability(s, y, weight=k + 0.5)) != \
+        svg(calcheck.plot_reliability(s, y))

@@ -16,6 +16,7 @@ from calcheck.metrics._data import Prepared
 from calcheck.metrics.binned import ace as _quantile_bins
 from calcheck.metrics.binned import ece as _ece
 from calcheck.metrics.tce import tce, tce_bounds
+from calcheck.weights import weights_of
 
 
 def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
@@ -81,9 +82,15 @@ def plot_corp(scores: ArrayLike, labels: ArrayLike, *, reps: int = 200, level: f
 
 
 def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
-                     binning: str = "uniform") -> Any:
-    """Reliability diagram of binary predictions (matplotlib Figure)."""
-    return reliability(Prepared(scores, labels), bins=bins, binning=binning)
+                     binning: str = "uniform", weight: ArrayLike | None = None,
+                     count: ArrayLike | None = None) -> Any:
+    """Reliability diagram of binary predictions (matplotlib Figure); ``weight=`` /
+    ``count=``: the rows' sampling weights or counts (docs/weights.md)."""
+    data = Prepared(scores, labels)
+    weights = weights_of(weight, count, data.n)
+    if weights is not None:
+        data = Prepared(data.scores, data.labels, validate=False, weights=weights)
+    return reliability(data, bins=bins, binning=binning)
 
 
 def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
@@ -93,8 +100,10 @@ def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
 
 
 def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name: str = "v", *,
-                  span: float = 0.75) -> Any:
-    """Variable-based calibration plot of binary scores (or an (n, K) probability matrix)."""
+                  span: float = 0.75, weight: ArrayLike | None = None,
+                  count: ArrayLike | None = None) -> Any:
+    """Variable-based calibration plot of binary scores (or an (n, K) probability matrix);
+    ``weight=`` / ``count=``: the rows' sampling weights or counts (docs/weights.md)."""
     from calcheck.data import Predictions
     from calcheck.metrics.vece import variables
 
@@ -103,5 +112,9 @@ def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name:
     data = Predictions(labels=labels, probs=s) if s.ndim == 2 else \
         Predictions(labels=labels, scores=s)
     pred_error, incorrect = data.error_view()
-    res = variables(pred_error, incorrect, {name: v}, span=span)
-    return draw.variable_figure(res.to_dict()[name], v, name)
+    weights = weights_of(weight, count, v.shape[0])
+    res = variables(pred_error, incorrect, {name: v}, span=span, weights=weights)
+    return draw.variable_figure(res.to_dict()[name], v, name,
+                                weights=None if weights is None else weights.values,
+                                mass="weight" if weights is not None and not weights.frequency
+                                else "rows")
