@@ -144,9 +144,13 @@ def _weighting_checks(o: Options) -> None:
     if o.command == "report" and o.audit:
         raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                          "computed on weighted rows in this version")
-    if o.command == "plot" and o.kind not in ("reliability", "variable"):
-        raise UsageError(f"{flag}: {lab('kind')} {o.kind} is not drawn from weighted rows "
-                         f"in this version; {lab('kind')} reliability and variable are")
+    drawn = ("reliability", "variable", "tce") if o.weighting[1] == "count" else \
+        ("reliability", "variable")
+    if o.command == "plot" and o.kind not in drawn:
+        why = ("TCE takes counts, not weights" if o.kind == "tce" else
+               "not drawn from weighted rows in this version")
+        raise UsageError(f"{flag}: {lab('kind')} {o.kind}: {why}; {lab('kind')} "
+                         f"{', '.join(drawn)} {'are' if len(drawn) > 1 else 'is'}")
     if o.command == "test" and o.resample != "labels":
         raise UsageError(f"{flag}: T-Cal's {lab('resample')} {o.resample} redraws unweighted "
                          f"rows; weighted rows use {lab('resample')} labels")

@@ -696,13 +696,15 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     ``notes`` (appended to)."""
     mc = eng.multiclass
     figs: list[tuple[str, Any]] = []
-    weighted = opts.weighting is not None
-    if opts.weighting is not None:
-        notes.append(f"{opts.name_of(opts.weighting[1])}: the test-based and CORP diagrams "
-                     "are not drawn from weighted rows in this version; the reliability "
-                     "diagrams (per class too) are")
+    weighting = opts.weighting
+    weighted = weighting is not None
+    if weighting is not None:
+        left = "the CORP diagram is" if weighting[1] == "count" else \
+            "the test-based and CORP diagrams are"
+        notes.append(f"{opts.name_of(weighting[1])}: {left} not drawn from weighted rows in "
+                     "this version; the reliability diagrams (per class too) are")
     for kind, binning, caption in FIGURES:
-        if kind == "tce" and (tce_skipped or weighted):
+        if kind == "tce" and (tce_skipped or (weighting is not None and weighting[1] != "count")):
             continue
         fopts = opts.replace(binning=binning, yscale="auto")
         figs.append((caption, eng.figure(kind, figure_options(fopts)).values["figure"]))

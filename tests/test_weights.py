@@ -429,3 +429,25 @@ def test_per_class_diagrams_take_counts(tmp_path):
         calcheck.figure(kind="reliability", per_class=True, output=str(path), **kw)
         out.append(path.read_bytes())
     assert out[0] == out[1] != out[2]
+
+
+def test_test_based_diagram_of_counted_rows(tmp_path, cli):
+    """``plot --kind tce --count`` draws the expanded file's test-based diagram (every
+    engine); a sampling weight is refused (TCE takes counts); the report draws it too."""
+    s, y, rng = _data(n=1500, seed=22)
+    k = rng.integers(0, 4, s.shape[0])
+    counted, expanded = tmp_path / "c.parquet", tmp_path / "e.parquet"
+    pd.DataFrame({"score": s, "label": y, "k": k, "w": k + 0.5}).to_parquet(counted)
+    pd.DataFrame({"score": np.repeat(s, k), "label": np.repeat(y, k)}).to_parquet(expanded)
+    want = tmp_path / "want.svg"
+    assert cli(["plot", expanded, "--kind", "tce", "-o", want]).code == 0
+    for engine in ("memory", "stream"):
+        got = tmp_path / f"{engine}.svg"
+        r = cli(["plot", counted, "--kind", "tce", "--count", "k", "--engine", engine, "-o", got])
+        assert r.code == 0, r.stderr
+        assert got.read_bytes() == want.read_bytes()
+    r = cli(["plot", counted, "--kind", "tce", "--weight", "w", "-o", tmp_path / "x.svg"])
+    assert r.code == 2 and "TCE takes counts" in r.stderr
+    page = tmp_path / "r.html"
+    assert cli(["report", counted, "--count", "k", "-o", page, "-q"]).code == 0
+    assert "Test-based reliability diagram" in page.read_text(encoding="utf-8")

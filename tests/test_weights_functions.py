@@ -193,3 +193,6 @@ def test_figures_of_arrays_take_counts():
     assert svg(calcheck.plot_variable(s, y, v, count=k)) == svg(calcheck.plot_variable(S, Y, V))
     assert svg(calcheck.plot_reliability(s, y, weight=k + 0.5)) != \
         svg(calcheck.plot_reliability(s, y))
+    assert svg(calcheck.plot_tce(s, y, count=k)) == svg(calcheck.plot_tce(S, Y))
+    assert svg(calcheck.plot_tce(np.round(s, 2), y, count=k)) == \
+        svg(calcheck.plot_tce(np.round(S, 2), Y))            # tie groups shared across cuts

@@ -32,8 +32,20 @@ def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
 
 def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto",
                top_label: bool = False, ax: Any = None, **tce_options: Any) -> Any:
-    """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given)."""
+    """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given);
+    of counted rows, the expanded rows' diagram (their bins' sizes give the cut ranks)."""
     res = tce(data, **tce_options)
+    if data.weights is not None:
+        from calcheck.metrics.vece import RankedRows
+
+        rows = res.bin_rows()
+        w = data.sorted_weights
+        bounds = np.r_[0, np.cumsum([round(r["n"]) for r in rows])].astype(np.int64)
+        expanded = RankedRows(data.sorted_scores, w)
+        return draw.tce_figure_from(rows, [expanded[r] for r in draw.violin_ranks(bounds)],
+                                    draw.Spread.of(data.sorted_scores, w), value=res.value,
+                                    title=title or "Test-based reliability diagram",
+                                    yscale=yscale, top_label=top_label, ax=ax)
     bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
                         tce_options.get("n_min"), tce_options.get("n_max"))
     return draw.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
@@ -94,9 +106,14 @@ def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
 
 
 def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
-             **tce_options: Any) -> Any:
-    """Test-based reliability diagram (matplotlib Figure); options as :func:`calcheck.tce`."""
-    return test_based(Prepared(scores, labels), yscale=yscale, **tce_options)
+             count: ArrayLike | None = None, **tce_options: Any) -> Any:
+    """Test-based reliability diagram (matplotlib Figure); options as :func:`calcheck.tce`;
+    ``count=``: the rows' counts (the expanded rows' diagram)."""
+    data = Prepared(scores, labels)
+    weights = weights_of(None, count, data.n)
+    if weights is not None:
+        data = Prepared(data.scores, data.labels, validate=False, weights=weights)
+    return test_based(data, yscale=yscale, **tce_options)
 
 
 def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name: str = "v", *,
