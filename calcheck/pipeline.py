@@ -696,15 +696,15 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     ``notes`` (appended to)."""
     mc = eng.multiclass
     figs: list[tuple[str, Any]] = []
-    weighting = opts.weighting
-    weighted = weighting is not None
-    if weighting is not None:
-        left = "the CORP diagram is" if weighting[1] == "count" else \
-            "the test-based and CORP diagrams are"
-        notes.append(f"{opts.name_of(weighting[1])}: {left} not drawn from weighted rows in "
-                     "this version; the reliability diagrams (per class too) are")
+    # counted rows draw every figure (the expanded file's); sampling weights not the
+    # test-based (TCE takes counts) and CORP ones (its band redraws counts)
+    sampled = opts.weighting is not None and opts.weighting[1] == "weight"
+    if sampled:
+        notes.append(f"{opts.name_of('weight')}: the test-based and CORP diagrams are not "
+                     "drawn from sampling-weighted rows in this version; the reliability "
+                     "diagrams (per class too) are")
     for kind, binning, caption in FIGURES:
-        if kind == "tce" and (tce_skipped or (weighting is not None and weighting[1] != "count")):
+        if kind == "tce" and (tce_skipped or sampled):
             continue
         fopts = opts.replace(binning=binning, yscale="auto")
         figs.append((caption, eng.figure(kind, figure_options(fopts)).values["figure"]))
@@ -720,7 +720,7 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     elif mc:
         notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                      f"{eng.name}")
-    if weighted:
+    if sampled:
         pass
     elif eng.capabilities.rows:
         figs.append((f"CORP reliability diagram: PAV recalibration with its "

@@ -431,9 +431,10 @@ def test_per_class_diagrams_take_counts(tmp_path):
     assert out[0] == out[1] != out[2]
 
 
-def test_test_based_diagram_of_counted_rows(tmp_path, cli):
+def test_test_based_and_corp_diagrams_of_counted_rows(tmp_path, cli):
     """``plot --kind tce --count`` draws the expanded file's test-based diagram (every
-    engine); a sampling weight is refused (TCE takes counts); the report draws it too."""
+    engine), ``--kind corp --count`` its CORP diagram; sampling weights are refused (TCE and
+    the CORP band's draws take counts); the report draws both for counts."""
     s, y, rng = _data(n=1500, seed=22)
     k = rng.integers(0, 4, s.shape[0])
     counted, expanded = tmp_path / "c.parquet", tmp_path / "e.parquet"
@@ -448,6 +449,13 @@ def test_test_based_diagram_of_counted_rows(tmp_path, cli):
         assert got.read_bytes() == want.read_bytes()
     r = cli(["plot", counted, "--kind", "tce", "--weight", "w", "-o", tmp_path / "x.svg"])
     assert r.code == 2 and "TCE takes counts" in r.stderr
+    corp = tmp_path / "corp.svg", tmp_path / "corp_expanded.svg"
+    assert cli(["plot", counted, "--kind", "corp", "--count", "k", "-o", corp[0]]).code == 0
+    assert cli(["plot", expanded, "--kind", "corp", "-o", corp[1]]).code == 0
+    assert corp[0].read_bytes() == corp[1].read_bytes()
+    r = cli(["plot", counted, "--kind", "corp", "--weight", "w", "-o", tmp_path / "x.svg"])
+    assert r.code == 2 and "consistency band" in r.stderr
     page = tmp_path / "r.html"
     assert cli(["report", counted, "--count", "k", "-o", page, "-q"]).code == 0
-    assert "Test-based reliability diagram" in page.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    assert "Test-based reliability diagram" in text and "CORP reliability diagram" in text

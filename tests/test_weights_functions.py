@@ -194,5 +194,7 @@ def test_figures_of_arrays_take_counts():
     assert svg(calcheck.plot_reliability(s, y, weight=k + 0.5)) != \
         svg(calcheck.plot_reliability(s, y))
     assert svg(calcheck.plot_tce(s, y, count=k)) == svg(calcheck.plot_tce(S, Y))
+    assert svg(calcheck.plot_corp(np.round(s, 2), y, count=k)) == \
+        svg(calcheck.plot_corp(np.round(S, 2), Y))
     assert svg(calcheck.plot_tce(np.round(s, 2), y, count=k)) == \
         svg(calcheck.plot_tce(np.round(S, 2), Y))            # tie groups shared across cuts

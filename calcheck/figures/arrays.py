@@ -55,16 +55,24 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
 
 def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
          title: str | None = None, top_label: bool = False, ax: Any = None) -> Any:
-    """The CORP reliability diagram: PAV curve, consistency band, Brier and log decompositions."""
+    """The CORP reliability diagram: PAV curve, consistency band, Brier and log decompositions
+    (of counted rows: the expanded rows'; the band's Binomial(k, s) draws need counts)."""
     from calcheck.metrics import corp as c
 
+    if data.weights is not None and not data.weights.frequency:
+        from calcheck.errors import UsageError
+
+        raise UsageError("the CORP diagram's consistency band redraws counted rows "
+                         "(Binomial(k, s) per score), not sampling-weighted ones")
     rec = c.recalibration(data)
     band = c.consistency_band(rec, reps=reps, level=level, seed=seed)
     parts = {name: c.decompose(rec, kind).to_dict() for name, kind in (("Brier", "brier"),
                                                                   ("log", "log"))}
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
               if top_label else {})
-    return draw.corp_figure(rec.x, rec.fit, band, parts, data.scores,
+    scores = data.scores if data.weights is None else \
+        draw.Spread.of(data.scores, data.weights.values)        # the histogram of the mass
+    return draw.corp_figure(rec.x, rec.fit, band, parts, scores,
                              title=title or "CORP reliability diagram", ax=ax, **labels)
 
 
@@ -88,9 +96,10 @@ def per_class(probs: np.ndarray, labels: np.ndarray, classes: list[str], *, bins
 
 
 def plot_corp(scores: ArrayLike, labels: ArrayLike, *, reps: int = 200, level: float = 0.9,
-              seed: int = 0) -> Any:
-    """CORP reliability diagram of binary predictions (matplotlib Figure)."""
-    return corp(Prepared(scores, labels), reps=reps, level=level, seed=seed)
+              seed: int = 0, count: ArrayLike | None = None) -> Any:
+    """CORP reliability diagram of binary predictions (matplotlib Figure); ``count=``: the
+    rows' counts (the expanded rows' diagram)."""
+    return corp(_counted(scores, labels, count), reps=reps, level=level, seed=seed)
 
 
 def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
@@ -98,22 +107,24 @@ def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,
                      count: ArrayLike | None = None) -> Any:
     """Reliability diagram of binary predictions (matplotlib Figure); ``weight=`` /
     ``count=``: the rows' sampling weights or counts (docs/weights.md)."""
-    data = Prepared(scores, labels)
-    weights = weights_of(weight, count, data.n)
-    if weights is not None:
-        data = Prepared(data.scores, data.labels, validate=False, weights=weights)
-    return reliability(data, bins=bins, binning=binning)
+    return reliability(_counted(scores, labels, count, weight), bins=bins, binning=binning)
 
 
 def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
              count: ArrayLike | None = None, **tce_options: Any) -> Any:
     """Test-based reliability diagram (matplotlib Figure); options as :func:`calcheck.tce`;
     ``count=``: the rows' counts (the expanded rows' diagram)."""
+    return test_based(_counted(scores, labels, count), yscale=yscale, **tce_options)
+
+
+def _counted(scores: ArrayLike, labels: ArrayLike, count: ArrayLike | None,
+             weight: ArrayLike | None = None) -> Prepared:
+    """The rows of a figure function, with their counts or weights when given."""
     data = Prepared(scores, labels)
-    weights = weights_of(None, count, data.n)
-    if weights is not None:
-        data = Prepared(data.scores, data.labels, validate=False, weights=weights)
-    return test_based(data, yscale=yscale, **tce_options)
+    weights = weights_of(weight, count, data.n)
+    if weights is None:
+        return data
+    return Prepared(data.scores, data.labels, validate=False, weights=weights)
 
 
 def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name: str = "v", *,
