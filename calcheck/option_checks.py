@@ -144,12 +144,11 @@ def _weighting_checks(o: Options) -> None:
     if o.command == "report" and o.audit:
         raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                          "computed on weighted rows in this version")
-    drawn = ("reliability", "variable", "tce", "corp") if o.weighting[1] == "count" else \
-        ("reliability", "variable")
+    drawn = ("reliability", "variable", "corp", "tce") if o.weighting[1] == "count" else \
+        ("reliability", "variable", "corp")
     if o.command == "plot" and o.kind not in drawn:
-        why = {"tce": "TCE takes counts, not weights",
-               "corp": "its consistency band redraws counted rows only (Binomial(k, s) per "
-                       "score)"}.get(o.kind, "not drawn from weighted rows in this version")
+        why = ("TCE takes counts, not weights" if o.kind == "tce" else
+               "not drawn from weighted rows in this version")
         raise UsageError(f"{flag}: {lab('kind')} {o.kind}: {why}; {lab('kind')} "
                          f"{', '.join(drawn)} {'are' if len(drawn) > 1 else 'is'}")
     if o.command == "test" and o.resample != "labels":

@@ -696,13 +696,12 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     ``notes`` (appended to)."""
     mc = eng.multiclass
     figs: list[tuple[str, Any]] = []
-    # counted rows draw every figure (the expanded file's); sampling weights not the
-    # test-based (TCE takes counts) and CORP ones (its band redraws counts)
+    # counted rows draw every figure (the expanded file's); sampling weights all but the
+    # test-based one (TCE takes counts)
     sampled = opts.weighting is not None and opts.weighting[1] == "weight"
     if sampled:
-        notes.append(f"{opts.name_of('weight')}: the test-based and CORP diagrams are not "
-                     "drawn from sampling-weighted rows in this version; the reliability "
-                     "diagrams (per class too) are")
+        notes.append(f"{opts.name_of('weight')}: the test-based diagram is not drawn from "
+                     "sampling-weighted rows (TCE takes counts, not weights)")
     for kind, binning, caption in FIGURES:
         if kind == "tce" and (tce_skipped or sampled):
             continue
@@ -720,9 +719,7 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     elif mc:
         notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                      f"{eng.name}")
-    if sampled:
-        pass
-    elif eng.capabilities.rows:
+    if eng.capabilities.rows:
         figs.append((f"CORP reliability diagram: PAV recalibration with its "
                      f"{opts.band_level:.0%} consistency band and the score decomposition",
                      eng.figure("corp", figure_options(opts)).values["figure"]))

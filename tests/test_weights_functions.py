@@ -198,3 +198,23 @@ def test_figures_of_arrays_take_counts():
         svg(calcheck.plot_corp(np.round(S, 2), Y))
     assert svg(calcheck.plot_tce(np.round(s, 2), y, count=k)) == \
         svg(calcheck.plot_tce(np.round(S, 2), Y))            # tie groups shared across cuts
+
+
+def test_weighted_corp_band_is_scale_free_and_follows_the_null():
+    from calcheck.metrics import corp
+    from calcheck.metrics._data import Prepared
+    from calcheck.weights import Weights
+
+    rng = np.random.default_rng(15)
+    s = np.round(rng.uniform(0.02, 0.98, 3000), 2)
+    y = (rng.uniform(size=3000) < s).astype(int)
+    w = rng.exponential(1.0, 3000)
+    bands = []
+    for scale in (1.0, 7.0):
+        data = Prepared(s, y, weights=Weights(w * scale, "weight"))
+        bands.append(corp.weighted_band(corp.recalibration(data), data, reps=100, seed=4))
+    np.testing.assert_allclose(bands[0].low, bands[1].low, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(bands[0].high, bands[1].high, rtol=1e-9, atol=1e-12)
+    # a calibrated model's band holds the diagonal nearly everywhere
+    inside = (bands[0].low <= bands[0].x + 1e-9) & (bands[0].x <= bands[0].high + 1e-9)
+    assert inside.mean() > 0.9

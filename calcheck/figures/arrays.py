@@ -56,16 +56,15 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
 def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
          title: str | None = None, top_label: bool = False, ax: Any = None) -> Any:
     """The CORP reliability diagram: PAV curve, consistency band, Brier and log decompositions
-    (of counted rows: the expanded rows'; the band's Binomial(k, s) draws need counts)."""
+    (of counted rows: the expanded rows'; of sampling-weighted rows: the weighted PAV, its band
+    drawn by the weights' null)."""
     from calcheck.metrics import corp as c
 
-    if data.weights is not None and not data.weights.frequency:
-        from calcheck.errors import UsageError
-
-        raise UsageError("the CORP diagram's consistency band redraws counted rows "
-                         "(Binomial(k, s) per score), not sampling-weighted ones")
     rec = c.recalibration(data)
-    band = c.consistency_band(rec, reps=reps, level=level, seed=seed)
+    if data.weights is not None and not data.weights.frequency:
+        band = c.weighted_band(rec, data, reps=reps, level=level, seed=seed)
+    else:
+        band = c.consistency_band(rec, reps=reps, level=level, seed=seed)
     parts = {name: c.decompose(rec, kind).to_dict() for name, kind in (("Brier", "brier"),
                                                                   ("log", "log"))}
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
@@ -96,10 +95,12 @@ def per_class(probs: np.ndarray, labels: np.ndarray, classes: list[str], *, bins
 
 
 def plot_corp(scores: ArrayLike, labels: ArrayLike, *, reps: int = 200, level: float = 0.9,
-              seed: int = 0, count: ArrayLike | None = None) -> Any:
-    """CORP reliability diagram of binary predictions (matplotlib Figure); ``count=``: the
-    rows' counts (the expanded rows' diagram)."""
-    return corp(_counted(scores, labels, count), reps=reps, level=level, seed=seed)
+              seed: int = 0, weight: ArrayLike | None = None,
+              count: ArrayLike | None = None) -> Any:
+    """CORP reliability diagram of binary predictions (matplotlib Figure); ``weight=`` /
+    ``count=``: the rows' sampling weights (fixed-weight null) or counts (the expanded rows'
+    diagram)."""
+    return corp(_counted(scores, labels, count, weight), reps=reps, level=level, seed=seed)
 
 
 def plot_reliability(scores: ArrayLike, labels: ArrayLike, *, bins: int = 10,

@@ -171,6 +171,37 @@ def consistency_band(r: Recalibration, *, reps: int = 200, level: float = 0.9,
     return Band(x=r.x[at], low=low, high=high, level=level, reps=reps, seed=seed)
 
 
+def weighted_band(r: Recalibration, data: Prepared, *, reps: int = 200, level: float = 0.9,
+                  seed: int = 0, points: int = 512) -> Band:
+    """:func:`consistency_band` of sampling-weighted rows: each replicate redraws every row's
+    label by the weights' null (:class:`calcheck.weights.NullDraws`: the weight held fixed, or
+    class weights following the drawn label), sums each distinct score's label mass and
+    mass, and refits the weighted PAV; the band is the pointwise quantiles as unweighted."""
+    from dataclasses import replace
+
+    from scipy.optimize import isotonic_regression
+
+    from calcheck.weights import NullDraws
+
+    assert data.weights is not None
+    s, y, w = data.sorted_scores, data.sorted_labels, data.sorted_weights
+    starts = tie_bounds(s)[:-1]
+    keep = np.add.reduceat(w, starts) > 0              # the scores recalibration() keeps
+    draws = NullDraws.of(replace(data.weights, values=w), s, y)
+    rng = np.random.default_rng(seed)
+    k = r.x.shape[0]
+    at = np.arange(k) if k <= points else \
+        np.unique(np.linspace(0, k - 1, points).round().astype(np.int64))
+    curves = np.empty((reps, at.shape[0]))
+    for i in range(reps):
+        mass, ws = draws(1, rng)
+        cnt = np.add.reduceat(ws[0], starts)[keep]
+        pos = np.add.reduceat(mass[0], starts)[keep]
+        curves[i] = isotonic_regression(pos / cnt, weights=cnt).x[at]
+    low, high = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return Band(x=r.x[at], low=low, high=high, level=level, reps=reps, seed=seed)
+
+
 _PART = {"corp_mcb": ("brier", "mcb"), "corp_dsc": ("brier", "dsc"), "corp_unc": ("brier", "unc"),
          "corp_mcb_log": ("log", "mcb"), "corp_dsc_log": ("log", "dsc"),
          "corp_unc_log": ("log", "unc")}
