@@ -156,10 +156,11 @@ def _weighted(kmat: np.ndarray, kd: _k.KernelData, weights: Weights, trials: int
         return U, own.sum(axis=0)
 
     cols = 1 if binary else kd.R.shape[1]
-    onehot = np.zeros((kd.P.shape[0], cols))
-    onehot[np.arange(kd.P.shape[0]), 0 if binary else kd.labels] = 1.0
-    if binary:
-        onehot[:, 0] = kd.labels
+    if binary:                            # the label mass of the positive class
+        onehot = kd.labels[:, None].astype(np.float64)
+    else:
+        onehot = np.zeros((kd.P.shape[0], cols))
+        onehot[np.arange(kd.P.shape[0]), kd.labels] = 1.0
     Y0 = (onehot * w[:, None])[:, None, :]
     U, own = residuals(Y0, w[:, None])
     observed = float(stat(U, own, np.array([w.sum()]), np.array([rows.variance_mass().sum()]))[0])
