@@ -68,8 +68,10 @@ def parse(command: str, values: Mapping[str, Any], *, style: str = "python",
             raise UsageError(f"{opt.kw}= is required: {what}")
         if opt.name not in kwargs and opt.default is not None:
             kwargs[opt.name] = opt.default
-    if command == "plot" and "by" in given and "kind" not in given:
-        kwargs["kind"] = "reliability"          # the groups' overlay is a reliability diagram
+    if command == "plot" and ("by" in given or "weight" in given) and "kind" not in given:
+        # the groups' overlay is a reliability diagram; sampling weights have no test-based
+        # one (TCE counts predictions), so their default figure is the reliability diagram
+        kwargs["kind"] = "reliability"
     opts = Options(command=command, given=frozenset(given), style=style, **kwargs)
     cross_checks(opts)
     return opts

@@ -459,3 +459,18 @@ def test_test_based_and_corp_diagrams_of_counted_rows(tmp_path, cli):
     assert cli(["report", counted, "--count", "k", "-o", page, "-q"]).code == 0
     text = page.read_text(encoding="utf-8")
     assert "Test-based reliability diagram" in text and "CORP reliability diagram" in text
+
+
+def test_plot_of_sampling_weights_defaults_to_the_reliability_diagram(tmp_path, cli):
+    """``plot f --weight w`` just works: without ``--kind`` the figure is the reliability
+    diagram (TCE's test-based one counts predictions), its histogram axis reads "weight"."""
+    s, y, rng = _data(n=800, seed=23)
+    path = tmp_path / "w.parquet"
+    pd.DataFrame({"score": s, "label": y, "w": rng.exponential(1, 800)}).to_parquet(path)
+    out = tmp_path / "f.svg"
+    r = cli(["plot", path, "--weight", "w", "-o", out])
+    assert r.code == 0, r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "Reliability diagram" in text and "weight" in text
+    fig = calcheck.figure(str(path), weight="w")
+    assert fig.axes[0].get_title().startswith("Reliability diagram")

@@ -24,7 +24,7 @@ def reliability(data: Prepared, *, bins: int = 10, binning: str = "uniform",
     """Reliability diagram of equal-width (``uniform``) or equal-mass (``quantile``) bins."""
     res = _ece(data, bins=bins) if binning == "uniform" else _quantile_bins(data, bins=bins)
     label = "equal-width" if binning == "uniform" else "equal-mass"
-    spread = draw.Spread.of(data.scores, None if data.weights is None else data.weights.values)
+    spread = _spread(data)
     return draw.reliability_figure(res.bin_rows(), spread, top_label=top_label,
                                     title=title or f"Reliability diagram ({bins} {label} bins)",
                                     ax=ax)
@@ -69,8 +69,7 @@ def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
                                                                   ("log", "log"))}
     labels = ({"xlabel": "confidence (max probability)", "ylabel": "accuracy (PAV)"}
               if top_label else {})
-    scores = data.scores if data.weights is None else \
-        draw.Spread.of(data.scores, data.weights.values)        # the histogram of the mass
+    scores = data.scores if data.weights is None else _spread(data)   # the mass's histogram
     return draw.corp_figure(rec.x, rec.fit, band, parts, scores,
                              title=title or "CORP reliability diagram", ax=ax, **labels)
 
@@ -116,6 +115,14 @@ def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
     """Test-based reliability diagram (matplotlib Figure); options as :func:`calcheck.tce`;
     ``count=``: the rows' counts (the expanded rows' diagram)."""
     return test_based(_counted(scores, labels, count), yscale=yscale, **tce_options)
+
+
+def _spread(data: Prepared) -> draw.Spread:
+    """The scores' :class:`~calcheck.figures.draw.Spread`, weighted by the rows' counts
+    (counting rows) or sampling weights (counting weight)."""
+    w = data.weights
+    return draw.Spread.of(data.scores, None if w is None else w.values,
+                          unit="weight" if w is not None and not w.frequency else "rows")
 
 
 def _counted(scores: ArrayLike, labels: ArrayLike, count: ArrayLike | None,

@@ -61,11 +61,13 @@ class Spread:
     extreme: float
     integer: bool
     histogram: Callable[[FloatArray, tuple[float, float] | None], IntArray]
+    unit: str = "rows"          # what the histograms count ("weight": sampling weights)
 
     @classmethod
-    def of(cls, values: FloatArray, weights: FloatArray | None = None) -> Spread:
+    def of(cls, values: FloatArray, weights: FloatArray | None = None,
+           unit: str = "rows") -> Spread:
         """Of an array; with row ``weights`` (counts or sampling weights) the share and the
-        histogram are weighted."""
+        histogram are weighted (``unit``: what they count)."""
         def hist(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
             shown = values if clip is None else np.clip(values, *clip)
             return np.histogram(shown, bins=edges, weights=weights)[0]
@@ -73,7 +75,7 @@ class Spread:
         far = (values < EXTREME) | (values > 1 - EXTREME)
         return cls(lo=float(values.min()), hi=float(values.max()),
                    extreme=float(np.average(far, weights=weights)),
-                   integer=bool(np.all(values == np.round(values))), histogram=hist)
+                   integer=bool(np.all(values == np.round(values))), histogram=hist, unit=unit)
 
 
 def choose_scale(scores: FloatArray | Spread, yscale: str = "auto") -> str:
@@ -179,7 +181,7 @@ def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Sp
     axc.bar(lower, n, width=np.maximum(upper - lower, 1e-9), align="edge", color="0.6",
             edgecolor="white", label="bin size")
     axc.set_yscale(_hist_scale(n))
-    axc.set_ylabel("rows")
+    axc.set_ylabel(scores.unit)
     axc.set_xlabel("confidence" if top_label else "predicted probability")
     return fig
 
@@ -293,7 +295,7 @@ def corp_figure(x: FloatArray, fit: FloatArray, band: Any, parts: dict[str, Any]
     axh.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="0.6",
             edgecolor="white")
     axh.set_yscale(_hist_scale(counts))
-    axh.set_ylabel("rows")
+    axh.set_ylabel(scores.unit)
     axh.set_xlabel(xlabel)
     return fig
 
