@@ -341,8 +341,6 @@ def weight_refusal(mid: str, kind: str) -> str | None:
         return (f"{mid} takes no --weight: {_NO_WEIGHTS[base]}" +
                 ("; when the weights are whole numbers that count identical rows, give them "
                  "with --count" if takes == "count" else ""))
-    if base in _NO_WEIGHTS:             # (a count-only id asked about weights is above)
-        return f"{mid} takes no --{kind}: {_NO_WEIGHTS[base]}"
     return f"{mid} is {_NOT_YET}"
 
 

@@ -419,10 +419,8 @@ class MemoryEngine:
 
         name = fopts.variable
         res = variables or self.variables([name], fopts.variables).values["result"]
-        w = self.data.weights
         fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax,
-                                   weights=None if w is None else w.values,
-                                   mass="weight" if w is not None and not w.frequency else "rows")
+                                   weights=self.data.weights)
         return Outcome(values={"figure": fig})
 
 

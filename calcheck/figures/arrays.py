@@ -35,22 +35,21 @@ def test_based(data: Prepared, *, title: str | None = None, yscale: str = "auto"
     """The test-based reliability diagram of TCE (PAVA-BC bins unless ``binning`` is given);
     of counted rows, the expanded rows' diagram (their bins' sizes give the cut ranks)."""
     res = tce(data, **tce_options)
-    if data.weights is not None:
+    rows = res.bin_rows()
+    if data.weights is None:
+        bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"),
+                               tce_options.get("bins", 10), tce_options.get("n_min"),
+                               tce_options.get("n_max"))
+        ranked: Any = data.sorted_scores
+    else:                                 # counts: the expanded rows, indexed by rank
         from calcheck.metrics.vece import RankedRows
 
-        rows = res.bin_rows()
-        w = data.sorted_weights
         bounds = np.r_[0, np.cumsum([round(r["n"]) for r in rows])].astype(np.int64)
-        expanded = RankedRows(data.sorted_scores, w)
-        return draw.tce_figure_from(rows, [expanded[r] for r in draw.violin_ranks(bounds)],
-                                    draw.Spread.of(data.sorted_scores, w), value=res.value,
-                                    title=title or "Test-based reliability diagram",
-                                    yscale=yscale, top_label=top_label, ax=ax)
-    bounds, _ = tce_bounds(data, tce_options.get("binning", "pava-bc"), tce_options.get("bins", 10),
-                        tce_options.get("n_min"), tce_options.get("n_max"))
-    return draw.tce_figure(res.bin_rows(), data.sorted_scores, bounds, value=res.value,
-                            title=title or "Test-based reliability diagram", yscale=yscale,
-                            top_label=top_label, ax=ax)
+        ranked = RankedRows(data.sorted_scores, data.sorted_weights)
+    return draw.tce_figure_from(rows, [ranked[r] for r in draw.violin_ranks(bounds)],
+                                _spread(data, sorted_=True), value=res.value,
+                                title=title or "Test-based reliability diagram", yscale=yscale,
+                                top_label=top_label, ax=ax)
 
 
 def corp(data: Prepared, *, reps: int = 200, level: float = 0.9, seed: int = 0,
@@ -117,12 +116,15 @@ def plot_tce(scores: ArrayLike, labels: ArrayLike, *, yscale: str = "auto",
     return test_based(_counted(scores, labels, count), yscale=yscale, **tce_options)
 
 
-def _spread(data: Prepared) -> draw.Spread:
-    """The scores' :class:`~calcheck.figures.draw.Spread`, weighted by the rows' counts
-    (counting rows) or sampling weights (counting weight)."""
+def _spread(data: Prepared, sorted_: bool = False) -> draw.Spread:
+    """The scores' :class:`~calcheck.figures.draw.Spread` (of the sorted ones: the same, from
+    the sort already made), weighted by the rows' counts (counting rows) or sampling weights
+    (counting weight)."""
     w = data.weights
-    return draw.Spread.of(data.scores, None if w is None else w.values,
-                          unit="weight" if w is not None and not w.frequency else "rows")
+    if sorted_:
+        return draw.Spread.of(data.sorted_scores, None if w is None else data.sorted_weights,
+                              unit=draw.unit_of(w))
+    return draw.Spread.of(data.scores, None if w is None else w.values, unit=draw.unit_of(w))
 
 
 def _counted(scores: ArrayLike, labels: ArrayLike, count: ArrayLike | None,
@@ -150,7 +152,4 @@ def plot_variable(scores: ArrayLike, labels: ArrayLike, values: ArrayLike, name:
     pred_error, incorrect = data.error_view()
     weights = weights_of(weight, count, v.shape[0])
     res = variables(pred_error, incorrect, {name: v}, span=span, weights=weights)
-    return draw.variable_figure(res.to_dict()[name], v, name,
-                                weights=None if weights is None else weights.values,
-                                mass="weight" if weights is not None and not weights.frequency
-                                else "rows")
+    return draw.variable_figure(res.to_dict()[name], v, name, weights=weights)

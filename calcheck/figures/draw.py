@@ -3,7 +3,7 @@
 * :func:`reliability_figure` — reliability diagram: empirical probability against mean score
   per bin with exact binomial 95% intervals, bin sizes below, histogram of predictions beside
   (TCE paper Fig. 1, right).
-* :func:`tce_figure` — the test-based reliability diagram: violins of the predictions of each
+* :func:`tce_figure_from` — the test-based reliability diagram: violins of the predictions of each
   bin, the bin's empirical probability, bin sizes with the rejected share (and its percentage)
   overlaid, histogram of predictions (TCE paper Fig. 1, left).  Bins are labelled with their
   score range, not just an id.
@@ -362,27 +362,18 @@ def range_labels(rows: list[dict[str, Any]]) -> list[str]:
             else f"{show(r['lower'])}–{show(r['upper'])}" for r in rows]
 
 
-def tce_figure(bins_table: list[dict[str, Any]], sorted_scores: FloatArray, bounds: IntArray, *,
-               top_label: bool = False,
-               title: str = "Test-based reliability diagram", value: float | None = None,
-               yscale: str = "auto", ax: Any = None) -> Any:
-    """Test-based reliability diagram from the TCE bin table and the sorted scores.
+def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray], scores: Spread,
+                    *, title: str = "Test-based reliability diagram", value: float | None = None,
+                    yscale: str = "auto", top_label: bool = False, ax: Any = None) -> Any:
+    """Test-based reliability diagram from the TCE bin table, each bin's violin points (the
+    sorted scores at :func:`violin_ranks`) and the predictions' :class:`Spread` — what the
+    memory and streaming engines compute.  With ``ax``, the violins and empirical
+    probabilities only, in that Axes (returned).
 
     ``yscale`` is ``"linear"``, ``"logit"`` or ``"auto"`` (logit when most predictions are
     near 0 or 1, where a linear axis flattens the bins; exact 0s and 1s are clipped to 1e-6 for
     display only).
     """
-    return tce_figure_from(bins_table, [sorted_scores[r] for r in violin_ranks(bounds)],
-                           Spread.of(sorted_scores), title=title, value=value, yscale=yscale,
-                           top_label=top_label, ax=ax)
-
-
-def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray], scores: Spread,
-                    *, title: str = "Test-based reliability diagram", value: float | None = None,
-                    yscale: str = "auto", top_label: bool = False, ax: Any = None) -> Any:
-    """:func:`tce_figure` from each bin's violin points (:func:`violin_ranks`) and the
-    predictions' :class:`Spread` — what the streaming engines compute.  With ``ax``, the
-    violins and empirical probabilities only, in that Axes (returned)."""
     plt = _mpl()
     nb = len(bins_table)
     x = np.arange(1, nb + 1)
@@ -444,19 +435,25 @@ def tce_figure_from(bins_table: list[dict[str, Any]], violins: list[FloatArray],
     return fig
 
 
+def unit_of(weights: Any) -> str:
+    """What a histogram of rows carrying ``weights`` (:class:`calcheck.weights.Weights` or
+    None) counts: rows (none, or counts: the expanded rows) or weight (sampling weights)."""
+    return "weight" if weights is not None and not weights.frequency else "rows"
+
+
 def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str, *,
-                    ax: Any = None, weights: FloatArray | None = None,
-                    mass: str = "rows") -> Any:
+                    ax: Any = None, weights: Any = None) -> Any:
     """Variable-based calibration plot from a ``variables.NAME`` report entry and the variable's
     values (or the :class:`Spread` of the values inside the curve's v range); ``weights``: the
-    rows' counts or weights, which the histogram (of ``mass``) adds."""
+    rows' :class:`calcheck.weights.Weights`, which the histogram adds."""
     plt = _mpl()
     c = var["curve"]
     v = np.asarray(c["v"], float)
     if not isinstance(values, Spread):
         shown = ~np.isnan(values)
         shown[shown] = (values[shown] >= v.min()) & (values[shown] <= v.max())
-        values = Spread.of(values[shown], None if weights is None else weights[shown])
+        values = Spread.of(values[shown], None if weights is None else weights.values[shown],
+                           unit=unit_of(weights))
     given = ax is not None
     if ax is None:
         fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
@@ -487,7 +484,7 @@ def variable_figure(var: dict[str, Any], values: FloatArray | Spread, name: str,
     axh.stairs(counts, edges, fill=True, color="0.6")
     axh.set_xlim(v.min(), v.max())
     axh.set_xlabel(f"{name} (5th–95th percentile)")
-    axh.set_ylabel(mass)
+    axh.set_ylabel(values.unit)
     return fig
 
 

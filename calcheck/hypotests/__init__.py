@@ -125,8 +125,10 @@ def run_tests(scores: np.ndarray, labels: np.ndarray, methods: list[str], option
     without a weighted form are refused before this is called)."""
     results: dict[str, TestResult] = {}
     notes: list[str] = []
-    shown = scores if weights is None else scores[weights.values > 0]
-    distinct = int(np.unique(shown).shape[0]) if "tcal" in methods else 0
+    distinct = 0
+    if "tcal" in methods:                # (rows of weight 0 hold no score)
+        shown = scores if weights is None else scores[weights.values > 0]
+        distinct = int(np.unique(shown).shape[0])
     discrete = distinct <= options.discrete_max and (weights is None or weights.frequency)
     family = options.family_size(methods, discrete)
     n = scores.shape[0] if weights is None else weighted_n(weights)
