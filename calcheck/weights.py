@@ -124,14 +124,18 @@ class Weights:
 
 def class_weights(w: FloatArray, labels: np.ndarray) -> tuple[float, float] | None:
     """(w₀, w₁) when every row of positive weight with label 0 has weight w₀ and every one
-    with label 1 has w₁ ≠ w₀ (a class-based sampling), else None."""
+    with label 1 has w₁ ≠ w₀ (a class-based sampling), else None.  The first rows are looked
+    at first: weights that vary within a class mostly show it there, without a pass over all."""
     y = np.asarray(labels)
-    pos = w[(y == 1) & (w > 0)]
-    neg = w[(y == 0) & (w > 0)]
-    if pos.shape[0] == 0 or neg.shape[0] == 0 or pos.min() != pos.max() or \
-            neg.min() != neg.max() or pos[0] == neg[0]:
-        return None
-    return float(neg[0]), float(pos[0])
+    out: tuple[float, float] | None = None
+    for rows in (slice(0, 4096), slice(None)):
+        wr, yr = w[rows], y[rows]
+        pos = wr[(yr == 1) & (wr > 0)]
+        neg = wr[(yr == 0) & (wr > 0)]
+        if (pos.shape[0] and pos.min() != pos.max()) or (neg.shape[0] and neg.min() != neg.max()):
+            return None
+        out = (float(neg[0]), float(pos[0])) if pos.shape[0] and neg.shape[0] else None
+    return out if out is not None and out[0] != out[1] else None
 
 
 def sampled_rate(s: FloatArray, cw: tuple[float, float]) -> FloatArray:

@@ -474,3 +474,30 @@ def test_plot_of_sampling_weights_defaults_to_the_reliability_diagram(tmp_path, 
     assert "Reliability diagram" in text and "weight" in text
     fig = calcheck.figure(str(path), weight="w")
     assert fig.axes[0].get_title().startswith("Reliability diagram")
+
+
+def test_class_weights_looks_at_every_row():
+    """:func:`calcheck.weights.class_weights` looks at the first rows first (a shortcut for
+    weights that vary within a class): whatever it finds there, its answer is that of every
+    row — weights varying only past the first rows, one class only at first, zero weights,
+    equal class weights."""
+    from calcheck.weights import class_weights
+
+    def reference(w: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+        pos, neg = w[(y == 1) & (w > 0)], w[(y == 0) & (w > 0)]
+        if not pos.size or not neg.size or len(set(pos)) > 1 or len(set(neg)) > 1 \
+                or pos[0] == neg[0]:
+            return None
+        return float(neg[0]), float(pos[0])
+
+    rng = np.random.default_rng(3)
+    for case in range(40):
+        n = int(rng.choice([10, 5000, 20_000]))
+        y = (rng.uniform(size=n) < rng.choice([0.0, 0.01, 0.5])).astype(np.int8)
+        if case % 5 == 0:
+            y[: min(n, 4096)] = 1                     # one class in the first rows only
+        w = np.where(y == 1, 1.0, float(rng.choice([1.0, 10.0])))
+        w[rng.uniform(size=n) < 0.05] = 0.0
+        if case % 3 == 0:
+            w[int(rng.integers(0, n))] *= 2.0         # one row breaks it, anywhere
+        assert class_weights(w, y) == reference(w, y), case
