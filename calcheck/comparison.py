@@ -4,7 +4,7 @@ Two models' predictions of the **same rows** — two files matched by ``--id`` (
 or two score (``--score A --score B``) or probability (``--probs P --probs Q``) column sets of
 one file — are scored with the same metrics, and each metric's change Δ = new − old gets a
 paired bootstrap interval (:mod:`calcheck.paired`; on the streaming engines the paired Poisson
-bootstrap of :mod:`calcheck.streaming.paired`).  The interval decides the verdict:
+bootstrap of :func:`calcheck.paired.paired_intervals`).  The interval decides the verdict:
 
 * ``"worse"`` when its lower end is above 0 (the new model's error is larger),
 * ``"better"`` when its upper end is below 0,
@@ -575,7 +575,7 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     from calcheck.engines import open_engine
     from calcheck.engines.base import metric_options
     from calcheck.metrics._result import MetricResult
-    from calcheck.streaming.paired import PairedUnits, in_step, paired_intervals
+    from calcheck.paired import PairedUnits, in_step, paired_intervals
 
     lab = opts.name_of
     if opts.id is not None:

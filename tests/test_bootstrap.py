@@ -216,14 +216,14 @@ def test_stream_quantile_replicate_of_the_data_itself_is_its_ace():
     re-cut equal-mass bins give the exact ACE and MCE(Q) up to the pro-rata split of the
     10 blocks (2^-12 wide) holding a cut."""
     import calcheck
-    from calcheck.streaming.bootstrap import _quantile_replicates
+    from calcheck.uncertainty import unit_quantile_replicates
 
     s, y = make(12, 50_000, 0.8)
     u = bootstrap_units(state(s, y))
     W = u["count"][None, :].astype(float)
     starts = np.flatnonzero(np.concatenate(([True], np.diff(u["block"]) != 0)))
-    ace, mce_q, m = _quantile_replicates(W, u, u["sum_score"] / u["count"], starts,
-                                         W.sum(axis=1), 10)
+    ace, mce_q, m = unit_quantile_replicates(W, u, u["sum_score"] / u["count"], starts,
+                                             W.sum(axis=1), 10)
     assert np.abs(m[0]).sum() == pytest.approx(ace[0], rel=1e-12)
     assert ace[0] == pytest.approx(calcheck.ace(s, y).value, rel=1e-6)  # gaps keep their sign
     assert mce_q[0] == pytest.approx(calcheck.mce_q(s, y).value, rel=1e-2)  # ~12 rows a block

@@ -35,22 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
 from calcheck.streaming.states import StreamState, cell_blocks, label_units
 from calcheck.uncertainty import (
+    NORM_BINNING,
+    REP_CHUNK,
     ConfidenceInterval,
     NormReplicates,
     check_ci_options,
     estimand_of,
     percentile_interval,
+    unit_quantile_replicates,
 )
 
 CI_METRICS = ("ece", "ece_l2", "brier", "log_loss", "ace", "ece_debiased", "ece_l2_debiased")
-# the norm-bootstrap metrics (calcheck.uncertainty): their bin vector and norm
-NORM = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"), "ece_l2": ("uniform", "l2"),
-        "ece_l2_debiased": ("uniform", "l2"), "ace": ("quantile", "l1")}
 UNIT_SHIFT = 4           # units of 2^4 grid cells within one bin (2^-12 wide)
-REP_CHUNK = 50           # fixed, so the draws do not depend on the machine
 RESAMPLING = "Poisson bootstrap per score unit (2^-12 wide, within one bin) and label"
 
 
@@ -73,42 +71,6 @@ def bootstrap_units(state: StreamState, shift: int = UNIT_SHIFT) -> dict[str, An
     return out
 
 
-def _quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArray,
-                         block_starts: IntArray, n_star: FloatArray,
-                         bins: int) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """ACE and MCE(Q) of each replicate (a row of unit weights ``W``): the replicate's rows, in
-    score order, are cut at ranks ⌊j·n*/B⌋ as in memory; a cut that falls inside a block of
-    2^-12 takes the block's share of positives and Σ score pro rata (its rows are taken as
-    exchangeable, as everywhere in this bootstrap)."""
-    t = W.shape[0]
-    count = np.add.reduceat(W, block_starts, axis=1)                       # (t, blocks)
-    pos = np.add.reduceat(W * u["label"], block_starts, axis=1)
-    ssum = np.add.reduceat(W * mean_score, block_starts, axis=1)
-    nb = count.shape[1]
-    zero = np.zeros((t, 1))
-    cum = {k: np.concatenate([zero, np.cumsum(v, axis=1)], axis=1)
-           for k, v in (("n", count), ("pos", pos), ("s", ssum))}
-    ranks = np.floor(np.linspace(0.0, 1.0, bins + 1)[None, :] * n_star[:, None])  # (t, B+1)
-    # the block holding each cut: the first whose cumulative count reaches the rank (one
-    # searchsorted over all replicates: row r's cumulative counts shifted by r·(max n* + 1))
-    shift = (np.arange(t) * (float(n_star.max()) + 1.0))[:, None]
-    flat = (cum["n"][:, 1:] + shift).ravel()
-    k = np.searchsorted(flat, (ranks + shift).ravel(), side="left").reshape(t, -1)
-    k = np.minimum(k - (np.arange(t) * nb)[:, None], nb - 1)
-    rows = np.arange(t)[:, None]
-    width = count[rows, k]
-    frac = np.divide(ranks - cum["n"][rows, k], width, out=np.zeros_like(ranks),
-                     where=width > 0)
-    at_pos = cum["pos"][rows, k] + frac * pos[rows, k]
-    at_s = cum["s"][rows, k] + frac * ssum[rows, k]
-    signed = np.diff(at_pos - at_s, axis=1)                  # Σ (y − s) per bin
-    n_b, gap = np.diff(ranks, axis=1), np.abs(signed)
-    ace = gap.sum(axis=1) / n_star
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mce_q = np.where(n_b > 0, gap / np.maximum(n_b, 1.0), 0.0).max(axis=1)
-    return ace, mce_q, signed / n_star[:, None]
-
-
 def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, level: float = 0.95,
                    seed: int = 0) -> tuple[dict[str, ConfidenceInterval], dict[str, Any]]:
     """Intervals of the grid metrics among ``ids`` and the settings that describe them."""
@@ -127,7 +89,7 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
     rng = np.random.default_rng(seed)
     values = {m: np.empty(reps) for m in ids}
-    kinds = {NORM[m][0] for m in ids if m in NORM}
+    kinds = {NORM_BINNING[m][0] for m in ids if m in NORM_BINNING}
     norms: dict[str, NormReplicates] = {}
     n = float(state.n)
     if "uniform" in kinds:
@@ -136,7 +98,7 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
                                           np.add.reduceat(N, starts) / n, reps)
     if "quantile" in kinds:
         one = N[None, :]
-        _, _, m_q = _quantile_replicates(one, u, mean["sum_score"], block_starts,
+        _, _, m_q = unit_quantile_replicates(one, u, mean["sum_score"], block_starts,
                                          np.array([n]), state.bins)
         norms["quantile"] = NormReplicates(m_q[0], np.full(state.bins, 1.0 / state.bins), reps)
     done = 0
@@ -149,7 +111,7 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
             signed = np.add.reduceat(W * (u["label"] - mean["sum_score"]), starts, axis=1)
             norms["uniform"].add(sl, signed / n_star[:, None])
         if "quantile" in kinds:
-            _, _, m_q = _quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
+            _, _, m_q = unit_quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
                                              state.bins)
             norms["quantile"].add(sl, m_q)
         if "brier" in ids:
@@ -157,8 +119,8 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
         if "log_loss" in ids:
             values["log_loss"][sl] = -(W @ mean["sum_ll"]) / n_star
         done += t
-    cis = {m: norms[NORM[m][0]].interval(NORM[m][1], level=level, seed=seed,
-                                         resampling=RESAMPLING) if m in NORM else
+    cis = {m: norms[NORM_BINNING[m][0]].interval(NORM_BINNING[m][1], level=level, seed=seed,
+                                         resampling=RESAMPLING) if m in NORM_BINNING else
            percentile_interval(values[m], level=level, seed=seed, resampling=RESAMPLING,
                                estimand=estimand_of(m))
            for m in ids}
