@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, Union
 
 import numpy as np
@@ -14,12 +15,6 @@ BoolArray = NDArray[np.bool_]
 JSONValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
 
 T = TypeVar("T")
-Passes = Generator[Any, Any, T]
-"""A streamed computation that needs passes over the data: it yields each pass's spec, is sent
-the merged state of that pass, and returns its result (:func:`calcheck.streaming.runner.drive`
-runs one on a source; :func:`calcheck.streaming.runner.drive_lockstep` runs many in shared
-passes)."""
-
 S = TypeVar("S", bound="PassState")
 S_co = TypeVar("S_co", bound="PassState", covariant=True)
 
@@ -39,3 +34,32 @@ class PassSpec(Protocol[S_co]):
 
     def new(self) -> S_co: ...
 
+
+class Kept(Protocol):
+    """Rows kept in memory that can make some passes' states exactly as the file would
+    (:mod:`calcheck.streaming.runner`)."""
+
+    def serves(self, spec: PassSpec[PassState], /) -> bool:
+        """Whether :meth:`state` gives this pass's state (the rows it reads are all kept)."""
+
+    def state(self, spec: PassSpec[PassState], /) -> PassState:
+        """The state a pass of ``spec`` over the file would give."""
+
+
+@dataclass(frozen=True)
+class FromKept:
+    """A computation's pass that ``kept`` rows may serve (the runner decides)."""
+
+    spec: PassSpec[PassState]
+    kept: tuple[Kept, ...]
+
+
+PassItem = Union[PassSpec[PassState], FromKept]
+"""What a computation yields for a pass: its spec, or its spec with rows that may serve it."""
+
+Passes = Generator[PassItem, PassState, T]
+"""A streamed computation that needs passes over the data: it yields each pass (a
+:data:`PassItem`), is sent the merged state of that pass, and returns its result
+(:func:`calcheck.streaming.runner.drive` runs one on a source;
+:func:`calcheck.streaming.runner.drive_lockstep` runs many in shared passes).
+:func:`calcheck.streaming.runner.one_pass` yields one pass and gives its state its type."""

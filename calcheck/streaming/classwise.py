@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.data import ClassColumns
 from calcheck.metrics._result import MetricResult
 from calcheck.metrics.multiclass import classwise_result, classwise_uniform_sums, sce_from_sums
+from calcheck.streaming.runner import one_pass
 from calcheck.streaming.states import CompensatedSum, StreamState, workspace
 from calcheck.tuning import DEFAULT, Tuning
 
@@ -167,7 +168,7 @@ class ClasswiseState:
 POSITIONAL_CLASSWISE = ("ace_cw", "tace", "tce_cw")
 
 
-def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Any:
+def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Passes[Any]:
     """A sub-stream small enough to hold (``Tuning.hold_rows`` rows): one pass keeps its rows,
     sorted, then the in-memory engine's :func:`~calcheck.metrics.multiclass.class_errors` on
     them — the in-memory numbers, in one pass instead of a grid pass, a rank search and a row
@@ -176,19 +177,20 @@ def _class_rows(share: bool, rows: int = 0, **errors: Any) -> Any:
     from calcheck.metrics.multiclass import class_errors
     from calcheck.streaming.heldrows import SortedRowsSpec
 
-    state = yield SortedRowsSpec(packed=share, rows=rows)
+    state = yield from one_pass(SortedRowsSpec(packed=share, rows=rows))
     ps, ys = state.sorted_rows()
     del state
     return class_errors(ps, ys, **errors)
 
 
-def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any) -> Any:
+def _class_passes(ids: list[str], id_bound: int, bins: int, **options: Any
+                  ) -> Passes[tuple[int, dict[str, Any]]]:
     """A larger sub-stream: one grid pass, then its positional metrics (a rank search and a
     row pass): (rows, results by id)."""
     from calcheck.streaming.engine import StateSpec
     from calcheck.streaming.positional import positional_passes
 
-    grid = yield StateSpec(bins=bins, log_loss=False)
+    grid = yield from one_pass(StateSpec(bins=bins, log_loss=False))
     n = grid.n
     if n == 0:
         return 0, {}

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck._typing import FloatArray, IntArray, Kept, Passes, PassSpec, S
 from calcheck.binning import (
     BinStats,
     count_value,
@@ -25,7 +25,7 @@ from calcheck.streaming.prospect import CellsKept, HeldCellsSpec, HeldCellsState
 from calcheck.streaming.rowpass import (
     rejection_weight,
 )
-from calcheck.streaming.runner import FromKept, Kept
+from calcheck.streaming.runner import one_pass
 from calcheck.streaming.select import (
     Resolved,
     Search,
@@ -251,7 +251,7 @@ class PassScan(PassBins):
             search.absorb((yield from self._pass(spec)))
         self.resolved.update(search.result())
 
-    def _pass(self, spec: Any) -> Passes[Any]:
+    def _pass(self, spec: PassSpec[S]) -> Passes[S]:
         """One pass of ``spec``, which the rows this computation keeps may serve in place of
         the source (the runner decides, :mod:`calcheck.streaming.runner`): once exact PAVA
         holds every row, sorted, those; else the cells the first search kept."""
@@ -260,8 +260,8 @@ class PassScan(PassBins):
         elif self._held is not None:
             kept = (CellsKept(self._held, self.n),)
         else:
-            return (yield spec)
-        return (yield FromKept(spec, kept))
+            kept = ()
+        return (yield from one_pass(spec, kept))
 
 
 def _quartile_ranks(bounds: IntArray) -> list[tuple[int, int, float]]:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray, Passes
+from calcheck._typing import FloatArray, IntArray, Kept, Passes
 from calcheck.binning import distinct, quantile_bounds
 from calcheck.errors import UsageError
 from calcheck.pava import (
@@ -60,7 +60,7 @@ from calcheck.streaming.prospect import (
     test_cells,
     whole_k,
 )
-from calcheck.streaming.runner import Kept, drive
+from calcheck.streaming.runner import drive, one_pass
 from calcheck.streaming.states import StreamState, binned
 from calcheck.tuning import DEFAULT, Tuning
 
@@ -178,9 +178,8 @@ class PositionalPass(RowPasses):
         if n <= self.exact_rows:
             if self._rows is None:
                 preload_compiled_pava(n, int(self.cum_pos[-1]))
-                self._rows = (yield SortedRowsSpec(packed=self.share, rows=n,
-                                                   tied=self.cell_values is not None)
-                              ).sorted_rows()
+                self._rows = (yield from one_pass(SortedRowsSpec(
+                    packed=self.share, rows=n, tied=self.cell_values is not None))).sorted_rows()
                 if self._rows[0].shape[0] != n:         # the later passes run over these rows
                     raise RuntimeError("the pass keeping every row saw other rows than the "
                                        "grid pass: the data changed between passes")

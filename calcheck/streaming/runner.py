@@ -2,9 +2,10 @@
 
 A streamed computation (:data:`~calcheck._typing.Passes`) only says what it needs: it yields
 a pass's spec — or, when it keeps rows that may stand in for the file (invariant 4 of
-docs/streaming.md), a :class:`FromKept` naming them — and is sent the merged state.  The runner
-(:func:`drive` for one computation, :func:`drive_lockstep` for many in shared passes) serves
-each pass from kept rows when one of them :meth:`~Kept.serves` it, and otherwise from the
+docs/streaming.md), a :class:`~calcheck._typing.FromKept` naming them; :func:`one_pass`
+yields either and types the state it is sent back.  The runner (:func:`drive` for one
+computation, :func:`drive_lockstep` for many in shared passes) serves each pass from kept
+rows when one of them :meth:`~calcheck._typing.Kept.serves` it, and otherwise from the
 source (:meth:`calcheck.streaming.engine.StreamSource.run`: the file, or the Dask cluster),
 which counts the passes (invariant 12).  The kept rows:
 
@@ -23,17 +24,18 @@ The budgets that bound them are the :class:`~calcheck.tuning.Tuning`'s (``exact_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, Union
+from collections.abc import Hashable, Sequence
+from typing import Protocol, TypeVar, cast
 
 from calcheck._threads import map_two
-from calcheck._typing import IntArray, Passes, PassSpec, PassState
+from calcheck._typing import FromKept, IntArray, Kept, Passes, PassItem, PassSpec, PassState
 from calcheck.errors import CalcheckError
 from calcheck.streaming.views import CHUNK, SubStream, ViewsSpec
 from calcheck.tuning import Tuning
 
 T = TypeVar("T")
+S = TypeVar("S", bound=PassState)
+K = TypeVar("K", bound=Hashable)
 Spec = PassSpec[PassState]
 
 
@@ -45,36 +47,21 @@ class Source(Protocol):
     file_passes: int
     tuning: Tuning
 
-    def run(self, spec: Spec, labels: IntArray | None = None, /) -> tuple[PassState, object]:
+    def run(self, spec: PassSpec[S], labels: IntArray | None = None, /) -> tuple[S, object]:
         """One pass: the merged state and the read statistics (None for arrays)."""
 
     def id_bound(self, n: int) -> int:
         """An upper bound of the row ids of a pass over ``n`` rows."""
 
 
-class Kept(Protocol):
-    """Rows kept in memory that can make some passes' states exactly as the file would."""
-
-    def serves(self, spec: Spec) -> bool:
-        """Whether :meth:`state` gives this pass's state (the rows it reads are all kept)."""
-
-    def state(self, spec: Spec) -> PassState:
-        """The state a pass of ``spec`` over the file would give."""
+def one_pass(spec: PassSpec[S], kept: tuple[Kept, ...] = ()) -> Passes[S]:
+    """Yield one pass of ``spec`` (with ``kept`` rows that may serve it) and return its state,
+    typed as the spec's: how a computation asks for a pass."""
+    state = yield (FromKept(spec, kept) if kept else spec)
+    return cast(S, state)
 
 
-@dataclass(frozen=True)
-class FromKept:
-    """A computation's pass that ``kept`` rows may serve (the runner decides)."""
-
-    spec: Spec
-    kept: tuple[Kept, ...]
-
-
-Item = Union[Spec, FromKept]
-"""What a computation yields for a pass."""
-
-
-def served(item: Item, kept: Sequence[Kept] = ()) -> tuple[Spec, PassState | None]:
+def served(item: PassItem, kept: Sequence[Kept] = ()) -> tuple[Spec, PassState | None]:
     """(the spec of a yielded ``item``, its state from kept rows — the item's own, then the
     run's ``kept`` — or None when the pass must read the source)."""
     spec, own = (item.spec, item.kept) if isinstance(item, FromKept) else (item, ())
@@ -84,7 +71,7 @@ def served(item: Item, kept: Sequence[Kept] = ()) -> tuple[Spec, PassState | Non
     return spec, None
 
 
-def run_pass(source: Source, item: Item, kept: Sequence[Kept] = ()) -> PassState:
+def run_pass(source: Source, item: PassItem, kept: Sequence[Kept] = ()) -> PassState:
     """One pass of a yielded ``item``: from kept rows, else over ``source``."""
     spec, state = served(item, kept)
     return source.run(spec)[0] if state is None else state
@@ -100,7 +87,7 @@ def drive(source: Source, passes: Passes[T], kept: Sequence[Kept] = ()) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-def _guarded(passes: Passes[Any]) -> Passes[Any]:
+def _guarded(passes: Passes[T]) -> Passes[T | CalcheckError]:
     """``passes``, with a :class:`CalcheckError` returned as the result instead of raised."""
     try:
         return (yield from passes)
@@ -108,10 +95,10 @@ def _guarded(passes: Passes[Any]) -> Passes[Any]:
         return exc
 
 
-def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]], *,
-                   view: str = "top", by: str | None = None, rows: dict[Any, int] | None = None,
-                   max_rows: int = 0, chunk: int = CHUNK, labels: Any = None
-                   ) -> dict[Any, Any]:
+def drive_lockstep(source: Source, computations: dict[K, tuple[SubStream, Passes[T]]], *,
+                   view: str = "top", by: str | None = None, rows: dict[K, int] | None = None,
+                   max_rows: int = 0, chunk: int = CHUNK, labels: IntArray | None = None
+                   ) -> dict[K, T | CalcheckError]:
     """Run the computations ``chunk`` at a time, each chunk together (one pass per round for
     all that need one): the result by key.  A computation that raises a
     :class:`CalcheckError` (say, a group too small for a metric) gets it as its result.
@@ -121,7 +108,7 @@ def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[
     ``max_rows`` rows in all (always at least one), the others wait for a later round.
     ``labels``: every row's class, kept by the first pass, for the source's reads of class
     sub-streams (:meth:`calcheck.streaming.engine.StreamSource.run`)."""
-    results: dict[Any, Any] = {}
+    results: dict[K, T | CalcheckError] = {}
     items = list(computations.items())
     for i in range(0, len(items), chunk):
         _lockstep(source, dict(items[i:i + chunk]), view, by, rows or {}, max_rows, labels,
@@ -129,13 +116,14 @@ def drive_lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[
     return results
 
 
-def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]],
-              view: str, by: str | None, rows: dict[Any, int], max_rows: int, labels: Any,
-              results: dict[Any, Any]) -> None:
+def _lockstep(source: Source, computations: dict[K, tuple[SubStream, Passes[T]]],
+              view: str, by: str | None, rows: dict[K, int], max_rows: int,
+              labels: IntArray | None, results: dict[K, T | CalcheckError]) -> None:
     """One chunk of :func:`drive_lockstep` (results into ``results``)."""
-    pending: dict[Any, tuple[SubStream, Any, Passes[Any]]] = {}
+    pending: dict[K, tuple[SubStream, Spec, Passes[T | CalcheckError]]] = {}
 
-    def step(key: Any, sub: SubStream, gen: Passes[Any], sent: Any) -> None:
+    def step(key: K, sub: SubStream, gen: Passes[T | CalcheckError],
+             sent: PassState | None) -> None:
         """Advance one computation to its next pass over the source (passes its kept rows
         serve run here, at once)."""
         while True:
@@ -150,7 +138,7 @@ def _lockstep(source: Any, computations: dict[Any, tuple[SubStream, Passes[Any]]
                 pending[key] = (sub, spec, gen)
                 return
 
-    def held(key: Any) -> int:
+    def held(key: K) -> int:
         return rows.get(key, 0) if getattr(pending[key][1], "holds_rows", False) else 0
 
     for key, (sub, gen) in computations.items():
