@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 from calcheck._json import jsonable
 from calcheck._quiet import quiet
 from calcheck._version import SCHEMA_VERSION, __version__
-from calcheck.engines import Progress, open_engine
+from calcheck.engines import Progress, open_engine, read_options
 from calcheck.hypotests import segments as seg_stats
 from calcheck.options import DEFAULT_BATCH_ROWS, Options
 from calcheck.report.model import Report
@@ -93,7 +93,7 @@ def segment_options(opts: Options) -> SegmentOptions:
 
 def run_audit(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck audit`` on ``source`` with validated options."""
-    with open_engine(source, opts, progress=progress) as eng:
+    with open_engine(source, read_options(opts), progress=progress) as eng:
         names = list(dict.fromkeys(opts.segments or []))
         data = eng.segment_table(names, segment_options(opts))
         engine_settings = {k: v for k, v in eng.settings().items() if k in ("batch_rows",

@@ -213,14 +213,14 @@ def load_pair(sources: list[Any], opts: Options, *, held: bool = False
     """Both models' predictions on the same rows in OLD's order, and how they were matched;
     ``held``: a streaming engine's weighted run, whose inputs must fit its budget
     (:func:`calcheck.engines.check_held`)."""
-    from calcheck.engines import check_held, source_of
+    from calcheck.engines import check_held, read_options, source_of
 
     pair = resolve_pair(sources, opts)
-    src_old = source_of(pair.old[0], opts)
-    src_new = src_old if pair.same_file else source_of(pair.new[0], opts)
+    src_old = source_of(pair.old[0], opts.input_format)
+    src_new = src_old if pair.same_file else source_of(pair.new[0], opts.input_format)
     if held:
         for src in {id(s): s for s in (src_old, src_new)}.values():
-            check_held(src, opts)
+            check_held(src, read_options(opts))
     names = (f"OLD ({src_old.name})", f"NEW ({src_new.name})") if not pair.same_file else \
         (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
          f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")
@@ -572,7 +572,7 @@ def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool) -> None:
 
 def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
     """``compare`` with ``--engine stream`` or ``dask``."""
-    from calcheck.engines import open_engine
+    from calcheck.engines import open_engine, read_options
     from calcheck.engines.base import metric_options
     from calcheck.metrics._result import MetricResult
     from calcheck.paired import PairedUnits, in_step, paired_intervals
@@ -593,7 +593,7 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     ids: list[str] = []
     tables = []
     with contextlib.ExitStack() as stack:
-        engines = [stack.enter_context(open_engine(src, o)) for src, o in sides]
+        engines = [stack.enter_context(open_engine(src, read_options(o))) for src, o in sides]
         for j, ((_, o), eng) in enumerate(zip(sides, engines)):
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from calcheck._json import jsonable
 from calcheck._quiet import quiet
 from calcheck._version import SCHEMA_VERSION, __version__
-from calcheck.engines import Progress, open_engine
+from calcheck.engines import Progress, open_engine, read_options
 from calcheck.errors import InputError, UsageError
 from calcheck.hypotests import eprocess as ep
 from calcheck.hypotests.classical import cox
@@ -134,7 +134,7 @@ def run_monitor(source: Any, opts: Options, *, progress: Progress | None = None)
 
     state = read_state(opts.state, opts) if opts.state else empty_state(opts)
     window = parse_window(opts.window or "", opts.tz, opts.name_of("window"))
-    with open_engine(source, opts, progress=progress) as eng:
+    with open_engine(source, read_options(opts), progress=progress) as eng:
         if not eng.capabilities.rows:
             raise UsageError(f"{opts.name_of('engine')} {eng.name}: the monitor runs on the "
                              "memory engine (the streaming engines do not read windows in "

@@ -603,3 +603,15 @@ def default_bins(opts: Options, multiclass: bool) -> int:
 
         return compat.mode(opts.compat).default_bins
     return 15 if multiclass else 10
+
+
+def score_fold_bins(opts: Options) -> tuple[int, ...]:
+    """The equal-width bins a ``score`` run's ECE, ECE-l2 or MCE will use on binary input,
+    which the in-memory reader can fold while it reads (:func:`calcheck.io.load_predictions`);
+    none when the run asks for none of them (or computes as a peer library does).  The
+    ``score`` pipeline asks (:func:`calcheck.pipeline.run_score`); no other command folds."""
+    if opts.compat:
+        return ()
+    ids = set(registry.split_ids(opts.metrics)) if opts.metrics is not None else \
+        set(registry.default_ids(False))
+    return (default_bins(opts, False),) if ids & {"ece", "ece_l2", "mce", "all"} else ()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from calcheck import registry
-from calcheck.engines import Progress, capabilities, open_engine
+from calcheck.engines import Progress, capabilities, open_engine, read_options
 from calcheck.engines.base import (
     Engine,
     Outcome,
@@ -25,7 +25,7 @@ from calcheck.engines.base import (
 from calcheck.errors import TooFewRows, UsageError
 from calcheck.figures import require_matplotlib
 from calcheck.option_checks import parse
-from calcheck.options import Options
+from calcheck.options import Options, score_fold_bins
 from calcheck.report.build import build_report, group_names, settings_of
 from calcheck.report.files import report_kind
 from calcheck.report.model import Report
@@ -47,8 +47,9 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None 
 
 
 @contextlib.contextmanager
-def _engine(source: Any, opts: Options, progress: Progress | None) -> Iterator[Engine]:
-    with open_engine(source, opts, progress=progress) as eng:
+def _engine(source: Any, opts: Options, progress: Progress | None,
+            fold: tuple[int, ...] = ()) -> Iterator[Engine]:
+    with open_engine(source, read_options(opts, fold), progress=progress) as eng:
         if eng.capabilities.rows:
             check_bins_against_rows(opts, eng.input_info().get("rows_used") or 0)
         yield eng
@@ -438,7 +439,7 @@ def _report_data(eng: Engine, opts: Options, command: str, *, bounds: list[Any],
 def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck score`` on ``source`` with validated options."""
     window, run_opts = _windows(opts)
-    with _engine(source, opts, progress) as eng:
+    with _engine(source, opts, progress, score_fold_bins(opts)) as eng:
         mc = eng.multiclass
         ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
         bounds = plan_tolerance(opts, mc, eng.name)

@@ -389,15 +389,17 @@ def test_a_large_parquet_file_folds_the_ece_bins_while_it_is_read(tmp_path, monk
 
 
 def test_the_bins_folded_while_reading_are_the_runs_own():
-    from calcheck.engines.memory import read_bins
+    from calcheck.engines import read_options
     from calcheck.option_checks import parse
+    from calcheck.options import score_fold_bins
 
     def bins(**values):
-        return read_bins(parse(values.pop("command", "score"), values, style="api"))
+        return score_fold_bins(parse("score", values, style="api"))
 
     assert bins() == (10,)                                  # ECE is a default metric
     assert bins(metrics=["ece"], bins="15") == (15,)
     assert bins(metrics=["mce,brier"]) == (10,)
     assert bins(metrics=["tce,ace"]) == ()
     assert bins(metrics=["ece"], compat="netcal") == ()
-    assert bins(command="test") == ()
+    # only the score pipeline folds: another command's reading options fold nothing
+    assert read_options(parse("test", {}, style="api")).fold_bins == ()

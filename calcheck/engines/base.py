@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from calcheck import registry
 from calcheck.options import Options
+from calcheck.tuning import DEFAULT, Tuning
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
@@ -139,6 +140,67 @@ def group_options(opts: Options) -> GroupOptions:
     return GroupOptions(opts.by, windows=bool(opts.time), max_groups=opts.max_groups,
                         min_group_size=opts.min_group_size, family=opts.family,
                         name_of=opts.name_of)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How an engine reads its input: the columns (``score``, ``label``, ``probs``; the extra
+    ``numeric`` ones of ``--var`` and ``raw`` ones of ``--by``/``--time``/``--segment``/…,
+    with ``flags`` naming the option of each), the rows (``where``, ``drop_invalid``), the
+    row weights (``weighting``: (column, "count" or "weight")), the equal-width bins a
+    binary read may fold on the way (``fold_bins``), and how it reads (``engine``,
+    ``batch_rows``, ``scheduler``, ``tuning``).  ``name_of`` names an option in messages."""
+
+    engine: str = "memory"
+    input_format: str | None = None
+    score: str | None = None
+    label: str | None = None
+    pos_label: str | None = None
+    probs: tuple[str, ...] | None = None
+    renormalize: bool = False
+    drop_invalid: bool = False
+    where: str | None = None
+    numeric: tuple[str, ...] = ()
+    raw: tuple[str, ...] = ()
+    flags: dict[str, str] = field(default_factory=dict)
+    weighting: tuple[str, str] | None = None
+    weight_null: str = "auto"
+    pair_as_binary: bool = True
+    fold_bins: tuple[int, ...] = ()
+    batch_rows: int = 0
+    scheduler: str | None = None
+    tuning: Tuning = DEFAULT
+    name_of: Callable[[str], str] = str
+
+
+def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
+    """The run's reading options (:func:`extra_columns` the extra columns); ``fold_bins``:
+    the equal-width bins a binary read may fold on the way (the ``score`` command's,
+    :func:`calcheck.options.score_fold_bins`)."""
+    numeric, raw, flags = extra_columns(opts)
+    return ReadOptions(engine=opts.engine, input_format=opts.input_format, score=opts.score,
+                       label=opts.label, pos_label=opts.pos_label,
+                       probs=tuple(opts.probs) if opts.probs else None,
+                       renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
+                       where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
+                       weighting=opts.weighting, weight_null=opts.weight_null,
+                       pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
+                       batch_rows=opts.batch_rows, scheduler=opts.scheduler,
+                       tuning=opts.tuning, name_of=opts.name_of)
+
+
+def extra_columns(opts: Options) -> tuple[list[str], list[str], dict[str, str]]:
+    """The extra columns a run reads: numeric (``--var``) and raw (``--by``, ``--time``,
+    ``--correct-from``, ``--segment``, ``--audit``), and the option naming each."""
+    numeric = opts.variable_list
+    segments = list(dict.fromkeys([*(opts.segments or []), *(opts.audit or [])]))
+    raw = list(dict.fromkeys([c for c in (opts.by, opts.time, opts.correct_from) if c]
+                             + segments))
+    flags = {c: opts.name_of("variables") for c in numeric}
+    flags.update({c: opts.name_of("segments" if opts.segments else "audit") for c in segments})
+    flags.update({c: opts.name_of(n) for n in ("by", "time", "correct_from")
+                  if (c := getattr(opts, n))})
+    return numeric, raw, flags
 
 
 def interval_options(opts: Options) -> IntervalOptions | None:

@@ -39,7 +39,6 @@ from calcheck.metrics import (
     compute_multiclass_metrics,
 )
 from calcheck.metrics._result import GroupResult
-from calcheck.options import Options, default_bins
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
@@ -81,21 +80,9 @@ def prepared(data: Predictions, ties: str) -> Prepared:
     return cache[ties]
 
 
-def read_bins(opts: Options) -> tuple[int, ...]:
-    """The equal-width bins a ``score`` run's ECE, ECE-l2 or MCE will use on binary input,
-    which the reader can fold while it reads (:func:`calcheck.io.load_predictions`); none
-    when the run asks for none of them (or computes as a peer library does)."""
-    if opts.command != "score" or opts.compat:
-        return ()
-    ids = set(registry.split_ids(opts.metrics)) if opts.metrics is not None else \
-        set(registry.default_ids(False))
-    return (default_bins(opts, False),) if ids & {"ece", "ece_l2", "mce", "all"} else ()
-
-
-def read_fold(opts: Options) -> Callable[[int], Any] | None:
-    """The hook the reader calls to fold a large binary file's rows into the equal-width bins
-    of :func:`read_bins` while it reads (:class:`~calcheck.binning.UniformFold`), or None."""
-    bins = read_bins(opts)
+def read_fold(bins: tuple[int, ...]) -> Callable[[int], Any] | None:
+    """The hook the reader calls to fold a large binary file's rows into the equal-width
+    ``bins`` while it reads (:class:`~calcheck.binning.UniformFold`), or None."""
     if not bins:
         return None
     from calcheck.binning import UniformFold
