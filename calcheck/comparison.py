@@ -260,19 +260,19 @@ def load_pair(sources: list[Any], opts: Options, *, held: bool = False
 # computing (in memory)
 
 
-def _metric_values(data: Predictions, ids: list[str], mopts: Any
+def _metric_values(eng: Any, ids: list[str], mopts: Any
                    ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every metric of one model; a metric that cannot be computed is left out with why."""
-    from calcheck.engines.memory import compute
+    """Every metric of one model's engine; a metric that cannot be computed is left out with
+    why."""
     from calcheck.errors import CalcheckError
 
     try:
-        return dict(compute(data, ids, mopts)), {}
+        return dict(eng.metrics(ids, mopts).values), {}
     except CalcheckError:
         out, errors = {}, {}
         for mid in ids:
             try:
-                out.update(compute(data, [mid], mopts))
+                out.update(eng.metrics([mid], mopts).values)
             except CalcheckError as exc:
                 errors[mid] = str(exc)
         return out, errors
@@ -299,14 +299,16 @@ def entry(mid: str, old: float, new: float, change: Any = None) -> dict[str, Any
 
 def compare_memory(old: Predictions, new: Predictions, ids: list[str], opts: Options, *,
                    progress: Any = None) -> tuple[dict[str, Any], list[str]]:
-    """The comparison entries of ``ids`` (metric id → entry) and notes."""
+    """The comparison entries of ``ids`` (metric id → entry) and notes: each model's metrics
+    from its in-memory engine, the changes' intervals from the paired bootstrap of both
+    models' rows (:func:`calcheck.paired.paired_bootstrap`, resampling the rows jointly)."""
     from calcheck.engines.base import metric_options
-    from calcheck.engines.memory import compute
+    from calcheck.engines.memory import MemoryEngine, compute
     from calcheck.paired import paired_bootstrap
 
     mopts = metric_options(opts, old.multiclass)
-    a, ea = _metric_values(old, ids, mopts)
-    b, eb = _metric_values(new, ids, mopts)
+    a, ea = _metric_values(MemoryEngine(old), ids, mopts)
+    b, eb = _metric_values(MemoryEngine(new), ids, mopts)
     notes = [f"{m}: not compared ({ea.get(m) or eb.get(m)})" for m in ids if m in ea or m in eb]
     done = [m for m in ids if m in a and m in b]
     cis = paired_bootstrap(old, new, done, mopts, compute, reps=opts.ci_reps,
@@ -496,12 +498,12 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
                 engine_settings=engine_settings)
     if wants_figure(opts):
         from calcheck.engines.base import metric_options
-        from calcheck.engines.memory import compute
+        from calcheck.engines.memory import MemoryEngine
 
         mid = "ece_top" if old.multiclass else "ece"
         mopts = metric_options(opts, old.multiclass)
-        tables = [(label, compute(d, [mid], mopts)[mid].to_dict(bins=True)["bins"])
-                  for label, d in (("OLD", old), ("NEW", new))]
+        tables = [(label, MemoryEngine(d).metrics([mid], mopts).values[mid]
+                   .to_dict(bins=True)["bins"]) for label, d in (("OLD", old), ("NEW", new))]
         rep = with_figure(rep, tables, old.multiclass)
     return rep
 
