@@ -1,2 +1,2 @@
-__version__ = "0.9.0"
+__version__ = "0.10.0"
 SCHEMA_VERSION = "1"

@@ -220,7 +220,7 @@ def load_pair(sources: list[Any], opts: Options, *, held: bool = False
     src_new = src_old if pair.same_file else source_of(pair.new[0], opts.input_format)
     if held:
         for src in {id(s): s for s in (src_old, src_new)}.values():
-            check_held(src, read_options(opts))
+            check_held(src, read_options(opts), expand=False)
     names = (f"OLD ({src_old.name})", f"NEW ({src_new.name})") if not pair.same_file else \
         (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
          f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")

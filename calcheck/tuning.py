@@ -68,7 +68,8 @@ class Tuning:
     # -- weighted rows (calcheck.engines.held) -------------------------------------------------
     # --weight / --count on the streaming engines: inputs of at most this many rows are read
     # into memory (17 bytes a row kept: score, weight, label; the in-memory computation's
-    # working memory peaks at ~0.45 GB for 2·10⁶ rows), larger ones refused
+    # working memory peaks at ~0.45 GB for 2·10⁶ rows); beyond, counts stream expanded (the
+    # same numbers as the expanded file) and sampling weights are refused
     hold_weighted_rows: int = 2_000_000
 
     # -- Dask (calcheck.engines.dask) ---------------------------------------------------------

@@ -1,6 +1,7 @@
 """Weighted and aggregated rows on every engine: ``--engine stream`` and ``dask`` hold the
 weighted rows in memory within ``Tuning.hold_weighted_rows`` and give the in-memory engine's
-numbers (calcheck/engines/held.py); and the two kernels whose speed weighted runs rely on give
+numbers (calcheck/engines/held.py), and beyond it stream counted rows expanded (the expanded
+file's numbers) and refuse sampling weights; and the two kernels whose speed weighted runs rely on give
 the same numbers as their plain forms (the invariants next to each test)."""
 
 from __future__ import annotations
@@ -81,16 +82,110 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
                                                  m["metrics"][mid]["new"], m["metrics"][mid]["ci"])
 
 
-def test_weighted_rows_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
+def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
+    """Sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine, and
+    compare's counted rows, are refused before any read; counts stream expanded (below)."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000)
-    for cmd in (["score", path], ["test", path], ["compare", path, path]):
-        r = cli([*cmd, "--count", "n", "--engine", "stream"], tuning=small)
+    for cmd, flag in ((["score", path], "w"), (["test", path], "w"),
+                      (["compare", path, path], "n"), (["compare", path, path], "w")):
+        kind = "--count" if flag == "n" else "--weight"
+        r = cli([*cmd, kind, flag, "--engine", "stream"], tuning=small)
         assert r.code == 2, r.stderr
         assert "4,000 rows" in r.stderr and "1,000" in r.stderr and "--engine memory" in r.stderr
         assert r.stdout == ""
-    assert cli(["score", path, "--count", "n"], tuning=small).code == 0    # (memory: no budget)
+    assert cli(["score", path, "--weight", "w"], tuning=small).code == 0   # (memory: no budget)
     assert cli(["score", path, "--engine", "stream"], tuning=small).code == 0  # (unweighted)
+
+
+def _expanded(tmp_path, path, name="expanded.parquet"):
+    """The file ``path`` with every row repeated in place as often as its count ``n`` says."""
+    t = pq.read_table(path)
+    rows = np.repeat(np.arange(t.num_rows), t["n"].to_numpy().astype(np.int64))
+    out = tmp_path / name
+    pq.write_table(t.drop(["n"]).take(pa.array(rows)), out)
+    return out
+
+
+@pytest.mark.parametrize("engine", ["stream", "dask"])
+def test_counts_beyond_the_budget_stream_the_expanded_file(tmp_path, cli, engine):
+    """Counted rows beyond the budget are streamed expanded (calcheck.io.stream._expanded):
+    every metric, bin, interval, group, variable and test of the expanded file on the same
+    engine — the same rows in the same order, so the same states (the fixed-bin sums in
+    other pieces: values to 1e-12) and the same Monte Carlo draws — with n the expanded
+    rows, and the input section the in-memory engine's."""
+    if engine == "dask":
+        pytest.importorskip("dask")
+    path = _file(tmp_path)
+    expanded = _expanded(tmp_path, path)
+    small = Tuning(hold_weighted_rows=1000)
+    for cmd, key, extra in (
+            ("score", "metrics", ["--by", "g", "--ci", "--ci-reps", "40", "--var", "g"]),
+            ("test", "tests", ["--method", "all", "--trials", "99"])):
+        common = [*extra, "--engine", engine, "--json", "--seed", "4"]
+        r = cli([cmd, path, "--count", "n", *common], tuning=small)
+        assert r.code == 0, r.stderr
+        got = json.loads(r.stdout)
+        ref = json.loads(cli([cmd, expanded, *common]).stdout)
+        assert set(got[key]) == set(ref[key])
+        for m, e in got[key].items():
+            for field in ("value", "statistic", "pvalue", "n_samples"):
+                if e.get(field) is not None:
+                    assert e[field] == pytest.approx(ref[key][m][field], rel=1e-12, abs=1e-15)
+            if e.get("ci"):
+                for end in ("low", "high"):
+                    assert e["ci"][end] == pytest.approx(ref[key][m]["ci"][end], rel=1e-9)
+        if cmd == "score":
+            for g, entry in got["groups"].items():
+                for m, e in entry["metrics"].items():
+                    assert e["value"] == pytest.approx(ref["groups"][g]["metrics"][m]["value"],
+                                                       rel=1e-12, abs=1e-15)
+            assert got["variables"]["g"]["vece"] == pytest.approx(
+                ref["variables"]["g"]["vece"], rel=1e-12)
+        mem = json.loads(cli([cmd, path, "--count", "n", "--json", "--seed", "4"]).stdout)
+        assert got["input"]["weights"] == pytest.approx(mem["input"]["weights"])
+        assert got["input"]["rows_used"] == mem["input"]["rows_used"] == 4000
+        assert got["settings"]["expanded"]["expanded_rows"] == mem["input"]["weights"]["sum"]
+        assert "held" not in got["settings"]
+
+
+def test_counts_streamed_expanded_multiclass_and_bad_counts(tmp_path, cli):
+    """Multiclass counted rows stream expanded too (the top-label view and the class passes);
+    a negative or fractional count is an error naming the column and the row, dropped and
+    counted with --drop-invalid; counts all zero are an error."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    p = rng.dirichlet([2, 1, 1], n)
+    y = np.array([rng.choice(3, p=r) for r in p])
+    k = rng.integers(0, 4, n).astype(np.int64)
+    path = tmp_path / "mc.parquet"
+    pq.write_table(pa.table({"prob_0": p[:, 0], "prob_1": p[:, 1], "prob_2": p[:, 2],
+                             "label": y, "n": k}), path)
+    small = Tuning(hold_weighted_rows=1000)
+    common = ["-m", "ece_top,ace_top,sce,ace_cw,tce_cw,brier", "--engine", "stream", "--json"]
+    got = json.loads(cli(["score", path, "--count", "n", *common], tuning=small).stdout)
+    ref = json.loads(cli(["score", _expanded(tmp_path, path), *common]).stdout)
+    for m, e in got["metrics"].items():
+        assert e["value"] == pytest.approx(ref["metrics"][m]["value"], rel=1e-12), m
+    bad = tmp_path / "bad.parquet"
+    kb = k.astype(np.float64)
+    kb[1234] = -1.0
+    kb[2000] = 1.5
+    pq.write_table(pa.table({"score": p[:, 0], "label": (y == 0).astype(np.int8), "n": kb}), bad)
+    r = cli(["score", bad, "--count", "n", "--engine", "stream"], tuning=small)
+    assert r.code == 2 and "'n'" in r.stderr and "1235" in r.stderr, r.stderr
+    r = cli(["score", bad, "--count", "n", "--engine", "stream", "--drop-invalid", "--json"],
+            tuning=small)
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["input"]["rows_dropped"] == 2
+    assert doc["input"]["dropped_by_reason"] == {"invalid_count": 2}
+    assert doc["input"]["weights"]["sum"] == int(k.sum()) - k[1234] - k[2000]
+    zero = tmp_path / "zero.parquet"
+    pq.write_table(pa.table({"score": p[:, 0], "label": (y == 0).astype(np.int8),
+                             "n": np.zeros(n)}), zero)
+    r = cli(["score", zero, "--count", "n", "--engine", "stream"], tuning=small)
+    assert r.code == 2 and "every count in column 'n' is zero" in r.stderr, r.stderr
 
 
 def test_logistic_sums_in_blocks_are_the_sums_of_one_block():

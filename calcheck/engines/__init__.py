@@ -66,20 +66,22 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     src = source_of(source, read.input_format)
     if read.engine == "memory":
         return MemoryEngine(_read(src, read, progress), progress=progress)
-    if read.weighting:                  # held in memory (calcheck.engines.held)
+    count = None
+    if read.weighting and check_held(src, read):     # held in memory (calcheck.engines.held)
         from calcheck.engines.held import HeldEngine
 
-        check_held(src, read)
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
+    if read.weighting:                  # counts beyond the budget: streamed expanded
+        count = read.weighting[0]
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
 
     stream = StreamSource(
         src, read.engine, read.score, read.label, read.pos_label, read.where, read.batch_rows,
         read.drop_invalid, read.scheduler, read.probs, read.renormalize,
-        extra_columns=read.flags, pair_as_binary=read.pair_as_binary, progress=progress,
-        tuning=read.tuning)
+        extra_columns={**read.flags, **({count: read.name_of("count")} if count else {})},
+        pair_as_binary=read.pair_as_binary, progress=progress, tuning=read.tuning, count=count)
     engine: type[StreamEngine] = StreamEngine
     if read.engine == "dask":
         from calcheck.engines.dask import DaskEngine
@@ -88,9 +90,11 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     return engine(stream)
 
 
-def check_held(src: Any, read: ReadOptions) -> None:
-    """A weighted run on a streaming engine holds its rows (:mod:`calcheck.engines.held`):
-    refuse an input larger than the budget before anything is read."""
+def check_held(src: Any, read: ReadOptions, *, expand: bool = True) -> bool:
+    """Whether a weighted run on a streaming engine holds its rows
+    (:mod:`calcheck.engines.held`): yes within the budget; beyond it, counts (``expand``) are
+    streamed expanded (False), and sampling weights — or counts without ``expand`` — are
+    refused before anything is read."""
     from calcheck.engines.held import check_held_rows
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
@@ -99,8 +103,14 @@ def check_held(src: Any, read: ReadOptions) -> None:
     check_streamable(src)
     if read.engine == "dask" and src.table is not None:
         raise UsageError(DASK_NEEDS_FILES)
-    check_held_rows(source_rows(src), src.name, read.name_of(read.weighting[1]), read.engine,
-                    read.tuning)
+    rows = source_rows(src)
+    if rows is not None and rows <= read.tuning.hold_weighted_rows:
+        return True
+    if expand and read.weighting[1] == "count":
+        return False
+    kind = read.weighting[1]
+    check_held_rows(rows, src.name, read.name_of(kind), read.engine, read.tuning, kind)
+    return True
 
 
 def _read(src: Any, read: ReadOptions, progress: Progress | None) -> Predictions:

@@ -91,15 +91,7 @@ def _require_dask() -> Any:
 
 def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
     """Add the read statistics of two partitions."""
-    out = StreamStats(rows_read=a.rows_read + b.rows_read,
-                      rows_dropped=a.rows_dropped + b.rows_dropped,
-                      dropped_by_reason=dict(a.dropped_by_reason), batches=a.batches + b.batches,
-                      score_column=a.score_column or b.score_column,
-                      label_column=a.label_column or b.label_column,
-                      rows_renormalized=a.rows_renormalized + b.rows_renormalized)
-    for k, v in b.dropped_by_reason.items():
-        out.dropped_by_reason[k] = out.dropped_by_reason.get(k, 0) + v
-    return out
+    return a.add(b)
 
 
 def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int,

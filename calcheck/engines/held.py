@@ -7,13 +7,15 @@ a streaming engine therefore reads its rows with the in-memory reader — the sa
 at most :attr:`calcheck.tuning.Tuning.hold_weighted_rows` rows (their footers say so before
 anything is read), and computes the in-memory engine's numbers: every metric, test, interval
 and figure is the in-memory one, to the bit.  What it computes is what the streaming engine
-computes unweighted (the run is planned by that engine's capabilities).  Larger inputs are
-refused before any read (exit 2), naming the limit; the report's settings say the rows were
-held (``settings.held``).
+computes unweighted (the run is planned by that engine's capabilities).  The report's
+settings say the rows were held (``settings.held``).
 
 Aggregated files (``--count``: 10⁹ predictions in 10⁶ rows) and down-sampled logs are the
-inputs weights come with, and they are small; a weighted stream of more rows than the budget
-needs weighted passes (the grid's masses, a rank search by mass), which are not built.
+inputs weights come with, and they are mostly small.  Beyond the budget, counted rows are
+streamed expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place,
+so every pass reads the expanded file — exact, at the cost of its rows); sampling weights need
+weighted passes (the grid's masses, a rank search by mass), which are not built, and are
+refused.
 """
 
 from __future__ import annotations
@@ -57,15 +59,20 @@ def held_settings(rows: int, limit: int) -> dict[str, Any]:
 
 
 def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
-                    tuning: Tuning) -> None:
+                    tuning: Tuning, kind: str = "weight") -> None:
     """Refuse, before any read, an input of more rows than a weighted streaming run holds
-    (``rows``: from the Parquet footers, before ``--where``; None when they do not say)."""
+    (``rows``: from the Parquet footers, before ``--where``; None when they do not say):
+    sampling weights (``--weight``) beyond the budget, and ``compare``'s counted rows (the
+    other commands stream counts expanded beyond it)."""
     limit = tuning.hold_weighted_rows
     if rows is not None and rows <= limit:
         return
     held = f"{rows:,} rows" if rows is not None else "rows its files' footers do not count"
-    raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes weighted or "
-                     f"aggregated rows in memory, at most {limit:,} rows "
-                     "(Tuning.hold_weighted_rows: the streaming passes take no row weights in "
-                     "this version); use --engine memory, or aggregate the rows further "
-                     "(--count)")
+    if kind == "weight":
+        why = ("the streaming passes take no sampling weights in this version; counts "
+               "(--count) stream beyond it")
+    else:
+        why = "compare's paired pass takes no counts in this version"
+    raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes these weighted "
+                     f"or aggregated rows in memory, at most {limit:,} rows "
+                     f"(Tuning.hold_weighted_rows: {why}); use --engine memory")

@@ -51,6 +51,11 @@ GRID_NOTE = ("fixed-bin metrics are exact: edge-straddling grid cells are binned
              "equal-mass bins are cut at exact ranks found by extra passes")
 
 
+EXPANDED_NOTE = ("the counted rows (--count) were streamed expanded, each row repeated in place "
+                 "as often as its count says: every number is the expanded file's, at the cost "
+                 "of its rows (docs/weights.md)")
+
+
 class FirstPasses:
     """A stream run's first passes — grid passes over every row, cached by spec (the binary
     grid, the classwise state carrying the top-label grid, the grouped states) — and what they
@@ -78,6 +83,10 @@ class FirstPasses:
         state, stats = self.source.run(spec)
         if self.stats is None:
             self.stats = stats
+            count = self.plan.count_column
+            if count and stats.counted_rows and not stats.count_sum:
+                raise InputError(f"{self.source.path}: every count in column {count!r} is zero; "
+                                 "nothing to measure", column=count)
         return state
 
     def grid(self, bins: int, *, log_loss: bool = True, ci: bool = False,
@@ -150,6 +159,17 @@ class FirstPasses:
         info.update({"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
                      "dropped_by_reason": stats.dropped_by_reason, "rows_used": state.n,
                      "batches": stats.batches})
+        if plan.count_column:          # the rows read; their counts expanded them (io.stream)
+            rows, pos = stats.counted_rows, stats.counted_positives
+            info.update({"rows_used": rows, ("accuracy" if plan.multiclass else "prevalence"):
+                         pos / rows if rows else None})
+            if not plan.multiclass:
+                info["positives"] = pos
+            info["weights"] = {"kind": "count", "column": plan.count_column,
+                               "sum": stats.count_sum, "expanded_rows": stats.count_sum,
+                               "zero_rows": stats.zero_counts,
+                               "weighted_" + ("accuracy" if plan.multiclass else "prevalence"):
+                               rate}
         if top and plan.multiclass:                  # tested on the top-label view
             info.update({"view": "top-label", "positives": state.positives,
                          "prevalence": info["accuracy"]})
@@ -159,6 +179,8 @@ class FirstPasses:
         self.top_state()
         stats = self.stats
         out = Outcome(notes=list(self.source.source.notes))
+        if self.plan.count_column:
+            out.notes.append(f"--engine {self.source.engine}: {EXPANDED_NOTE}")
         if stats.rows_dropped:
             reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
@@ -177,8 +199,12 @@ class FirstPasses:
                 if getattr(st, "pos_grid", None) is not None]
         if fine:                # the first batch crowded the grid (docs/streaming.md)
             grid["positional_cells"] = max(fine)
-        return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
-                "passes": self.source.file_passes, "grid": grid}
+        out = {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
+               "passes": self.source.file_passes, "grid": grid}
+        if self.plan.count_column:
+            out["expanded"] = {"rows": self.stats.counted_rows,
+                               "expanded_rows": self.stats.count_sum, "note": EXPANDED_NOTE}
+        return out
 
     def summary_bins(self) -> list[dict[str, Any]] | None:
         """The uniform bins of a first pass already made (no extra pass)."""

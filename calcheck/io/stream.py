@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from calcheck._prefetch import prefetch
-from calcheck._typing import FloatArray
+from calcheck._typing import FloatArray, IntArray
 from calcheck.data import (
     ClassColumns,
     binary_pair,
@@ -40,6 +40,7 @@ from calcheck.io.columns import (
     row_major,
     scores_array,
     variable_values,
+    weight_values,
 )
 from calcheck.io.source import (
     Source,
@@ -68,6 +69,12 @@ class StreamStats:
     score_column: str = ""
     label_column: str = ""
     rows_renormalized: int = 0
+    # --count streamed expanded (:func:`_expanded`): the counted rows kept, their positives
+    # (label 1, or a correct top label), the rows of count 0, and Σ counts (the rows expanded)
+    counted_rows: int = 0
+    counted_positives: int = 0
+    zero_counts: int = 0
+    count_sum: int = 0
 
     def tally(self, rows: int, dropped_n: int = 0, dropped: dict[str, int] | None = None,
               renormalized: int = 0) -> None:
@@ -78,6 +85,19 @@ class StreamStats:
         for k, v in (dropped or {}).items():
             self.dropped_by_reason[k] = self.dropped_by_reason.get(k, 0) + v
         self.batches += 1
+
+    def add(self, other: StreamStats) -> StreamStats:
+        """These statistics and ``other``'s (another partition's) added."""
+        out = StreamStats(**{k: v for k, v in self.__dict__.items() if k != "dropped_by_reason"},
+                          dropped_by_reason=dict(self.dropped_by_reason))
+        for k, v in other.__dict__.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                setattr(out, k, getattr(out, k) + v)
+        for k, v in other.dropped_by_reason.items():
+            out.dropped_by_reason[k] = out.dropped_by_reason.get(k, 0) + v
+        out.score_column = self.score_column or other.score_column
+        out.label_column = self.label_column or other.label_column
+        return out
 
 
 def _batch_groups(table: Any, by: str, keep: np.ndarray | None, source: str = "",
@@ -192,6 +212,7 @@ class StreamPlan:
     probs_detected: bool = False           # the probability columns were found by name
     binary_pair: bool = False              # two detected columns read as a binary score
                                            # (the second), after the multiclass checks
+    count_column: str | None = None        # --count: each row read as that many rows
 
     @property
     def multiclass(self) -> bool:
@@ -200,9 +221,10 @@ class StreamPlan:
     @property
     def columns(self) -> list[str]:
         """The prediction and label columns a scan reads."""
+        count = [self.count_column] if self.count_column else []
         if self.prob_columns:
-            return [*self.prob_columns, self.label_column]
-        return [self.score_column, self.label_column]
+            return [*self.prob_columns, self.label_column, *count]
+        return [self.score_column, self.label_column, *count]
 
     def batch_size(self, batch_rows: int) -> int:
         """Rows per batch: ``batch_rows``, and for K classes at most ~MULTICLASS_BATCH_VALUES
@@ -231,12 +253,14 @@ def check_streamable(src: Source) -> None:
 def plan_stream(src: Source, *, score: str | None = None, label: str | None = None,
                 where: str | None = None, probs: list[str] | None = None,
                 renormalize: bool = False, extra_columns: dict[str, str] | None = None,
-                pair_as_binary: bool = True) -> StreamPlan:
+                pair_as_binary: bool = True, count: str | None = None) -> StreamPlan:
     """Plan a streamed read of a Parquet file, directory or hive-partitioned tree (or of an
     in-memory table, batch by batch): binary scores, or (``probs``, or auto-detected
     prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
     reader decides (``pair_as_binary``: two detected columns are a binary score, as
-    :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist."""
+    :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist.
+    ``count``: a ``--count`` column (among ``extra_columns``): every row is read as that many
+    identical rows (:func:`validated_batches`)."""
     check_streamable(src)
     if src.fmt == "arrow":
         import pyarrow.dataset as pads
@@ -280,7 +304,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
                       in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs,
-                      binary_pair=pair)
+                      binary_pair=pair, count_column=count)
 
 
 def _distinct_text(ds: Any, column: str) -> list[Any]:
@@ -489,23 +513,28 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
     if plan.prob_columns:
         yield from _multiclass_batches(plan, batches, src, st, drop_invalid, extras, view)
         return
-    sc, lc = plan.score_column, plan.label_column
+    sc, lc, cc = plan.score_column, plan.label_column, plan.count_column
     for batch in batches:
         if batch.num_rows == 0:
             continue
         offset = st.rows_read
-        fast = None if pos_label is not None else _fast_binary(batch, sc, lc)
+        fast = None if pos_label is not None or cc else _fast_binary(batch, sc, lc)
         if fast is not None:
             st.tally(batch.num_rows)
             yield _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
             continue
         table = pa.Table.from_batches([batch])
+        k, more = weight_values(src, table, cc, "count") if cc else (None, [])
         s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
-                                                        drop_invalid, offset)
+                                                        drop_invalid, offset, more=more)
         st.tally(batch.num_rows, dropped_n, dropped)
         if s.shape[0]:
             out = np.ascontiguousarray(s), np.ascontiguousarray(y, dtype=np.int8)
-            yield _with_extras(out, src, table, extras, keep, offset, out[1], None, pos_label)
+            out = _with_extras(out, src, table, extras, keep, offset, out[1], None, pos_label)
+            if k is None:
+                yield out
+            else:
+                yield from _expanded(out, k if keep is None else k[keep], st, out[1])
 
 
 def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamStats,
@@ -517,10 +546,12 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             continue
         table = pa.Table.from_batches([batch])
         offset = st.rows_read
+        cc = plan.count_column
+        k, more = weight_values(src, table, cc, "count") if cc else (None, [])
         columns, y, keep, dropped_n, dropped, renormalized = class_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
             renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset,
-            detected=plan.probs_detected)
+            detected=plan.probs_detected, more=more)
         st.tally(batch.num_rows, dropped_n, dropped, renormalized)
         if not y.shape[0]:
             continue
@@ -534,12 +565,56 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             out = (ClassColumns(columns), y)
         else:
             out = (row_major(list(columns), int(y.shape[0])), y)
-        yield _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
+        out = _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
+        if k is None:
+            yield out
+        else:
+            yield from _expanded(out, k if keep is None else k[keep], st,
+                                 out[1] if view == "top" or plan.binary_pair else None)
+
+
+EXPAND_ROWS = 1 << 16       # --count: an expanded batch is cut into pieces of at most this
+#                             many rows (or the batch's own rows, when more)
+
+
+def _take(x: Any, rows: IntArray) -> Any:
+    """The ``rows`` of one element of a validated batch: an array (scores, labels, the --var
+    matrix, probabilities), :class:`~calcheck.data.ClassColumns`, ``--by``'s (keys, codes) or
+    the raw columns' list."""
+    if isinstance(x, tuple):
+        return x[0], x[1][rows]
+    if isinstance(x, list):
+        return [c[rows] for c in x]
+    return x[rows]
+
+
+def _expanded(batch: tuple[Any, ...], counts: FloatArray, st: StreamStats,
+              positive: Any) -> Any:
+    """A validated batch whose row i stands for ``counts[i]`` identical rows (``--count``),
+    as those rows: each row repeated in place, so the stream is the expanded file, row for
+    row, and every pass computes the expanded file's numbers (docs/weights.md).  Given in
+    pieces of at most max(:data:`EXPAND_ROWS`, the batch's rows) rows, so memory stays
+    bounded whatever the counts; rows of count 0 vanish.  ``positive``: the rows' 0/1 label
+    or top-label correctness for the statistics (None: not counted)."""
+    k = counts.astype(np.int64)
+    st.counted_rows += int(k.shape[0])
+    st.zero_counts += int(np.count_nonzero(k == 0))
+    st.count_sum += int(k.sum())
+    if positive is not None:
+        st.counted_positives += int(np.count_nonzero(positive))
+    end = np.cumsum(k)
+    total = int(end[-1]) if end.shape[0] else 0
+    step = max(EXPAND_ROWS, int(k.shape[0]))
+    for a in range(0, total, step):
+        rows = np.searchsorted(end, np.arange(a, min(a + step, total)), side="right")
+        yield tuple(_take(x, rows) for x in batch)
 
 
 def plan_rows(plan: StreamPlan) -> int | None:
     """The rows the planned files hold, from their Parquet footers (before ``--where``), for a
     progress bar; None when a fragment does not say."""
+    if plan.count_column:                           # (the rows expanded are not known)
+        return None
     total = 0
     for fr in plan.fragments:
         meta = getattr(fr, "metadata", None)

@@ -203,6 +203,7 @@ class StreamSource:
     renormalize: bool = False
     extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
     pair_as_binary: bool = True     # prob_0, prob_1 read as a binary score (io.stream)
+    count: str | None = None        # --count: every row read as that many rows (io.stream)
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
@@ -229,7 +230,7 @@ class StreamSource:
         return plan_stream(self.source, score=self.score, label=self.label, where=self.where,
                            probs=list(self.probs) if self.probs else None,
                            renormalize=self.renormalize, extra_columns=self.extra_columns,
-                           pair_as_binary=self.pair_as_binary)
+                           pair_as_binary=self.pair_as_binary, count=self.count)
 
     def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, StreamStats]:
         """One pass: the merged state of ``spec`` and the read statistics.  ``labels``: every
@@ -261,13 +262,14 @@ class StreamSource:
         sub-streams only (``ViewsSpec`` of view "columns") reads the columns of its classes
         alone (the classwise passes of K = 10 classes read 3 of 11 columns), a top-label pass
         every column without the row checks; the classes to read (all of them for the
-        top-label view).  None (also with ``--by`` or other extra columns): read and validate
-        every column."""
+        top-label view).  None (also with ``--by`` or other extra columns, or ``--count``):
+        read and validate every column."""
         from calcheck.io.stream import BatchExtras
         from calcheck.streaming.views import ALL
 
         plan = self.plan
-        if not (self._clean and plan.multiclass) or BatchExtras.of(spec).columns:
+        if not (self._clean and plan.multiclass) or BatchExtras.of(spec).columns or \
+                plan.count_column:
             return None                                   # (--by is among the extra columns)
         view = getattr(spec, "view", "top")
         if view == "top":
