@@ -167,6 +167,9 @@ def test_counts_streamed_expanded_multiclass_and_bad_counts(tmp_path, cli):
     ref = json.loads(cli(["score", _expanded(tmp_path, path), *common]).stdout)
     for m, e in got["metrics"].items():
         assert e["value"] == pytest.approx(ref["metrics"][m]["value"], rel=1e-12), m
+    mem = json.loads(cli(["score", path, "--count", "n", "--json"]).stdout)["input"]
+    for key in ("accuracy", "rows_used", "weights"):
+        assert got["input"][key] == pytest.approx(mem[key]), key
     bad = tmp_path / "bad.parquet"
     kb = k.astype(np.float64)
     kb[1234] = -1.0

@@ -569,8 +569,9 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         if k is None:
             yield out
         else:
-            yield from _expanded(out, k if keep is None else k[keep], st,
-                                 out[1] if view == "top" or plan.binary_pair else None)
+            hit = out[1] if view == "top" or plan.binary_pair else \
+                top_label_columns(columns, y)[1]           # (the top label is correct)
+            yield from _expanded(out, k if keep is None else k[keep], st, hit)
 
 
 EXPAND_ROWS = 1 << 16       # --count: an expanded batch is cut into pieces of at most this
@@ -589,19 +590,18 @@ def _take(x: Any, rows: IntArray) -> Any:
 
 
 def _expanded(batch: tuple[Any, ...], counts: FloatArray, st: StreamStats,
-              positive: Any) -> Any:
+              positive: np.ndarray) -> Any:
     """A validated batch whose row i stands for ``counts[i]`` identical rows (``--count``),
     as those rows: each row repeated in place, so the stream is the expanded file, row for
     row, and every pass computes the expanded file's numbers (docs/weights.md).  Given in
     pieces of at most max(:data:`EXPAND_ROWS`, the batch's rows) rows, so memory stays
     bounded whatever the counts; rows of count 0 vanish.  ``positive``: the rows' 0/1 label
-    or top-label correctness for the statistics (None: not counted)."""
+    or top-label correctness, for the input section's statistics."""
     k = counts.astype(np.int64)
     st.counted_rows += int(k.shape[0])
     st.zero_counts += int(np.count_nonzero(k == 0))
     st.count_sum += int(k.sum())
-    if positive is not None:
-        st.counted_positives += int(np.count_nonzero(positive))
+    st.counted_positives += int(np.count_nonzero(positive))
     end = np.cumsum(k)
     total = int(end[-1]) if end.shape[0] else 0
     step = max(EXPAND_ROWS, int(k.shape[0]))
