@@ -79,6 +79,7 @@ from calcheck.uncertainty import (
     estimand_of,
     percentile_interval,
     replicate_weights,
+    unit_quantile_norm,
     unit_quantile_replicates,
 )
 
@@ -452,9 +453,8 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
             p[b] = np.add.reduceat(N, v["bin_starts"]) / n
             nr["uniform"] = NormReplicates(m, p, reps)
         if "quantile" in kinds:
-            _, _, m_q = unit_quantile_replicates(N[None, :], v, v["mean_score"], v["block_starts"],
-                                             np.array([n]), units.bins)
-            nr["quantile"] = NormReplicates(m_q[0], np.full(units.bins, 1.0 / units.bins), reps)
+            nr["quantile"] = unit_quantile_norm(N, v, v["mean_score"], v["block_starts"], n,
+                                                units.bins, reps)
         norms.append(nr)
     values = {m: np.empty((2, reps)) for m in ids if m in UNIT_MEANS}
     rng = np.random.default_rng(seed)
@@ -473,8 +473,8 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
                                                v["bin_starts"], axis=1)
                 norms[j]["uniform"].add(sl, signed / n_star[:, None])
             if "quantile" in kinds:
-                _, _, m_q = unit_quantile_replicates(Wm, v, v["mean_score"], v["block_starts"],
-                                                 n_star, units.bins)
+                _, _, m_q = unit_quantile_replicates(Wm, v, v["mean_score"],
+                                                     v["block_starts"], n_star, units.bins)
                 norms[j]["quantile"].add(sl, m_q)
             if "brier" in values:
                 values["brier"][j, sl] = (Wm @ v["mean_sq"]) / n_star

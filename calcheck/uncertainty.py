@@ -783,3 +783,13 @@ def unit_quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: Float
     with np.errstate(invalid="ignore", divide="ignore"):
         mce_q = np.where(n_b > 0, gap / np.maximum(n_b, 1.0), 0.0).max(axis=1)
     return ace, mce_q, signed / n_star[:, None]
+
+
+def unit_quantile_norm(N: FloatArray, u: dict[str, Any], mean_score: FloatArray,
+                       block_starts: IntArray, n: float, bins: int, reps: int) -> NormReplicates:
+    """The norm bootstrap's replicates of the equal-mass bins of score units (``N`` rows a
+    unit, ``n`` in all), started at the data: every unit weighted by its own rows
+    (:func:`unit_quantile_replicates`)."""
+    _, _, m_q = unit_quantile_replicates(N[None, :], u, mean_score, block_starts,
+                                         np.array([n]), bins)
+    return NormReplicates(m_q[0], np.full(bins, 1.0 / bins), reps)

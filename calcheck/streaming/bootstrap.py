@@ -44,6 +44,7 @@ from calcheck.uncertainty import (
     check_ci_options,
     estimand_of,
     percentile_interval,
+    unit_quantile_norm,
     unit_quantile_replicates,
 )
 
@@ -97,10 +98,8 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
         norms["uniform"] = NormReplicates(np.add.reduceat(N * resid, starts) / n,
                                           np.add.reduceat(N, starts) / n, reps)
     if "quantile" in kinds:
-        one = N[None, :]
-        _, _, m_q = unit_quantile_replicates(one, u, mean["sum_score"], block_starts,
-                                         np.array([n]), state.bins)
-        norms["quantile"] = NormReplicates(m_q[0], np.full(state.bins, 1.0 / state.bins), reps)
+        norms["quantile"] = unit_quantile_norm(N, u, mean["sum_score"], block_starts, n,
+                                               state.bins, reps)
     done = 0
     while done < reps:
         t = min(REP_CHUNK, reps - done)
@@ -111,8 +110,8 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
             signed = np.add.reduceat(W * (u["label"] - mean["sum_score"]), starts, axis=1)
             norms["uniform"].add(sl, signed / n_star[:, None])
         if "quantile" in kinds:
-            _, _, m_q = unit_quantile_replicates(W, u, mean["sum_score"], block_starts, n_star,
-                                             state.bins)
+            _, _, m_q = unit_quantile_replicates(W, u, mean["sum_score"], block_starts,
+                                                 n_star, state.bins)
             norms["quantile"].add(sl, m_q)
         if "brier" in ids:
             values["brier"][sl] = (W @ mean["sum_sq"]) / n_star
