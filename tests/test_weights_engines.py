@@ -273,3 +273,29 @@ def test_variance_loss_of_the_shared_units_alone_is_the_full_tables():
             for groups in (1, 3, 10, int(rng.integers(1, 40))):
                 cuts = mass_cuts(ax.total, groups, counted)
                 assert np.array_equal(ax.variance_loss(cuts, unit_var), full(ax, cuts, unit_var))
+
+
+def test_expanded_pieces_are_the_rows_repeated_in_place():
+    """Invariant of the expanded stream (calcheck.io.stream._expanded): its pieces, joined, are
+    every row repeated in place as often as its count says (np.repeat), rows of count 0
+    gone, each piece at most max(EXPAND_ROWS, the batch's rows) rows — whatever the counts,
+    a count larger than a piece included — and the statistics count the rows, not the
+    pieces."""
+    from calcheck.io import stream
+
+    rng = np.random.default_rng(0)
+    for case in range(200):
+        n = int(rng.integers(1, 50))
+        k = (rng.choice([0, 1, 3, 200_000], n) if case % 3 == 0 else
+             rng.integers(0, 5, n)).astype(np.float64)
+        x = np.arange(n)
+        st = stream.StreamStats()
+        parts = list(stream._expanded((x, [x * 2], (["a"], x % 2)), k, st, x % 2))
+        got = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        assert np.array_equal(got, np.repeat(x, k.astype(np.int64))), case
+        for p in parts:
+            assert p[0].shape[0] <= max(stream.EXPAND_ROWS, n)
+            assert np.array_equal(p[1][0], p[0] * 2) and np.array_equal(p[2][1], p[0] % 2)
+        assert (st.counted_rows, st.count_sum) == (n, int(k.sum()))
+        assert st.zero_counts == int((k == 0).sum())
+        assert st.counted_positives == int((x % 2).sum())

@@ -603,10 +603,15 @@ def _expanded(batch: tuple[Any, ...], counts: FloatArray, st: StreamStats,
     st.count_sum += int(k.sum())
     st.counted_positives += int(np.count_nonzero(positive))
     end = np.cumsum(k)
+    begin = end - k
     total = int(end[-1]) if end.shape[0] else 0
     step = max(EXPAND_ROWS, int(k.shape[0]))
     for a in range(0, total, step):
-        rows = np.searchsorted(end, np.arange(a, min(a + step, total)), side="right")
+        b = min(a + step, total)                     # expanded rows [a, b): the rows r0..r1
+        r0 = int(np.searchsorted(end, a, side="right"))
+        r1 = int(np.searchsorted(end, b - 1, side="right")) + 1
+        times = np.minimum(end[r0:r1], b) - np.maximum(begin[r0:r1], a)
+        rows = np.repeat(np.arange(r0, r1), times)
         yield tuple(_take(x, rows) for x in batch)
 
 
