@@ -66,14 +66,12 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     src = source_of(source, read.input_format)
     if read.engine == "memory":
         return MemoryEngine(_read(src, read, progress), progress=progress)
-    count = None
     if read.weighting and check_held(src, read):     # held in memory (calcheck.engines.held)
         from calcheck.engines.held import HeldEngine
 
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
-    if read.weighting:                  # counts beyond the budget: streamed expanded
-        count = read.weighting[0]
+    count = read.weighting[0] if read.weighting else None    # beyond: streamed expanded
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
 

@@ -89,11 +89,6 @@ def _require_dask() -> Any:
     return db
 
 
-def merge_stats(a: StreamStats, b: StreamStats) -> StreamStats:
-    """Add the read statistics of two partitions."""
-    return a.add(b)
-
-
 def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int,
                     pos_label: str | None, drop_invalid: bool,
                     report: Callable[[int], None] | None = None,
@@ -115,7 +110,7 @@ def partition_state(fragments: Any, plan: StreamPlan, spec: Any, batch_rows: int
             start += int(b[0].shape[0])
             if report is not None:
                 report(int(b[0].shape[0]))
-        stats = merge_stats(stats, file_stats)
+        stats = stats.add(file_stats)
     return state, stats
 
 
@@ -125,7 +120,7 @@ def merge_partials(parts: Any) -> tuple[Any, StreamStats]:
     state, stats = parts[0]
     for s, st in parts[1:]:
         state = state.merge(s)
-        stats = merge_stats(stats, st)
+        stats = stats.add(st)
     return state, stats
 
 
