@@ -32,7 +32,7 @@ CORPUS = ROOT / "tests" / "corpus" / "files"
 @dataclass(frozen=True)
 class Case:
     name: str
-    command: str            # score, test, compare, report
+    command: str            # score, test, compare, audit, report
     inputs: tuple[str, ...]
     options: dict[str, Any]
     engine: str = "memory"
@@ -75,6 +75,13 @@ def write_inputs(folder: Path) -> None:
         folder / "new.parquet")
     pd.DataFrame({"example_id": ids[::-1], "score": (s ** 1.2)[::-1],
                   "label": y[::-1]}).to_parquet(folder / "new_reversed.parquet")
+    region = rng.choice(["north", "south", "east", "west", "centre"], n)
+    tier = rng.integers(1, 7, n).astype(np.float64)
+    income = np.where(rng.random(n) < 0.05, np.nan, rng.lognormal(10.0, 0.6, n))
+    pa = np.where((region == "west") & (tier > 4), s ** 1.6, s)
+    pd.DataFrame({"score": s, "label": (rng.random(n) < pa).astype(np.int8), "region": region,
+                  "tier": tier, "visits": rng.integers(0, 3, n), "income": income}).to_parquet(
+        folder / "segments.parquet")
 
 
 SAMPLES = ("calibrated_50", "miscalibrated_50", "calibrated_01", "miscalibrated_01")
@@ -117,6 +124,9 @@ def cases() -> list[Case]:
                     {"id": "example_id", "ci_reps": 100}))
     out.append(Case("test_by", "test", ("gen/rich.parquet",),
                     {"by": "site", "method": "hl,cox"}))
+    for e in ENGINES:
+        out.append(Case("audit", "audit", ("gen/segments.parquet",),
+                        {"segment": ["region", "tier", "visits", "income"], "trials": 200}, e))
     out.append(Case("report", "report", ("sample/miscalibrated_50.parquet",),
                     {"adaptive": False, "ci_reps": 50}))
     for f in ("by_missing.parquet", "bool_labels.parquet", "subnormal.parquet", "vars.parquet",
@@ -160,6 +170,8 @@ def run(case: Case) -> str:
             rep = calcheck.run_tests(case.inputs[0], **opts)
         elif case.command == "compare":
             rep = calcheck.compare(*case.inputs, **opts)
+        elif case.command == "audit":
+            rep = calcheck.audit(case.inputs[0], **opts)
         else:
             rep = calcheck.write_report(case.inputs[0], "report.html", **opts)
     data = rep.to_dict()
