@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from calcheck.streaming.engine import ArraySource, StateSpec
+from calcheck.streaming.engine import StateSpec
 from calcheck.streaming.grid import (
     ONE_BITS,
     ScoreGrid,
@@ -13,6 +13,7 @@ from calcheck.streaming.grid import (
 )
 from calcheck.streaming.positional import PositionalPass
 from calcheck.streaming.runner import drive
+from tests.arrays import ArraySource
 
 
 def bisect_lower(grid):

@@ -11,13 +11,14 @@ from calcheck.binning import positional_stats, quantile_bounds, stable_argsort
 from calcheck.hypotests.classical import hosmer_lemeshow
 from calcheck.metrics import MetricOptions, compute_metrics
 from calcheck.metrics._data import Prepared
-from calcheck.streaming.engine import ArraySource, StateSpec
+from calcheck.streaming.engine import StateSpec
 from calcheck.streaming.heldrows import bound_ranks
 from calcheck.streaming.positional import POSITIONAL, PositionalPass, positional_results
 from calcheck.streaming.rowpass import RowPassState
 from calcheck.streaming.runner import drive
 from calcheck.tuning import DEFAULT as TUNING
 from calcheck.tuning import Tuning
+from tests.arrays import ArraySource
 from tests.conftest import run_json, write_dataset
 
 

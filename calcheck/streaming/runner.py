@@ -42,7 +42,7 @@ Spec = PassSpec[PassState]
 class Source(Protocol):
     """Where the passes that no kept rows serve read their rows: a file or dataset in this
     process or on Dask (:class:`~calcheck.streaming.engine.StreamSource`), or arrays in tests
-    (:class:`~calcheck.streaming.engine.ArraySource`); it counts those passes."""
+    (``tests.arrays.ArraySource``); it counts those passes."""
 
     file_passes: int
     tuning: Tuning
