@@ -12,16 +12,22 @@ passes; every pass is a mergeable state (int64 counts, collected keys), so the r
 depend on partitioning and the same code runs on the Dask engine.
 
 Only values are searched (ties need no row order here): :mod:`calcheck.streaming.select` is the
-score-and-row-id search that positional score bins need.
+score-and-row-id search that positional score bins need.  The variables' passes
+(:mod:`calcheck.streaming.variables`) and the audit's (:mod:`calcheck.streaming.segments`) share
+the column scan (:class:`ColumnScan`) and the driver of the search (:func:`search_ranks`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, PassSpec, PassState
+from calcheck.metrics.vece import MAX_GROUPS, lerp, percentile_plan
+from calcheck.streaming.runner import Source
 from calcheck.tuning import DEFAULT, Tuning
 
 KEY_BITS = 64
@@ -233,3 +239,143 @@ class RankSearch:
         key = self.targets[rank].key
         assert key is not None, f"rank {rank} not resolved"
         return key_value(key)
+
+    def values(self, ranks: Iterable[int]) -> FloatArray:
+        return np.array([self.value(int(r)) for r in ranks])
+
+    def percentiles(self, percents: FloatArray) -> FloatArray:
+        """numpy's linear percentiles of the column at ``percents`` (their ranks resolved)."""
+        below, above, gamma = percentile_plan(self.n, percents)
+        return lerp(self.values(below), self.values(above), gamma)
+
+
+def percentile_ranks(n: int, percents: list[float] | FloatArray) -> list[int]:
+    """The ranks numpy's linear percentile of ``n`` values reads at ``percents``."""
+    below, above, _ = percentile_plan(n, percents)
+    return [int(r) for r in (*below, *above)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the scan of value columns and the search's driver, shared by variables and segments
+
+Distinct = tuple[FloatArray, IntArray] | None      # sorted distinct values and their rows
+
+
+def distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct:
+    """``known`` plus the rows ``cnt`` of values ``vals`` (sorted, distinct), or None once
+    there are more than MAX_GROUPS distinct values."""
+    if known is None:
+        return None
+    kv, kc = known
+    if kv.shape[0] and vals.shape[0]:
+        i = np.minimum(np.searchsorted(kv, vals), kv.shape[0] - 1)
+        fresh = vals[kv[i] != vals]
+    else:
+        fresh = vals
+    if fresh.shape[0]:
+        if kv.shape[0] + fresh.shape[0] > MAX_GROUPS:
+            return None
+        merged = np.union1d(kv, fresh)
+        mc = np.zeros(merged.shape[0], dtype=np.int64)
+        mc[np.searchsorted(merged, kv)] = kc
+        kv, kc = merged, mc
+    kc = kc.copy()
+    np.add.at(kc, np.searchsorted(kv, vals), cnt)
+    return kv, kc
+
+
+def distinct_add(known: Distinct, v: FloatArray) -> Distinct:
+    """``known`` plus a batch's values (no NaN)."""
+    if known is None:
+        return None
+    kv = known[0]
+    if kv.shape[0]:                              # the usual case: no new value in the batch
+        i = np.minimum(np.searchsorted(kv, v), kv.shape[0] - 1)
+        if np.array_equal(kv[i], v):
+            return kv, known[1] + np.bincount(i, minlength=kv.shape[0])
+    vals, cnt = np.unique(v, return_counts=True)
+    if vals.shape[0] > MAX_GROUPS:
+        return None
+    return distinct_merge(known, vals, cnt)
+
+
+Ranges = tuple[tuple[Range, ...], ...]
+
+
+@dataclass
+class ColumnScan:
+    """What a scan or rank-search pass keeps of its value columns and the scores (the last
+    column): per value column its rows and missing values and, in a scan, its distinct values
+    while there are at most MAX_GROUPS (then None); the scores' rows; every column's keys in
+    the pass's ``ranges`` (:class:`RankPassState`)."""
+
+    ranges: Ranges
+    scan: bool = False
+    ranks: RankPassState = field(init=False)
+    rows: IntArray = field(init=False)
+    missing: IntArray = field(init=False)
+    distinct: list[Distinct] = field(init=False)
+
+    def __post_init__(self) -> None:
+        k = len(self.ranges) - 1
+        self.ranks = RankPassSpec(self.ranges).new()
+        self.rows = np.zeros(k + 1, dtype=np.int64)
+        self.missing = np.zeros(k, dtype=np.int64)
+        self.distinct = [(np.zeros(0), np.zeros(0, dtype=np.int64)) for _ in range(k)]
+
+    def add(self, j: int, v: FloatArray) -> None:
+        """A batch of value column ``j`` (NaN: missing)."""
+        if not (self.scan or self.ranges[j]):
+            return
+        nan = np.isnan(v)
+        if nan.any():
+            v = v[~nan]
+        if self.scan:
+            self.missing[j] += int(nan.sum())
+            self.rows[j] += v.shape[0]
+            self.distinct[j] = distinct_add(self.distinct[j], v)
+        if self.ranges[j]:
+            self.ranks.add(j, order_keys(v))
+
+    def add_scores(self, rows: int, view: Callable[[], FloatArray]) -> None:
+        """A batch of ``rows`` rows, whose searched view of the scores is ``view()``."""
+        k = len(self.distinct)
+        self.rows[k] += rows
+        if self.ranges[k]:
+            self.ranks.add(k, order_keys(view()))
+
+    def merge(self, other: ColumnScan) -> None:
+        self.ranks.merge(other.ranks)
+        self.rows += other.rows
+        self.missing += other.missing
+        for j, d in enumerate(other.distinct):
+            self.distinct[j] = None if d is None else distinct_merge(self.distinct[j], *d)
+
+
+class Scanned(PassState, Protocol):
+    """A scan or rank-search pass's state: its :class:`ColumnScan`, and more."""
+
+    cols: ColumnScan
+
+
+def search_ranks(source: Source, scan: ColumnScan, wanted: dict[int, list[int]],
+                 spec: Callable[[Ranges], PassSpec[Scanned]]) -> dict[int, RankSearch]:
+    """Column → the search that resolved the ranks ``wanted[column]`` of its values: from the
+    scan's distinct values when it kept them (no pass), else from the scan's histogram and then
+    the passes ``spec(ranges)`` over ``source`` until every rank is resolved."""
+    searches: dict[int, RankSearch] = {}
+    for j, ranks in wanted.items():
+        s = RankSearch(int(scan.rows[j]), ranks, source.tuning)
+        d = scan.distinct[j] if j < len(scan.distinct) else None
+        if d is not None:                  # few distinct values: their counts give every rank
+            s.resolve_sorted(*d)
+        else:
+            s.first()
+            s.absorb(scan.ranks, j)
+        searches[j] = s
+    while not all(s.done for s in searches.values()):
+        state, _ = source.run(spec(tuple(searches[j].ranges() if j in searches else ()
+                                         for j in range(len(scan.ranges)))))
+        for j, s in searches.items():
+            s.absorb(state.cols.ranks, j)
+    return searches

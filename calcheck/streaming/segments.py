@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray
 from calcheck.errors import InputError
 from calcheck.io.columns import as_numeric, categories
 from calcheck.segments import (
@@ -43,8 +43,7 @@ from calcheck.segments import (
     text_column,
     value_column,
 )
-from calcheck.streaming.ranks import FULL, Range, RankPassSpec, RankPassState, RankSearch, order_keys
-from calcheck.streaming.variables import Distinct, _distinct_add, _distinct_merge, _percentiles
+from calcheck.streaming.ranks import FULL, ColumnScan, Ranges, percentile_ranks, search_ranks
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class ScanSpec:
     (the last of ``ranges``)."""
 
     raw: tuple[str, ...]
-    ranges: tuple[tuple[Range, ...], ...]
+    ranges: Ranges
     scan: bool = False
     max_levels: int = 1000
     threaded = True
@@ -65,44 +64,27 @@ class ScanSpec:
 @dataclass
 class ScanState:
     spec: ScanSpec
-    ranks: RankPassState = field(init=False)
-    rows: IntArray = field(init=False)
-    missing: IntArray = field(init=False)
+    cols: ColumnScan = field(init=False)
     numeric: list[bool | None] = field(init=False)
-    distinct: list[Distinct] = field(init=False)
     texts: list[set[Any] | None] = field(init=False)
 
     def __post_init__(self) -> None:
-        k = len(self.spec.raw)
-        self.ranks = RankPassSpec(self.spec.ranges).new()
-        self.rows = np.zeros(k + 1, dtype=np.int64)
-        self.missing = np.zeros(k, dtype=np.int64)
-        self.numeric = [None] * k
-        self.distinct = [(np.zeros(0), np.zeros(0, dtype=np.int64)) for _ in range(k)]
-        self.texts = [set() for _ in range(k)]
+        self.cols = ColumnScan(self.spec.ranges, self.spec.scan)
+        self.numeric = [None] * len(self.spec.raw)
+        self.texts = [set() for _ in self.spec.raw]
 
     def update(self, scores: FloatArray, labels: Any, start: int = 0,
                raw: list[np.ndarray] | None = None) -> ScanState:
-        k = len(self.spec.raw)
-        if self.spec.ranges[k]:
-            self.ranks.add(k, order_keys(scores))
-        self.rows[k] += scores.shape[0]
+        self.cols.add_scores(scores.shape[0], lambda: scores)
         for j, values in enumerate(raw or []):
             num = as_numeric(values)
             if self.spec.scan and self.numeric[j] is None:
                 self.numeric[j] = num is not None
             if num is not None:
-                miss = np.isnan(num)
-                v = num[~miss] if miss.any() else num
-                if self.spec.scan:
-                    self.missing[j] += int(miss.sum())
-                    self.rows[j] += v.shape[0]
-                    self.distinct[j] = _distinct_add(self.distinct[j], v)
-                if self.spec.ranges[j]:
-                    self.ranks.add(j, order_keys(v))
+                self.cols.add(j, num)
             elif self.spec.scan:
                 cats, idx = categories(values)
-                self.missing[j] += int((idx < 0).sum())
+                self.cols.missing[j] += int((idx < 0).sum())
                 known = self.texts[j]
                 if known is not None:
                     known.update(cats)
@@ -111,14 +93,10 @@ class ScanState:
         return self
 
     def merge(self, other: ScanState) -> ScanState:
-        self.ranks.merge(other.ranks)
-        self.rows += other.rows
-        self.missing += other.missing
+        self.cols.merge(other.cols)
         for j in range(len(self.spec.raw)):
             if self.numeric[j] is None:
                 self.numeric[j] = other.numeric[j]
-            d = other.distinct[j]
-            self.distinct[j] = None if d is None else _distinct_merge(self.distinct[j], *d)
             mine, theirs = self.texts[j], other.texts[j]
             self.texts[j] = None if mine is None or theirs is None else mine | theirs
             if self.texts[j] is not None and len(self.texts[j] or ()) > self.spec.max_levels:
@@ -166,58 +144,42 @@ class CellState:
 def segment_data(source: Any, names: list[str], opts: SegmentOptions) -> SegmentData:
     """The cut columns and the filled cell table from passes over ``source`` (a
     :class:`~calcheck.streaming.engine.StreamSource`)."""
-    from calcheck.metrics.vece import percentile_plan
-
     raw = tuple(names)
     k = len(raw)
     label = opts.label
-    scan, _ = source.run(ScanSpec(raw, ((FULL,),) * (k + 1), scan=True,
-                                  max_levels=opts.max_levels))
+    first, _ = source.run(ScanSpec(raw, ((FULL,),) * (k + 1), scan=True,
+                                   max_levels=opts.max_levels))
+    scan = first.cols
     n = int(scan.rows[k])
     if n == 0:
         from calcheck.streaming.engine import no_rows_error
 
         raise no_rows_error(source.path, source.where)
-    plans: dict[int, tuple[int, FloatArray]] = {}        # column → (rows, percents)
+    plans: dict[int, FloatArray] = {}                  # column → percents
     for j in range(k):
         d = scan.distinct[j]
-        if scan.numeric[j] and (d is None or d[0].size > opts.buckets):
-            plans[j] = (int(scan.rows[j]), percents(opts.buckets))
-    plans[k] = (n, percents(opts.score_cells))
-    searches: dict[int, RankSearch] = {}
-    for j, (rows, pct) in plans.items():
-        below, above, _ = percentile_plan(rows, pct)
-        s = RankSearch(rows, sorted({0, rows - 1, *(int(r) for r in below),
-                                     *(int(r) for r in above)}),
-                       source.tuning)
-        d = scan.distinct[j] if j < k else None
-        if d is not None:
-            s.resolve_sorted(*d)
-        else:
-            s.first()
-            s.absorb(scan.ranks, j)
-        searches[j] = s
-    while not all(s.done for s in searches.values()):
-        ranges = tuple(searches[j].ranges() if j in searches and not searches[j].done else ()
-                       for j in range(k + 1))
-        state, _ = source.run(ScanSpec(raw, ranges, max_levels=opts.max_levels))
-        for j, s in searches.items():
-            if not s.done:
-                s.absorb(state.ranks, j)
+        if first.numeric[j] and (d is None or d[0].size > opts.buckets):
+            plans[j] = percents(opts.buckets)
+    plans[k] = percents(opts.score_cells)
+    searches = search_ranks(
+        source, scan, {j: sorted({0, int(scan.rows[j]) - 1,
+                                  *percentile_ranks(int(scan.rows[j]), pct)})
+                       for j, pct in plans.items()},
+        lambda ranges: ScanSpec(raw, ranges, max_levels=opts.max_levels))
     columns = []
     for j, name in enumerate(raw):
         missing = bool(scan.missing[j])
         if j in searches:
-            rows, pct = plans[j]
-            lo, hi = searches[j].value(0), searches[j].value(rows - 1)
-            columns.append(bucket_column(name, lo, hi, inner_edges(
-                _percentiles(searches[j], rows, pct), lo), missing))
-        elif scan.numeric[j]:
+            s = searches[j]
+            lo, hi = s.value(0), s.value(s.n - 1)
+            columns.append(bucket_column(name, lo, hi, inner_edges(s.percentiles(plans[j]), lo),
+                                         missing))
+        elif first.numeric[j]:
             d = scan.distinct[j]
             assert d is not None
             columns.append(value_column(name, d[0], missing, label))
         else:
-            texts = scan.texts[j]
+            texts = first.texts[j]
             if texts is None:
                 raise InputError(f"{label} {name}: more than --max-levels "
                                  f"{opts.max_levels:,} distinct values; bucket the column, "
@@ -225,6 +187,6 @@ def segment_data(source: Any, names: list[str], opts: SegmentOptions) -> Segment
             columns.append(text_column(name, sorted(texts), missing,
                                        max_levels=opts.max_levels, label=label))
     check_sizes([len(c.levels) for c in columns])
-    edges = inner_edges(_percentiles(searches[k], n, plans[k][1]), searches[k].value(0))
+    edges = inner_edges(searches[k].percentiles(plans[k]), searches[k].value(0))
     cells, _ = source.run(CellSpec(raw, tuple(columns), tuple(float(e) for e in edges)))
     return SegmentData(tuple(columns), cells.table)

@@ -35,18 +35,15 @@ from calcheck.metrics.vece import (
     RankedRows,
     VariableResult,
     _Aggregated,
-    lerp,
-    percentile_plan,
     qcut_table,
     variable_result,
 )
 from calcheck.streaming.ranks import (
     FULL,
-    Range,
-    RankPassSpec,
-    RankPassState,
-    RankSearch,
-    order_keys,
+    ColumnScan,
+    Ranges,
+    percentile_ranks,
+    search_ranks,
 )
 from calcheck.streaming.states import CompensatedSum
 
@@ -57,47 +54,6 @@ def error_view(s: FloatArray, y: Any, binary: bool) -> tuple[FloatArray, IntArra
     if binary:
         return 1.0 - np.maximum(s, 1.0 - s), ((s >= 0.5) != (y != 0)).astype(np.int8)
     return 1.0 - s, (np.asarray(y) == 0).astype(np.int8)
-
-
-Distinct = tuple[FloatArray, IntArray] | None      # sorted distinct values and their rows
-
-
-def _distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct:
-    """``known`` plus the rows ``cnt`` of values ``vals`` (sorted, distinct), or None once
-    there are more than MAX_GROUPS distinct values."""
-    if known is None:
-        return None
-    kv, kc = known
-    if kv.shape[0] and vals.shape[0]:
-        i = np.minimum(np.searchsorted(kv, vals), kv.shape[0] - 1)
-        fresh = vals[kv[i] != vals]
-    else:
-        fresh = vals
-    if fresh.shape[0]:
-        if kv.shape[0] + fresh.shape[0] > MAX_GROUPS:
-            return None
-        merged = np.union1d(kv, fresh)
-        mc = np.zeros(merged.shape[0], dtype=np.int64)
-        mc[np.searchsorted(merged, kv)] = kc
-        kv, kc = merged, mc
-    kc = kc.copy()
-    np.add.at(kc, np.searchsorted(kv, vals), cnt)
-    return kv, kc
-
-
-def _distinct_add(known: Distinct, v: FloatArray) -> Distinct:
-    """``known`` plus a batch's values (no NaN)."""
-    if known is None:
-        return None
-    kv = known[0]
-    if kv.shape[0]:                              # the usual case: no new value in the batch
-        i = np.minimum(np.searchsorted(kv, v), kv.shape[0] - 1)
-        if np.array_equal(kv[i], v):
-            return kv, known[1] + np.bincount(i, minlength=kv.shape[0])
-    vals, cnt = np.unique(v, return_counts=True)
-    if vals.shape[0] > MAX_GROUPS:
-        return None
-    return _distinct_merge(known, vals, cnt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +67,7 @@ class RankSpec:
 
     numeric: tuple[str, ...]
     binary: bool
-    ranges: tuple[tuple[Range, ...], ...]
+    ranges: Ranges
     scan: bool = False
     threaded = True                 # fold() runs this pass on two threads
 
@@ -122,47 +78,22 @@ class RankSpec:
 @dataclass
 class VarRankState:
     spec: RankSpec
-    ranks: RankPassState = field(init=False)
-    rows: IntArray = field(init=False)
-    missing: IntArray = field(init=False)
-    distinct: list[Distinct] = field(init=False)
+    cols: ColumnScan = field(init=False)
 
     def __post_init__(self) -> None:
-        self.ranks = RankPassSpec(self.spec.ranges).new()
-        k = len(self.spec.numeric)
-        self.rows = np.zeros(k + 1, dtype=np.int64)
-        self.missing = np.zeros(k, dtype=np.int64)
-        self.distinct = [(np.zeros(0), np.zeros(0, dtype=np.int64)) for _ in range(k)]
+        self.cols = ColumnScan(self.spec.ranges, self.spec.scan)
 
     def update(self, scores: FloatArray, labels: Any, start: int = 0,
                values: FloatArray | None = None, *_: Any) -> VarRankState:
-        cols = self.spec.ranges
-        k = len(self.spec.numeric)
-        if cols[k]:
-            self.ranks.add(k, order_keys(error_view(scores, labels, self.spec.binary)[0]))
-        self.rows[k] += scores.shape[0]
+        self.cols.add_scores(scores.shape[0],
+                             lambda: error_view(scores, labels, self.spec.binary)[0])
         assert values is not None
-        for j in range(k):
-            if not cols[j] and not self.spec.scan:
-                continue
-            v = values[:, j]
-            nan = np.isnan(v)
-            if nan.any():
-                v = v[~nan]
-            if self.spec.scan:
-                self.missing[j] += int(nan.sum())
-                self.rows[j] += v.shape[0]
-                self.distinct[j] = _distinct_add(self.distinct[j], v)
-            if cols[j]:
-                self.ranks.add(j, order_keys(v))
+        for j in range(len(self.spec.numeric)):
+            self.cols.add(j, values[:, j])
         return self
 
     def merge(self, other: VarRankState) -> VarRankState:
-        self.ranks.merge(other.ranks)
-        self.rows += other.rows
-        self.missing += other.missing
-        for j, d in enumerate(other.distinct):
-            self.distinct[j] = None if d is None else _distinct_merge(self.distinct[j], *d)
+        self.cols.merge(other.cols)
         return self
 
 
@@ -314,15 +245,6 @@ def _group_ranks(n: int) -> list[int]:
     return [int(r) for r in np.r_[starts[1:], n] - 1]
 
 
-def _values(search: RankSearch, ranks: IntArray) -> FloatArray:
-    return np.array([search.value(int(r)) for r in ranks])
-
-
-def _percentiles(search: RankSearch, n: int, percents: FloatArray) -> FloatArray:
-    below, above, gamma = percentile_plan(n, percents)
-    return lerp(_values(search, below), _values(search, above), gamma)
-
-
 def variable_results(source: Any, names: list[str], *, binary: bool, bins: int = 10,
                      span: float = 0.75, correct_from: str | None = None,
                      ) -> tuple[dict[str, VariableResult], QcutTable]:
@@ -334,7 +256,7 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
 
     numeric = tuple(names)
     k = len(numeric)
-    scan, _ = source.run(RankSpec(numeric, binary, ((FULL,),) * (k + 1), scan=True))
+    scan = source.run(RankSpec(numeric, binary, ((FULL,),) * (k + 1), scan=True))[0].cols
     n = [int(r) for r in scan.rows]
     if n[k] == 0:
         from calcheck.streaming.engine import no_rows_error
@@ -345,28 +267,17 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
             raise InputError(f"--var {numeric[j]}: every value is missing")
     distinct = [d is not None for d in scan.distinct]
     q = _qcut_percents(bins)
-    searches = []
+    wanted = {}
     for j in range(k + 1):
-        b, a, _ = percentile_plan(n[j], q)
-        ranks = [*b, *a]
+        ranks = percentile_ranks(n[j], q)
         if j < k:
-            b5, a5, _ = percentile_plan(n[j], [5.0, 95.0])
-            ranks += [*b5, *a5]
+            ranks += percentile_ranks(n[j], [5.0, 95.0])
             if not distinct[j]:
                 ranks += _group_ranks(n[j])
-        s = RankSearch(n[j], [int(r) for r in ranks], source.tuning)
-        d = scan.distinct[j] if j < k else None
-        if d is not None:                  # few distinct values: their counts give every rank
-            s.resolve_sorted(*d)
-        else:
-            s.first()
-            s.absorb(scan.ranks, j)
-        searches.append(s)
-    while not all(s.done for s in searches):
-        state, _ = source.run(RankSpec(numeric, binary, tuple(s.ranges() for s in searches)))
-        for j, s in enumerate(searches):
-            s.absorb(state.ranks, j)
-    edges = tuple(np.unique(_percentiles(searches[j], n[j], q)) for j in range(k + 1))
+        wanted[j] = ranks
+    searches = search_ranks(source, scan, wanted,
+                            lambda ranges: RankSpec(numeric, binary, ranges))
+    edges = tuple(np.unique(searches[j].percentiles(q)) for j in range(k + 1))
     groups = []
     for j in range(k):
         if distinct[j]:
@@ -374,11 +285,11 @@ def variable_results(source: Any, names: list[str], *, binary: bool, bins: int =
             assert d is not None
             groups.append(d[0])
         else:
-            groups.append(np.unique(_values(searches[j], np.array(_group_ranks(n[j])))))
+            groups.append(np.unique(searches[j].values(_group_ranks(n[j]))))
     final, _ = source.run(BinSpec(numeric, binary, edges, tuple(groups), correct_from))
     out = {}
     for j, name in enumerate(numeric):
-        lo, hi = _percentiles(searches[j], n[j], np.array([5.0, 95.0]))
+        lo, hi = searches[j].percentiles(np.array([5.0, 95.0]))
         agg = final.aggregate(j, distinct[j])
         note = None if distinct[j] else (
             f"values grouped by value into {agg.x.shape[0]} groups cut at the in-memory "
