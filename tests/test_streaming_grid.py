@@ -13,6 +13,7 @@ from calcheck.streaming.grid import (
 )
 from calcheck.streaming.positional import PositionalPass
 from calcheck.streaming.runner import drive
+from calcheck.tuning import Tuning
 from tests.arrays import ArraySource
 
 
@@ -139,8 +140,8 @@ def test_finer_cells_give_the_uniform_grids_bins(ties):
         spec = StateSpec().prepared(s) if fine else StateSpec()
         state = src.run(spec)[0]
         assert (state.pos_grid is not None) == fine
-        pos = PositionalPass(state, ids, id_bound=n, ties=ties, exact_rows=1000,
-                             blocks=512, collect_rows=2000)
+        pos = PositionalPass(state, ids, id_bound=n, ties=ties, collect_rows=2000,
+                             tuning=Tuning(exact_pava_rows=1000, pava_blocks=512))
         before = src.file_passes
         out[fine] = drive(src, pos.run())[0]
         passes[fine] = src.file_passes - before

@@ -204,7 +204,7 @@ def test_replay_over_held_rows_reads_only_the_cells_a_pass_needs(case, ties, mon
     assert kinds or case not in ("uniform", "beta_zeros")    # (tied cells need no pass)
 
 
-@pytest.mark.parametrize("exact_rows", [None, 0])
+@pytest.mark.parametrize("exact_rows", [TUNING.exact_pava_rows, 0])
 def test_data_that_change_between_passes_are_refused(exact_rows):
     """A source whose rows change after the grid pass (a file rewritten mid-run) is refused,
     not computed on: by the pass that holds every row (exact PAVA, whose rows then make the
@@ -224,7 +224,8 @@ def test_data_that_change_between_passes_are_refused(exact_rows):
     src = Changing(s, y)
     grid = src.run(StateSpec())[0]
     with pytest.raises(RuntimeError, match="data changed between passes"):
-        positional_results(src, grid, ["tce", "pde"], exact_rows=exact_rows)
+        positional_results(src, grid, ["tce", "pde"],
+                           tuning=Tuning(exact_pava_rows=exact_rows))
 
 
 @pytest.mark.parametrize("rows", [0, 7, 5_000])
@@ -310,7 +311,8 @@ def test_pava_on_blocks_is_recorded_and_close():
     y = (rng.random(n) < s * 1.2).clip(0, 1).astype(np.int8)
     src = ArraySource(s, y, [n // 3])
     grid = src.run(StateSpec())[0]
-    got, _ = positional_results(src, grid, ["tce", "tce_v"], exact_rows=0, blocks=2048)
+    got, _ = positional_results(src, grid, ["tce", "tce_v"],
+                                tuning=Tuning(exact_pava_rows=0, pava_blocks=2048))
     ref = compute_metrics(Prepared(s, y), ["tce", "tce_v"], MetricOptions())
     for mid in ("tce", "tce_v"):
         st = got[mid].settings
@@ -410,7 +412,7 @@ def test_one_score_cells_are_resolved_from_the_grid():
     y = (rng.random(n) < s).astype(np.int8)
     src = ArraySource(s, y, [20_000, 40_000])
     ids = ["ace", "mce_q", "pde", "tce_q", "tce"]
-    options = {"exact_rows": 1_000, "blocks": 256, "ties": "share"}
+    options = {"tuning": Tuning(exact_pava_rows=1_000, pava_blocks=256), "ties": "share"}
     grid = src.run(StateSpec())[0]
     values = grid.cell_values()
     assert values is not None and np.isnan(values).sum() < values.shape[0]
@@ -538,15 +540,16 @@ def test_the_search_keeps_the_row_pass_rows(case, ties, monkeypatch):
     src = ArraySource(s, y, rng.integers(0, n, 6))
     grid = src.run(StateSpec())[0]
     ids = ["tce", "tce_q", "pde", "ace"]
-    opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
+    opts = {"ties": ties, "n_min": 2_000, "n_max": 12_000}
+    knobs = {"exact_pava_rows": 10_000, "pava_blocks": 256}
     runs = {}
     for how in ("kept", "read", "missed"):
         # few rows a cell: keep up to n/2
-        tuning = Tuning(prospect_share=2, prospect=how != "read")
+        tuning = Tuning(prospect_share=2, prospect=how != "read", **knobs)
         if how == "missed":                     # keeps one cell of those guessed
             monkeypatch.setattr(positional, "interval_cells",
                                 lambda *a: prospect.interval_cells(*a)[:1])
-            tuning = Tuning(prospect_share=2, window_blocks=0)      # (and no bins moved)
+            tuning = Tuning(prospect_share=2, window_blocks=0, **knobs)     # (no bins moved)
         runs[how] = positional_results(src, grid, ids, tuning=tuning, **opts)
     for how in ("kept", "missed"):
         for mid in ids:
@@ -578,7 +581,8 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     src = ArraySource(s, y, rng.integers(0, n, 6))
     grid = src.run(StateSpec())[0]
     ids = ["tce", "tce_q", "pde", "ace"]
-    opts = {"ties": ties, "exact_rows": 10_000, "blocks": 256, "n_min": 2_000, "n_max": 12_000}
+    opts = {"ties": ties, "n_min": 2_000, "n_max": 12_000}
+    knobs = {"exact_pava_rows": 10_000, "pava_blocks": 256}
     exact_blocks = positional.pava_bc_blocks
     calls = []
     prospecting = [True]
@@ -600,7 +604,7 @@ def test_bins_a_block_off_the_guess_run_over_the_kept_rows(ties, monkeypatch):
     for how, window in (("kept", 1), ("narrow", 0), ("read", 1)):
         prospecting[0] = how != "read"
         tuning = Tuning(prospect_share=1, prospect=how != "read",   # (half of it with row ids)
-                        window_blocks=window)
+                        window_blocks=window, **knobs)
         calls.clear()
         runs[how] = positional_results(src, grid, ids, tuning=tuning, **opts)
         if how != "read":
@@ -626,7 +630,7 @@ def test_pde_does_not_depend_on_the_tce_tests_beside_it(case):
     s, y = make(case, n, rng)
     src = ArraySource(s, y, rng.integers(0, n, 6))
     grid = src.run(StateSpec())[0]
-    opts = {"exact_rows": 10_000, "blocks": 256}
+    opts = {"tuning": Tuning(exact_pava_rows=10_000, pava_blocks=256)}
     alone = positional_results(src, grid, ["pde"], **opts)[0]["pde"]
     for alpha in (0.001, 0.05, 0.3):
         both = positional_results(src, grid, ["pde", "tce_q"], alpha=alpha, **opts)[0]["pde"]

@@ -56,8 +56,6 @@ class PassBins:
     seed: int
     share: bool
     ties: str
-    exact_rows: int
-    blocks: int
     grid: Grid
     cell_score: FloatArray
     cell_values: FloatArray | None

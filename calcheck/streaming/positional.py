@@ -80,7 +80,6 @@ class PositionalPass(RowPasses):
                  alpha: float = 0.05, test: str = "binomial", n_min: int | None = None,
                  n_max: int | None = None, hl_groups: int | None = None, ties: str = "share",
                  hl_df: str = "external", hl_trials: int | None = None, seed: int = 0,
-                 exact_rows: int | None = None, blocks: int | None = None,
                  collect_rows: int | None = None, tuning: Tuning = DEFAULT) -> None:
         self.ids = ids
         # of the grid state, only what the passes use (the state itself is not kept: many
@@ -95,8 +94,6 @@ class PositionalPass(RowPasses):
         self.hl_df, self.hl_trials, self.seed = hl_df, hl_trials, seed
         self.share = ties == "share"
         self.ties = ties
-        self.exact_rows = tuning.exact_pava_rows if exact_rows is None else exact_rows
-        self.blocks = tuning.pava_blocks if blocks is None else blocks
         # the grid's cells, or finer ones where the scores crowd them (StreamState.positional)
         self.grid, cnt, self.cell_score, self.cell_values = state.positional()
         self.cell_n = cnt.sum(axis=1)
@@ -156,7 +153,8 @@ class PositionalPass(RowPasses):
                 raise UsageError(f"TCE bin sizes need 0 <= n_min <= n_max, got n_min={lo}, "
                                  f"n_max={hi}")
             sizes["pava-bc"] = lo, hi
-        if self.tuning.prospect and (n > self.exact_rows or not sizes):    # a search, then a row pass
+        if self.tuning.prospect and (n > self.tuning.exact_pava_rows or not sizes):
+            # a search, then a row pass
             self._foresee(out, sizes)
         if "tce_v" in ids:
             out["pava"] = yield from self._pava(0, n + 1, known)
@@ -171,11 +169,11 @@ class PositionalPass(RowPasses):
 
     def _pava(self, n_min: int, n_max: int, also: Sequence[int] = ()
               ) -> Passes[tuple[IntArray, dict[str, Any]]]:
-        """PAVA-BC bounds: exact over the sorted rows when at most ``exact_rows`` rows (one
-        pass keeps them), else on ``blocks`` equal-mass blocks cut at exact ranks (searched
-        with the ranks ``also``)."""
+        """PAVA-BC bounds: exact over the sorted rows when at most ``Tuning.exact_pava_rows``
+        rows (one pass keeps them), else on ``Tuning.pava_blocks`` equal-mass blocks cut at
+        exact ranks (searched with the ranks ``also``)."""
         n = self.n
-        if n <= self.exact_rows:
+        if n <= self.tuning.exact_pava_rows:
             if self._rows is None:
                 preload_compiled_pava(n, int(self.cum_pos[-1]))
                 self._rows = (yield from one_pass(SortedRowsSpec(
@@ -187,7 +185,7 @@ class PositionalPass(RowPasses):
             b = pava_bc_bounds(labels, n_min, n_max,
                                sorted_scores=scores if self.share else None)
             return b, {"pava_input": "exact"}
-        blocks = quantile_bounds(n, min(self.blocks, n))
+        blocks = quantile_bounds(n, min(self.tuning.pava_blocks, n))
         yield from self.scan([b for b in blocks.tolist() if 0 < b < n] + list(also))
         cum = [self._at(int(b)) for b in blocks.tolist()]
         count = np.diff(blocks)
@@ -211,7 +209,7 @@ class PositionalPass(RowPasses):
         guess = dict(planned)
         near: list[tuple[IntArray, IntArray]] = []      # PAVA's bins with ends moved
         if sizes:
-            blocks = quantile_bounds(n, min(self.blocks, n))
+            blocks = quantile_bounds(n, min(self.tuning.pava_blocks, n))
             mid = positives_before(self.cum_n, self.cum_pos, self.cell_n, self.cell_pos,
                                    blocks)[2]
             count, pos = np.diff(blocks), np.diff(mid)
@@ -325,7 +323,6 @@ class PositionalPass(RowPasses):
             lows.append(lo2)
             highs.append(hi2)
         return lows, highs
-
 
 
 def _moved_bins(edges: IntArray, bounds: IntArray, moves: int) -> tuple[IntArray, IntArray]:

@@ -326,8 +326,6 @@ def _row_weights(k: FloatArray, n: FloatArray, p: FloatArray, alpha: float,
     return weight
 
 
-
-
 RUN_SIZES = (64, 8, 1)   # neighbours bounded together, then smaller runs (see _bounds_decide)
 
 

@@ -507,7 +507,6 @@ def grid_cells(state: StreamState) -> dict[str, Any]:
             "sum_sq_resid": sq[occ].sum(axis=1), "sum_score_sq": s_sq}
 
 
-
 def label_units(state: StreamState, name: str) -> dict[str, Any]:
     """Groups of rows that lie in one bin of binning ``name`` and one grid cell — the whole
     non-straddling cells plus the (straddling cell, bin) parts — sorted by bin, with
@@ -545,7 +544,6 @@ def label_units(state: StreamState, name: str) -> dict[str, Any]:
     return {k: v[order] for k, v in out.items()}
 
 
-
 def units(state: StreamState, name: str) -> dict[str, Any]:
     """:func:`label_units` with the labels pooled: per unit N, positives K, Σs, Σr², Σs²."""
     u = label_units(state, name)
@@ -553,7 +551,6 @@ def units(state: StreamState, name: str) -> dict[str, Any]:
     return {"bin": u["bin"], "cell": u["cell"], "n": c.sum(axis=1), "positives": c[:, 1],
             "sum_score": u["sum_score"].sum(axis=1), "sum_sq_resid": u["sum_sq"].sum(axis=1),
             "sum_score_sq": u["sum_score_sq"].sum(axis=1)}
-
 
 
 def binned(state: StreamState, name: str) -> dict[str, Any]:
@@ -573,7 +570,6 @@ def binned(state: StreamState, name: str) -> dict[str, Any]:
                                         minlength=width)}
 
 
-
 def residuals(state: StreamState, name: str = "ece") -> Any:
     """The per-bin residual sums of binning ``name`` (:class:`BinResiduals`)."""
     from calcheck.metrics.debiased import BinResiduals
@@ -582,7 +578,6 @@ def residuals(state: StreamState, name: str = "ece") -> Any:
     cnt = b["count"].astype(np.float64)
     return BinResiduals(cnt, b["positives"] - b["sum_score"], b["sum_sq_resid"],
                         b["sum_score"] - b["sum_score_sq"], state.n)
-
 
 
 def _spiegelhalter_sums(state: StreamState, q2: float) -> tuple[float, float]:
