@@ -123,6 +123,12 @@ def plugin_from_bounds(r_sorted: FloatArray, bounds: IntArray) -> PluginStats:
     return _plugin(S, Q, cnt, n)                    # eqs. (6), (5) and the ℓ1 plug-in
 
 
+def binned_plugin(count: IntArray, S: FloatArray, Q: FloatArray, n: int) -> PluginStats:
+    """The plug-ins from per-bin row counts, S = Σr and Q = Σr² (empty bins left out)."""
+    occ = count > 0
+    return _plugin(S[occ], Q[occ], count[occ].astype(np.float64), n)
+
+
 def _plugin(S: FloatArray, Q: FloatArray, cnt: FloatArray, n: int) -> PluginStats:
     return PluginStats(dpe=float(np.sum((S * S - Q) / cnt) / n),
                        plugin_l2_biased=float(np.sum(S * S / cnt) / n),

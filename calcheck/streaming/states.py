@@ -19,6 +19,7 @@ partitions merged in any order gives identical counts and values equal to ~1e-15
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -486,9 +487,11 @@ class StreamState:
         if self.spiegelhalter:
             out["spiegelhalter_num"], out["spiegelhalter_den"] = _spiegelhalter_sums(self, q2)
         if self.tcal_m is not None:
+            from calcheck.hypotests.tcal import binned_plugin
+
             t = binned(self, "tcal")
-            out.update({f"tcal_{k}": v for k, v in plugin_stats(
-                t["count"], t["sum_score"] - t["positives"], t["sum_sq_resid"], n).items()})
+            out.update({f"tcal_{k}": v for k, v in dataclasses.asdict(binned_plugin(
+                t["count"], t["sum_score"] - t["positives"], t["sum_sq_resid"], n)).items()})
         return out
 
 
@@ -601,15 +604,6 @@ def cell_blocks(bins: IntArray, cells: IntArray, shift: int) -> tuple[IntArray, 
     key = bins.astype(np.int64) * (1 << 40) + (cells >> shift)
     uniq, inv = np.unique(key, return_inverse=True)
     return (uniq >> 40).astype(np.int64), inv
-
-
-def plugin_stats(count: IntArray, S: FloatArray, Q: FloatArray, n: int) -> dict[str, float]:
-    """T-Cal's DPE and plug-ins from per-bin N, S = Σr, Q = Σr² (docs/tests.md)."""
-    occ = count > 0
-    c = count[occ].astype(np.float64)
-    return {"dpe": float(np.sum((S[occ] ** 2 - Q[occ]) / c) / n),
-            "plugin_l2_biased": float(np.sum(S[occ] ** 2 / c) / n),
-            "plugin_l1": float(np.sum(np.abs(S[occ])) / n)}
 
 
 @functools.lru_cache(maxsize=16)

@@ -27,10 +27,10 @@ from calcheck._typing import FloatArray, IntArray
 from calcheck.hypotests._result import TestResult
 from calcheck.hypotests.classical import spiegelhalter_from_sums
 from calcheck.hypotests.tcal import (
-    PluginStats,
     _check,
     adaptive_ms,
     adaptive_result,
+    binned_plugin,
     check_null_size,
     fixed_result,
 )
@@ -39,7 +39,6 @@ from calcheck.streaming.states import (
     binned,
     cell_blocks,
     grid_cells,
-    plugin_stats,
     units,
 )
 
@@ -61,10 +60,6 @@ def _coarsen(u: dict[str, Any], shift: int) -> dict[str, Any]:
 
 def _starts(ids: IntArray) -> IntArray:
     return np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-
-
-def _observed(N: IntArray, S: FloatArray, Q: FloatArray, n: int) -> PluginStats:
-    return PluginStats(**plugin_stats(N, S, Q, n))
 
 
 def _unit_params(u: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray, float]:
@@ -131,7 +126,7 @@ def tcal_fixed_stream(state: StreamState, *, alpha: float = 0.05, trials: int = 
     u = _coarsen(units(state, "tcal"), FIXED_UNIT_SHIFT)
     n = state.n
     b = binned(state, "tcal")
-    st = _observed(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
+    st = binned_plugin(b["count"], b["sum_score"] - b["positives"], b["sum_sq_resid"], n)
     null, excess = grid_null(u, [u["bin"]], n=n, trials=trials, seed=seed, resample=resample)
     res = fixed_result(st, null[0], m=int(state.tcal_m), alpha=alpha,
                        settings={"m": int(state.tcal_m), "trials": trials, "resample": resample,
@@ -159,7 +154,7 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
     observed = []
     for ids in levels:
         N = np.bincount(ids, weights=c["n"]).astype(np.int64)
-        observed.append(_observed(N, np.asarray(np.bincount(ids, weights=S_cell), float),
+        observed.append(binned_plugin(N, np.asarray(np.bincount(ids, weights=S_cell), float),
                                   np.asarray(np.bincount(ids, weights=c["sum_sq_resid"]), float),
                                   n))
     null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed, resample=resample)
