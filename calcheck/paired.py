@@ -67,9 +67,7 @@ from calcheck._prefetch import prefetch
 from calcheck._typing import FloatArray
 from calcheck.errors import InputError
 from calcheck.uncertainty import (
-    NORM_BINNING,
     POPULATION,
-    REP_CHUNK,
     ConfidenceInterval,
     ModelReplicates,
     NormReplicates,
@@ -79,9 +77,8 @@ from calcheck.uncertainty import (
     estimand_of,
     percentile_interval,
     replicate_weights,
-    unit_quantile_norm,
-    unit_quantile_replicates,
 )
+from calcheck.unit_bootstrap import NORM_BINNING, UnitReplicates, poisson_draws
 
 DELTA_NORM_METHOD = ("paired norm bootstrap: the change of the plug-ins minus (plus) the "
                      "(1+level)/2 quantile of ||m*_new - m_new|| + <g_old, m_old - m*_old> "
@@ -440,63 +437,28 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
     lam = np.rint(u["count"]).astype(np.int64)
     n = float(lam.sum())
     views = [_model_view(u, side, units.bins) for side in ("old", "new")]
-    kinds = {NORM_BINNING[m][0] for m in ids if m in NORM_BINNING}
-    norms: list[dict[str, NormReplicates]] = []
-    for v in views:
-        N = v["count"]
-        nr = {}
-        if "uniform" in kinds:
-            m = np.zeros(units.bins)
-            p = np.zeros(units.bins)
-            b = v["bin"][v["bin_starts"]]
-            m[b] = np.add.reduceat(N * (v["label"] - v["mean_score"]), v["bin_starts"]) / n
-            p[b] = np.add.reduceat(N, v["bin_starts"]) / n
-            nr["uniform"] = NormReplicates(m, p, reps)
-        if "quantile" in kinds:
-            nr["quantile"] = unit_quantile_norm(N, v, v["mean_score"], v["block_starts"], n,
-                                                units.bins, reps)
-        norms.append(nr)
-    values = {m: np.empty((2, reps)) for m in ids if m in UNIT_MEANS}
-    rng = np.random.default_rng(seed)
-    done = 0
-    while done < reps:
-        t = min(REP_CHUNK, reps - done)
-        W = rng.poisson(lam, size=(t, lam.shape[0])).astype(np.float64)
-        n_star = W.sum(axis=1)
-        sl = slice(done, done + t)
-        for j, v in enumerate(views):
-            Wm = W[:, v["perm"]]
-            if "uniform" in kinds:
-                signed = np.zeros((t, units.bins))
-                b = v["bin"][v["bin_starts"]]
-                signed[:, b] = np.add.reduceat(Wm * (v["label"] - v["mean_score"]),
-                                               v["bin_starts"], axis=1)
-                norms[j]["uniform"].add(sl, signed / n_star[:, None])
-            if "quantile" in kinds:
-                _, _, m_q = unit_quantile_replicates(Wm, v, v["mean_score"],
-                                                     v["block_starts"], n_star, units.bins)
-                norms[j]["quantile"].add(sl, m_q)
-            if "brier" in values:
-                values["brier"][j, sl] = (Wm @ v["mean_sq"]) / n_star
-            if "log_loss" in values:
-                values["log_loss"][j, sl] = -(Wm @ v["mean_ll"]) / n_star
-        done += t
+    reps_of = [UnitReplicates(v, ids, n=n, bins=units.bins, reps=reps,
+                              at=v["bin"][v["bin_starts"]]) for v in views]
+    for sl, W, n_star in poisson_draws(lam, reps, seed):
+        for v, rep in zip(views, reps_of):
+            rep.add(sl, W[:, v["perm"]], n_star)
     test = squared_change(units.pair, level=level) \
         if units.pair is not None and any(m in SQUARED_TESTED for m in ids) else None
     cis: dict[str, PairedChange] = {}
     for mid in ids:
         if mid in NORM_BINNING:
             kind, norm = NORM_BINNING[mid]
-            a, b = norms[0][kind], norms[1][kind]
+            a, b = reps_of[0].norms[kind], reps_of[1].norms[kind]
             cis[mid] = PairedChange(delta_norm_interval(a, b, norm, level=level, seed=seed,
                                                         resampling=UNIT_RESAMPLING),
                                     norm_pvalue(a, b, norm),
                                     test if mid in SQUARED_TESTED else None)
         else:
-            cis[mid] = PairedChange(delta_percentile_interval(values[mid][0], values[mid][1],
-                                                              mid, level=level, seed=seed,
+            old, new = reps_of[0].values[mid], reps_of[1].values[mid]
+            cis[mid] = PairedChange(delta_percentile_interval(old, new, mid, level=level,
+                                                              seed=seed,
                                                               resampling=UNIT_RESAMPLING),
-                                    percentile_pvalue(values[mid][0], values[mid][1]))
+                                    percentile_pvalue(old, new))
     within = sum(float(np.sum(np.maximum(u[f"s2_{s}"] - u[f"s_{s}"] ** 2 / u["count"], 0.0)))
                  for s in ("old", "new"))
     total = sum(float(np.sum(u[f"s2_{s}"])) for s in ("old", "new"))

@@ -76,7 +76,7 @@ import numpy as np
 
 from calcheck._prefetch import prefetch
 from calcheck._threads import one_blas_thread
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray
 from calcheck.errors import CalcheckError, UsageError
 
 DEFAULT_REPS = 1000
@@ -736,60 +736,3 @@ def _values(compute: Callable[..., Mapping[str, Any]], sample: Any, ids: list[st
             except CalcheckError:
                 out.append(np.nan)
         return out
-
-
-# the norm-bootstrap metrics of the streaming engines' unit bootstraps (one model, and
-# ``compare``'s paired units): their binning and norm
-NORM_BINNING = {"ece": ("uniform", "l1"), "ece_debiased": ("uniform", "l1"),
-                "ece_l2": ("uniform", "l2"), "ece_l2_debiased": ("uniform", "l2"),
-                "ace": ("quantile", "l1")}
-REP_CHUNK = 50           # replicates drawn at a time: fixed, so draws do not depend on the machine
-
-
-def unit_quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArray,
-                             block_starts: IntArray, n_star: FloatArray,
-                             bins: int) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """ACE and MCE(Q) of each replicate of a Poisson bootstrap over score units (a row of unit
-    weights ``W``; units ``u`` sorted by score, ``block_starts`` the first unit of each block
-    of units, ``u["label"]`` each unit's label): the replicate's rows, in score order, are
-    cut at ranks ⌊j·n*/B⌋ as in memory; a cut that falls inside a block of units takes the
-    block's share of positives and Σ score pro rata (its rows are taken as exchangeable).
-    The streaming engines' bootstrap (:mod:`calcheck.streaming.bootstrap`) and ``compare``'s
-    paired units (:mod:`calcheck.paired`) draw their replicates through it."""
-    t = W.shape[0]
-    count = np.add.reduceat(W, block_starts, axis=1)                       # (t, blocks)
-    pos = np.add.reduceat(W * u["label"], block_starts, axis=1)
-    ssum = np.add.reduceat(W * mean_score, block_starts, axis=1)
-    nb = count.shape[1]
-    zero = np.zeros((t, 1))
-    cum = {k: np.concatenate([zero, np.cumsum(v, axis=1)], axis=1)
-           for k, v in (("n", count), ("pos", pos), ("s", ssum))}
-    ranks = np.floor(np.linspace(0.0, 1.0, bins + 1)[None, :] * n_star[:, None])  # (t, B+1)
-    # the block holding each cut: the first whose cumulative count reaches the rank (one
-    # searchsorted over all replicates: row r's cumulative counts shifted by r·(max n* + 1))
-    shift = (np.arange(t) * (float(n_star.max()) + 1.0))[:, None]
-    flat = (cum["n"][:, 1:] + shift).ravel()
-    k = np.searchsorted(flat, (ranks + shift).ravel(), side="left").reshape(t, -1)
-    k = np.minimum(k - (np.arange(t) * nb)[:, None], nb - 1)
-    rows = np.arange(t)[:, None]
-    width = count[rows, k]
-    frac = np.divide(ranks - cum["n"][rows, k], width, out=np.zeros_like(ranks),
-                     where=width > 0)
-    at_pos = cum["pos"][rows, k] + frac * pos[rows, k]
-    at_s = cum["s"][rows, k] + frac * ssum[rows, k]
-    signed = np.diff(at_pos - at_s, axis=1)                  # Σ (y − s) per bin
-    n_b, gap = np.diff(ranks, axis=1), np.abs(signed)
-    ace = gap.sum(axis=1) / n_star
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mce_q = np.where(n_b > 0, gap / np.maximum(n_b, 1.0), 0.0).max(axis=1)
-    return ace, mce_q, signed / n_star[:, None]
-
-
-def unit_quantile_norm(N: FloatArray, u: dict[str, Any], mean_score: FloatArray,
-                       block_starts: IntArray, n: float, bins: int, reps: int) -> NormReplicates:
-    """The norm bootstrap's replicates of the equal-mass bins of score units (``N`` rows a
-    unit, ``n`` in all), started at the data: every unit weighted by its own rows
-    (:func:`unit_quantile_replicates`)."""
-    _, _, m_q = unit_quantile_replicates(N[None, :], u, mean_score, block_starts,
-                                         np.array([n]), bins)
-    return NormReplicates(m_q[0], np.full(bins, 1.0 / bins), reps)

@@ -216,7 +216,7 @@ def test_stream_quantile_replicate_of_the_data_itself_is_its_ace():
     re-cut equal-mass bins give the exact ACE and MCE(Q) up to the pro-rata split of the
     10 blocks (2^-12 wide) holding a cut."""
     import calcheck
-    from calcheck.uncertainty import unit_quantile_replicates
+    from calcheck.unit_bootstrap import unit_quantile_replicates
 
     s, y = make(12, 50_000, 0.8)
     u = bootstrap_units(state(s, y))

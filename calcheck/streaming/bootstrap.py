@@ -1,32 +1,18 @@
 """Bootstrap intervals of the grid metrics (ECE, ECE-l2, MCE, Brier, log loss, ACE, MCE(Q)) on
-the streaming engines: a **Poisson bootstrap per score unit**, drawn from a finished
-:class:`StreamState`.
+the streaming engines: the Poisson bootstrap per score unit (:mod:`calcheck.unit_bootstrap`)
+over the units of a finished :class:`StreamState`.
 
-The Poisson bootstrap gives every row a weight w_i ~ Poisson(1) per replicate (the standard
-scalable stand-in for resampling n rows with replacement: the same first two moments, n*
-random).  The sum of the weights of the N rows of a group is exactly Poisson(N), so a group's
-weighted count needs one draw, not N.  The groups are **units**: the rows of one label in one
-block of 16 grid cells (2^-12 wide) inside one ECE bin — a bin edge never cuts a unit, so
-every replicate's bin counts are exact Poisson-bootstrap counts.  Inside a unit the rows are
-taken as exchangeable: a replicate's Σ w·s, Σ w·(s − y)² and Σ w·log-likelihood are
-W × the unit's mean.  Their means are exact; the variance of Σ w·s lacks the within-unit part,
-Σ_u (Σs² − (Σs)²/N), reported relative to Σ s² as ``variance_deficit`` (≈ 1e-8 on
-continuous scores: scores in a unit differ by less than 2^-12).
+The units are the rows of one label in one block of 16 grid cells (2^-12 wide) inside one ECE
+bin — a bin edge never cuts a unit, so every replicate's bin counts are exact Poisson-bootstrap
+counts.  A replicate's Σ w·s, Σ w·(s − y)² and Σ w·log-likelihood are W × the unit's mean: their
+means are exact; the variance of Σ w·s lacks the within-unit part, Σ_u (Σs² − (Σs)²/N),
+reported relative to Σ s² as ``variance_deficit`` (≈ 1e-8 on continuous scores: scores in a
+unit differ by less than 2^-12).  The units (sorted by bin, block and label) are the same for
+every partitioning, batch size and cluster size, so **a run is reproducible anywhere**.  PAVA
+and PAVA-BC bins (TCE), PDE's per-row deviations and the classwise metrics need the rows per
+replicate: the streaming engines give no interval for those and say so.
 
-Draws depend only on the seed and the units (sorted by bin, block and label), which are the
-same for every partitioning, batch size and cluster size: **a run is reproducible anywhere**.
-ACE and MCE(Q) re-cut their equal-mass bins per replicate, at the replicate's ranks
-⌊j·n*/B⌋ over the units in score order; a cut inside a unit block splits it pro rata (its rows
-taken as exchangeable, as above).  PAVA and PAVA-BC bins (TCE), PDE's per-row deviations and
-the classwise metrics need the rows per replicate: the streaming engines give no interval for
-those and say so.
-
-References
-----------
-.. [1] Oza, Russell. Online bagging and boosting. AISTATS 2001 (Poisson(1) resampling weights).
-.. [2] Hanley, MacGibbon. Creating non-parametric bootstrap samples using Poisson frequencies.
-       Computer Methods and Programs in Biomedicine 83(1), 2006.
-.. [3] Efron, Tibshirani. An Introduction to the Bootstrap. Chapman & Hall, 1993.
+Reference: Efron, Tibshirani. An Introduction to the Bootstrap. Chapman & Hall, 1993.
 """
 
 from __future__ import annotations
@@ -35,18 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from calcheck.binning import run_starts
 from calcheck.streaming.states import StreamState, cell_blocks, label_units
 from calcheck.uncertainty import (
-    NORM_BINNING,
-    REP_CHUNK,
     ConfidenceInterval,
-    NormReplicates,
     check_ci_options,
     estimand_of,
     percentile_interval,
-    unit_quantile_norm,
-    unit_quantile_replicates,
 )
+from calcheck.unit_bootstrap import NORM_BINNING, UnitReplicates, poisson_draws
 
 CI_METRICS = ("ece", "ece_l2", "brier", "log_loss", "ace", "ece_debiased", "ece_l2_debiased")
 UNIT_SHIFT = 4           # units of 2^4 grid cells within one bin (2^-12 wide)
@@ -82,45 +65,19 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     u = bootstrap_units(state)
     lam = u["count"]
     N = lam.astype(np.float64)
-    mean = {c: u[c] / N for c in ("sum_score", "sum_sq", "sum_ll") if c in u}
-    starts = np.flatnonzero(np.concatenate(([True], u["bin"][1:] != u["bin"][:-1])))
-    block_starts = np.flatnonzero(np.concatenate(([True], u["block"][1:] != u["block"][:-1])))
+    view = {"count": N, "label": u["label"], "mean_score": u["sum_score"] / N,
+            "mean_sq": u["sum_sq"] / N, "mean_ll": u["sum_ll"] / N if "sum_ll" in u else None,
+            "bin_starts": run_starts(u["bin"])[0], "block_starts": run_starts(u["block"])[0]}
     # within-unit variance of the scores, which the draws leave out (module docstring)
     total = float(np.sum(u["sum_score_sq"]))
     deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
-    rng = np.random.default_rng(seed)
-    values = {m: np.empty(reps) for m in ids}
-    kinds = {NORM_BINNING[m][0] for m in ids if m in NORM_BINNING}
-    norms: dict[str, NormReplicates] = {}
-    n = float(state.n)
-    if "uniform" in kinds:
-        resid = u["label"] - mean["sum_score"]
-        norms["uniform"] = NormReplicates(np.add.reduceat(N * resid, starts) / n,
-                                          np.add.reduceat(N, starts) / n, reps)
-    if "quantile" in kinds:
-        norms["quantile"] = unit_quantile_norm(N, u, mean["sum_score"], block_starts, n,
-                                               state.bins, reps)
-    done = 0
-    while done < reps:
-        t = min(REP_CHUNK, reps - done)
-        W = rng.poisson(lam, size=(t, lam.shape[0])).astype(np.float64)
-        n_star = W.sum(axis=1)
-        sl = slice(done, done + t)
-        if "uniform" in kinds:
-            signed = np.add.reduceat(W * (u["label"] - mean["sum_score"]), starts, axis=1)
-            norms["uniform"].add(sl, signed / n_star[:, None])
-        if "quantile" in kinds:
-            _, _, m_q = unit_quantile_replicates(W, u, mean["sum_score"], block_starts,
-                                                 n_star, state.bins)
-            norms["quantile"].add(sl, m_q)
-        if "brier" in ids:
-            values["brier"][sl] = (W @ mean["sum_sq"]) / n_star
-        if "log_loss" in ids:
-            values["log_loss"][sl] = -(W @ mean["sum_ll"]) / n_star
-        done += t
-    cis = {m: norms[NORM_BINNING[m][0]].interval(NORM_BINNING[m][1], level=level, seed=seed,
-                                         resampling=RESAMPLING) if m in NORM_BINNING else
-           percentile_interval(values[m], level=level, seed=seed, resampling=RESAMPLING,
+    rep = UnitReplicates(view, ids, n=float(state.n), bins=state.bins, reps=reps)
+    for sl, W, n_star in poisson_draws(lam, reps, seed):
+        rep.add(sl, W, n_star)
+    cis = {m: rep.norms[NORM_BINNING[m][0]].interval(NORM_BINNING[m][1], level=level,
+                                                     seed=seed, resampling=RESAMPLING)
+           if m in NORM_BINNING else
+           percentile_interval(rep.values[m], level=level, seed=seed, resampling=RESAMPLING,
                                estimand=estimand_of(m))
            for m in ids}
     settings = {"reps": reps, "level": level, "seed": seed,
