@@ -57,8 +57,8 @@ The percentile interval is the (1 − level)/2 and (1 + level)/2 quantiles of th
 cannot be computed (e.g. an empty class) are counted and left out; an interval is only given
 when at least half the replicates produced a finite value.
 
-The streaming engines' Poisson bootstrap over grid units is in
-:mod:`calcheck.streaming.bootstrap`; both return :class:`ConfidenceInterval`.
+The Poisson bootstrap over score units (the streaming engines' grid units, ``compare``'s paired
+units) is in :mod:`calcheck.unit_bootstrap`; both return :class:`ConfidenceInterval`.
 
 References
 ----------
