@@ -28,8 +28,6 @@ from calcheck.streaming.runner import one_pass
 from calcheck.streaming.states import CompensatedSum, StreamState, workspace
 from calcheck.tuning import DEFAULT, Tuning
 
-CLASSWISE_METRICS = ("sce",)
-
 
 @dataclass(frozen=True)
 class ClasswiseSpec:

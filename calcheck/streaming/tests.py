@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import run_starts
 from calcheck.hypotests._result import TestResult
 from calcheck.hypotests.classical import spiegelhalter_from_sums
 from calcheck.hypotests.tcal import (
@@ -58,10 +59,6 @@ def _coarsen(u: dict[str, Any], shift: int) -> dict[str, Any]:
     return out
 
 
-def _starts(ids: IntArray) -> IntArray:
-    return np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-
-
 def _unit_params(u: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray, float]:
     N = u["n"].astype(np.float64)
     A, P = u["sum_score"], np.maximum(u["sum_score_sq"], 0.0)
@@ -89,7 +86,7 @@ def grid_null(u: dict[str, Any], levels: list[IntArray], *, n: int, trials: int,
     starts = []
     first = np.arange(N.shape[0])                # first unit of every group of the level above
     for ids in levels:                           # each level grouped over the previous one
-        st = _starts(ids[first])
+        st = run_starts(ids[first])[0]
         starts.append(st)
         first = first[st]
     done = 0
