@@ -1,2 +1,2 @@
-__version__ = "0.10.0"
+__version__ = "0.10.1"
 SCHEMA_VERSION = "1"

@@ -1,21 +1,10 @@
 """``calcheck audit`` on the streaming engines: the segment columns' levels and the cell table
-from passes over the data, equal to the in-memory engine's.
-
-1. **scan**: per segment column, whether it is numeric, its missing values, its distinct values
-   while there are few (numeric) or all of them up to ``--max-levels`` (text), and the top-16-bit
-   histogram of the numeric columns' and the scores' order keys
-   (:mod:`calcheck.streaming.ranks`);
-2. **rank search** (usually one or two passes): the exact values at the ranks numpy's linear
-   percentile reads — each bucketed column's quantile edges and its smallest and largest
-   value, the scores' equal-mass cell edges;
-3. **cells**: every batch's rows coded into levels and atoms and added to the
-   :class:`~calcheck.segments.CellTable`, which merges across batches and workers.
-
-The levels, the edges and the cell table's counts are the in-memory engine's exactly; the sums
-agree to rounding (they are added batch by batch).  What the stream does not have is the
+from passes over the data, equal to the in-memory engine's — a scan and a rank search shared
+with the variables' (:class:`~calcheck.streaming.ranks.ColumnScan`,
+:func:`~calcheck.streaming.ranks.search_ranks`), then the cells pass (:class:`CellSpec`).
+The specification: docs/streaming.md, "Segments".  What the stream does not have is the
 segments' rows in score order: their ECCE and the multicalibration error are taken on the
-score cells (``settings.ecce: "score cells"``), a lower bound of the row-level ones; the
-p-values are the same statistics as in memory (they read the cells on both engines).
+score cells (``settings.ecce: "score cells"``), a lower bound of the row-level ones.
 """
 
 from __future__ import annotations
