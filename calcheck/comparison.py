@@ -463,6 +463,8 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     from calcheck.report.build import group_names
 
     held = not capabilities(opts.engine).rows and opts.weighting is not None
+    if held and _counts_streamed(sources, opts):
+        held = False
     if not capabilities(opts.engine).rows and not held:
         return compare_stream(sources, opts, progress=progress)
     old, new, info = load_pair(sources, opts, held=held)
@@ -506,6 +508,21 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
                    .to_dict(bins=True)["bins"]) for label, d in (("OLD", old), ("NEW", new))]
         rep = with_figure(rep, tables, old.multiclass)
     return rep
+
+
+def _counts_streamed(sources: list[Any], opts: Options) -> bool:
+    """Whether a streaming engine's ``compare`` of counted rows streams them expanded: both
+    models' scores in one file (so both sides expand the same rows by the same counts) of more
+    rows than ``Tuning.hold_weighted_rows``.  Two files beyond it are refused by
+    :func:`load_pair` (each would expand by its own column, unchecked against OLD's)."""
+    from calcheck.engines import check_held, read_options, source_of
+
+    assert opts.weighting is not None
+    if opts.weighting[1] != "count":
+        return False
+    pair = resolve_pair(sources, opts)
+    return pair.same_file and not check_held(source_of(pair.old[0], opts.input_format),
+                                             read_options(opts))
 
 
 def wants_figure(opts: Options) -> bool:

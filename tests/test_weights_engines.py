@@ -84,7 +84,8 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
 
 def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
     """Sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine, and
-    compare's counted rows, are refused before any read; counts stream expanded (below)."""
+    compare's counted rows in two files, are refused before any read; counts stream expanded
+    (below), compare's too when one file holds both models."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000)
     for cmd, flag in ((["score", path], "w"), (["test", path], "w"),
@@ -147,6 +148,43 @@ def test_counts_beyond_the_budget_stream_the_expanded_file(tmp_path, cli, engine
         assert got["input"]["rows_used"] == mem["input"]["rows_used"] == 4000
         assert got["settings"]["expanded"]["expanded_rows"] == mem["input"]["weights"]["sum"]
         assert "held" not in got["settings"]
+
+
+@pytest.mark.parametrize("engine", ["stream", "dask"])
+def test_compare_of_one_counted_file_beyond_the_budget_streams_it_expanded(tmp_path, cli,
+                                                                         engine):
+    """compare on one file holding both models' scores (--score OLD --score NEW) with counts
+    beyond the budget: both sides expand the same rows by the same counts, so every number —
+    both models' metrics, the paired intervals and p-values — is the expanded file's on the
+    same engine; the input section carries the counts.  Two files stay refused (above)."""
+    if engine == "dask":
+        pytest.importorskip("dask")
+    path = _file(tmp_path)
+    t = pq.read_table(path)
+    pq.write_table(t.append_column("new", pa.array(np.clip(t["score"].to_numpy() * 1.3, 0, 1))),
+                   path)
+    expanded = _expanded(tmp_path, path)
+    common = ["--score", "score", "--score", "new", "--engine", engine, "--json", "--seed", "4",
+              "--ci-reps", "60"]
+    r = cli(["compare", path, "--count", "n", *common], tuning=Tuning(hold_weighted_rows=1000))
+    assert r.code == 0, r.stderr
+    got, ref = json.loads(r.stdout), json.loads(cli(["compare", expanded, *common]).stdout)
+    assert got["metrics"].keys() == ref["metrics"].keys()
+    for m, e in got["metrics"].items():
+        for field in ("old", "new", "delta", "pvalue", "pvalue_adjusted"):
+            if e.get(field) is not None:
+                assert e[field] == pytest.approx(ref["metrics"][m][field], rel=1e-12), m
+        if e.get("ci"):
+            for end in ("low", "high"):
+                assert e["ci"][end] == pytest.approx(ref["metrics"][m]["ci"][end], rel=1e-9)
+        if e.get("test"):
+            assert e["test"]["statistic"] == pytest.approx(ref["metrics"][m]["test"]["statistic"],
+                                                           rel=1e-9)
+    assert got["summary"]["verdict"] == ref["summary"]["verdict"]
+    for side in ("old", "new"):
+        assert got["input"][side]["weights"]["expanded_rows"] == \
+            ref["input"][side]["rows_used"]
+    assert got["settings"]["expanded"]["rows"] == 4000 and "held" not in got["settings"]
 
 
 def test_counts_streamed_expanded_multiclass_and_bad_counts(tmp_path, cli):

@@ -62,8 +62,8 @@ def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
                     tuning: Tuning, kind: str = "weight") -> None:
     """Refuse, before any read, an input of more rows than a weighted streaming run holds
     (``rows``: from the Parquet footers, before ``--where``; None when they do not say):
-    sampling weights (``--weight``) beyond the budget, and ``compare``'s counted rows (the
-    other commands stream counts expanded beyond it)."""
+    sampling weights (``--weight``) beyond the budget, and ``compare``'s counted rows in two
+    files (the other commands, and compare on one file, stream counts expanded beyond it)."""
     limit = tuning.hold_weighted_rows
     if rows is not None and rows <= limit:
         return
@@ -72,7 +72,8 @@ def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
         why = ("the streaming passes take no sampling weights in this version; counts "
                "(--count) stream beyond it")
     else:
-        why = "compare's paired pass takes no counts in this version"
+        why = ("compare streams counted rows beyond it only from one file that holds both "
+               "models' scores: FILE --score OLD --score NEW --count COL")
     raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes these weighted "
                      f"or aggregated rows in memory, at most {limit:,} rows "
                      f"(Tuning.hold_weighted_rows: {why}); use --engine memory")
