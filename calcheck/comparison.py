@@ -462,9 +462,8 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     from calcheck.engines import capabilities
     from calcheck.report.build import group_names
 
-    held = not capabilities(opts.engine).rows and opts.weighting is not None
-    if held and _counts_streamed(sources, opts):
-        held = False
+    held = not capabilities(opts.engine).rows and opts.weighting is not None and \
+        not _counts_streamed(sources, opts)
     if not capabilities(opts.engine).rows and not held:
         return compare_stream(sources, opts, progress=progress)
     old, new, info = load_pair(sources, opts, held=held)

@@ -151,9 +151,9 @@ def tcal_adaptive_stream(state: StreamState, *, alpha: float = 0.05, trials: int
     observed = []
     for ids in levels:
         N = np.bincount(ids, weights=c["n"]).astype(np.int64)
-        observed.append(binned_plugin(N, np.asarray(np.bincount(ids, weights=S_cell), float),
-                                  np.asarray(np.bincount(ids, weights=c["sum_sq_resid"]), float),
-                                  n))
+        observed.append(binned_plugin(
+            N, np.asarray(np.bincount(ids, weights=S_cell), float),
+            np.asarray(np.bincount(ids, weights=c["sum_sq_resid"]), float), n))
     null, excess = grid_null(c, levels, n=n, trials=trials, seed=seed, resample=resample)
     ms = [2 ** k for k in ks][::-1]
     details = {"B_spec": B, "levels_omitted": [2 ** k for k in range(L + 1, B + 1)],
