@@ -80,14 +80,8 @@ class Weights:
         are not class weights is a usage error."""
         if self.frequency:
             return "count", None
-        cw = class_weights(self.values, labels) if self.null != "fixed" else None
-        if self.null == "labels" and cw is None:
-            from calcheck.errors import UsageError
-
-            raise UsageError("--weight-null labels needs class weights (one weight for every "
-                             "positive, another for every negative); these weights vary "
-                             "within a class: use --weight-null fixed")
-        return ("labels", cw) if cw is not None else ("fixed", None)
+        return resolve_null(self.null, class_weights(self.values, labels)
+                            if self.null != "fixed" else None)
 
     @property
     def total(self) -> float:
@@ -138,6 +132,33 @@ def class_weights(w: FloatArray, labels: np.ndarray) -> tuple[float, float] | No
     return out if out is not None and out[0] != out[1] else None
 
 
+def resolve_null(null: str, cw: tuple[float, float] | None
+                 ) -> tuple[str, tuple[float, float] | None]:
+    """The null of sampling weights (:data:`NULLS`) whose class weights are ``cw`` (None:
+    they vary within a class): ``("fixed", None)`` or ``("labels", (w₀, w₁))``; ``labels``
+    asked of weights that are not class weights is a usage error."""
+    if null == "fixed":
+        return "fixed", None
+    if null == "labels" and cw is None:
+        from calcheck.errors import UsageError
+
+        raise UsageError("--weight-null labels needs class weights (one weight for every "
+                         "positive, another for every negative); these weights vary "
+                         "within a class: use --weight-null fixed")
+    return ("labels", cw) if cw is not None else ("fixed", None)
+
+
+def regime_variance(s: FloatArray, w: FloatArray, cw: tuple[float, float] | None) -> FloatArray:
+    """Each row's variance of w(y − s) under calibration, for sampling weights: w²·s(1 − s)
+    with the weights held fixed (``cw`` None), else under the ``labels`` null of class
+    weights ``cw`` q·w₁²(1 − s)² + (1 − q)·w₀²·s² (0 for a row of weight 0)."""
+    if cw is None:
+        return np.asarray(w * w * s * (1.0 - s), dtype=np.float64)
+    w0, w1 = cw
+    q = sampled_rate(s, cw)
+    return np.where(w > 0, q * w1 * w1 * (1.0 - s) ** 2 + (1.0 - q) * w0 * w0 * s * s, 0.0)
+
+
 def sampled_rate(s: FloatArray, cw: tuple[float, float]) -> FloatArray:
     """q(s) = (s/w₁) / (s/w₁ + (1 − s)/w₀): P(y = 1 | s) among rows a class-based sampling
     kept (inclusion probabilities ∝ 1/w), when the population is calibrated."""
@@ -155,10 +176,7 @@ def null_variance(weights: Weights, s: FloatArray, y: np.ndarray) -> FloatArray:
     w = weights.values
     regime, cw = weights.regime(y)
     if regime == "labels":
-        assert cw is not None
-        w0, w1 = cw
-        q = sampled_rate(s, cw)
-        return np.where(w > 0, q * w1 * w1 * (1.0 - s) ** 2 + (1.0 - q) * w0 * w0 * s * s, 0.0)
+        return regime_variance(s, w, cw)
     return np.asarray(weights.variance_mass(w) * s * (1.0 - s), dtype=np.float64)
 
 
@@ -252,17 +270,25 @@ def weighted_uniform_stats(scores: FloatArray, labels: np.ndarray, weights: Weig
     and Σw·y per bin (and, for sampling weights, each bin's effective size)."""
     ids = uniform_assign(np.asarray(scores, dtype=np.float64), n_bins)
     w = weights.values
-    edges = uniform_edges(n_bins)
+
     def sums(x: FloatArray) -> FloatArray:
         return np.asarray(np.bincount(ids, weights=x, minlength=n_bins), dtype=np.float64)
 
-    count = sums(w)
-    sum_score = sums(w * scores)
-    effective = None if weights.frequency else \
-        _effective(count, sums(null_variance(weights, scores, labels)), sum_score)
+    return uniform_of_sums(n_bins, sums(w), sums(w * scores), sums(w * labels),
+                           None if weights.frequency else
+                           sums(null_variance(weights, scores, labels)))
+
+
+def uniform_of_sums(n_bins: int, mass: FloatArray, sum_score: FloatArray,
+                    sum_label: FloatArray, variance: FloatArray | None) -> BinStats:
+    """The weighted equal-width bins from each bin's Σw, Σw·s, Σw·y and (sampling weights)
+    Σ Var w(y − s), which gives its effective size."""
+    edges = uniform_edges(n_bins)
     return BinStats(kind="uniform", lower=edges[:-1].copy(), upper=edges[1:].copy(),
-                    count=count, sum_score=sum_score, sum_label=_tidy(sums(w * labels)),
-                    params={"bins": n_bins}, effective=effective)
+                    count=mass, sum_score=sum_score, sum_label=_tidy(sum_label),
+                    params={"bins": n_bins},
+                    effective=None if variance is None else
+                    _effective(mass, variance, sum_score))
 
 
 def _effective(mass: FloatArray, var: FloatArray, sum_score: FloatArray) -> FloatArray:

@@ -155,10 +155,12 @@ def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected:
                                 trials: int | None = None, seed: int = 0,
                                 null: Callable[[int], FloatArray] | None = None,
                                 variance_mass: ArrayLike | None = None,
-                                variance: ArrayLike | None = None) -> TestResult:
+                                variance: ArrayLike | None = None,
+                                null_how: str | None = None) -> TestResult:
     """Hosmer–Lemeshow from the groups' row counts, positives O_g and Σ score E_g;
     ``variance_loss`` (:func:`shared_tie_loss`) is subtracted from each group's variance
-    E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata.
+    E_g(1 − E_g/n_g) where tie groups cut by a bound were shared pro rata.  ``null_how``
+    names the null of ``null`` when it is not the exact one.
 
     With small expected counts (:func:`hosmer_lemeshow`) and ``trials``, the p-value is a
     Monte Carlo one: ``null(trials)`` gives each trial's O*_g (trials × groups; the exact null,
@@ -203,6 +205,7 @@ def hosmer_lemeshow_from_groups(count: ArrayLike, observed: ArrayLike, expected:
                                 if shared else "none cut"}
     if small and trials and dof > 0:
         p, how = _hl_monte_carlo(stat, n_g, exp, var, keep, trials, seed, null)
+        how = null_how or how
         details.update({"pvalue_method": "monte carlo", "min_attainable_pvalue": 1 / (trials + 1),
                         "reference": f"the exact null by simulation: an expected count below "
                                      f"{MIN_EXPECTED:g} makes chi2({dof}) unreliable"})

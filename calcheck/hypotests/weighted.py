@@ -59,7 +59,11 @@ def _rows(scores: FloatArray, labels: np.ndarray, weights: Weights,
 
 
 def _how(weights: Weights, labels: np.ndarray) -> str:
-    regime, cw = weights.regime(labels)
+    return regime_note(*weights.regime(labels))
+
+
+def regime_note(regime: str, cw: tuple[float, float] | None) -> str:
+    """The ``settings.weights`` of a test under the null ``regime`` (:meth:`Weights.regime`)."""
     if regime == "count":
         return "counts: the expanded file's statistic"
     if regime == "labels":
@@ -82,19 +86,27 @@ def _with_settings(res: TestResult, weights: Weights, labels: np.ndarray,
 def spiegelhalter(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
                   alpha: float = 0.05) -> TestResult:
     """Spiegelhalter's Z of weighted rows (module docstring)."""
-    from calcheck.hypotests.classical import spiegelhalter_from_sums
-
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     w = weights.values
     t = 1.0 - 2.0 * s
-    total = weights.total
-    res = spiegelhalter_from_sums(float(np.dot(w, (y - s) * t)),
-                                  float(np.dot(t * t, null_variance(weights, s, y))), n=1,
-                                  mean_score=float(np.dot(w, s)) / total,
-                                  mean_label=float(np.dot(w, y)) / total, alpha=alpha)
+    res = spiegelhalter_of_sums(float(np.dot(w, (y - s) * t)),
+                                float(np.dot(t * t, null_variance(weights, s, y))),
+                                weights.total, float(np.dot(w, s)), float(np.dot(w, y)),
+                                alpha=alpha)
+    return _with_settings(res, weights, y)
+
+
+def spiegelhalter_of_sums(num: float, den: float, total: float, sum_score: float,
+                          sum_label: float, *, alpha: float) -> TestResult:
+    """Spiegelhalter's Z from Σ w (y − s)(1 − 2s), Σ (1 − 2s)² Var w(y − s), Σw, Σw·s and
+    Σw·y (the in-memory and the streamed weighted rows)."""
+    from calcheck.hypotests.classical import spiegelhalter_from_sums
+
+    res = spiegelhalter_from_sums(num, den, n=1, mean_score=sum_score / total,
+                                  mean_label=sum_label / total, alpha=alpha)
     details = {**res.details, "brier_excess": res.details["brier_excess"] / total}
-    return _with_settings(dataclasses.replace(res, details=details), weights, y)
+    return dataclasses.replace(res, details=details)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,16 +117,12 @@ def hosmer_lemeshow(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
                     groups: int = 10, alpha: float = 0.05, ties: str = "share",
                     df: str = "external", trials: int = 1000, seed: int = 0) -> TestResult:
     """Hosmer–Lemeshow on ``groups`` equal-mass groups of weighted rows (module docstring)."""
-    from calcheck.hypotests.classical import hosmer_lemeshow_from_groups
-
     s, y, weights = _rows(scores, labels, weights, ties)
     w, v = weights.values, weights.variance_mass()
     exact = weights.regime(y)[0] == "labels"         # the null variance row by row
     ax = MassAxis.of(s, y, w, null_variance(weights, s, y) if exact else v, ties)
     cuts = mass_cuts(ax.total, groups, weights.frequency)
-    unit_var = np.diff(ax.V) if exact else np.diff(ax.V) * ax.scores * (1.0 - ax.scores)
-    loss = ax.variance_loss(cuts, unit_var)
-    # Σ k or Σ w² per group: the effective group sizes of the small-count rule
+    # Σ k or Σ w² per unit: the effective group sizes of the small-count rule
     vcum = np.concatenate(([0.0], np.cumsum(np.add.reduceat(v, ax.first)))) \
         if s.shape[0] else np.zeros(1)
 
@@ -127,13 +135,29 @@ def hosmer_lemeshow(scores: FloatArray, labels: np.ndarray, weights: Weights, *,
     def null(trials_: int) -> FloatArray:
         return _group_draws(ax, cuts, draw, s.shape[0], trials_, seed)
 
-    res = hosmer_lemeshow_from_groups(np.diff(cuts), np.diff(ax.at(ax.Y, cuts)),
-                                      np.diff(ax.at(ax.S, cuts)), groups=groups, alpha=alpha,
-                                      df=df, variance_loss=loss if loss.any() else None,
-                                      trials=trials, seed=seed, null=null,
-                                      variance_mass=np.diff(ax.at(vcum, cuts)),
-                                      variance=np.diff(ax.at(ax.V, cuts)) if exact else None)
+    res = hl_on_axis(ax, vcum, cuts, exact, groups=groups, alpha=alpha, df=df, trials=trials,
+                     seed=seed, null=null)
     return _with_settings(res, weights, y, ties=ties)
+
+
+def hl_on_axis(ax: MassAxis, vcum: FloatArray, cuts: FloatArray, exact: bool, *, groups: int,
+               alpha: float, df: str, trials: int | None, seed: int,
+               null: Any, null_how: str | None = None) -> TestResult:
+    """Hosmer–Lemeshow of the groups between the masses ``cuts`` of the axis ``ax`` (its
+    ``V``: each unit's null variance when ``exact`` — the ``labels`` null — else its variance
+    mass Σv, whose cumulative sums ``vcum`` are, either way); ``null(trials)``: the groups'
+    O*_g of that many draws (the small-count rule's simulation; ``null_how`` says how, when
+    not the exact null)."""
+    from calcheck.hypotests.classical import hosmer_lemeshow_from_groups
+
+    unit_var = np.diff(ax.V) if exact else np.diff(ax.V) * ax.scores * (1.0 - ax.scores)
+    loss = ax.variance_loss(cuts, unit_var)
+    return hosmer_lemeshow_from_groups(np.diff(cuts), np.diff(ax.at(ax.Y, cuts)),
+                                       np.diff(ax.at(ax.S, cuts)), groups=groups, alpha=alpha,
+                                       df=df, variance_loss=loss if loss.any() else None,
+                                       trials=trials, seed=seed, null=null, null_how=null_how,
+                                       variance_mass=np.diff(ax.at(vcum, cuts)),
+                                       variance=np.diff(ax.at(ax.V, cuts)) if exact else None)
 
 
 def _chunk(n: int, trials: int) -> int:
@@ -175,8 +199,6 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
     robust Wald test for weights (module docstring)."""
     from calcheck.hypotests.classical import (
         NULL_FIT,
-        _chi2_sf,
-        _normal_quantile,
         cox_logit,
         cox_result,
         logistic_evaluator,
@@ -205,10 +227,23 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
         s1 = float(np.dot(v, x))
         return np.array([[float(v.sum()), s1], [s1, float(np.dot(v, xx))]])
 
-    H = moments(w * p * (1.0 - p))
     r = w * (y - p)
-    B = moments(r * r)
-    res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level)
+    p0 = 1.0 / (1.0 + np.exp(-(a0 + x)))
+    return robust_cox(a, b, ll_fit, ll_null, a0, moments(w * p * (1.0 - p)), moments(r * r),
+                      float(np.dot(w, p0 * (1.0 - p0))), float(np.dot(w * w, (y - p0) ** 2)),
+                      alpha=alpha, ci_level=ci_level)
+
+
+def robust_cox(a: float, b: float, ll_fit: float, ll_null: float, a0: float, H: FloatArray,
+               B: FloatArray, h0: float, b0: float, *, alpha: float,
+               ci_level: float, settings: dict[str, Any] | None = None) -> TestResult:
+    """Cox's robust Wald test of sampling-weighted rows from the fit (a, b) with its
+    pseudo-log-likelihood ℓ and ℓ(0, 1), the calibration intercept a0, the sandwich's
+    H = Σ w p(1 − p)[1 x; x x²] and B = Σ w²(y − p)²[1 x; x x²] at (a, b), and at (a0, 1)
+    h0 = Σ w p(1 − p), b0 = Σ w²(y − p)² (the in-memory and the streamed weighted rows)."""
+    from calcheck.hypotests.classical import _chi2_sf, _normal_quantile, cox_result
+
+    res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level, settings=settings)
     details = dict(res.details)
     z = _normal_quantile((1.0 + ci_level) / 2.0)
     try:
@@ -224,9 +259,6 @@ def cox(scores: FloatArray, labels: np.ndarray, weights: Weights, *, alpha: floa
             details[f"{name}_se"] = se
             details[f"{name}_ci"] = {"low": est - z * se, "high": est + z * se,
                                      "level": ci_level, "method": "Wald, robust (sandwich)"}
-    p0 = 1.0 / (1.0 + np.exp(-(a0 + x)))
-    h0 = float(np.dot(w, p0 * (1.0 - p0)))
-    b0 = float(np.dot(w * w, (y - p0) ** 2))
     details["calibration_intercept"] = a0
     if h0 > 0:
         se0 = math.sqrt(b0) / h0

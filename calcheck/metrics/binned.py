@@ -90,34 +90,41 @@ def _settings(binning: str, n_bins: int, **extra: object) -> dict[str, object]:
 
 def ece(data: Prepared, *, bins: int = 10, p: int = 1) -> MetricResult:
     """Expected calibration error on ``bins`` equal-width bins (docs/metrics.md)."""
-    stats = uniform_bins(data, bins)
-    return MetricResult(id="ece" if p == 1 else "ece_l2", value=ece_from_stats(stats, p),
-                        settings=_settings("uniform", bins, norm=f"l{p}"),
-                        n_samples=data.n_samples, bins=stats)
+    return binned_result("ece" if p == 1 else "ece_l2", uniform_bins(data, bins), bins,
+                         data.n_samples)
 
 
 def mce(data: Prepared, *, bins: int = 10) -> MetricResult:
     """Maximum calibration error on ``bins`` equal-width bins."""
-    stats = uniform_bins(data, bins)
-    return MetricResult(id="mce", value=mce_from_stats(stats),
-                        settings=_settings("uniform", bins, norm="max"),
-                        n_samples=data.n_samples, bins=stats)
+    return binned_result("mce", uniform_bins(data, bins), bins, data.n_samples)
 
 
 def ace(data: Prepared, *, bins: int = 10) -> MetricResult:
     """Adaptive calibration error: ECE on ``bins`` equal-mass bins split by index."""
-    stats = quantile_bins(data, bins)
-    return MetricResult(id="ace", value=ece_from_stats(stats, 1),
-                        settings=_settings("quantile", bins, norm="l1", ties=data.ties),
-                        n_samples=data.n_samples, bins=stats)
+    return binned_result("ace", quantile_bins(data, bins), bins, data.n_samples, ties=data.ties)
 
 
 def mce_q(data: Prepared, *, bins: int = 10) -> MetricResult:
     """MCE(Q): maximum calibration error on equal-mass bins."""
-    stats = quantile_bins(data, bins)
-    return MetricResult(id="mce_q", value=mce_from_stats(stats),
-                        settings=_settings("quantile", bins, norm="max", ties=data.ties),
-                        n_samples=data.n_samples, bins=stats)
+    return binned_result("mce_q", quantile_bins(data, bins), bins, data.n_samples,
+                         ties=data.ties)
+
+
+_BINNED = {"ece": ("uniform", "l1"), "ece_l2": ("uniform", "l2"), "mce": ("uniform", "max"),
+           "ace": ("quantile", "l1"), "mce_q": ("quantile", "max")}
+
+
+def binned_result(mid: str, stats: BinStats, bins: int, n_samples: int, *,
+                  ties: str = "share") -> MetricResult:
+    """ECE, ECE-l2 or MCE of an equal-width bin table, ACE or MCE(Q) of an equal-mass one
+    (``stats``: of the rows in memory, or of a stream's weighted passes)."""
+    binning, norm = _BINNED[mid]
+    value = mce_from_stats(stats) if norm == "max" else ece_from_stats(stats, 2 if norm == "l2"
+                                                                       else 1)
+    extra = {"ties": ties} if binning == "quantile" else {}
+    return MetricResult(id=mid, value=value,
+                        settings=_settings(binning, bins, norm=norm, **extra),
+                        n_samples=n_samples, bins=stats)
 
 
 def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
@@ -127,19 +134,24 @@ def pde(data: Prepared, *, bins: int = 10) -> MetricResult:
               = \frac1n \sum_i |s_i - \hat P_{b(i)}|
     """
     stats = quantile_bins(data, bins)
-    nonempty = stats.nonempty
     phat = np.nan_to_num(stats.mean_label)
     if data.weights is not None:
         per_bin = weighted_deviation_sums(data, mass_cuts(data.mass, bins,
                                                          data.weights.frequency), phat)
     else:
         per_bin = abs_deviation_sums(data.sorted_scores, quantile_bounds(data.n, bins), phat,
-                                     nonempty)
+                                     stats.nonempty)
+    return pde_result(stats, per_bin, bins, data.mass, data.n_samples, data.ties)
+
+
+def pde_result(stats: BinStats, per_bin: FloatArray, bins: int, mass: float, n_samples: int,
+               ties: str) -> MetricResult:
+    """PDE from its equal-mass bins and each bin's Σ w|s − P̂_b|."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_dev = np.where(nonempty, per_bin / np.maximum(stats.count, 1e-300), np.nan)
-    return MetricResult(id="pde", value=float(per_bin.sum() / data.mass),
-                        settings=_settings("quantile", bins, ties=data.ties),
-                        n_samples=data.n_samples, bins=stats,
+        mean_dev = np.where(stats.nonempty, per_bin / np.maximum(stats.count, 1e-300), np.nan)
+    return MetricResult(id="pde", value=float(per_bin.sum() / mass),
+                        settings=_settings("quantile", bins, ties=ties),
+                        n_samples=n_samples, bins=stats,
                         bin_extra={"mean_abs_deviation": mean_dev})
 
 

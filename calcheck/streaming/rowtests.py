@@ -42,10 +42,12 @@ NULL = NULL_FIT        # Cox's (intercept, slope) of calibrated scores
 @dataclass(frozen=True)
 class CoxSpec:
     """One pass of Newton's method for Cox's fits: the sums at every β of ``betas`` (and ℓ at
-    (0, 1) when ``null``)."""
+    (0, 1) when ``null``); ``weighted``: each row weighted by the weight its batch carries
+    last (streamed ``--weight``, :mod:`calcheck.streaming.weighted`)."""
 
     betas: tuple[tuple[float, float], ...]
     null: bool = False
+    weighted: bool = False
     threaded = True
 
     def new(self) -> CoxState:
@@ -57,14 +59,15 @@ class CoxState:
         self.spec = spec
         self.sums = CompensatedSum.zeros(6 * len(spec.betas) + 1)
 
-    def update(self, scores: FloatArray, labels: IntArray, start: int, *_: Any) -> CoxState:
+    def update(self, scores: FloatArray, labels: IntArray, start: int, *rest: Any) -> CoxState:
         x = cox_logit(scores)
         y = labels.astype(np.float64)
+        w = rest[-1] if self.spec.weighted else None
         out = np.zeros(self.sums.value.shape[0])
         for j, beta in enumerate(self.spec.betas):
-            out[6 * j:6 * j + 6] = logistic_sums(x, y, np.asarray(beta))
+            out[6 * j:6 * j + 6] = logistic_sums(x, y, np.asarray(beta), w)
         if self.spec.null:
-            out[-1] = logistic_sums(x, y, np.asarray(NULL))[0]
+            out[-1] = logistic_sums(x, y, np.asarray(NULL), w)[0]
         self.sums.add(out)
         return self
 
@@ -76,9 +79,15 @@ class CoxState:
 def grid_start(state: StreamState, slope_fixed: bool = False) -> tuple[float, float]:
     """Cox's fit (or, ``slope_fixed``, the calibration intercept's) to the grid state's cells
     (each label's rows in a cell at their mean score)."""
-    cnt = state.cell_count.reshape(-1, 2).astype(np.float64)
     assert state.cell_score is not None
-    tot = state.cell_score.value.reshape(-1, 2)
+    return cells_start(state.cell_count.reshape(-1, 2).astype(np.float64),
+                       state.cell_score.value.reshape(-1, 2), slope_fixed)
+
+
+def cells_start(cnt: FloatArray, tot: FloatArray, slope_fixed: bool = False
+                ) -> tuple[float, float]:
+    """Cox's fit (or the calibration intercept's) to cells: each cell's rows of each label
+    (``cnt``: their number or mass, cells × 2) at their mean score (``tot``: Σ s or Σ w·s)."""
     occ = cnt > 0
     x = cox_logit(tot[occ] / cnt[occ])
     y = np.broadcast_to(np.array([0.0, 1.0]), cnt.shape)[occ]
@@ -90,19 +99,42 @@ def grid_start(state: StreamState, slope_fixed: bool = False) -> tuple[float, fl
 def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
                ci_level: float = 0.95) -> TestResult:
     """Cox's test by Newton passes over ``source`` (its grid ``state`` gives the starts; the
-    settings say how many it took): the fit of (a, b) and the calibration intercept's iterate
-    together, each pass evaluating the pending β of both."""
-    fits = [newton_steps(grid_start(state), last_eval=False),
-            newton_steps(grid_start(state, slope_fixed=True), last_eval=False, slope_fixed=True)]
+    settings say how many it took)."""
+    before = source.file_passes
+    fit = newton_passes(source, grid_start(state), grid_start(state, slope_fixed=True))
+    a, b, ll_fit = fit.fit
+    return cox_result(a, b, ll_fit, fit.ll_null, alpha=alpha, ci_level=ci_level,
+                      settings={"engine_fit": "Newton passes from the grid-state fit",
+                                "passes": source.file_passes - before},
+                      hessian=fit.sums[0][3:6], citl=(fit.intercept, float(fit.sums[1][3])))
+
+
+@dataclass(frozen=True)
+class NewtonFit:
+    """Cox's fits by :func:`newton_passes`: (a, b, ℓ), ℓ(0, 1), the calibration intercept,
+    and each fit's last evaluated :func:`logistic_sums` (the fit's, the intercept's)."""
+
+    fit: tuple[float, float, float]
+    ll_null: float
+    intercept: float
+    sums: tuple[FloatArray, FloatArray]
+
+
+def newton_passes(source: Any, start: tuple[float, float], start_fixed: tuple[float, float],
+                  *, weighted: bool = False) -> NewtonFit:
+    """The fit of (a, b) and the calibration intercept's iterate together, from their starts,
+    each pass over ``source`` evaluating the pending β of both (``weighted``: the rows'
+    weights, streamed ``--weight``)."""
+    fits = [newton_steps(start, last_eval=False),
+            newton_steps(start_fixed, last_eval=False, slope_fixed=True)]
     pending: list[Any] = [next(f) for f in fits]       # the β each fit waits for (None: done)
     results: list[tuple[float, float, float] | None] = [None, None]
     last: list[FloatArray] = [np.zeros(6), np.zeros(6)]  # each fit's last evaluated sums
     ll_null = None
-    before = source.file_passes
     while any(b is not None for b in pending):
         live = [j for j, b in enumerate(pending) if b is not None]
         spec = CoxSpec(tuple((float(pending[j][0]), float(pending[j][1])) for j in live),
-                       null=ll_null is None)
+                       null=ll_null is None, weighted=weighted)
         st, _ = source.run(spec)
         sums = st.sums.value
         if ll_null is None:
@@ -114,12 +146,7 @@ def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
             except StopIteration as done:
                 results[j], pending[j] = done.value, None
     assert results[0] is not None and results[1] is not None and ll_null is not None
-    a, b, ll_fit = results[0]
-    res = cox_result(a, b, ll_fit, ll_null, alpha=alpha, ci_level=ci_level,
-                     settings={"engine_fit": "Newton passes from the grid-state fit",
-                               "passes": source.file_passes - before},
-                     hessian=last[0][3:6], citl=(results[1][0], float(last[1][3])))
-    return res
+    return NewtonFit(results[0], ll_null, results[1][0], (last[0], last[1]))
 
 
 # ---------------------------------------------------------------------------------------------
