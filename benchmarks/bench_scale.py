@@ -37,7 +37,9 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
   weights    calcheck score FILE --count n on 10^6 aggregated rows (10^9 predictions of a
              calibrated model, as a GROUP BY score, label writes them) vs
              the unweighted run on the same file [<= 1.5x]; --weight w vs unweighted, the
-             metrics --weight takes                                               [<= 1.3x]
+             metrics --weight takes                                               [<= 1.3x];
+             and --engine stream --weight w on 10^7 rows (beyond the held budget: the
+             weighted passes) vs the unweighted stream run                         [<= 1.3x]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -537,6 +539,27 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
             weighted = best([*cmd, *extra, *flag], 3)
             line(f"{label}score {' '.join(flag)}, {what}", weighted[0], plain[0], goal,
                  f"peak {weighted[1]:.2f} GB")
+    # beyond Tuning.hold_weighted_rows: the weighted passes (calcheck.engines.weighted), the
+    # metrics they compute, against the unweighted stream run of the same metrics
+    path = weights_stream_file(10**7)
+    ids = "ece,ece_l2,mce,ace,mce_q,brier,log_loss,pde"
+    cmd = ["calcheck", "score", str(path), "--no-progress", "-q", "--engine", "stream",
+           "-m", ids]
+    plain = best(cmd, 3)
+    weighted = best([*cmd, "--weight", "w"], 3)
+    line("stream: score --weight w, 1e7 rows (streamed: beyond the held 2e6)", weighted[0],
+         plain[0], "<= 1.3x", f"peak {weighted[1]:.2f} GB")
+
+
+def weights_stream_file(n: int) -> Path:
+    """``n`` rows of a calibrated model (Beta(2, 5) scores) with importance weights ``w``."""
+    path = DATA / f"weights_stream_{n}.parquet"
+    if not path.exists():
+        rng = np.random.default_rng(1)
+        s = rng.beta(2, 5, n)
+        pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
+                                 "w": rng.exponential(1.0, n)}), path)
+    return path
 
 
 ROWS = ["tce", "memory", "stream", "layouts", "duckdb", "startup", "mc10", "mc1000", "ci",

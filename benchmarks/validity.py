@@ -463,6 +463,39 @@ def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design:
     return out
 
 
+def run_weights_streamed(kind: str, npop: int, seed: int, trials: int) -> dict[str, float]:
+    """The down-sampling design's weighted rows through ``--engine stream``'s weighted passes
+    (the budget of held rows set to 100, so they stream): the rejection rates of HL,
+    Spiegelhalter and Cox at α = 0.05 and whether HL ran its small-count simulation (there the
+    streamed null is each group's Binomial on its effective size, not the exact one)."""
+    import contextlib
+    import io
+    import json
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calcheck.cli import run
+    from calcheck.tuning import Tuning
+
+    s, y, w = weight_sample(kind, "down", npop, np.random.default_rng(seed))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/w.parquet"
+        pq.write_table(pa.table({"score": s, "label": y.astype(np.int8), "w": w}), path)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            run(["test", path, "--weight", "w", "--engine", "stream", "--json", "--method",
+                 "hl,spiegelhalter,cox", "--family", "none", "--trials", str(trials),
+                 "--seed", str(seed)], tuning=Tuning(hold_weighted_rows=100))
+    tests = json.loads(out.getvalue())["tests"]
+    return {"hl": float(tests["hosmer_lemeshow"]["reject"]),
+            "spiegelhalter": float(tests["spiegelhalter"]["reject"]),
+            "cox": float(tests["cox"]["reject"]),
+            "hl by simulation": float(tests["hosmer_lemeshow"]["pvalue_method"] ==
+                                      "monte carlo")}
+
+
 def _chi2_sf(x: float, df: int) -> float:
     from scipy.stats import chi2
 
@@ -588,6 +621,11 @@ def cells(quick: bool) -> list[Cell]:
         out.append(Cell("weights", f"{kind}, population {npop:,}, {how}; --weight-null "
                         f"{null}", run_weights,
                         (kind, npop, r(300, 20), r(200, 20), design, null), r(300, 3)))
+    for kind, npop in (("calibrated", 20_000), ("calibrated", 100_000),
+                       ("miscalibrated", 20_000)):
+        out.append(Cell("wstream", f"{kind}, population {npop:,}, negatives kept at f = 0.1 "
+                        "(weight 10), streamed", run_weights_streamed,
+                        (kind, npop, r(1000, 100)), r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
     for kind, design, label in (
@@ -680,6 +718,11 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "score headline's; in the down-sampling design the coverage of the 95 % "
                      "ECE and ACE intervals of the population value and the bias of the "
                      "weighted and unweighted ECE",
+          "wstream": "Weighted rows streamed beyond the held budget (--engine stream's "
+                     "weighted passes; the weights section's down-sampling design): each "
+                     "test's rejection rate at α = 0.05, and how often Hosmer–Lemeshow ran "
+                     "its small-count simulation (streamed: each group's Binomial on its "
+                     "effective size)",
           "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
                    "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "
@@ -694,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
                     "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
-                    "monitor, skce, weights, wskce, counts")
+                    "monitor, skce, weights, wstream, wskce, counts")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")

@@ -13,6 +13,7 @@ from typing import Any
 from calcheck import registry
 from calcheck.engines import Progress, capabilities, open_engine, read_options
 from calcheck.engines.base import (
+    Capabilities,
     Engine,
     Outcome,
     figure_options,
@@ -50,6 +51,8 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None 
 def _engine(source: Any, opts: Options, progress: Progress | None,
             fold: tuple[int, ...] = ()) -> Iterator[Engine]:
     with open_engine(source, read_options(opts, fold), progress=progress) as eng:
+        if why := eng.capabilities.refusal(opts.command, bool(opts.ci)):
+            raise UsageError(why)
         if eng.capabilities.rows:
             check_bins_against_rows(opts, eng.input_info().get("rows_used") or 0)
         yield eng
@@ -76,8 +79,9 @@ def _settings(eng: Engine) -> dict[str, Any]:
 # score
 
 
-def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str], list[str],
-                                                                          list[str]]:
+def plan_metrics(opts: Options, multiclass: bool, caps: Capabilities) -> tuple[list[str],
+                                                                               list[str],
+                                                                               list[str]]:
     """The metric ids a ``score`` run computes, the ids whose bin tables it shows, and
     messages: ``metrics`` (default: the input kind's default set), plus the ``--fail-if`` and
     ``--bins-table`` metrics, plus ECE for ``--plot``.  On the streaming engines ``all`` is
@@ -85,19 +89,20 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
     from calcheck.metrics import resolve_metric_ids
 
     label = opts.name_of("metrics")
-    caps = capabilities(engine)
+    engine = caps.name
     streamed = not caps.rows
     can = caps.metrics(multiclass)
     messages: list[str] = []
     if opts.compat:
         ids, can = compat_ids(opts, multiclass)
     elif opts.metrics is None:
-        ids = registry.default_ids(multiclass)
-        left = [m for m in ids if m not in can]
-        ids = [m for m in ids if m in can]
+        ids = registry.default_ids(multiclass)            # (weights' refusals: below)
+        left = [m for m in ids if m not in can and not (
+            opts.weighting and registry.weight_refusal(m, opts.weighting[1]))]
+        ids = [m for m in ids if m not in left]
         if left:
-            messages.append(f"{', '.join(left)} not computed on --engine {engine} (memory "
-                            "only)")
+            messages.append(f"{', '.join(left)} not computed on --engine {engine} " +
+                            (f"({caps.why})" if caps.why else "(memory only)"))
     else:
         ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
         if streamed and "all" in registry.split_ids(opts.metrics):
@@ -132,8 +137,11 @@ def plan_metrics(opts: Options, multiclass: bool, engine: str) -> tuple[list[str
             ids.append(plot_id)
         if plot_id not in bins_for:
             bins_for.append(plot_id)
-    if opts.weighting:
-        ids = _weighted_ids(opts, ids, bins_for, messages)
+    if opts.weighting:                    # (--bins-table all names no metric)
+        named = [m for r in opts.bins_table or [] if r.strip().lower() != "all"
+                 for m in resolve(r, opts.name_of("bins_table"))]
+        ids = _weighted_ids(opts, ids, named, messages)
+        bins_for = [m for m in bins_for if m in ids]
     bad = [m for m in ids if m not in can]
     if bad and opts.compat:
         from calcheck import compat
@@ -261,7 +269,7 @@ def direction_fit(eng: Engine, opts: Options, tests: Mapping[str, Any],
     return eng.recalibration(opts.alpha, opts.ci_level).to_dict()
 
 
-def plan_tolerance(opts: Options, multiclass: bool, engine: str) -> list[Any]:
+def plan_tolerance(opts: Options, multiclass: bool, caps: Capabilities) -> list[Any]:
     """The ``--tolerance`` bounds, each on a metric whose interval covers its population
     value on this engine (refused before any work otherwise)."""
     from calcheck.gates import parse_tolerance
@@ -277,8 +285,8 @@ def plan_tolerance(opts: Options, multiclass: bool, engine: str) -> list[Any]:
             raise UsageError(f"{label} {text}: {mid} has no interval that covers its population "
                              "value (docs/uncertainty.md), so no equivalence verdict; use ece, "
                              "ece_l2, ace (or their debiased forms), sce, brier or log_loss")
-        if not capabilities(engine).interval(mid):
-            raise UsageError(f"{label} {text}: {mid} has no interval on --engine {engine}; use "
+        if not caps.interval(mid):
+            raise UsageError(f"{label} {text}: {mid} has no interval on --engine {caps.name}; use "
                              "--engine memory or ece, ece_l2, ace, brier, log_loss")
         out.append((mid, t.value))
     return out
@@ -441,8 +449,8 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
     window, run_opts = _windows(opts)
     with _engine(source, opts, progress, score_fold_bins(opts)) as eng:
         mc = eng.multiclass
-        ids, bins_for, messages = plan_metrics(opts, mc, eng.name)
-        bounds = plan_tolerance(opts, mc, eng.name)
+        ids, bins_for, messages = plan_metrics(opts, mc, eng.capabilities)
+        bounds = plan_tolerance(opts, mc, eng.capabilities)
         m = _metrics(eng, ids, run_opts, optional_tce=opts.metrics is None and not opts.compat)
         ids = [i for i in ids if i in m.values]
         v = eng.variables(opts.variable_list, variable_options(opts)) if opts.variables else Outcome()
@@ -512,10 +520,13 @@ def run_score(source: Any, opts: Options, *, progress: Progress | None = None) -
 
 
 def resolve_methods(methods: list[str] | None, label: str = "methods",
-                    compat: str | None = None, engine: str = "memory") -> list[str]:
-    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal`` — under
-    ``compat``, every test the library has (an unknown one is an error naming them).  On a
-    streaming engine ``all`` is every test it runs; naming one it cannot run is an error."""
+                    compat: str | None = None,
+                    engine: Capabilities | str = "memory") -> list[str]:
+    """Validate ``--method`` values (comma lists allowed; ``all``); default ``tcal`` (or,
+    on an engine that cannot, every test it runs) — under ``compat``, every test the library
+    has (an unknown one is an error naming them).  On a streaming engine ``all`` is every test
+    it runs; naming one it cannot run is an error."""
+    caps = engine if isinstance(engine, Capabilities) else capabilities(engine)
     if compat:
         from calcheck import compat as peers
 
@@ -526,7 +537,8 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
     else:
         known = registry.methods()
     if not methods:
-        return list(known) if compat else ["tcal"]
+        return list(known) if compat else ["tcal"] if "tcal" in caps.methods() else \
+            caps.methods()
     out: list[str] = []
     for m in registry.split_ids(methods):
         if m == "all":
@@ -542,35 +554,32 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
             raise UsageError(f"unknown {label} {m!r}; use one of {', '.join(known)}, all")
     if not out:
         raise UsageError(f"{label}: no test method selected")
-    if not capabilities(engine).rows and not compat:
-        runs = capabilities(engine).methods()
+    if not caps.rows and not compat:
+        runs = caps.methods()
         if "all" in registry.split_ids(methods):
             out = [m for m in out if m in runs]
         bad = [m for m in out if m not in runs]
         if bad:
-            raise UsageError(f"--engine {engine} runs {', '.join(runs)}; {', '.join(bad)} "
-                             "need(s) --engine memory")
+            raise UsageError(f"--engine {caps.name} runs {', '.join(runs)}; {', '.join(bad)} "
+                             "need(s) --engine memory" + (f" ({caps.why})" if caps.why else ""))
     return out
 
 
 def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck test`` on ``source`` with validated options."""
-    methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
-    messages = []
-    if not capabilities(opts.engine).rows and not opts.compat and \
-            "all" in registry.split_ids(opts.methods or []):
-        left = [m for m in registry.methods() if m not in methods]
-        if left:
-            messages.append(f"{opts.name_of('methods')} all on --engine {opts.engine}: every "
-                            f"test it runs; {', '.join(left)} need(s) --engine memory")
+    resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
     window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
+        caps = eng.capabilities
+        methods = resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, caps)
+        messages = [] if opts.compat else caps.left_out(opts.methods, methods,
+                                                        opts.name_of("methods"))
         if not opts.methods and not opts.compat and eng.multiclass and eng.capabilities.rows \
                 and not opts.weighting:
             methods = ["tcal", "skce"]           # T-Cal sees the top label; SKCE every class
         if opts.weighting:
             methods = _weighted_methods(opts, methods, messages)
-        bounds = plan_tolerance(opts, eng.multiclass, eng.name)
+        bounds = plan_tolerance(opts, eng.multiclass, eng.capabilities)
         g = eng.group_tests(methods, test_options(opts, bins=opts.bins),
                             group_options(run_opts)) if run_opts.by else None
         tested = sum(1 for _, flagged, _ in (g.values.values() if g else []) if not flagged)
@@ -743,8 +752,8 @@ def run_report(source: Any, opts: Options, *, progress: Progress | None = None) 
     methods = (["tcal"] if opts.adaptive else []) + ["hl", "spiegelhalter", "cox"]
     with _engine(source, opts, progress) as eng:
         mc = eng.multiclass
-        ids, _, planned = plan_metrics(opts, mc, eng.name)
-        bounds = plan_tolerance(opts, mc, eng.name)
+        ids, _, planned = plan_metrics(opts, mc, eng.capabilities)
+        bounds = plan_tolerance(opts, mc, eng.capabilities)
         m = _metrics(eng, ids, opts, optional_tce=opts.metrics is None)
         ids = [i for i in ids if i in m.values]
         tce_skipped = any(n.startswith(TCE_SKIPPED) for n in m.notes) or \

@@ -1,7 +1,8 @@
 """Weighted and aggregated rows on every engine: ``--engine stream`` and ``dask`` hold the
 weighted rows in memory within ``Tuning.hold_weighted_rows`` and give the in-memory engine's
 numbers (calcheck/engines/held.py), and beyond it stream counted rows expanded (the expanded
-file's numbers) and refuse sampling weights; and the two kernels whose speed weighted runs rely on give
+file's numbers) and sampling weights by their weighted passes (tests/test_weights_stream.py);
+and the two kernels whose speed weighted runs rely on give
 the same numbers as their plain forms (the invariants next to each test)."""
 
 from __future__ import annotations
@@ -83,12 +84,14 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
 
 
 def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
-    """Sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine, and
-    compare's counted rows in two files, are refused before any read; counts stream expanded
-    (below), compare's too when one file holds both models."""
+    """compare's sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine,
+    its counted rows in two files, and sampling weights with ``--var`` or ``--by`` are
+    refused before any read; counts stream expanded (below), compare's too when one file
+    holds both models, and the other commands' sampling weights go to the weighted passes
+    (tests/test_weights_stream.py)."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000)
-    for cmd, flag in ((["score", path], "w"), (["test", path], "w"),
+    for cmd, flag in ((["score", path, "--var", "g"], "w"), (["score", path, "--by", "g"], "w"),
                       (["compare", path, path], "n"), (["compare", path, path], "w")):
         kind = "--count" if flag == "n" else "--weight"
         r = cli([*cmd, kind, flag, "--engine", "stream"], tuning=small)

@@ -66,11 +66,13 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     src = source_of(source, read.input_format)
     if read.engine == "memory":
         return MemoryEngine(_read(src, read, progress), progress=progress)
-    if read.weighting and check_held(src, read):     # held in memory (calcheck.engines.held)
-        from calcheck.engines.held import HeldEngine
+    if read.weighting and check_held(src, read, stream_weights=True):   # held in memory
+        from calcheck.engines.held import HeldEngine  # (calcheck.engines.held)
 
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
+    if read.weighting and read.weighting[1] == "weight":   # beyond: the weighted passes
+        return _weighted_stream(src, read, progress)
     count = read.weighting[0] if read.weighting else None    # beyond: streamed expanded
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
@@ -88,11 +90,13 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     return engine(stream)
 
 
-def check_held(src: Any, read: ReadOptions, *, expand: bool = True) -> bool:
+def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
+               stream_weights: bool = False) -> bool:
     """Whether a weighted run on a streaming engine holds its rows
     (:mod:`calcheck.engines.held`): yes within the budget; beyond it, counts (``expand``) are
-    streamed expanded (False), and sampling weights — or counts without ``expand`` — are
-    refused before anything is read."""
+    streamed expanded (False), sampling weights (``stream_weights``) streamed by their
+    weighted passes (False; :mod:`calcheck.engines.weighted`, without ``--var``, ``--by`` and
+    the other extra columns), and otherwise refused before anything is read."""
     from calcheck.engines.held import check_held_rows
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
@@ -106,9 +110,39 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True) -> bool:
         return True
     if expand and read.weighting[1] == "count":
         return False
+    if stream_weights and read.weighting[1] == "weight":
+        from calcheck.engines.weighted import limits
+
+        extra = [read.flags.get(c, c) for c in (*read.numeric, *read.raw)]
+        if extra:
+            held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
+            raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "
+                             f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
+        return False
     kind = read.weighting[1]
     check_held_rows(rows, src.name, read.name_of(kind), read.engine, read.tuning, kind)
     return True
+
+
+def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine:
+    """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``."""
+    from calcheck.engines.weighted import WeightedStreamEngine
+    from calcheck.streaming.engine import StreamSource
+
+    assert read.weighting is not None
+    column = read.weighting[0]
+    stream = StreamSource(
+        src, read.engine, read.score, read.label, read.pos_label, read.where, read.batch_rows,
+        read.drop_invalid, read.scheduler, read.probs, read.renormalize,
+        extra_columns={**read.flags, column: read.name_of("weight")},
+        pair_as_binary=read.pair_as_binary, progress=progress, tuning=read.tuning,
+        weight=column)
+    if stream.plan.multiclass:
+        from calcheck.engines.weighted import limits
+
+        raise UsageError(f"multiclass input: {src.name} is beyond "
+                         f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
+    return WeightedStreamEngine(stream, read.weight_null)
 
 
 def _read(src: Any, read: ReadOptions, progress: Progress | None) -> Predictions:

@@ -42,19 +42,48 @@ class Capabilities:
 
     name: str
     rows: bool
+    # an engine that computes less than its kind (streamed sampling weights,
+    # calcheck.engines.weighted): the metric ids and methods it has, whether it draws figures
+    # and gives intervals, and why it refuses the rest
+    only: tuple[str, ...] | None = None
+    figures: bool = True
+    intervals: bool = True
+    why: str = ""
 
     def metrics(self, multiclass: bool) -> list[str]:
         """The metric ids this engine computes for this input kind."""
-        return registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
+        ids = registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
+        return [m for m in ids if self.only is None or m in self.only]
 
     def methods(self) -> list[str]:
         """The ``--method`` values this engine runs."""
-        return registry.methods(streamed=not self.rows)
+        return [m for m in registry.methods(streamed=not self.rows)
+                if self.only is None or m in self.only]
 
     def interval(self, mid: str) -> bool:
         """Whether metric ``mid`` gets a ``--ci`` interval on this engine."""
         spec = registry.METRICS[mid]
-        return spec.ci if self.rows else spec.stream_ci
+        return self.intervals and (spec.ci if self.rows else spec.stream_ci)
+
+    def left_out(self, asked: list[str] | None, methods: list[str], label: str) -> list[str]:
+        """What a message says of the tests left out of ``methods`` (resolved from
+        ``asked``): ``all``'s that this engine does not run, or the default T-Cal."""
+        left = [m for m in registry.methods() if m not in methods]
+        if left and not self.rows and "all" in registry.split_ids(asked or []):
+            return [f"{label} all on --engine {self.name}: every test it runs; "
+                    f"{', '.join(left)} need(s) --engine memory"]
+        if not asked and "tcal" not in methods:
+            return [f"tcal (the default test) left out: {self.why}"]
+        return []
+
+    def refusal(self, command: str, ci: bool) -> str | None:
+        """Why this engine cannot run ``command`` (with ``--ci``), before any pass; None: it
+        can."""
+        if command in ("plot", "report") and not self.figures:
+            return f"calcheck {command}: {self.why}"
+        if ci and not self.intervals:
+            return f"--ci: {self.why}"
+        return None
 
 
 CAPABILITIES = {"memory": Capabilities("memory", rows=True),

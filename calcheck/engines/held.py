@@ -13,9 +13,9 @@ settings say the rows were held (``settings.held``).
 Aggregated files (``--count``: 10⁹ predictions in 10⁶ rows) and down-sampled logs are the
 inputs weights come with, and they are mostly small.  Beyond the budget, counted rows are
 streamed expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place,
-so every pass reads the expanded file — exact, at the cost of its rows); sampling weights need
-weighted passes (the grid's masses, a rank search by mass), which are not built, and are
-refused.
+so every pass reads the expanded file — exact, at the cost of its rows), and sampling weights
+go to the weighted passes (:mod:`calcheck.engines.weighted`), which compute fewer metrics and
+tests; ``compare`` beyond the budget holds neither.
 """
 
 from __future__ import annotations
@@ -62,15 +62,16 @@ def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
                     tuning: Tuning, kind: str = "weight") -> None:
     """Refuse, before any read, an input of more rows than a weighted streaming run holds
     (``rows``: from the Parquet footers, before ``--where``; None when they do not say):
-    sampling weights (``--weight``) beyond the budget, and ``compare``'s counted rows in two
-    files (the other commands, and compare on one file, stream counts expanded beyond it)."""
+    ``compare``'s sampling weights (``--weight``) beyond the budget, and its counted rows in
+    two files (the other commands stream counts expanded, and sampling weights by their
+    weighted passes, beyond it)."""
     limit = tuning.hold_weighted_rows
     if rows is not None and rows <= limit:
         return
     held = f"{rows:,} rows" if rows is not None else "rows its files' footers do not count"
     if kind == "weight":
-        why = ("the streaming passes take no sampling weights in this version; counts "
-               "(--count) stream beyond it")
+        why = ("compare's paired passes take no sampling weights; counts (--count) of one "
+               "file holding both models stream beyond it")
     else:
         why = ("compare streams counted rows beyond it only from one file that holds both "
                "models' scores: FILE --score OLD --score NEW --count COL")

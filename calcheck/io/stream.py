@@ -27,7 +27,7 @@ from calcheck.data import (
     resolve_columns,
     top_label_columns,
 )
-from calcheck.errors import InputError
+from calcheck.errors import InputError, UsageError
 from calcheck.io.arrays import numpy_of
 from calcheck.io.columns import (
     batch_incorrect,
@@ -213,6 +213,8 @@ class StreamPlan:
     binary_pair: bool = False              # two detected columns read as a binary score
                                            # (the second), after the multiclass checks
     count_column: str | None = None        # --count: each row read as that many rows
+    weight_column: str | None = None       # --weight streamed (calcheck.streaming.weighted):
+                                           # every batch carries its rows' weights last
 
     @property
     def multiclass(self) -> bool:
@@ -221,7 +223,7 @@ class StreamPlan:
     @property
     def columns(self) -> list[str]:
         """The prediction and label columns a scan reads."""
-        count = [self.count_column] if self.count_column else []
+        count = [c for c in (self.count_column, self.weight_column) if c]
         if self.prob_columns:
             return [*self.prob_columns, self.label_column, *count]
         return [self.score_column, self.label_column, *count]
@@ -253,14 +255,16 @@ def check_streamable(src: Source) -> None:
 def plan_stream(src: Source, *, score: str | None = None, label: str | None = None,
                 where: str | None = None, probs: list[str] | None = None,
                 renormalize: bool = False, extra_columns: dict[str, str] | None = None,
-                pair_as_binary: bool = True, count: str | None = None) -> StreamPlan:
+                pair_as_binary: bool = True, count: str | None = None,
+                weight: str | None = None) -> StreamPlan:
     """Plan a streamed read of a Parquet file, directory or hive-partitioned tree (or of an
     in-memory table, batch by batch): binary scores, or (``probs``, or auto-detected
     prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
     reader decides (``pair_as_binary``: two detected columns are a binary score, as
     :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist.
     ``count``: a ``--count`` column (among ``extra_columns``): every row is read as that many
-    identical rows (:func:`validated_batches`)."""
+    identical rows (:func:`validated_batches`); ``weight``: a ``--weight`` column (among
+    ``extra_columns``), validated and given with every batch, last."""
     check_streamable(src)
     if src.fmt == "arrow":
         import pyarrow.dataset as pads
@@ -304,7 +308,7 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
                       in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs,
-                      binary_pair=pair, count_column=count)
+                      binary_pair=pair, count_column=count, weight_column=weight)
 
 
 def _distinct_text(ds: Any, column: str) -> list[Any]:
@@ -513,18 +517,20 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
     if plan.prob_columns:
         yield from _multiclass_batches(plan, batches, src, st, drop_invalid, extras, view)
         return
-    sc, lc, cc = plan.score_column, plan.label_column, plan.count_column
+    sc, lc, cc, wc = plan.score_column, plan.label_column, plan.count_column, plan.weight_column
     for batch in batches:
         if batch.num_rows == 0:
             continue
         offset = st.rows_read
-        fast = None if pos_label is not None or cc else _fast_binary(batch, sc, lc)
+        fast = None if pos_label is not None or cc or wc else _fast_binary(batch, sc, lc)
         if fast is not None:
             st.tally(batch.num_rows)
             yield _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
             continue
         table = pa.Table.from_batches([batch])
-        k, more = weight_values(src, table, cc, "count") if cc else (None, [])
+        weighted = cc or wc
+        k, more = weight_values(src, table, weighted, "count" if cc else "weight") \
+            if weighted else (None, [])
         s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
                                                         drop_invalid, offset, more=more)
         st.tally(batch.num_rows, dropped_n, dropped)
@@ -533,6 +539,8 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
             out = _with_extras(out, src, table, extras, keep, offset, out[1], None, pos_label)
             if k is None:
                 yield out
+            elif wc:                                  # the weights, last
+                yield (*out, np.ascontiguousarray(k if keep is None else k[keep]))
             else:
                 yield from _expanded(out, k if keep is None else k[keep], st, out[1])
 
@@ -546,8 +554,13 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
             continue
         table = pa.Table.from_batches([batch])
         offset = st.rows_read
-        cc = plan.count_column
-        k, more = weight_values(src, table, cc, "count") if cc else (None, [])
+        cc, wc = plan.count_column, plan.weight_column
+        weighted = cc or wc
+        if wc and not plan.binary_pair:
+            raise UsageError(f"--weight {wc}: streamed sampling weights take binary scores "
+                             "(multiclass input: --engine memory)")
+        k, more = weight_values(src, table, weighted, "count" if cc else "weight") \
+            if weighted else (None, [])
         columns, y, keep, dropped_n, dropped, renormalized = class_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,
             renormalize=plan.renormalize, drop_invalid=drop_invalid, row_offset=offset,
@@ -568,6 +581,8 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         out = _with_extras(out, src, table, extras, keep, offset, y, plan.class_names, None)
         if k is None:
             yield out
+        elif wc:                                      # the weights, last
+            yield (*out, np.ascontiguousarray(k if keep is None else k[keep]))
         else:
             hit = out[1] if view == "top" or plan.binary_pair else \
                 top_label_columns(columns, y)[1]           # (the top label is correct)

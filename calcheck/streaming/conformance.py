@@ -23,14 +23,23 @@ from calcheck.streaming.segments import CellSpec, ScanSpec
 from calcheck.streaming.select import SelectSpec
 from calcheck.streaming.variables import BinSpec, RankSpec
 from calcheck.streaming.views import ViewsSpec
+from calcheck.streaming.weighted import (
+    BinsSpec,
+    DeviationSpec,
+    FirstSpec,
+    MassPassSpec,
+    SandwichSpec,
+)
 
 SPECS = (ClasswiseSpec, StateSpec, GroupedSpec, SortedRowsSpec, HeldCellsSpec, RowPassSpec,
-         CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec)
+         CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec,
+         FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec)
 
 
 def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec,
                e: HeldCellsSpec, g: RowPassSpec, h: CoxSpec, i: DistinctSpec, j: CellSpec,
-               k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec,
-               q: ViewsSpec) -> tuple[PassSpec[PassState], ...]:
+               k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec, q: ViewsSpec,
+               r: FirstSpec, s: MassPassSpec, t: BinsSpec, u: DeviationSpec,
+               v: SandwichSpec) -> tuple[PassSpec[PassState], ...]:
     """One of each spec, as the protocol (mypy checks every element's conformance)."""
-    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q)
+    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v)

@@ -204,6 +204,7 @@ class StreamSource:
     extra_columns: dict[str, str] = field(default_factory=dict)   # column → option, checked
     pair_as_binary: bool = True     # prob_0, prob_1 read as a binary score (io.stream)
     count: str | None = None        # --count: every row read as that many rows (io.stream)
+    weight: str | None = None       # --weight: every batch carries the rows' weights, last
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
@@ -230,7 +231,8 @@ class StreamSource:
         return plan_stream(self.source, score=self.score, label=self.label, where=self.where,
                            probs=list(self.probs) if self.probs else None,
                            renormalize=self.renormalize, extra_columns=self.extra_columns,
-                           pair_as_binary=self.pair_as_binary, count=self.count)
+                           pair_as_binary=self.pair_as_binary, count=self.count,
+                           weight=self.weight)
 
     def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, StreamStats]:
         """One pass: the merged state of ``spec`` and the read statistics.  ``labels``: every

@@ -1,0 +1,379 @@
+"""Sampling weights (``--weight``) on ``--engine stream`` and ``dask`` beyond the rows they
+hold in memory (:attr:`calcheck.tuning.Tuning.hold_weighted_rows`): the metrics and tests
+that have weighted passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's
+number (docs/weights.md, "Engines").
+
+It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss, and the
+Hosmer–Lemeshow, Spiegelhalter and Cox tests, with the headline (from the equal-width bins'
+effective sizes and Cox's direction).  What needs more — T-Cal's null, the other metrics,
+``--ci``, ``--by``/``--time``, ``--var``, figures, ``--ties order``, multiclass input — is
+refused before any pass with a message naming the limit (:data:`LIMITS`); the default metric
+set leaves the others out with a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from calcheck.engines.base import Capabilities, FigureOptions, GroupOptions, Outcome
+from calcheck.errors import InputError, UsageError
+from calcheck.metrics._data import MetricOptions
+from calcheck.metrics._result import MetricResult
+from calcheck.streaming.engine import StreamSource
+from calcheck.streaming.weighted import (
+    BinsSpec,
+    BinsState,
+    DeviationSpec,
+    FirstSpec,
+    FirstState,
+    MassPassSpec,
+    MassSearch,
+    SandwichSpec,
+)
+from calcheck.weights import mass_cuts, resolve_null, uniform_of_sums
+
+if TYPE_CHECKING:
+    from calcheck.hypotests import TestOptions
+
+METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
+METHODS = ("hl", "spiegelhalter", "cox")
+NOTE = ("the weighted rows were streamed: every number comes from weighted passes over the "
+        "rows (docs/weights.md, \"Engines\")")
+
+
+def limits(engine: str, limit: int) -> str:
+    """Why a streamed run of sampling weights refuses something: the message's tail."""
+    return (f"--engine {engine} streams sampling weights (--weight) beyond "
+            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(METRICS)} and the "
+            f"{', '.join(METHODS)} tests only; use --engine memory")
+
+
+class WeightedStreamEngine:
+    """Metrics and tests of sampling-weighted rows from weighted passes over a streamed
+    source (module docstring)."""
+
+    multiclass = False
+    classes = 0
+
+    def __init__(self, source: StreamSource, null: str = "auto") -> None:
+        self.source = source
+        self.name = source.engine
+        self.null = null
+        self.why = limits(self.name, source.tuning.hold_weighted_rows)
+        self.capabilities = Capabilities(self.name, rows=False, only=METRICS + METHODS,
+                                         figures=False, intervals=False, why=self.why)
+        self._first: FirstState | None = None
+        self._stats: Any = None
+        self._bins: BinsState | None = None
+        self._cuts: set[float] = set()
+        self._own_client = False
+        if self.name == "dask":                 # every pass folded by Dask (engines.dask)
+            from calcheck.engines.dask import DaskPasses
+            from calcheck.io.stream import DASK_NEEDS_FILES
+
+            if source.plan.in_memory:
+                raise UsageError(DASK_NEEDS_FILES)
+            source.passes = DaskPasses()
+
+    def __enter__(self) -> WeightedStreamEngine:
+        if self.name == "dask" and self.source.scheduler and self.source.client is None:
+            from calcheck.engines.dask import connect
+
+            self.source.client = connect(self.source.scheduler,
+                                         self.source.tuning.connect_timeout)
+            self._own_client = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._own_client and self.source.client is not None:
+            self.source.client.close()
+            self.source.client = None
+            self._own_client = False
+
+    def refuse(self, what: str) -> UsageError:
+        return UsageError(f"{what}: {self.why}")
+
+    # -- passes ------------------------------------------------------------------------------
+
+    def first(self, *bins: int) -> FirstState:
+        """The first pass (with the equal-width binnings ``bins``, and any asked before)."""
+        have = self._first.spec.bins if self._first is not None else ()
+        if self._first is None or not set(bins) <= set(have):
+            spec = FirstSpec(tuple(sorted({*have, *bins, 10})))
+            self._first, stats = self.source.run(spec)
+            self._stats = self._stats or stats
+            if self._first.scalar("mass") <= 0:
+                col = self.source.weight
+                raise InputError(f"{self.source.path}: every weight in column {col!r} is zero "
+                                 "(or no row is left); nothing to measure", column=col)
+        return self._first
+
+    def regime(self) -> tuple[str, tuple[float, float] | None]:
+        return resolve_null(self.null, self.first().class_weights() if self.null != "fixed"
+                            else None)
+
+    def bins_pass(self, cuts: list[float], *bins: int) -> BinsState:
+        """The bins pass over the units of the inner ``cuts`` (and of every cut asked
+        before), with the null variances of the equal-width binnings ``bins``."""
+        first = self.first(*bins)
+        have = self._bins.spec.bins if self._bins is not None else ()
+        if self._bins is None or not set(cuts) <= self._cuts or not set(bins) <= set(have):
+            self._cuts |= set(cuts)
+            search = MassSearch(sorted(self._cuts), self.source.tuning)
+            search.first(first.hist_mass, first.hist_rows)
+            while not search.done:
+                state, _ = self.source.run(MassPassSpec(search.ranges()))
+                search.absorb(state)
+            spec = BinsSpec(tuple(float(u) for u in search.scores()),
+                            tuple(sorted({*have, *bins, *first.spec.bins})), self.regime()[1])
+            self._bins, _ = self.source.run(spec)
+        return self._bins
+
+    def cuts(self, groups: int) -> list[float]:
+        total = self.first().scalar("mass")
+        return [float(c) for c in mass_cuts(total, groups, False)[1:-1]]
+
+    def uniform(self, b: int) -> Any:
+        """Equal-width binning ``b`` with its bins' effective sizes."""
+        mass, score, label = self.first(b).binned(b)
+        var = self.bins_pass([], b).bins[b].value
+        return uniform_of_sums(b, mass, score, label, var)
+
+    def quantile(self, groups: int) -> Any:
+        cuts = self.cuts(groups)
+        ax, _ = self.bins_pass(cuts).axis()
+        return ax.stats(mass_cuts(ax.total, groups, False), params={"bins": groups},
+                        effective=True)
+
+    # -- the input ---------------------------------------------------------------------------
+
+    def input_info(self, top: bool = False) -> dict[str, Any]:
+        first, stats, plan = self.first(), self._stats, self.source.plan
+        total = first.scalar("mass")
+        n = first.rows
+        regime, cw = self.regime()
+        weights: dict[str, Any] = {"kind": "weight", "column": self.source.weight,
+                                   "sum": int(total) if total.is_integer() else total,
+                                   "effective_n": total ** 2 / first.scalar("mass_sq"),
+                                   "zero_rows": first.zero_rows,
+                                   "weighted_prevalence": first.scalar("label") / total,
+                                   "null": regime}
+        if cw is not None:
+            weights["class_weights"] = {"negative": cw[0], "positive": cw[1]}
+        return {"path": self.source.path, "format": "arrow" if plan.in_memory else "parquet",
+                "score_column": plan.score_column, "label_column": plan.label_column,
+                "rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
+                "dropped_by_reason": dict(stats.dropped_by_reason), "rows_used": n,
+                "positives": first.positives, "prevalence": first.positives / n if n else None,
+                "weights": weights}
+
+    def reading(self) -> Outcome:
+        self.first()
+        stats = self._stats
+        out = Outcome(notes=[*self.source.source.notes, f"--engine {self.name}: {NOTE}"])
+        if stats.rows_dropped:
+            reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
+            out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
+                                f"({reasons})")
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        units = self._bins.units.shape[0] if self._bins is not None else 0
+        return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
+                "passes": self.source.file_passes,
+                "weighted": {"cut_units": units, "note": NOTE}}
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def metrics(self, ids: list[str], mopts: MetricOptions, *, ci: Any = None,
+                by: str | None = None) -> Outcome:
+        from calcheck.metrics.binned import binned_result, pde_result
+
+        if ci is not None:
+            raise self.refuse("--ci")
+        if mopts.ties != "share":
+            raise self.refuse("--ties order")
+        b = mopts.bins
+        first = self.first(b)
+        n = first.rows
+        total = first.scalar("mass")
+        quantile = [m for m in ids if m in ("ace", "mce_q", "pde")]
+        if quantile:
+            self.bins_pass(self.cuts(b), b)
+        out: dict[str, MetricResult] = {}
+        for mid in ids:
+            if mid in ("ece", "ece_l2", "mce"):
+                out[mid] = binned_result(mid, self.uniform(b), b, n)
+            elif mid in ("ace", "mce_q"):
+                out[mid] = binned_result(mid, self.quantile(b), b, n, ties="share")
+            elif mid == "pde":
+                stats = self.quantile(b)
+                out[mid] = pde_result(stats, self._deviations(b, stats), b, total, n, "share")
+            elif mid == "brier":
+                out[mid] = MetricResult(id="brier", value=first.scalar("squared_error") / total,
+                                        n_samples=n)
+            elif mid == "log_loss":
+                from calcheck.metrics.scoring import LOG_LOSS_EPS
+
+                out[mid] = MetricResult(id="log_loss",
+                                        value=-first.scalar("log_likelihood") / total,
+                                        unit="nats", settings={"clip": LOG_LOSS_EPS},
+                                        n_samples=n)
+            else:
+                raise self.refuse(f"-m {mid}")
+        return Outcome(values=dict(out))
+
+    def _deviations(self, b: int, stats: Any) -> Any:
+        """PDE's Σ w|s − P̂_b| per bin: the gaps' from a pass, the units' from their sums."""
+        bins = self.bins_pass(self.cuts(b))
+        ax, _ = bins.axis()
+        cuts = mass_cuts(ax.total, b, False)
+        phat = np.nan_to_num(stats.mean_label)
+        M = ax.M
+        mid = (M[:-1] + M[1:]) / 2.0                          # each piece's bin
+        owner = np.clip(np.searchsorted(cuts, mid, side="right") - 1, 0, b - 1)
+        gaps = owner[0::2]
+        state, _ = self.source.run(DeviationSpec(tuple(float(u) for u in bins.units),
+                                                 tuple(float(p) for p in phat[gaps])))
+        out = np.bincount(gaps, weights=state.sums.value, minlength=b).astype(np.float64)
+        for u, score in enumerate(bins.units):                # a unit: its share in each bin
+            lo, hi = M[2 * u + 1], M[2 * u + 2]
+            over = np.clip(np.minimum(hi, cuts[1:]) - np.maximum(lo, cuts[:-1]), 0.0, None)
+            out += over * np.abs(score - phat)
+        return out
+
+    # -- tests -------------------------------------------------------------------------------
+
+    def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
+        from calcheck.hypotests import tcal_trials
+        from calcheck.hypotests.weighted import hl_on_axis, regime_note, spiegelhalter_of_sums
+
+        if topts.ties != "share":
+            raise self.refuse("--ties order")
+        first = self.first()
+        regime, cw = self.regime()
+        total = first.scalar("mass")
+        how = regime_note(regime, cw)
+        if "hl" in methods:                     # one bins pass for every test
+            self.bins_pass(self.cuts(topts.hl_groups))
+        out = Outcome()
+        for m in methods:
+            if m == "spiegelhalter":
+                den = float(self.bins_pass([]).den.value[0])
+                res = spiegelhalter_of_sums(first.scalar("spiegelhalter_num"), den, total,
+                                            first.scalar("score"), first.scalar("label"),
+                                            alpha=topts.alpha)
+                out.values["spiegelhalter"] = _noted(res, how)
+            elif m == "hl":
+                trials, _ = tcal_trials(None if topts.auto_trials else topts.trials,
+                                        topts.alpha, 1, auto=topts.auto_trials,
+                                        family=topts.family_size(methods, False))
+                groups = topts.hl_groups
+                exact = regime == "labels"
+                ax, vcum = self.bins_pass(self.cuts(groups)).axis(exact)
+                cuts = mass_cuts(ax.total, groups, False)
+                res = hl_on_axis(ax, vcum, cuts, exact, groups=groups, alpha=topts.alpha,
+                                 df=topts.hl_df, trials=trials, seed=topts.seed,
+                                 null=_group_null(ax, vcum, cuts, exact, topts.seed),
+                                 null_how=GROUP_NULL)
+                out.values["hosmer_lemeshow"] = _noted(res, how, ties="share")
+            elif m == "cox":
+                out.values["cox"] = self.recalibration(topts.alpha, topts.ci_level)
+            else:
+                raise self.refuse(f"--method {m}")
+        return out
+
+    def recalibration(self, alpha: float, ci_level: float) -> Any:
+        from calcheck.hypotests.weighted import robust_cox
+        from calcheck.streaming.rowtests import cells_start, newton_passes
+
+        cnt, tot = self.first().start_cells()
+        before = self.source.file_passes
+        fit = newton_passes(self.source, cells_start(cnt, tot), cells_start(cnt, tot, True),
+                            weighted=True)
+        a, b, ll_fit = fit.fit
+        state, _ = self.source.run(SandwichSpec(((a, b), (fit.intercept, 1.0))))
+        s = state.sums.value
+
+        def moments(v: Any) -> Any:
+            return np.array([[v[0], v[1]], [v[1], v[2]]])
+
+        return robust_cox(a, b, ll_fit, fit.ll_null, fit.intercept, moments(s[0:3]),
+                          moments(s[3:6]), float(s[6]), float(s[9]), alpha=alpha,
+                          ci_level=ci_level,
+                          settings={"engine_fit": "weighted Newton passes from a 4,096-cell fit",
+                                    "passes": self.source.file_passes - before})
+
+    def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
+        """The equal-width bins (10) of the first pass, with their effective sizes."""
+        return MetricResult(id="ece", value=0.0, bins=self.uniform(10)).bin_rows()
+
+    # -- what it refuses ---------------------------------------------------------------------
+
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
+               grouping: GroupOptions) -> Outcome:
+        raise self.refuse(grouping.name_of("by"))
+
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
+        raise self.refuse(grouping.name_of("by"))
+
+    def variables(self, names: list[str], vopts: Any) -> Outcome:
+        raise self.refuse("--var")
+
+    def segment_table(self, columns: list[str], sopts: Any) -> Any:
+        raise self.refuse("--segment")
+
+    def window_rows(self, column: Any) -> tuple[Any, Any, Any]:
+        raise self.refuse("--time")
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+        raise self.refuse("this command")
+
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
+        return []
+
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
+               ax: Any = None) -> Any:
+        raise self.refuse("figures")
+
+
+def _noted(res: Any, how: str, **more: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(res, settings={**res.settings, "weights": how, **more})
+
+
+GROUP_NULL = ("per group, a Binomial on its effective size (the unweighted rows whose count at "
+              "its mean score has its null variance), scaled to its mass: an approximation "
+              "of the exact null (the streamed rows are not at hand)")
+
+
+def _group_null(ax: Any, vcum: Any, cuts: Any, exact: bool, seed: int) -> Any:
+    """Hosmer–Lemeshow's small-count simulation on streamed weighted rows, whose rows are not
+    at hand: each group's O*_g = E_g + (m/k)(K − k·p̄), K ~ Binomial(k, p̄), k = max(⌊n_e⌋, 1),
+    with m its mass, p̄ = E_g/m and n_e = m²·p̄(1 − p̄)/V_g its effective size — V_g the
+    group's null variance of O_g as the statistic takes it (Σ Var w(y − s) under the
+    ``labels`` null (``exact``), else Σw²·p̄(1 − p̄)) — so each O*_g has the exact null's mean
+    and, n_e rounded down, at least its variance (conservative)."""
+    mass = np.diff(cuts)
+    exp = np.diff(ax.at(ax.S, cuts))
+    pbar = np.clip(np.divide(exp, mass, out=np.zeros_like(mass), where=mass > 0), 0.0, 1.0)
+    var = np.diff(ax.at(ax.V, cuts)) if exact else \
+        np.diff(ax.at(vcum, cuts)) * pbar * (1.0 - pbar)
+    eff = np.divide(mass * mass * pbar * (1.0 - pbar), var, out=np.zeros_like(mass),
+                    where=var > 0)
+    size = np.maximum(np.floor(eff), 1).astype(np.int64)
+
+    def null(trials: int) -> Any:
+        rng = np.random.default_rng(seed)
+        k = rng.binomial(size, pbar, size=(trials, mass.shape[0]))
+        return exp + (mass / size) * (k - size * pbar)
+
+    return null

@@ -1,0 +1,495 @@
+"""Sampling weights (``--weight``) in passes over the rows, for inputs larger than the
+streaming engines hold (docs/weights.md, "Engines"; the engine:
+:mod:`calcheck.engines.weighted`).
+
+Every batch carries its rows' weights last (:func:`calcheck.io.stream.validated_batches`).
+The numbers are the in-memory engine's (docs/weights.md, "Definitions"), from sums that add
+over batches and partitions (compensated float64 sums: any split of the rows, merged in any
+order, gives the same values to ~1e-15 relative):
+
+1. **The first pass** (:class:`FirstState`): the rows, their weights' Σw, Σw², the weighted
+   label, score, squared-error and log-likelihood sums and Spiegelhalter's numerator; each
+   equal-width binning's Σw, Σw·s, Σw·y per bin; whether the weights are class weights (each
+   label's smallest and largest positive weight), which decides the tests' null; the mass of
+   the positive-weight rows per bucket of the top 16 bits of the score's order key (the first
+   step of the mass search); and Σw, Σw·s per label in 4,096 score cells (Cox's start).
+2. **The mass search** (:class:`MassSearch`, :class:`MassPassState`): equal-mass bins cut the
+   mass axis — the rows sorted by score laid on [0, Σw] — at c_j = j·Σw/B.  Each cut falls
+   inside one tie group (a unit: the rows of one distinct score, shared pro rata between the
+   bins either side, as in memory), and the search finds that unit's score exactly, as the
+   rank search of :mod:`calcheck.streaming.ranks` finds a value at a rank, with masses in
+   place of row counts: each pass histograms the mass of the narrowed key ranges, or collects
+   their (key, weight) pairs once they hold few rows.
+3. **The bins pass** (:class:`BinsState`): with the cut units' scores t_1 < … < t_T known,
+   every row is either at one of them or strictly between two (a *gap*): per gap and per unit
+   Σw, Σw·s, Σw·y, Σ Var w(y − s) under the tests' null and Σw², and each gap's largest score.
+   Gaps and units in score order are the mass axis of :class:`calcheck.weights.MassAxis`
+   coarsened: no cut falls inside a gap, so the in-memory kernels (bin tables, ACE, MCE(Q),
+   Hosmer–Lemeshow's groups, the reporting edges) read the same numbers from it.  The pass also
+   sums each equal-width bin's null variance (its effective size) and Spiegelhalter's
+   denominator.
+4. **PDE's pass** (:class:`DeviationState`): each gap's Σ w|s − P̂_b| for its bin's P̂_b (the
+   units' deviations follow from their sums).
+
+Cox's fit runs by Newton passes (:func:`calcheck.streaming.rowtests.newton_passes`, weighted)
+and one pass for its sandwich (:class:`SandwichState`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, IntArray
+from calcheck.binning import uniform_assign
+from calcheck.hypotests.classical import cox_logit
+from calcheck.metrics.scoring import LOG_LOSS_EPS
+from calcheck.streaming.ranks import (
+    FIRST_SHIFT,
+    FULL,
+    KEY_BITS,
+    MIN_SUB_BITS,
+    SMALL_RANGE,
+    SUB_BITS,
+    Range,
+    _range_table,
+    key_value,
+    order_keys,
+)
+from calcheck.streaming.states import CompensatedSum
+from calcheck.tuning import DEFAULT, Tuning
+from calcheck.weights import MassAxis, regime_variance
+
+# the first pass's scalar sums, in this order
+SCALARS = ("mass", "mass_sq", "label", "score", "squared_error", "log_likelihood",
+           "spiegelhalter_num")
+START_BITS = 12          # Cox's start: 2^12 equal-width score cells per label
+SLOT_BITS = 16           # the bins pass finds a row's gap by a table of 2^16 score cells
+QUANTITIES = 5           # per gap and unit: Σw, Σw·s, Σw·y, Σ Var w(y − s), Σw²
+
+
+def _weights(rest: tuple[Any, ...]) -> FloatArray:
+    return np.asarray(rest[-1], dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# the first pass
+
+
+@dataclass(frozen=True)
+class FirstSpec:
+    """The first pass: scalars, the equal-width binnings ``bins``' sums, the class-weight
+    check, the mass histogram and Cox's start cells (module docstring)."""
+
+    bins: tuple[int, ...]
+    threaded = True
+
+    def new(self) -> FirstState:
+        return FirstState(self)
+
+
+class FirstState:
+    def __init__(self, spec: FirstSpec) -> None:
+        self.spec = spec
+        self.rows = 0
+        self.zero_rows = 0
+        self.positives = 0
+        self.scalars = CompensatedSum.zeros(len(SCALARS))
+        self.bins = {b: CompensatedSum.zeros(3 * b) for b in spec.bins}
+        self.low = np.full(2, np.inf)            # each label's smallest and largest positive
+        self.high = np.full(2, -np.inf)          # weight
+        self.hist_mass = np.zeros(1 << (KEY_BITS - FIRST_SHIFT))
+        self.hist_rows = np.zeros(1 << (KEY_BITS - FIRST_SHIFT), dtype=np.int64)
+        self.start = CompensatedSum.zeros(4 << START_BITS)   # (cell, label): Σw | Σw·s
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> FirstState:
+        w = _weights(rest)
+        yf = y.astype(np.float64)
+        n = s.shape[0]
+        pos = w > 0
+        self.rows += n
+        self.zero_rows += n - int(np.count_nonzero(pos))
+        self.positives += int(np.count_nonzero(y))
+        ws, wy = w * s, w * yf
+        r = s - yf
+        sc = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+        ll = np.where(y > 0, np.log(sc), np.log1p(-sc))
+        self.scalars.add(np.array([w.sum(), np.dot(w, w), wy.sum(), ws.sum(), np.dot(w, r * r),
+                                   np.dot(w, ll), -np.dot(w, r * (1.0 - 2.0 * s))]))
+        for b, acc in self.bins.items():
+            ids = uniform_assign(s, b)
+            acc.add(np.concatenate([np.bincount(ids, weights=x, minlength=b)
+                                    for x in (w, ws, wy)]))
+        for label in (0, 1):
+            wl = w[pos & (y == label)]
+            if wl.shape[0]:
+                self.low[label] = min(self.low[label], float(wl.min()))
+                self.high[label] = max(self.high[label], float(wl.max()))
+        keys = (order_keys(s[pos]) >> np.uint64(FIRST_SHIFT)).astype(np.intp)
+        self.hist_mass += np.bincount(keys, weights=w[pos], minlength=self.hist_mass.shape[0])
+        self.hist_rows += np.bincount(keys, minlength=self.hist_rows.shape[0])
+        cells = 1 << START_BITS
+        cell = np.minimum((s * cells).astype(np.intp), cells - 1) * 2 + y
+        self.start.add(np.concatenate([np.bincount(cell, weights=w, minlength=2 * cells),
+                                       np.bincount(cell, weights=ws, minlength=2 * cells)]))
+        return self
+
+    def merge(self, other: FirstState) -> FirstState:
+        self.rows += other.rows
+        self.zero_rows += other.zero_rows
+        self.positives += other.positives
+        self.scalars.merge(other.scalars)
+        for b, acc in self.bins.items():
+            acc.merge(other.bins[b])
+        self.low = np.minimum(self.low, other.low)
+        self.high = np.maximum(self.high, other.high)
+        self.hist_mass += other.hist_mass
+        self.hist_rows += other.hist_rows
+        self.start.merge(other.start)
+        return self
+
+    def scalar(self, name: str) -> float:
+        return float(self.scalars.value[SCALARS.index(name)])
+
+    def class_weights(self) -> tuple[float, float] | None:
+        """(w₀, w₁) when every positive-weight row of each label has one weight and the two
+        differ (:func:`calcheck.weights.class_weights`), else None."""
+        if not (np.isfinite(self.low).all() and (self.low == self.high).all()):
+            return None
+        return None if self.low[0] == self.low[1] else (float(self.low[0]), float(self.low[1]))
+
+    def binned(self, b: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Equal-width binning ``b``'s Σw, Σw·s, Σw·y per bin."""
+        v = self.bins[b].value
+        return v[:b], v[b:2 * b], v[2 * b:]
+
+    def start_cells(self) -> tuple[FloatArray, FloatArray]:
+        """Cox's start cells: (Σw, Σw·s), each (cells × 2 labels)."""
+        v = self.start.value
+        half = v.shape[0] // 2
+        return v[:half].reshape(-1, 2), v[half:].reshape(-1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the mass search
+
+
+@dataclass(frozen=True)
+class MassPassSpec:
+    """One pass of the mass search: the disjoint key ranges (sorted by ``lo``) it histograms
+    (by mass and rows) or collects."""
+
+    ranges: tuple[Range, ...]
+    threaded = True
+
+    def new(self) -> MassPassState:
+        return MassPassState(self)
+
+
+class MassPassState:
+    def __init__(self, spec: MassPassSpec) -> None:
+        self.spec = spec
+        self._table = _range_table(spec.ranges)
+        size = int(self._table[4][-1])
+        self.mass = np.zeros(size)
+        self.rows = np.zeros(size, dtype=np.int64)
+        self.kept: list[tuple[IntArray, np.ndarray, FloatArray]] = []
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> MassPassState:
+        w = _weights(rest)
+        pos = w > 0
+        keys, w = order_keys(s[pos]), w[pos]
+        lo, hi, shift, collect, offsets = self._table
+        rid = np.searchsorted(lo, keys, side="right").astype(np.intp) - 1
+        rid_c = np.maximum(rid, 0)
+        inside = (rid >= 0) & (keys <= hi[rid_c])
+        k, r, wk = keys[inside], rid_c[inside], w[inside]
+        hist = ~collect[r]
+        if hist.any():
+            rh = r[hist]
+            idx = offsets[rh] + ((k[hist] - lo[rh]) >> shift[rh]).astype(np.intp)
+            self.mass += np.bincount(idx, weights=wk[hist], minlength=self.mass.shape[0])
+            self.rows += np.bincount(idx, minlength=self.rows.shape[0])
+        if not hist.all():
+            self.kept.append((r[~hist], k[~hist], wk[~hist]))
+        return self
+
+    def merge(self, other: MassPassState) -> MassPassState:
+        self.mass += other.mass
+        self.rows += other.rows
+        self.kept.extend(other.kept)
+        return self
+
+    def histogram(self, index: int) -> tuple[FloatArray, IntArray]:
+        offsets = self._table[4]
+        part = slice(int(offsets[index]), int(offsets[index + 1]))
+        return self.mass[part], self.rows[part]
+
+    def collected(self, index: int) -> tuple[np.ndarray, FloatArray]:
+        """The distinct keys collected by range ``index`` (ascending) and their masses."""
+        mine = [(k[r == index], w[r == index]) for r, k, w in self.kept]
+        keys = np.concatenate([k for k, _ in mine]) if mine else np.zeros(0, np.uint64)
+        mass = np.concatenate([w for _, w in mine]) if mine else np.zeros(0)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        return uniq, np.bincount(inv, weights=mass, minlength=uniq.shape[0]).astype(np.float64)
+
+
+@dataclass
+class _Cut:
+    mass: float                      # the cut's position on the mass axis
+    lo: int = 0                      # its unit's key is in [lo, hi] ...
+    hi: int = (1 << KEY_BITS) - 1
+    base: float = 0.0                # ... after this mass of smaller keys
+    rows: int = -1                   # rows in [lo, hi]
+    key: int | None = None
+
+
+def _pick(cum: FloatArray, mass: FloatArray, target: float) -> int:
+    """The piece (bucket or key) whose cumulative mass first exceeds ``target`` — the last
+    piece of positive mass when rounding puts the target beyond them all."""
+    j = int(np.searchsorted(cum, target, side="right"))
+    if j >= cum.shape[0]:
+        j = int(np.flatnonzero(mass > 0)[-1])
+    return j
+
+
+class MassSearch:
+    """The distinct scores whose tie groups hold the masses ``cuts`` of the rows sorted by
+    score (0 < c < Σw), by passes over key ranges: :meth:`first` reads the first pass's
+    histogram, then :meth:`ranges` and :meth:`absorb` alternate until :attr:`done`."""
+
+    def __init__(self, cuts: list[float], tuning: Tuning = DEFAULT) -> None:
+        self.tuning = tuning
+        self.cuts = [_Cut(c) for c in sorted(set(cuts))]
+        self._pass: tuple[Range, ...] = ()
+        self._owners: list[list[_Cut]] = []
+
+    @property
+    def done(self) -> bool:
+        return all(c.key is not None for c in self.cuts)
+
+    def first(self, mass: FloatArray, rows: IntArray) -> None:
+        self._pass, self._owners = (FULL,), [list(self.cuts)]
+        self._narrow(0, FULL, mass, rows)
+
+    def ranges(self) -> tuple[Range, ...]:
+        open_: dict[tuple[int, int], list[_Cut]] = {}
+        for c in self.cuts:
+            if c.key is None:
+                open_.setdefault((c.lo, c.hi), []).append(c)
+        total = sum(cs[0].rows for cs in open_.values())
+        buckets = self.tuning.rank_hist_buckets
+        sub = SUB_BITS if len(open_) <= buckets >> SUB_BITS else \
+            max(MIN_SUB_BITS, (buckets // max(len(open_), 1)).bit_length() - 1)
+        out = []
+        for (lo, hi), cs in sorted(open_.items()):
+            if total <= self.tuning.rank_collect_rows or cs[0].rows <= SMALL_RANGE:
+                out.append(Range(lo, hi, -1))
+            else:
+                out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))
+        self._pass = tuple(out)
+        self._owners = [open_[(r.lo, r.hi)] for r in out]
+        return self._pass
+
+    def absorb(self, state: MassPassState) -> None:
+        for i, rng in enumerate(self._pass):
+            if rng.shift < 0:
+                keys, mass = state.collected(i)
+                cum = np.cumsum(mass)
+                for c in self._owners[i]:
+                    c.key = int(keys[_pick(cum, mass, c.mass - c.base)])
+            else:
+                self._narrow(i, rng, *state.histogram(i))
+
+    def _narrow(self, i: int, rng: Range, mass: FloatArray, rows: IntArray) -> None:
+        cum = np.cumsum(mass)
+        for c in self._owners[i]:
+            j = _pick(cum, mass, c.mass - c.base)
+            c.base += float(cum[j - 1]) if j else 0.0
+            c.lo = rng.lo + (j << rng.shift)
+            c.hi = min(rng.hi, rng.lo + ((j + 1) << rng.shift) - 1)
+            c.rows = int(rows[j])
+            if c.lo == c.hi:
+                c.key = c.lo
+
+    def scores(self) -> FloatArray:
+        """The distinct scores found (ascending, each once)."""
+        return np.unique(np.array([key_value(c.key) for c in self.cuts if c.key is not None]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the bins pass
+
+
+def slot_table(units: FloatArray) -> tuple[IntArray, np.ndarray]:
+    """For each of 2^16 equal-width score cells: how many ``units`` lie below the cell, and
+    whether one lies in it (its rows are then placed one by one)."""
+    cells = 1 << SLOT_BITS
+    lower = np.arange(cells, dtype=np.float64) / cells
+    below = np.searchsorted(units, lower, side="left").astype(np.intp)
+    inside = np.zeros(cells, dtype=bool)
+    inside[np.minimum((units * cells).astype(np.intp), cells - 1)] = True
+    return below, inside
+
+
+def slots(s: FloatArray, units: FloatArray, table: tuple[IntArray, np.ndarray]) -> IntArray:
+    """Each row's place among the ``units`` (sorted distinct scores, T of them): its gap
+    k = #{units < s} (0 … T) for a row strictly between two, or T + 1 + k for a row at
+    units[k]."""
+    below, inside = table
+    cell = np.minimum((s * (1 << SLOT_BITS)).astype(np.intp), (1 << SLOT_BITS) - 1)
+    out = below[cell]
+    near = np.flatnonzero(inside[cell])
+    if near.shape[0]:
+        sn = s[near]
+        k = np.searchsorted(units, sn, side="left")
+        at = (k < units.shape[0]) & (units[np.minimum(k, units.shape[0] - 1)] == sn)
+        out[near] = np.where(at, units.shape[0] + 1 + k, k)
+    return np.asarray(out, dtype=np.intp)
+
+
+@dataclass(frozen=True)
+class BinsSpec:
+    """The bins pass (module docstring): the cut units' scores ``units`` (ascending), the
+    equal-width binnings ``bins`` whose null variances are summed, and ``classes`` — the class
+    weights (w₀, w₁) of the ``labels`` null, or None with the weights held fixed."""
+
+    units: tuple[float, ...]
+    bins: tuple[int, ...]
+    classes: tuple[float, float] | None
+    threaded = True
+
+    def new(self) -> BinsState:
+        return BinsState(self)
+
+
+class BinsState:
+    def __init__(self, spec: BinsSpec) -> None:
+        self.spec = spec
+        self.units = np.array(spec.units, dtype=np.float64)
+        self._table = slot_table(self.units)
+        t = self.units.shape[0]
+        self.size = 2 * t + 1
+        self.sums = CompensatedSum.zeros(QUANTITIES * self.size)
+        self.top = np.full(t + 1, -np.inf)        # each gap's largest positive-weight score
+        self.bins = {b: CompensatedSum.zeros(b) for b in spec.bins}
+        self.den = CompensatedSum.zeros(1)        # Σ (1 − 2s)² Var w(y − s)
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> BinsState:
+        w = _weights(rest)
+        var = regime_variance(s, w, self.spec.classes)
+        place = slots(s, self.units, self._table)
+        self.sums.add(np.concatenate([np.bincount(place, weights=x, minlength=self.size)
+                                      for x in (w, w * s, w * y, var, w * w)]))
+        gap = (place <= self.units.shape[0]) & (w > 0)
+        np.maximum.at(self.top, place[gap], s[gap])
+        for b, acc in self.bins.items():
+            acc.add(np.bincount(uniform_assign(s, b), weights=var, minlength=b))
+        t = 1.0 - 2.0 * s
+        self.den.add(np.array([np.dot(t * t, var)]))
+        return self
+
+    def merge(self, other: BinsState) -> BinsState:
+        self.sums.merge(other.sums)
+        self.top = np.maximum(self.top, other.top)
+        for b, acc in self.bins.items():
+            acc.merge(other.bins[b])
+        self.den.merge(other.den)
+        return self
+
+    def axis(self, exact: bool = True) -> tuple[MassAxis, FloatArray]:
+        """The coarsened mass axis — gap 0, unit 0, gap 1, …, unit T − 1, gap T — with its
+        ``V`` the null variance (``exact``) or the variance mass Σw², and Σw²'s cumulative
+        sums."""
+        v = self.sums.value.reshape(QUANTITIES, self.size)
+        t = self.units.shape[0]
+        order = np.empty(self.size, dtype=np.intp)
+        order[0::2] = np.arange(t + 1)            # gaps
+        order[1::2] = t + 1 + np.arange(t)        # units
+        v = v[:, order]
+        scores = np.empty(self.size)
+        scores[0::2] = self.top
+        scores[1::2] = self.units
+
+        def cum(x: FloatArray) -> FloatArray:
+            return np.concatenate(([0.0], np.cumsum(x)))
+
+        ax = MassAxis(M=cum(v[0]), S=cum(v[1]), Y=cum(v[2]), V=cum(v[3] if exact else v[4]),
+                      first=np.arange(self.size, dtype=np.int64), scores=scores)
+        return ax, cum(v[4])
+
+
+# ---------------------------------------------------------------------------------------------
+# PDE's deviations, Cox's sandwich
+
+
+@dataclass(frozen=True)
+class DeviationSpec:
+    """Σ w|s − p| over each gap's rows, p the gap's bin's P̂ (``phat``, one per gap)."""
+
+    units: tuple[float, ...]
+    phat: tuple[float, ...]
+    threaded = True
+
+    def new(self) -> DeviationState:
+        return DeviationState(self)
+
+
+class DeviationState:
+    def __init__(self, spec: DeviationSpec) -> None:
+        self.spec = spec
+        self.units = np.array(spec.units, dtype=np.float64)
+        self.phat = np.array(spec.phat, dtype=np.float64)
+        self._table = slot_table(self.units)
+        self.sums = CompensatedSum.zeros(self.phat.shape[0])
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> DeviationState:
+        w = _weights(rest)
+        place = slots(s, self.units, self._table)
+        gap = place < self.phat.shape[0]
+        p = place[gap]
+        self.sums.add(np.bincount(p, weights=w[gap] * np.abs(s[gap] - self.phat[p]),
+                                  minlength=self.phat.shape[0]))
+        return self
+
+    def merge(self, other: DeviationState) -> DeviationState:
+        self.sums.merge(other.sums)
+        return self
+
+
+@dataclass(frozen=True)
+class SandwichSpec:
+    """At each β = (a, b): Σ w p(1 − p)·(1, x, x²) and Σ w²(y − p)²·(1, x, x²), x = logit(s),
+    p = 1/(1 + e^−(a + b·x)) — Cox's robust covariance."""
+
+    betas: tuple[tuple[float, float], ...]
+    threaded = True
+
+    def new(self) -> SandwichState:
+        return SandwichState(self)
+
+
+class SandwichState:
+    def __init__(self, spec: SandwichSpec) -> None:
+        self.spec = spec
+        self.sums = CompensatedSum.zeros(6 * len(spec.betas))
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> SandwichState:
+        w = _weights(rest)
+        x = cox_logit(s)
+        xx = x * x
+        out = []
+        for a, b in self.spec.betas:
+            p = 1.0 / (1.0 + np.exp(-(a + b * x)))
+            h = w * p * (1.0 - p)
+            r = w * (y - p)
+            r2 = r * r
+            out += [h.sum(), np.dot(h, x), np.dot(h, xx), r2.sum(), np.dot(r2, x), np.dot(r2, xx)]
+        self.sums.add(np.array(out))
+        return self
+
+    def merge(self, other: SandwichState) -> SandwichState:
+        self.sums.merge(other.sums)
+        return self

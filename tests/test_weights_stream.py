@@ -1,0 +1,211 @@
+"""Sampling weights (``--weight``) streamed beyond ``Tuning.hold_weighted_rows``
+(calcheck/engines/weighted.py, calcheck/streaming/weighted.py): every metric and test the
+weighted passes compute is the in-memory engine's number, on ``stream`` and on Dask; what they
+do not compute is refused before any pass, with a message naming the limit.
+
+Invariants the passes rely on, each held by a test here:
+
+* a cut of the mass axis falls inside (or at the start of) exactly one tie group, which the
+  mass search finds whatever the histogram's and the collected ranges' float sums
+  (``test_mass_search_finds_the_unit_of_every_cut``);
+* no cut falls inside a gap between two cut units, so the coarsened axis gives the in-memory
+  kernels' bin tables (``test_streamed_weights_give_the_in_memory_numbers``, bins included);
+* a row's place among the units by the 2^16-cell table equals ``searchsorted``
+  (``test_slots_agree_with_searchsorted``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from calcheck.tuning import Tuning
+
+SMALL = Tuning(hold_weighted_rows=100)       # every file below is beyond it: streamed
+
+
+def _file(tmp_path, n=5000, seed=0, name="w.parquet", decimals=3, beta=(2.0, 5.0)):
+    rng = np.random.default_rng(seed)
+    s = rng.beta(*beta, n)
+    s = np.round(s, decimals) if decimals else s
+    y = (rng.random(n) < np.clip(s * 1.2, 0, 1)).astype(np.int8)
+    path = tmp_path / name
+    pq.write_table(pa.table({
+        "score": s, "label": y,
+        "w": np.where(y == 1, 1.0, 10.0) * rng.choice([1.0, 1.0, 2.5, 0.0], n),   # any
+        "cw": np.where(y == 1, 1.0, 10.0),                                         # classes
+        "iw": rng.gamma(2.0, 1.5, n),                                              # continuous
+        "g": rng.integers(0, 3, n)}), path)
+    return path
+
+
+def _close(a, b, path=""):
+    """``a`` and ``b`` (parsed JSON) equal, floats to 1e-9 relative."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), (path, set(a) ^ set(b))
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert b == pytest.approx(a, rel=1e-9, abs=1e-12), path
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("column", ["w", "cw", "iw"])
+@pytest.mark.parametrize("decimals", [3, 0])
+def test_streamed_weights_give_the_in_memory_numbers(tmp_path, cli, column, decimals):
+    path = _file(tmp_path, decimals=decimals)
+    for cmd, key, extra in (("score", "metrics", ["--bins-table", "all"]),
+                            ("test", "tests", ["--method", "hl,spiegelhalter,cox"])):
+        args = [cmd, path, "--weight", column, "--json", *extra]
+        mem = json.loads(cli(args).stdout)
+        r = cli([*args, "--engine", "stream"], tuning=SMALL)
+        assert r.code == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert "weighted" in got["settings"] and "held" not in got["settings"]
+        assert set(got[key]) == set(mem[key]) - {"tce", "tce_q", "pc"}
+        for mid, entry in got[key].items():
+            ref = dict(mem[key][mid])
+            if key == "tests":          # the streamed fit's own settings
+                for k in ("engine_fit", "passes"):
+                    entry["settings"].pop(k, None)
+            _close(ref, entry, mid)
+        _close(mem["input"], got["input"], "input")
+
+
+def test_hosmer_lemeshow_small_counts_streamed(tmp_path, cli):
+    """Expected counts under 5 on the effective group sizes: in memory the exact null by
+    simulation; streamed (the rows not at hand) each group's Binomial on its effective size —
+    the same statistic, a p-value near the exact one, and the settings say which."""
+    path = _file(tmp_path, beta=(1.0, 6.0))
+    args = ["test", path, "--weight", "w", "--method", "hl", "--json", "--trials", "2000"]
+    mem = json.loads(cli(args).stdout)["tests"]["hosmer_lemeshow"]
+    got = json.loads(cli([*args, "--engine", "stream"], tuning=SMALL).stdout)
+    got = got["tests"]["hosmer_lemeshow"]
+    assert mem["pvalue_method"] == got["pvalue_method"] == "monte carlo"
+    assert got["statistic"] == pytest.approx(mem["statistic"], rel=1e-9)
+    assert got["settings"]["null"].startswith("per group") and "exact" in mem["settings"]["null"]
+    assert abs(got["pvalue"] - mem["pvalue"]) < 0.02
+
+
+def test_streamed_weights_on_dask(tmp_path, cli):
+    pytest.importorskip("dask")
+    path = _file(tmp_path, n=3000)
+    docs = {}
+    for engine in ("memory", "stream", "dask"):
+        args = ["test", path, "--weight", "iw", "--method", "hl,spiegelhalter,cox", "--json",
+                "--engine", engine]
+        r = cli(args, tuning=SMALL)
+        assert r.code == 0, r.stderr
+        docs[engine] = json.loads(r.stdout)
+        docs[engine]["tests"]["cox"]["settings"].pop("engine_fit", None)
+        docs[engine]["tests"]["cox"]["settings"].pop("passes", None)
+    _close(docs["memory"]["tests"], docs["dask"]["tests"])
+    _close(docs["stream"]["tests"], docs["dask"]["tests"])
+
+
+def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
+    path = _file(tmp_path)
+    r = cli(["test", path, "--weight", "cw", "--json", "--engine", "stream"], tuning=SMALL)
+    assert r.code in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["tests"]) == {"hosmer_lemeshow", "spiegelhalter", "cox"}
+    assert "tcal (the default test) left out" in r.stderr and "--engine memory" in r.stderr
+    assert doc["input"]["weights"]["null"] == "labels"
+    assert doc["summary"]["verdict"] in ("miscalibrated", "no evidence of miscalibration",
+                                         "inconclusive")
+
+
+@pytest.mark.parametrize("extra", [["--ci"], ["--by", "g"], ["--var", "g"],
+                                   ["--ties", "order"], ["-m", "smece"]])
+def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra):
+    path = _file(tmp_path)
+    r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=SMALL)
+    assert r.code == 2, (r.code, r.stdout)
+    assert "--engine memory" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("argv", [["test", "--method", "tcal"], ["test", "--method", "ks"],
+                                  ["plot", "-o", "OUT.png"], ["report", "-o", "OUT.html"]])
+def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):
+    path = _file(tmp_path)
+    out = tmp_path / "OUT"
+    argv = [str(out) + a[3:] if a.startswith("OUT") else a for a in argv]
+    r = cli([argv[0], path, *argv[1:], "--weight", "w", "--engine", "stream"], tuning=SMALL)
+    assert r.code == 2 and "--engine memory" in r.stderr, r.stderr
+    assert not list(tmp_path.glob("OUT*"))                   # nothing half written
+
+
+def test_bad_and_zero_weights_streamed(tmp_path, cli):
+    path = _file(tmp_path)
+    t = pq.read_table(path)
+    w = t["w"].to_numpy().copy()
+    w[1234] = -1.0
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(t.set_column(t.schema.get_field_index("w"), "w", pa.array(w)), bad)
+    r = cli(["score", bad, "--weight", "w", "--engine", "stream"], tuning=SMALL)
+    assert r.code == 2 and "'w'" in r.stderr and "1235" in r.stderr, r.stderr
+    dropped = json.loads(cli(["score", bad, "--weight", "w", "--engine", "stream", "--json",
+                              "--drop-invalid"], tuning=SMALL).stdout)
+    mem = json.loads(cli(["score", bad, "--weight", "w", "--json", "--drop-invalid"]).stdout)
+    assert dropped["input"]["dropped_by_reason"] == {"invalid_weight": 1}
+    _close(mem["input"], dropped["input"])
+    assert dropped["metrics"]["ace"]["value"] == pytest.approx(mem["metrics"]["ace"]["value"],
+                                                               rel=1e-12)
+    zero = tmp_path / "zero.parquet"
+    pq.write_table(t.set_column(t.schema.get_field_index("w"), "w",
+                                pa.array(np.zeros(len(w)))), zero)
+    r = cli(["score", zero, "--weight", "w", "--engine", "stream"], tuning=SMALL)
+    assert r.code == 2 and "zero" in r.stderr
+
+
+def test_mass_search_finds_the_unit_of_every_cut():
+    from calcheck.streaming.ranks import key_value
+    from calcheck.streaming.weighted import FirstSpec, MassPassSpec, MassSearch
+    from tests.arrays import ArraySource
+
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        n = int(rng.integers(50, 4000))
+        s = np.round(rng.random(n), int(rng.integers(1, 5)))
+        w = rng.choice([0.0, 1.0, 3.0, 0.25], n) if trial % 2 else rng.gamma(1.0, 1.0, n)
+        y = (rng.random(n) < s).astype(np.int8)
+        src = ArraySource(s, y, (n // 3, n // 2), w,
+                          tuning=Tuning(rank_collect_rows=64 * (trial + 1)))
+        first, _ = src.run(FirstSpec((10,)))
+        total = float(w.sum())
+        cuts = list(np.linspace(0, total, 12)[1:-1])
+        search = MassSearch(cuts, src.tuning)
+        search.first(first.hist_mass, first.hist_rows)
+        while not search.done:
+            search.absorb(src.run(MassPassSpec(search.ranges()))[0])
+        order = np.argsort(s, kind="stable")
+        vals, starts = np.unique(s[order], return_index=True)
+        mass = np.add.reduceat(w[order], starts)
+        below = np.concatenate(([0.0], np.cumsum(mass)))
+        for c in search.cuts:
+            assert c.key is not None
+            u = int(np.searchsorted(vals, key_value(c.key)))
+            assert vals[u] == key_value(c.key) and mass[u] > 0
+            assert below[u] - 1e-9 * total <= c.mass <= below[u + 1] + 1e-9 * total
+
+
+def test_slots_agree_with_searchsorted():
+    from calcheck.streaming.weighted import slot_table, slots
+
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        units = np.unique(np.round(rng.random(int(rng.integers(1, 30))), 4))
+        s = np.concatenate([rng.random(2000), units, [0.0, 1.0], np.nextafter(units, 2)])
+        got = slots(s, units, slot_table(units))
+        k = np.searchsorted(units, s, side="left")
+        at = (k < units.shape[0]) & (units[np.minimum(k, units.shape[0] - 1)] == s)
+        assert np.array_equal(got, np.where(at, units.shape[0] + 1 + k, k))
