@@ -463,8 +463,9 @@ def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design:
     return out
 
 
-def run_weights_streamed(kind: str, npop: int, seed: int, trials: int) -> dict[str, float]:
-    """The down-sampling design's weighted rows through ``--engine stream``'s weighted passes
+def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
+                         design: str = "down") -> dict[str, float]:
+    """:func:`weight_sample`'s weighted rows through ``--engine stream``'s weighted passes
     (the budget of held rows set to 100, so they stream): the rejection rates of HL,
     Spiegelhalter and Cox at α = 0.05 and whether HL ran its small-count simulation (there the
     streamed null is each group's Binomial on its effective size, not the exact one)."""
@@ -479,7 +480,7 @@ def run_weights_streamed(kind: str, npop: int, seed: int, trials: int) -> dict[s
     from calcheck.cli import run
     from calcheck.tuning import Tuning
 
-    s, y, w = weight_sample(kind, "down", npop, np.random.default_rng(seed))
+    s, y, w = weight_sample(kind, design, npop, np.random.default_rng(seed))
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/w.parquet"
         pq.write_table(pa.table({"score": s, "label": y.astype(np.int8), "w": w}), path)
@@ -621,11 +622,14 @@ def cells(quick: bool) -> list[Cell]:
         out.append(Cell("weights", f"{kind}, population {npop:,}, {how}; --weight-null "
                         f"{null}", run_weights,
                         (kind, npop, r(300, 20), r(200, 20), design, null), r(300, 3)))
-    for kind, npop in (("calibrated", 20_000), ("calibrated", 100_000),
-                       ("miscalibrated", 20_000)):
-        out.append(Cell("wstream", f"{kind}, population {npop:,}, negatives kept at f = 0.1 "
-                        "(weight 10), streamed", run_weights_streamed,
-                        (kind, npop, r(1000, 100)), r(300, 3)))
+    for kind, npop, design in (("calibrated", 20_000, "down"), ("calibrated", 100_000, "down"),
+                               ("calibrated", 20_000, "importance"),
+                               ("miscalibrated", 20_000, "down"),
+                               ("miscalibrated", 20_000, "importance")):
+        how = ("negatives kept at f = 0.1 (weight 10)" if design == "down" else
+               "rows kept at π(s) = min(1, 0.05 + 4s) (weight 1/π)")
+        out.append(Cell("wstream", f"{kind}, population {npop:,}, {how}, streamed",
+                        run_weights_streamed, (kind, npop, r(1000, 100), design), r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
     for kind, design, label in (
@@ -719,7 +723,7 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "ECE and ACE intervals of the population value and the bias of the "
                      "weighted and unweighted ECE",
           "wstream": "Weighted rows streamed beyond the held budget (--engine stream's "
-                     "weighted passes; the weights section's down-sampling design): each "
+                     "weighted passes; the weights section's designs and seeds): each "
                      "test's rejection rate at α = 0.05, and how often Hosmer–Lemeshow ran "
                      "its small-count simulation (streamed: each group's Binomial on its "
                      "effective size)",

@@ -144,6 +144,18 @@ def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, ar
     assert not list(tmp_path.glob("OUT*"))                   # nothing half written
 
 
+def test_streamed_weights_with_a_where_filter(tmp_path, cli):
+    path = _file(tmp_path)
+    args = ["score", path, "--weight", "iw", "--json", "--where", "g >= 1", "-m", "ace,pde,ece"]
+    mem = json.loads(cli(args).stdout)
+    got = json.loads(cli([*args, "--engine", "stream"], tuning=SMALL).stdout)
+    _close(mem["metrics"], got["metrics"])
+    _close(mem["input"], got["input"])
+    r = cli(["score", path, "--weight", "iw", "--where", "g > 5", "--engine", "stream"],
+            tuning=SMALL)
+    assert r.code == 2 and "no rows" in r.stderr, r.stderr
+
+
 def test_bad_and_zero_weights_streamed(tmp_path, cli):
     path = _file(tmp_path)
     t = pq.read_table(path)

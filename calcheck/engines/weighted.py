@@ -108,10 +108,13 @@ class WeightedStreamEngine:
             spec = FirstSpec(tuple(sorted({*have, *bins, 10})))
             self._first, stats = self.source.run(spec)
             self._stats = self._stats or stats
+            if not self._first.rows:
+                raise InputError("no rows to compute on (after the --where filter and dropped "
+                                 "rows)")
             if self._first.scalar("mass") <= 0:
                 col = self.source.weight
-                raise InputError(f"{self.source.path}: every weight in column {col!r} is zero "
-                                 "(or no row is left); nothing to measure", column=col)
+                raise InputError(f"{self.source.path}: every weight in column {col!r} is zero; "
+                                 "nothing to measure", column=col)
         return self._first
 
     def regime(self) -> tuple[str, tuple[float, float] | None]:
@@ -293,7 +296,7 @@ class WeightedStreamEngine:
         from calcheck.hypotests.weighted import robust_cox
         from calcheck.streaming.rowtests import cells_start, newton_passes
 
-        cnt, tot = self.first().start_cells()
+        cnt, tot = self.first().label_cells()
         before = self.source.file_passes
         fit = newton_passes(self.source, cells_start(cnt, tot), cells_start(cnt, tot, True),
                             weighted=True)
@@ -307,7 +310,8 @@ class WeightedStreamEngine:
         return robust_cox(a, b, ll_fit, fit.ll_null, fit.intercept, moments(s[0:3]),
                           moments(s[3:6]), float(s[6]), float(s[9]), alpha=alpha,
                           ci_level=ci_level,
-                          settings={"engine_fit": "weighted Newton passes from a 4,096-cell fit",
+                          settings={"engine_fit": "weighted Newton passes from the first pass's "
+                                                  "key buckets' fit",
                                     "passes": self.source.file_passes - before})
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:

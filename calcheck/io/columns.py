@@ -293,6 +293,9 @@ def weight_values(src: Source, table: pa.Table, column: str,
     score and label columns' (:func:`settle_problems`: an error naming the first bad row, or
     with ``--drop-invalid`` dropped and counted as ``invalid_weight`` / ``invalid_count``)."""
     values, nonnum, text = scores_array(src, column, table.column(column))
+    if text is None and values.shape[0] and values.min() >= 0 and np.isfinite(values.max()) \
+            and (kind != "count" or np.array_equal(values, np.floor(values))):
+        return values, []                     # (the usual case: one look, nothing to mark)
     reason = f"invalid_{kind}"
     shown = text if text is not None else values
     out: list[Problem] = []

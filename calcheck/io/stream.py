@@ -193,6 +193,16 @@ def _fast_binary(batch: pa.RecordBatch, score_col: str,
     return s, y
 
 
+def _fast_weights(batch: pa.RecordBatch, column: str) -> FloatArray | None:
+    """Zero-copy weights of a batch whose ``column`` is plainly valid — float64, no nulls,
+    finite and non-negative — or None (then the full checks run)."""
+    col = batch.column(column)
+    if col.type != pa.float64() or col.null_count or not len(col):
+        return None
+    w = numpy_of(col)
+    return w if w.min() >= 0 and np.isfinite(w.max()) else None
+
+
 @dataclass
 class StreamPlan:
     """What a streamed read will scan: the dataset's fragments (files) after partition pruning,
@@ -522,10 +532,12 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
         if batch.num_rows == 0:
             continue
         offset = st.rows_read
-        fast = None if pos_label is not None or cc or wc else _fast_binary(batch, sc, lc)
-        if fast is not None:
+        fast = None if pos_label is not None or cc else _fast_binary(batch, sc, lc)
+        fw = _fast_weights(batch, wc) if wc and fast is not None else None
+        if fast is not None and (fw is not None or not wc):
             st.tally(batch.num_rows)
-            yield _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
+            out = _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
+            yield out if fw is None else (*out, fw)
             continue
         table = pa.Table.from_batches([batch])
         weighted = cc or wc

@@ -10,9 +10,9 @@ order, gives the same values to ~1e-15 relative):
 1. **The first pass** (:class:`FirstState`): the rows, their weights' Σw, Σw², the weighted
    label, score, squared-error and log-likelihood sums and Spiegelhalter's numerator; each
    equal-width binning's Σw, Σw·s, Σw·y per bin; whether the weights are class weights (each
-   label's smallest and largest positive weight), which decides the tests' null; the mass of
-   the positive-weight rows per bucket of the top 16 bits of the score's order key (the first
-   step of the mass search); and Σw, Σw·s per label in 4,096 score cells (Cox's start).
+   label's first positive weight and whether another follows), which decides the tests'
+   null; and per bucket of the top 16 bits of the score's order key and per label Σw and Σw·s
+   (the first step of the mass search, and Cox's start: a fit to the buckets' mean scores).
 2. **The mass search** (:class:`MassSearch`, :class:`MassPassState`): equal-mass bins cut the
    mass axis — the rows sorted by score laid on [0, Σw] — at c_j = j·Σw/B.  Each cut falls
    inside one tie group (a unit: the rows of one distinct score, shared pro rata between the
@@ -56,16 +56,14 @@ from calcheck.streaming.ranks import (
     Range,
     _range_table,
     key_value,
-    order_keys,
 )
 from calcheck.streaming.states import CompensatedSum
 from calcheck.tuning import DEFAULT, Tuning
 from calcheck.weights import MassAxis, regime_variance
 
-# the first pass's scalar sums, in this order
-SCALARS = ("mass", "mass_sq", "label", "score", "squared_error", "log_likelihood",
-           "spiegelhalter_num")
-START_BITS = 12          # Cox's start: 2^12 equal-width score cells per label
+# the first pass's scalar sums, in this order (Σw, Σw·s, Σw·y: the binnings' sums)
+SCALARS = ("mass_sq", "squared_error", "log_likelihood", "spiegelhalter_num")
+BUCKET_BITS = KEY_BITS - FIRST_SHIFT     # the first histogram's 2^16 key buckets
 SLOT_BITS = 16           # the bins pass finds a row's gap by a table of 2^16 score cells
 QUANTITIES = 5           # per gap and unit: Σw, Σw·s, Σw·y, Σ Var w(y − s), Σw²
 
@@ -98,43 +96,52 @@ class FirstState:
         self.positives = 0
         self.scalars = CompensatedSum.zeros(len(SCALARS))
         self.bins = {b: CompensatedSum.zeros(3 * b) for b in spec.bins}
-        self.low = np.full(2, np.inf)            # each label's smallest and largest positive
-        self.high = np.full(2, -np.inf)          # weight
-        self.hist_mass = np.zeros(1 << (KEY_BITS - FIRST_SHIFT))
-        self.hist_rows = np.zeros(1 << (KEY_BITS - FIRST_SHIFT), dtype=np.int64)
-        self.start = CompensatedSum.zeros(4 << START_BITS)   # (cell, label): Σw | Σw·s
+        # the class-weight check: each label's first positive weight, and whether a
+        # positive-weight row of that label has another
+        self.first_weight = np.full(2, np.nan)
+        self.varies = False
+        # per bucket of the top 16 bits of the score's order key and per label: Σw, Σw·s
+        # (the mass search's first histogram; Cox's start); and the rows per bucket
+        self.buckets = CompensatedSum.zeros(4 << BUCKET_BITS)
+        self.hist_rows = np.zeros(1 << BUCKET_BITS, dtype=np.int64)
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> FirstState:
         w = _weights(rest)
         yf = y.astype(np.float64)
         n = s.shape[0]
-        pos = w > 0
         self.rows += n
-        self.zero_rows += n - int(np.count_nonzero(pos))
+        self.zero_rows += n - int(np.count_nonzero(w))
         self.positives += int(np.count_nonzero(y))
-        ws, wy = w * s, w * yf
+        ws = w * s
         r = s - yf
         sc = np.clip(s, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
-        ll = np.where(y > 0, np.log(sc), np.log1p(-sc))
-        self.scalars.add(np.array([w.sum(), np.dot(w, w), wy.sum(), ws.sum(), np.dot(w, r * r),
-                                   np.dot(w, ll), -np.dot(w, r * (1.0 - 2.0 * s))]))
+        ll = np.log(np.where(y > 0, sc, 1.0 - sc))
+        self.scalars.add(np.array([np.dot(w, w), np.dot(w, r * r), np.dot(w, ll),
+                                   -np.dot(w, r) + 2.0 * np.dot(ws, r)]))
         for b, acc in self.bins.items():
             ids = uniform_assign(s, b)
             acc.add(np.concatenate([np.bincount(ids, weights=x, minlength=b)
-                                    for x in (w, ws, wy)]))
-        for label in (0, 1):
-            wl = w[pos & (y == label)]
-            if wl.shape[0]:
-                self.low[label] = min(self.low[label], float(wl.min()))
-                self.high[label] = max(self.high[label], float(wl.max()))
-        keys = (order_keys(s[pos]) >> np.uint64(FIRST_SHIFT)).astype(np.intp)
-        self.hist_mass += np.bincount(keys, weights=w[pos], minlength=self.hist_mass.shape[0])
-        self.hist_rows += np.bincount(keys, minlength=self.hist_rows.shape[0])
-        cells = 1 << START_BITS
-        cell = np.minimum((s * cells).astype(np.intp), cells - 1) * 2 + y
-        self.start.add(np.concatenate([np.bincount(cell, weights=w, minlength=2 * cells),
-                                       np.bincount(cell, weights=ws, minlength=2 * cells)]))
+                                    for x in (w, ws, w * yf)]))
+        self._check_classes(w, y)
+        bucket = top_buckets(s)
+        self.hist_rows += np.bincount(bucket, minlength=self.hist_rows.shape[0])
+        half = 2 << BUCKET_BITS
+        cell = bucket * 2 + y
+        self.buckets.add(np.concatenate([np.bincount(cell, weights=w, minlength=half),
+                                         np.bincount(cell, weights=ws, minlength=half)]))
         return self
+
+    def _check_classes(self, w: FloatArray, y: IntArray) -> None:
+        if self.varies:
+            return
+        pos = w > 0
+        for label in (0, 1):
+            if np.isnan(self.first_weight[label]):
+                at = np.flatnonzero(pos & (y == label))[:1]
+                if at.shape[0]:
+                    self.first_weight[label] = w[at[0]]
+        ref = self.first_weight[y]              # (a label not seen yet has no row here)
+        self.varies = bool(np.any(pos & (w != ref)))
 
     def merge(self, other: FirstState) -> FirstState:
         self.rows += other.rows
@@ -143,33 +150,56 @@ class FirstState:
         self.scalars.merge(other.scalars)
         for b, acc in self.bins.items():
             acc.merge(other.bins[b])
-        self.low = np.minimum(self.low, other.low)
-        self.high = np.maximum(self.high, other.high)
-        self.hist_mass += other.hist_mass
+        both = ~np.isnan(self.first_weight) & ~np.isnan(other.first_weight)
+        self.varies = self.varies or other.varies or \
+            bool(np.any(self.first_weight[both] != other.first_weight[both]))
+        self.first_weight = np.where(np.isnan(self.first_weight), other.first_weight,
+                                     self.first_weight)
+        self.buckets.merge(other.buckets)
         self.hist_rows += other.hist_rows
-        self.start.merge(other.start)
         return self
 
     def scalar(self, name: str) -> float:
+        """A scalar sum (:data:`SCALARS`): the first four from the first binning's sums."""
+        if name in ("mass", "score", "label"):
+            mass, score, label = self.binned(self.spec.bins[0])
+            return float({"mass": mass, "score": score, "label": label}[name].sum())
         return float(self.scalars.value[SCALARS.index(name)])
 
     def class_weights(self) -> tuple[float, float] | None:
         """(w₀, w₁) when every positive-weight row of each label has one weight and the two
         differ (:func:`calcheck.weights.class_weights`), else None."""
-        if not (np.isfinite(self.low).all() and (self.low == self.high).all()):
+        w0, w1 = (float(v) for v in self.first_weight)
+        if self.varies or np.isnan(w0) or np.isnan(w1) or w0 == w1:
             return None
-        return None if self.low[0] == self.low[1] else (float(self.low[0]), float(self.low[1]))
+        return w0, w1
 
     def binned(self, b: int) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Equal-width binning ``b``'s Σw, Σw·s, Σw·y per bin."""
         v = self.bins[b].value
         return v[:b], v[b:2 * b], v[2 * b:]
 
-    def start_cells(self) -> tuple[FloatArray, FloatArray]:
-        """Cox's start cells: (Σw, Σw·s), each (cells × 2 labels)."""
-        v = self.start.value
+    @property
+    def hist_mass(self) -> FloatArray:
+        """Σw per bucket of the top 16 bits of the score's order key."""
+        return np.asarray(self.label_cells()[0].sum(axis=1), dtype=np.float64)
+
+    def label_cells(self) -> tuple[FloatArray, FloatArray]:
+        """(Σw, Σw·s) per key bucket and label, each (buckets × 2): Cox's start cells."""
+        v = self.buckets.value
         half = v.shape[0] // 2
         return v[:half].reshape(-1, 2), v[half:].reshape(-1, 2)
+
+
+def score_keys(s: FloatArray) -> np.ndarray:
+    """:func:`~calcheck.streaming.ranks.order_keys` of scores in [0, 1]: non-negative, so a
+    key is the bits with the sign bit set (−0.0 + 0.0 = +0.0)."""
+    return (s + 0.0).view(np.uint64) | np.uint64(1 << (KEY_BITS - 1))
+
+
+def top_buckets(s: FloatArray) -> IntArray:
+    """The top 16 bits of each score's order key."""
+    return (score_keys(s) >> np.uint64(FIRST_SHIFT)).astype(np.intp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,11 +226,15 @@ class MassPassState:
         self.mass = np.zeros(size)
         self.rows = np.zeros(size, dtype=np.int64)
         self.kept: list[tuple[IntArray, np.ndarray, FloatArray]] = []
+        self._sorted: tuple[IntArray, np.ndarray, FloatArray] | None = None
+        self._buckets = np.zeros(1 << BUCKET_BITS, dtype=bool)    # the key buckets the
+        for r in spec.ranges:                                      # ranges touch
+            self._buckets[r.lo >> FIRST_SHIFT:(r.hi >> FIRST_SHIFT) + 1] = True
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> MassPassState:
-        w = _weights(rest)
-        pos = w > 0
-        keys, w = order_keys(s[pos]), w[pos]
+        keys = score_keys(s)                   # (rows of weight 0 add no mass: they are
+        near = np.flatnonzero(self._buckets[(keys >> np.uint64(FIRST_SHIFT)).astype(np.intp)])
+        keys, w = keys[near], _weights(rest)[near]    # never a cut's unit, MassSearch._pick)
         lo, hi, shift, collect, offsets = self._table
         rid = np.searchsorted(lo, keys, side="right").astype(np.intp) - 1
         rid_c = np.maximum(rid, 0)
@@ -229,11 +263,19 @@ class MassPassState:
 
     def collected(self, index: int) -> tuple[np.ndarray, FloatArray]:
         """The distinct keys collected by range ``index`` (ascending) and their masses."""
-        mine = [(k[r == index], w[r == index]) for r, k, w in self.kept]
-        keys = np.concatenate([k for k, _ in mine]) if mine else np.zeros(0, np.uint64)
-        mass = np.concatenate([w for _, w in mine]) if mine else np.zeros(0)
-        uniq, inv = np.unique(keys, return_inverse=True)
-        return uniq, np.bincount(inv, weights=mass, minlength=uniq.shape[0]).astype(np.float64)
+        if self._sorted is None:                     # every range's keys, sorted once
+            parts = self.kept or [(np.zeros(0, np.intp), np.zeros(0, np.uint64), np.zeros(0))]
+            r, k, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
+            order = np.lexsort((k, r))                  # by range, then key
+            r = r[order]
+            bounds = np.searchsorted(r, np.arange(len(self.spec.ranges) + 1), side="left")
+            self._sorted = (bounds, k[order], w[order])
+        bounds, k, w = self._sorted
+        keys, mass = k[bounds[index]:bounds[index + 1]], w[bounds[index]:bounds[index + 1]]
+        if not keys.shape[0]:
+            return keys, mass
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        return keys[starts], np.add.reduceat(mass, starts)
 
 
 @dataclass
@@ -247,8 +289,9 @@ class _Cut:
 
 
 def _pick(cum: FloatArray, mass: FloatArray, target: float) -> int:
-    """The piece (bucket or key) whose cumulative mass first exceeds ``target`` — the last
-    piece of positive mass when rounding puts the target beyond them all."""
+    """The piece (bucket or key) whose cumulative mass first exceeds ``target`` — always one of
+    positive mass (``cum`` rises there) — or the last piece of positive mass when rounding
+    puts the target beyond them all."""
     j = int(np.searchsorted(cum, target, side="right"))
     if j >= cum.shape[0]:
         j = int(np.flatnonzero(mass > 0)[-1])
