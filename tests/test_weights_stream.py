@@ -39,6 +39,7 @@ def _file(tmp_path, n=5000, seed=0, name="w.parquet", decimals=3, beta=(2.0, 5.0
         "w": np.where(y == 1, 1.0, 10.0) * rng.choice([1.0, 1.0, 2.5, 0.0], n),   # any
         "cw": np.where(y == 1, 1.0, 10.0),                                         # classes
         "iw": rng.gamma(2.0, 1.5, n),                                              # continuous
+        "n": rng.integers(0, 6, n).astype(np.float64),                             # counts
         "g": rng.integers(0, 3, n)}), path)
     return path
 
@@ -94,6 +95,36 @@ def test_hosmer_lemeshow_small_counts_streamed(tmp_path, cli):
     assert got["statistic"] == pytest.approx(mem["statistic"], rel=1e-9)
     assert got["settings"]["null"].startswith("per group") and "exact" in mem["settings"]["null"]
     assert abs(got["pvalue"] - mem["pvalue"]) < 0.02
+
+
+@pytest.mark.parametrize("engine", ["stream", "dask"])
+def test_counts_beyond_the_budget_take_the_weighted_passes_when_they_serve(tmp_path, cli,
+                                                                           engine):
+    """Counted rows beyond the budget: a run that names only what the weighted passes compute
+    reads the file's rows with the counts as weights (the expanded file's numbers, n the
+    expanded rows); the default metric set (TCE) and T-Cal stream them expanded."""
+    if engine == "dask":
+        pytest.importorskip("dask")
+    path = _file(tmp_path)
+    for cmd, key, extra in (
+            ("score", "metrics", ["-m", "ece,ece_l2,mce,ace,mce_q,pde,brier,log_loss",
+                                  "--bins-table", "ace,pde,ece"]),
+            ("test", "tests", ["--method", "hl,spiegelhalter,cox"])):
+        args = [cmd, path, "--count", "n", "--json", *extra]
+        mem = json.loads(cli(args).stdout)
+        r = cli([*args, "--engine", engine], tuning=SMALL)
+        assert r.code == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert "weighted" in got["settings"] and "expanded" not in got["settings"]
+        assert "expanded file's" in got["settings"]["weighted"]["note"]
+        for entry in got[key].values():
+            entry.get("settings", {}).pop("engine_fit", None)
+            entry.get("settings", {}).pop("passes", None)
+        _close(mem[key], got[key], key)
+        _close(mem["input"], got["input"], "input")
+    for args in (["score"], ["test"]):
+        r = cli([*args, path, "--count", "n", "--json", "--engine", engine], tuning=SMALL)
+        assert "expanded" in json.loads(r.stdout)["settings"], r.stderr
 
 
 def test_streamed_weights_on_dask(tmp_path, cli):

@@ -71,8 +71,10 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
 
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
-    if read.weighting and read.weighting[1] == "weight":   # beyond: the weighted passes
-        return _weighted_stream(src, read, progress)
+    if read.weighting and (read.weighting[1] == "weight" or read.passes):   # beyond: the
+        passes = _weighted_stream(src, read, progress)                   # weighted passes
+        if passes is not None:
+            return passes
     count = read.weighting[0] if read.weighting else None    # beyond: streamed expanded
     from calcheck.engines.stream import StreamEngine
     from calcheck.streaming.engine import StreamSource
@@ -124,19 +126,22 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     return True
 
 
-def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine:
-    """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``."""
+def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine | None:
+    """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``; None for
+    counts of multiclass input (streamed expanded instead)."""
     from calcheck.engines.weighted import WeightedStreamEngine
     from calcheck.streaming.engine import StreamSource
 
     assert read.weighting is not None
-    column = read.weighting[0]
+    column, kind = read.weighting
     stream = StreamSource(
         src, read.engine, read.score, read.label, read.pos_label, read.where, read.batch_rows,
         read.drop_invalid, read.scheduler, read.probs, read.renormalize,
-        extra_columns={**read.flags, column: read.name_of("weight")},
+        extra_columns={**read.flags, column: read.name_of(kind)},
         pair_as_binary=read.pair_as_binary, progress=progress, tuning=read.tuning,
-        weight=column)
+        weight=column, weight_kind=kind)
+    if stream.plan.multiclass and kind == "count":
+        return None
     if stream.plan.multiclass:
         from calcheck.engines.weighted import limits
 

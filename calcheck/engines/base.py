@@ -176,7 +176,9 @@ class ReadOptions:
     """How an engine reads its input: the columns (``score``, ``label``, ``probs``; the extra
     ``numeric`` ones of ``--var`` and ``raw`` ones of ``--by``/``--time``/``--segment``/…,
     with ``flags`` naming the option of each), the rows (``where``, ``drop_invalid``), the
-    row weights (``weighting``: (column, "count" or "weight")), the equal-width bins a
+    row weights (``weighting``: (column, "count" or "weight"); ``passes``: the run asks only
+    what the weighted passes compute, :func:`passes_serve`), the
+    equal-width bins a
     binary read may fold on the way (``fold_bins``), and how it reads (``engine``,
     ``batch_rows``, ``scheduler``, ``tuning``).  ``name_of`` names an option in messages."""
 
@@ -194,12 +196,45 @@ class ReadOptions:
     flags: dict[str, str] = field(default_factory=dict)
     weighting: tuple[str, str] | None = None
     weight_null: str = "auto"
+    passes: bool = False          # every metric and test asked is the weighted passes' own
     pair_as_binary: bool = True
     fold_bins: tuple[int, ...] = ()
     batch_rows: int = 0
     scheduler: str | None = None
     tuning: Tuning = DEFAULT
     name_of: Callable[[str], str] = str
+
+
+# what the weighted passes compute (calcheck.engines.weighted: sampling weights, or counts,
+# beyond the rows the streaming engines hold)
+PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
+PASSES_METHODS = ("hl", "spiegelhalter", "cox")
+
+
+def passes_serve(opts: Options) -> bool:
+    """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted passes
+    compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
+    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no intervals, groups, variables or figures — so its
+    counted rows beyond the held budget are computed from the file's rows, not expanded."""
+    from calcheck import registry
+    from calcheck.errors import CalcheckError
+    from calcheck.gates import parse_gate
+    from calcheck.metrics import resolve_metric_ids
+
+    if opts.command not in ("score", "test") or opts.ties != "share" or opts.compat or \
+            opts.ci or opts.tolerance or opts.by or opts.time or opts.variables or \
+            opts.correct_from or opts.asks_multiclass:
+        return False
+    if opts.command == "test":
+        methods = registry.split_ids(opts.methods or [])
+        return bool(methods) and set(methods) <= set(PASSES_METHODS)
+    try:
+        named = [*(opts.metrics or []), *(parse_gate(g).metric for g in opts.fail_if or []),
+                 *(b for b in opts.bins_table or [] if b.strip().lower() != "all")]
+        ids = resolve_metric_ids(named, multiclass=False, name="--metrics")
+    except CalcheckError:                    # (the run says what is wrong, later)
+        return False
+    return bool(opts.metrics) and set(ids) <= set(PASSES_METRICS)
 
 
 def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
@@ -213,6 +248,7 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
                        renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                        where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
                        weighting=opts.weighting, weight_null=opts.weight_null,
+                       passes=bool(opts.weighting) and passes_serve(opts),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
                        batch_rows=opts.batch_rows, scheduler=opts.scheduler,
                        tuning=opts.tuning, name_of=opts.name_of)

@@ -13,9 +13,10 @@ settings say the rows were held (``settings.held``).
 Aggregated files (``--count``: 10⁹ predictions in 10⁶ rows) and down-sampled logs are the
 inputs weights come with, and they are mostly small.  Beyond the budget, counted rows are
 streamed expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place,
-so every pass reads the expanded file — exact, at the cost of its rows), and sampling weights
-go to the weighted passes (:mod:`calcheck.engines.weighted`), which compute fewer metrics and
-tests; ``compare`` beyond the budget holds neither.
+so every pass reads the expanded file — exact, at the cost of its rows) unless the run asks
+only for what the weighted passes compute (:mod:`calcheck.engines.weighted`, the counts as
+weights), and sampling weights go to those passes; ``compare`` beyond the budget holds
+neither.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Sampling weights (``--weight``) on ``--engine stream`` and ``dask`` beyond the rows they
-hold in memory (:attr:`calcheck.tuning.Tuning.hold_weighted_rows`): the metrics and tests
-that have weighted passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's
-number (docs/weights.md, "Engines").
+"""Sampling weights (``--weight``) — and counts (``--count``) of a run that asks only for what
+these passes compute — on ``--engine stream`` and ``dask`` beyond the rows they hold in memory
+(:attr:`calcheck.tuning.Tuning.hold_weighted_rows`): the metrics and tests that have weighted
+passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
+(docs/weights.md, "Engines"), at the cost of the file's rows.
 
 It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss, and the
-Hosmer–Lemeshow, Spiegelhalter and Cox tests, with the headline (from the equal-width bins'
-effective sizes and Cox's direction).  What needs more — T-Cal's null, the other metrics,
-``--ci``, ``--by``/``--time``, ``--var``, figures, ``--ties order``, multiclass input — is
-refused before any pass with a message naming the limit (:data:`LIMITS`); the default metric
-set leaves the others out with a message.
+Hosmer–Lemeshow, Spiegelhalter and Cox tests, with the headline (from the equal-width bins and
+Cox's direction).  What needs more — T-Cal's null, the other metrics, ``--ci``,
+``--by``/``--time``, ``--var``, figures, ``--ties order``, multiclass input — is refused for
+sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
+metric set leaves the others out with a message), and streams counts expanded
+(:func:`calcheck.engines.base.passes_serve` decides, from the options).
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from calcheck.engines.base import Capabilities, FigureOptions, GroupOptions, Outcome
+from calcheck.engines.base import (
+    PASSES_METHODS,
+    PASSES_METRICS,
+    Capabilities,
+    FigureOptions,
+    GroupOptions,
+    Outcome,
+)
 from calcheck.errors import InputError, UsageError
+from calcheck.hypotests.weighted import regime_note
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import MetricResult
 from calcheck.streaming.engine import StreamSource
@@ -38,20 +48,57 @@ from calcheck.weights import mass_cuts, resolve_null, uniform_of_sums
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
 
-METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
-METHODS = ("hl", "spiegelhalter", "cox")
 NOTE = ("the weighted rows were streamed: every number comes from weighted passes over the "
         "rows (docs/weights.md, \"Engines\")")
+COUNT_NOTE = ("the counted rows were streamed as they are, each count a weight: every number is "
+              "the expanded file's, at the cost of the file's rows (docs/weights.md, "
+              "\"Engines\")")
 
 
 def limits(engine: str, limit: int) -> str:
     """Why a streamed run of sampling weights refuses something: the message's tail."""
     return (f"--engine {engine} streams sampling weights (--weight) beyond "
-            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(METRICS)} and the "
-            f"{', '.join(METHODS)} tests only; use --engine memory")
+            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(PASSES_METRICS)} "
+            f"and the {', '.join(PASSES_METHODS)} tests only; use --engine memory")
 
 
-class WeightedStreamEngine:
+class Refusals:
+    """What the weighted passes' engine refuses, each with ``why`` (:func:`limits`)."""
+
+    why = ""
+
+    def refuse(self, what: str) -> UsageError:
+        return UsageError(f"{what}: {self.why}")
+
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
+               grouping: GroupOptions) -> Outcome:
+        raise self.refuse(grouping.name_of("by"))
+
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
+        raise self.refuse(grouping.name_of("by"))
+
+    def variables(self, names: list[str], vopts: Any) -> Outcome:
+        raise self.refuse("--var")
+
+    def segment_table(self, columns: list[str], sopts: Any) -> Any:
+        raise self.refuse("--segment")
+
+    def window_rows(self, column: Any) -> tuple[Any, Any, Any]:
+        raise self.refuse("--time")
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+        raise self.refuse("this command")
+
+    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
+        return []
+
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
+               ax: Any = None) -> Any:
+        raise self.refuse("figures")
+
+
+class WeightedStreamEngine(Refusals):
     """Metrics and tests of sampling-weighted rows from weighted passes over a streamed
     source (module docstring)."""
 
@@ -62,8 +109,11 @@ class WeightedStreamEngine:
         self.source = source
         self.name = source.engine
         self.null = null
+        self.frequency = source.weight_kind == "count"      # counts: the expanded file's
+        self.note = COUNT_NOTE if self.frequency else NOTE
         self.why = limits(self.name, source.tuning.hold_weighted_rows)
-        self.capabilities = Capabilities(self.name, rows=False, only=METRICS + METHODS,
+        self.capabilities = Capabilities(self.name, rows=False,
+                                         only=PASSES_METRICS + PASSES_METHODS,
                                          figures=False, intervals=False, why=self.why)
         self._first: FirstState | None = None
         self._stats: Any = None
@@ -96,9 +146,6 @@ class WeightedStreamEngine:
             self.source.client = None
             self._own_client = False
 
-    def refuse(self, what: str) -> UsageError:
-        return UsageError(f"{what}: {self.why}")
-
     # -- passes ------------------------------------------------------------------------------
 
     def first(self, *bins: int) -> FirstState:
@@ -118,6 +165,8 @@ class WeightedStreamEngine:
         return self._first
 
     def regime(self) -> tuple[str, tuple[float, float] | None]:
+        if self.frequency:
+            return "count", None
         return resolve_null(self.null, self.first().class_weights() if self.null != "fixed"
                             else None)
 
@@ -134,25 +183,32 @@ class WeightedStreamEngine:
                 state, _ = self.source.run(MassPassSpec(search.ranges()))
                 search.absorb(state)
             spec = BinsSpec(tuple(float(u) for u in search.scores()),
-                            tuple(sorted({*have, *bins, *first.spec.bins})), self.regime()[1])
+                            tuple(sorted({*have, *bins, *first.spec.bins})), self.regime()[1],
+                            count=self.frequency)
             self._bins, _ = self.source.run(spec)
         return self._bins
 
     def cuts(self, groups: int) -> list[float]:
         total = self.first().scalar("mass")
-        return [float(c) for c in mass_cuts(total, groups, False)[1:-1]]
+        return [float(c) for c in mass_cuts(total, groups, self.frequency)[1:-1]]
 
     def uniform(self, b: int) -> Any:
-        """Equal-width binning ``b`` with its bins' effective sizes."""
+        """Equal-width binning ``b`` (sampling weights: with its bins' effective sizes)."""
         mass, score, label = self.first(b).binned(b)
-        var = self.bins_pass([], b).bins[b].value
+        var = None if self.frequency else self.bins_pass([], b).bins[b].value
         return uniform_of_sums(b, mass, score, label, var)
 
     def quantile(self, groups: int) -> Any:
         cuts = self.cuts(groups)
         ax, _ = self.bins_pass(cuts).axis()
-        return ax.stats(mass_cuts(ax.total, groups, False), params={"bins": groups},
-                        effective=True)
+        return ax.stats(mass_cuts(ax.total, groups, self.frequency), params={"bins": groups},
+                        effective=not self.frequency)
+
+    @property
+    def n(self) -> int:
+        """The results' ``n``: the rows, or for counts the expanded rows."""
+        first = self.first()
+        return round(first.scalar("mass")) if self.frequency else first.rows
 
     # -- the input ---------------------------------------------------------------------------
 
@@ -161,12 +217,17 @@ class WeightedStreamEngine:
         total = first.scalar("mass")
         n = first.rows
         regime, cw = self.regime()
-        weights: dict[str, Any] = {"kind": "weight", "column": self.source.weight,
-                                   "sum": int(total) if total.is_integer() else total,
-                                   "effective_n": total ** 2 / first.scalar("mass_sq"),
-                                   "zero_rows": first.zero_rows,
-                                   "weighted_prevalence": first.scalar("label") / total,
-                                   "null": regime}
+        weights: dict[str, Any] = {"kind": self.source.weight_kind,
+                                   "column": self.source.weight,
+                                   "sum": int(total) if total.is_integer() else total}
+        if self.frequency:
+            weights["expanded_rows"] = round(total)
+        else:
+            weights["effective_n"] = total ** 2 / first.scalar("mass_sq")
+        weights.update({"zero_rows": first.zero_rows,
+                        "weighted_prevalence": first.scalar("label") / total})
+        if not self.frequency:
+            weights["null"] = regime
         if cw is not None:
             weights["class_weights"] = {"negative": cw[0], "positive": cw[1]}
         return {"path": self.source.path, "format": "arrow" if plan.in_memory else "parquet",
@@ -179,7 +240,7 @@ class WeightedStreamEngine:
     def reading(self) -> Outcome:
         self.first()
         stats = self._stats
-        out = Outcome(notes=[*self.source.source.notes, f"--engine {self.name}: {NOTE}"])
+        out = Outcome(notes=[*self.source.source.notes, f"--engine {self.name}: {self.note}"])
         if stats.rows_dropped:
             reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
@@ -190,7 +251,7 @@ class WeightedStreamEngine:
         units = self._bins.units.shape[0] if self._bins is not None else 0
         return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
                 "passes": self.source.file_passes,
-                "weighted": {"cut_units": units, "note": NOTE}}
+                "weighted": {"cut_units": units, "note": self.note}}
 
     # -- metrics -----------------------------------------------------------------------------
 
@@ -204,7 +265,7 @@ class WeightedStreamEngine:
             raise self.refuse("--ties order")
         b = mopts.bins
         first = self.first(b)
-        n = first.rows
+        n = self.n
         total = first.scalar("mass")
         quantile = [m for m in ids if m in ("ace", "mce_q", "pde")]
         if quantile:
@@ -236,7 +297,7 @@ class WeightedStreamEngine:
         """PDE's Σ w|s − P̂_b| per bin: the gaps' from a pass, the units' from their sums."""
         bins = self.bins_pass(self.cuts(b))
         ax, _ = bins.axis()
-        cuts = mass_cuts(ax.total, b, False)
+        cuts = mass_cuts(ax.total, b, self.frequency)
         phat = np.nan_to_num(stats.mean_label)
         M = ax.M
         mid = (M[:-1] + M[1:]) / 2.0                          # each piece's bin
@@ -255,7 +316,7 @@ class WeightedStreamEngine:
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         from calcheck.hypotests import tcal_trials
-        from calcheck.hypotests.weighted import hl_on_axis, regime_note, spiegelhalter_of_sums
+        from calcheck.hypotests.weighted import hl_on_axis, spiegelhalter_of_sums
 
         if topts.ties != "share":
             raise self.refuse("--ties order")
@@ -276,11 +337,11 @@ class WeightedStreamEngine:
             elif m == "hl":
                 trials, _ = tcal_trials(None if topts.auto_trials else topts.trials,
                                         topts.alpha, 1, auto=topts.auto_trials,
-                                        family=topts.family_size(methods, False))
+                                        family=topts.family_size(methods, self.frequency))
                 groups = topts.hl_groups
                 exact = regime == "labels"
                 ax, vcum = self.bins_pass(self.cuts(groups)).axis(exact)
-                cuts = mass_cuts(ax.total, groups, False)
+                cuts = mass_cuts(ax.total, groups, self.frequency)
                 res = hl_on_axis(ax, vcum, cuts, exact, groups=groups, alpha=topts.alpha,
                                  df=topts.hl_df, trials=trials, seed=topts.seed,
                                  null=_group_null(ax, vcum, cuts, exact, topts.seed),
@@ -293,6 +354,10 @@ class WeightedStreamEngine:
         return out
 
     def recalibration(self, alpha: float, ci_level: float) -> Any:
+        """Cox's fit by weighted Newton passes and one pass for its Hessian (and, for sampling
+        weights, its sandwich): for counts the likelihood-ratio test of the expanded file,
+        for sampling weights the robust Wald test (:mod:`calcheck.hypotests.weighted`)."""
+        from calcheck.hypotests.classical import cox_result
         from calcheck.hypotests.weighted import robust_cox
         from calcheck.streaming.rowtests import cells_start, newton_passes
 
@@ -303,49 +368,24 @@ class WeightedStreamEngine:
         a, b, ll_fit = fit.fit
         state, _ = self.source.run(SandwichSpec(((a, b), (fit.intercept, 1.0))))
         s = state.sums.value
+        settings = {"engine_fit": "weighted Newton passes from the first pass's key buckets' "
+                                  "fit", "passes": self.source.file_passes - before}
+        if self.frequency:
+            return _noted(cox_result(a, b, ll_fit, fit.ll_null, alpha=alpha, ci_level=ci_level,
+                                     settings=settings, hessian=s[0:3],
+                                     citl=(fit.intercept, float(s[6]))),
+                          regime_note("count", None))
 
         def moments(v: Any) -> Any:
             return np.array([[v[0], v[1]], [v[1], v[2]]])
 
         return robust_cox(a, b, ll_fit, fit.ll_null, fit.intercept, moments(s[0:3]),
                           moments(s[3:6]), float(s[6]), float(s[9]), alpha=alpha,
-                          ci_level=ci_level,
-                          settings={"engine_fit": "weighted Newton passes from the first pass's "
-                                                  "key buckets' fit",
-                                    "passes": self.source.file_passes - before})
+                          ci_level=ci_level, settings=settings)
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The equal-width bins (10) of the first pass, with their effective sizes."""
         return MetricResult(id="ece", value=0.0, bins=self.uniform(10)).bin_rows()
-
-    # -- what it refuses ---------------------------------------------------------------------
-
-    def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
-               grouping: GroupOptions) -> Outcome:
-        raise self.refuse(grouping.name_of("by"))
-
-    def group_tests(self, methods: list[str], topts: TestOptions,
-                    grouping: GroupOptions) -> Outcome:
-        raise self.refuse(grouping.name_of("by"))
-
-    def variables(self, names: list[str], vopts: Any) -> Outcome:
-        raise self.refuse("--var")
-
-    def segment_table(self, columns: list[str], sopts: Any) -> Any:
-        raise self.refuse("--segment")
-
-    def window_rows(self, column: Any) -> tuple[Any, Any, Any]:
-        raise self.refuse("--time")
-
-    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
-        raise self.refuse("this command")
-
-    def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
-        return []
-
-    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
-               ax: Any = None) -> Any:
-        raise self.refuse("figures")
 
 
 def _noted(res: Any, how: str, **more: Any) -> Any:

@@ -193,14 +193,17 @@ def _fast_binary(batch: pa.RecordBatch, score_col: str,
     return s, y
 
 
-def _fast_weights(batch: pa.RecordBatch, column: str) -> FloatArray | None:
+def _fast_weights(batch: pa.RecordBatch, column: str, kind: str) -> FloatArray | None:
     """Zero-copy weights of a batch whose ``column`` is plainly valid — float64, no nulls,
-    finite and non-negative — or None (then the full checks run)."""
+    finite and non-negative (whole numbers for ``kind`` "count") — or None (then the full
+    checks run)."""
     col = batch.column(column)
     if col.type != pa.float64() or col.null_count or not len(col):
         return None
     w = numpy_of(col)
-    return w if w.min() >= 0 and np.isfinite(w.max()) else None
+    ok = w.min() >= 0 and np.isfinite(w.max()) and \
+        (kind != "count" or np.array_equal(w, np.floor(w)))
+    return w if ok else None
 
 
 @dataclass
@@ -223,8 +226,10 @@ class StreamPlan:
     binary_pair: bool = False              # two detected columns read as a binary score
                                            # (the second), after the multiclass checks
     count_column: str | None = None        # --count: each row read as that many rows
-    weight_column: str | None = None       # --weight streamed (calcheck.streaming.weighted):
-                                           # every batch carries its rows' weights last
+    weight_column: str | None = None       # --weight (or --count) streamed by the weighted
+                                           # passes (calcheck.streaming.weighted): every
+                                           # batch carries its rows' weights last
+    weight_kind: str = "weight"            # ... checked as this kind ("count": whole numbers)
 
     @property
     def multiclass(self) -> bool:
@@ -266,15 +271,16 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
                 where: str | None = None, probs: list[str] | None = None,
                 renormalize: bool = False, extra_columns: dict[str, str] | None = None,
                 pair_as_binary: bool = True, count: str | None = None,
-                weight: str | None = None) -> StreamPlan:
+                weight: str | None = None, weight_kind: str = "weight") -> StreamPlan:
     """Plan a streamed read of a Parquet file, directory or hive-partitioned tree (or of an
     in-memory table, batch by batch): binary scores, or (``probs``, or auto-detected
     prob_0..prob_{K−1} columns without a score column) K class probabilities, as the in-memory
     reader decides (``pair_as_binary``: two detected columns are a binary score, as
     :func:`calcheck.data.binary_pair` says).  ``extra_columns`` (name → option) must exist.
     ``count``: a ``--count`` column (among ``extra_columns``): every row is read as that many
-    identical rows (:func:`validated_batches`); ``weight``: a ``--weight`` column (among
-    ``extra_columns``), validated and given with every batch, last."""
+    identical rows (:func:`validated_batches`); ``weight``: a ``--weight`` (or, ``weight_kind``
+    "count", a ``--count``) column among ``extra_columns``, validated as that kind and given
+    with every batch, last, as it is."""
     check_streamable(src)
     if src.fmt == "arrow":
         import pyarrow.dataset as pads
@@ -318,7 +324,8 @@ def plan_stream(src: Source, *, score: str | None = None, label: str | None = No
     return StreamPlan(src.name, fragments, score_col, label_col, flt, ds.schema, cols,
                       class_names_of(cols) if cols else None, renormalize,
                       in_memory=src.fmt == "arrow", probs_detected=cols is not None and not probs,
-                      binary_pair=pair, count_column=count, weight_column=weight)
+                      binary_pair=pair, count_column=count, weight_column=weight,
+                      weight_kind=weight_kind)
 
 
 def _distinct_text(ds: Any, column: str) -> list[Any]:
@@ -533,7 +540,7 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
             continue
         offset = st.rows_read
         fast = None if pos_label is not None or cc else _fast_binary(batch, sc, lc)
-        fw = _fast_weights(batch, wc) if wc and fast is not None else None
+        fw = _fast_weights(batch, wc, plan.weight_kind) if wc and fast is not None else None
         if fast is not None and (fw is not None or not wc):
             st.tally(batch.num_rows)
             out = _with_extras(fast, src, batch, extras, None, offset, fast[1], None, pos_label)
@@ -541,7 +548,7 @@ def validated_batches(plan: StreamPlan, batches: Any, *, name: str,
             continue
         table = pa.Table.from_batches([batch])
         weighted = cc or wc
-        k, more = weight_values(src, table, weighted, "count" if cc else "weight") \
+        k, more = weight_values(src, table, weighted, "count" if cc else plan.weight_kind) \
             if weighted else (None, [])
         s, y, keep, dropped_n, dropped = binary_columns(src, table, sc, lc, pos_label,
                                                         drop_invalid, offset, more=more)
@@ -569,9 +576,9 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         cc, wc = plan.count_column, plan.weight_column
         weighted = cc or wc
         if wc and not plan.binary_pair:
-            raise UsageError(f"--weight {wc}: streamed sampling weights take binary scores "
-                             "(multiclass input: --engine memory)")
-        k, more = weight_values(src, table, weighted, "count" if cc else "weight") \
+            raise UsageError(f"--{plan.weight_kind} {wc}: the weighted passes take binary "
+                             "scores (multiclass input: --engine memory)")
+        k, more = weight_values(src, table, weighted, "count" if cc else plan.weight_kind) \
             if weighted else (None, [])
         columns, y, keep, dropped_n, dropped, renormalized = class_columns(
             src, table, plan.prob_columns, plan.label_column, plan.class_names,

@@ -205,6 +205,7 @@ class StreamSource:
     pair_as_binary: bool = True     # prob_0, prob_1 read as a binary score (io.stream)
     count: str | None = None        # --count: every row read as that many rows (io.stream)
     weight: str | None = None       # --weight: every batch carries the rows' weights, last
+    weight_kind: str = "weight"     # ... or, "count", --count's counts (not expanded)
     client: Any = None
     passes: Any = None          # another executor of the passes (the Dask engine's), or this process
     progress: Any = None        # label → callback(rows done, rows in total), or None
@@ -232,7 +233,7 @@ class StreamSource:
                            probs=list(self.probs) if self.probs else None,
                            renormalize=self.renormalize, extra_columns=self.extra_columns,
                            pair_as_binary=self.pair_as_binary, count=self.count,
-                           weight=self.weight)
+                           weight=self.weight, weight_kind=self.weight_kind)
 
     def run(self, spec: PassSpec[S], labels: IntArray | None = None) -> tuple[S, StreamStats]:
         """One pass: the merged state of ``spec`` and the read statistics.  ``labels``: every

@@ -22,7 +22,8 @@ order, gives the same values to ~1e-15 relative):
    their (key, weight) pairs once they hold few rows.
 3. **The bins pass** (:class:`BinsState`): with the cut units' scores t_1 < … < t_T known,
    every row is either at one of them or strictly between two (a *gap*): per gap and per unit
-   Σw, Σw·s, Σw·y, Σ Var w(y − s) under the tests' null and Σw², and each gap's largest score.
+   Σw, Σw·s, Σw·y, Σ Var w(y − s) under the tests' null and the variance mass Σw² (Σk for
+   counts), and each gap's largest score.
    Gaps and units in score order are the mass axis of :class:`calcheck.weights.MassAxis`
    coarsened: no cut falls inside a gap, so the in-memory kernels (bin tables, ACE, MCE(Q),
    Hosmer–Lemeshow's groups, the reporting edges) read the same numbers from it.  The pass also
@@ -65,7 +66,7 @@ from calcheck.weights import MassAxis, regime_variance
 SCALARS = ("mass_sq", "squared_error", "log_likelihood", "spiegelhalter_num")
 BUCKET_BITS = KEY_BITS - FIRST_SHIFT     # the first histogram's 2^16 key buckets
 SLOT_BITS = 16           # the bins pass finds a row's gap by a table of 2^16 score cells
-QUANTITIES = 5           # per gap and unit: Σw, Σw·s, Σw·y, Σ Var w(y − s), Σw²
+QUANTITIES = 5           # per gap and unit: Σw, Σw·s, Σw·y, Σ Var w(y − s), Σw² (Σk)
 
 
 def _weights(rest: tuple[Any, ...]) -> FloatArray:
@@ -402,6 +403,7 @@ class BinsSpec:
     units: tuple[float, ...]
     bins: tuple[int, ...]
     classes: tuple[float, float] | None
+    count: bool = False                 # counts: variance k·s(1 − s), variance mass k
     threaded = True
 
     def new(self) -> BinsState:
@@ -422,10 +424,11 @@ class BinsState:
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> BinsState:
         w = _weights(rest)
-        var = regime_variance(s, w, self.spec.classes)
+        count = self.spec.count
+        var = w * s * (1.0 - s) if count else regime_variance(s, w, self.spec.classes)
         place = slots(s, self.units, self._table)
         self.sums.add(np.concatenate([np.bincount(place, weights=x, minlength=self.size)
-                                      for x in (w, w * s, w * y, var, w * w)]))
+                                      for x in (w, w * s, w * y, var, w if count else w * w)]))
         gap = (place <= self.units.shape[0]) & (w > 0)
         np.maximum.at(self.top, place[gap], s[gap])
         for b, acc in self.bins.items():
@@ -444,8 +447,8 @@ class BinsState:
 
     def axis(self, exact: bool = True) -> tuple[MassAxis, FloatArray]:
         """The coarsened mass axis — gap 0, unit 0, gap 1, …, unit T − 1, gap T — with its
-        ``V`` the null variance (``exact``) or the variance mass Σw², and Σw²'s cumulative
-        sums."""
+        ``V`` the null variance (``exact``) or the variance mass Σw² (Σk), and the variance
+        mass's cumulative sums."""
         v = self.sums.value.reshape(QUANTITIES, self.size)
         t = self.units.shape[0]
         order = np.empty(self.size, dtype=np.intp)
