@@ -45,7 +45,7 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
 from calcheck.binning import uniform_assign
-from calcheck.hypotests.classical import cox_logit
+from calcheck.hypotests.classical import LOGISTIC_BLOCK, cox_logit
 from calcheck.metrics.scoring import LOG_LOSS_EPS
 from calcheck.streaming.ranks import (
     FIRST_SHIFT,
@@ -524,16 +524,19 @@ class SandwichState:
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> SandwichState:
         w = _weights(rest)
-        x = cox_logit(s)
-        xx = x * x
-        out = []
-        for a, b in self.spec.betas:
-            p = 1.0 / (1.0 + np.exp(-(a + b * x)))
-            h = w * p * (1.0 - p)
-            r = w * (y - p)
-            r2 = r * r
-            out += [h.sum(), np.dot(h, x), np.dot(h, xx), r2.sum(), np.dot(r2, x), np.dot(r2, xx)]
-        self.sums.add(np.array(out))
+        out = np.zeros(self.sums.hi.shape[0])
+        for lo in range(0, s.shape[0], LOGISTIC_BLOCK):     # (temporaries that stay in cache)
+            part = slice(lo, lo + LOGISTIC_BLOCK)
+            x = cox_logit(s[part])
+            xx, wp, yp = x * x, w[part], y[part]
+            for j, (a, b) in enumerate(self.spec.betas):
+                p = 1.0 / (1.0 + np.exp(-(a + b * x)))
+                h = wp * p * (1.0 - p)
+                r = wp * (yp - p)
+                r2 = r * r
+                out[6 * j:6 * j + 6] += [h.sum(), np.dot(h, x), np.dot(h, xx), r2.sum(),
+                                         np.dot(r2, x), np.dot(r2, xx)]
+        self.sums.add(out)
         return self
 
     def merge(self, other: SandwichState) -> SandwichState:
