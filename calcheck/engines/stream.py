@@ -213,19 +213,12 @@ class FirstPasses:
         return metric_results(self.top_state(), ["ece"])["ece"].bin_rows()
 
 
-class StreamEngine:
-    """Metrics, tests and figures from passes over a streamed source."""
+class ClosesClient:
+    """A streaming engine closes, on leaving, the Dask client its run opened (``--scheduler``;
+    :class:`calcheck.engines.dask.DaskEngine` opens it on entering)."""
 
-    def __init__(self, source: StreamSource) -> None:
-        self.source = source
-        self.name = source.engine
-        self.first = FirstPasses(source)
-        self._by_group: dict[Any, Any] = {}
-        self._own_client = False
-        self._spread: Any = None
-
-    def __enter__(self) -> StreamEngine:
-        return self
+    source: StreamSource
+    _own_client = False
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -235,6 +228,20 @@ class StreamEngine:
             self.source.client.close()
             self.source.client = None
             self._own_client = False
+
+
+class StreamEngine(ClosesClient):
+    """Metrics, tests and figures from passes over a streamed source."""
+
+    def __init__(self, source: StreamSource) -> None:
+        self.source = source
+        self.name = source.engine
+        self.first = FirstPasses(source)
+        self._by_group: dict[Any, Any] = {}
+        self._spread: Any = None
+
+    def __enter__(self) -> StreamEngine:
+        return self
 
     @property
     def passes(self) -> int:

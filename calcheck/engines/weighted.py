@@ -28,6 +28,7 @@ from calcheck.engines.base import (
     GroupOptions,
     Outcome,
 )
+from calcheck.engines.stream import ClosesClient
 from calcheck.errors import InputError, UsageError
 from calcheck.hypotests.weighted import regime_note
 from calcheck.metrics._data import MetricOptions
@@ -98,7 +99,7 @@ class Refusals:
         raise self.refuse("figures")
 
 
-class WeightedStreamEngine(Refusals):
+class WeightedStreamEngine(Refusals, ClosesClient):
     """Metrics and tests of sampling-weighted rows from weighted passes over a streamed
     source (module docstring)."""
 
@@ -119,7 +120,6 @@ class WeightedStreamEngine(Refusals):
         self._stats: Any = None
         self._bins: BinsState | None = None
         self._cuts: set[float] = set()
-        self._own_client = False
         if self.name == "dask":                 # every pass folded by Dask (engines.dask)
             from calcheck.engines.dask import DaskPasses
             from calcheck.io.stream import DASK_NEEDS_FILES
@@ -136,15 +136,6 @@ class WeightedStreamEngine(Refusals):
                                          self.source.tuning.connect_timeout)
             self._own_client = True
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._own_client and self.source.client is not None:
-            self.source.client.close()
-            self.source.client = None
-            self._own_client = False
 
     # -- passes ------------------------------------------------------------------------------
 

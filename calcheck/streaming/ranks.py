@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -189,23 +189,7 @@ class RankSearch:
         return self._pass
 
     def ranges(self) -> tuple[Range, ...]:
-        open_: dict[tuple[int, int], list[_Target]] = {}
-        for t in self.targets.values():
-            if t.key is None:
-                open_.setdefault((t.lo, t.hi), []).append(t)
-        total = sum(ts[0].count for ts in open_.values())
-        buckets = self.tuning.rank_hist_buckets
-        sub = SUB_BITS if len(open_) <= buckets >> SUB_BITS else \
-            max(MIN_SUB_BITS, (buckets // max(len(open_), 1)).bit_length() - 1)
-        out = []
-        for (lo, hi), ts in sorted(open_.items()):
-            count = ts[0].count
-            if total <= self.tuning.rank_collect_rows or count <= SMALL_RANGE:
-                out.append(Range(lo, hi, -1))
-            else:
-                out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))
-        self._pass = tuple(out)
-        self._owners = [open_[(r.lo, r.hi)] for r in out]
+        self._pass, self._owners = next_ranges(self.targets.values(), self.tuning)
         return self._pass
 
     def absorb(self, state: RankPassState, column: int) -> None:
@@ -247,6 +231,41 @@ class RankSearch:
         """numpy's linear percentiles of the column at ``percents`` (their ranks resolved)."""
         below, above, gamma = percentile_plan(self.n, percents)
         return lerp(self.values(below), self.values(above), gamma)
+
+
+class Open(Protocol):
+    """A search's target: its key, once resolved, lies in [lo, hi], which holds ``count`` rows."""
+
+    lo: int
+    hi: int
+    count: int
+    key: int | None
+
+
+OpenT = TypeVar("OpenT", bound=Open)
+
+
+def next_ranges(targets: Iterable[OpenT], tuning: Tuning
+                ) -> tuple[tuple[Range, ...], list[list[OpenT]]]:
+    """The next pass's key ranges of a search's open ``targets`` (targets in one range share
+    it, sorted by ``lo``) and each range's targets: collected while the ranges hold at most
+    ``tuning.rank_collect_rows`` rows in all (or a range at most :data:`SMALL_RANGE`), else
+    histogrammed, in at most ``tuning.rank_hist_buckets`` buckets over all ranges."""
+    open_: dict[tuple[int, int], list[OpenT]] = {}
+    for t in targets:
+        if t.key is None:
+            open_.setdefault((t.lo, t.hi), []).append(t)
+    total = sum(ts[0].count for ts in open_.values())
+    buckets = tuning.rank_hist_buckets
+    sub = SUB_BITS if len(open_) <= buckets >> SUB_BITS else \
+        max(MIN_SUB_BITS, (buckets // max(len(open_), 1)).bit_length() - 1)
+    out = []
+    for (lo, hi), ts in sorted(open_.items()):
+        if total <= tuning.rank_collect_rows or ts[0].count <= SMALL_RANGE:
+            out.append(Range(lo, hi, -1))
+        else:
+            out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))
+    return tuple(out), [open_[(r.lo, r.hi)] for r in out]
 
 
 def percentile_ranks(n: int, percents: list[float] | FloatArray) -> list[int]:

@@ -51,12 +51,10 @@ from calcheck.streaming.ranks import (
     FIRST_SHIFT,
     FULL,
     KEY_BITS,
-    MIN_SUB_BITS,
-    SMALL_RANGE,
-    SUB_BITS,
     Range,
     _range_table,
     key_value,
+    next_ranges,
 )
 from calcheck.streaming.states import CompensatedSum
 from calcheck.tuning import DEFAULT, Tuning
@@ -285,7 +283,7 @@ class _Cut:
     lo: int = 0                      # its unit's key is in [lo, hi] ...
     hi: int = (1 << KEY_BITS) - 1
     base: float = 0.0                # ... after this mass of smaller keys
-    rows: int = -1                   # rows in [lo, hi]
+    count: int = -1                  # rows in [lo, hi]
     key: int | None = None
 
 
@@ -319,22 +317,7 @@ class MassSearch:
         self._narrow(0, FULL, mass, rows)
 
     def ranges(self) -> tuple[Range, ...]:
-        open_: dict[tuple[int, int], list[_Cut]] = {}
-        for c in self.cuts:
-            if c.key is None:
-                open_.setdefault((c.lo, c.hi), []).append(c)
-        total = sum(cs[0].rows for cs in open_.values())
-        buckets = self.tuning.rank_hist_buckets
-        sub = SUB_BITS if len(open_) <= buckets >> SUB_BITS else \
-            max(MIN_SUB_BITS, (buckets // max(len(open_), 1)).bit_length() - 1)
-        out = []
-        for (lo, hi), cs in sorted(open_.items()):
-            if total <= self.tuning.rank_collect_rows or cs[0].rows <= SMALL_RANGE:
-                out.append(Range(lo, hi, -1))
-            else:
-                out.append(Range(lo, hi, max(0, (hi - lo).bit_length() - sub)))
-        self._pass = tuple(out)
-        self._owners = [open_[(r.lo, r.hi)] for r in out]
+        self._pass, self._owners = next_ranges(self.cuts, self.tuning)
         return self._pass
 
     def absorb(self, state: MassPassState) -> None:
@@ -354,7 +337,7 @@ class MassSearch:
             c.base += float(cum[j - 1]) if j else 0.0
             c.lo = rng.lo + (j << rng.shift)
             c.hi = min(rng.hi, rng.lo + ((j + 1) << rng.shift) - 1)
-            c.rows = int(rows[j])
+            c.count = int(rows[j])
             if c.lo == c.hi:
                 c.key = c.lo
 
