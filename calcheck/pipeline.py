@@ -286,8 +286,8 @@ def plan_tolerance(opts: Options, multiclass: bool, caps: Capabilities) -> list[
                              "value (docs/uncertainty.md), so no equivalence verdict; use ece, "
                              "ece_l2, ace (or their debiased forms), sce, brier or log_loss")
         if not caps.interval(mid):
-            raise UsageError(f"{label} {text}: {mid} has no interval on --engine {caps.name}; use "
-                             "--engine memory or ece, ece_l2, ace, brier, log_loss")
+            raise UsageError(f"{label} {text}: {mid} has no interval on --engine {caps.name}; " +
+                             (caps.why or "use --engine memory or ece, ece_l2, ace, brier, log_loss"))
         out.append((mid, t.value))
     return out
 

@@ -156,7 +156,8 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra", [["--ci"], ["--by", "g"], ["--var", "g"],
-                                   ["--ties", "order"], ["-m", "smece"]])
+                                   ["--ties", "order"], ["-m", "smece"],
+                                   ["--tolerance", "ece:0.05"]])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra):
     path = _file(tmp_path)
     r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=SMALL)
