@@ -66,8 +66,8 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     src = source_of(source, read.input_format)
     if read.engine == "memory":
         return MemoryEngine(_read(src, read, progress), progress=progress)
-    if read.weighting and check_held(src, read, stream_weights=True):   # held in memory
-        from calcheck.engines.held import HeldEngine  # (calcheck.engines.held)
+    if read.weighting and check_held(src, read, stream_weights=True):
+        from calcheck.engines.held import HeldEngine  # held in memory
 
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
@@ -145,7 +145,7 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
     if stream.plan.multiclass:
         from calcheck.engines.weighted import limits
 
-        raise UsageError(f"multiclass input: {src.name} is beyond "
+        raise UsageError(f"{src.name}: multiclass input beyond the rows held in memory; "
                          f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
     return WeightedStreamEngine(stream, read.weight_null)
 

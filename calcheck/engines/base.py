@@ -177,9 +177,8 @@ class ReadOptions:
     ``numeric`` ones of ``--var`` and ``raw`` ones of ``--by``/``--time``/``--segment``/…,
     with ``flags`` naming the option of each), the rows (``where``, ``drop_invalid``), the
     row weights (``weighting``: (column, "count" or "weight"); ``passes``: the run asks only
-    what the weighted passes compute, :func:`passes_serve`), the
-    equal-width bins a
-    binary read may fold on the way (``fold_bins``), and how it reads (``engine``,
+    what the weighted passes compute, :func:`passes_serve`), the equal-width bins a binary
+    read may fold on the way (``fold_bins``), and how it reads (``engine``,
     ``batch_rows``, ``scheduler``, ``tuning``).  ``name_of`` names an option in messages."""
 
     engine: str = "memory"
@@ -212,11 +211,11 @@ PASSES_METHODS = ("hl", "spiegelhalter", "cox")
 
 
 def passes_serve(opts: Options) -> bool:
-    """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted passes
-    compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
-    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no intervals, groups, variables or figures — so its
-    counted rows beyond the held budget are computed from the file's rows, not expanded."""
-    from calcheck import registry
+    """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted
+    passes compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
+    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no intervals, groups, variables or
+    figures — so its counted rows beyond the held budget are computed from the file's rows,
+    not expanded."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
