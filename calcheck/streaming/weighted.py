@@ -159,7 +159,8 @@ class FirstState:
         return self
 
     def scalar(self, name: str) -> float:
-        """A scalar sum (:data:`SCALARS`): the first four from the first binning's sums."""
+        """A scalar sum: ``mass``, ``score``, ``label`` (Σw, Σw·s, Σw·y) from the first
+        binning's sums, the others (:data:`SCALARS`) as kept."""
         if name in ("mass", "score", "label"):
             mass, score, label = self.binned(self.spec.bins[0])
             return float({"mass": mass, "score": score, "label": label}[name].sum())
