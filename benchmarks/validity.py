@@ -464,11 +464,13 @@ def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design:
 
 
 def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
-                         design: str = "down") -> dict[str, float]:
+                         design: str = "down", reps: int = 1000) -> dict[str, float]:
     """:func:`weight_sample`'s weighted rows through ``--engine stream``'s weighted passes
     (the budget of held rows set to 100, so they stream): the rejection rates of HL,
     Spiegelhalter and Cox at α = 0.05 and whether HL ran its small-count simulation (there the
-    streamed null is each group's Binomial on its effective size, not the exact one)."""
+    streamed null is each group's Binomial on its effective size, not the exact one); in the
+    down-sampling design the coverage of the streamed ECE and ACE intervals (``--ci``: the
+    Poisson bootstrap per score unit) for the population values."""
     import contextlib
     import io
     import json
@@ -481,20 +483,27 @@ def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
     from calcheck.tuning import Tuning
 
     s, y, w = weight_sample(kind, design, npop, np.random.default_rng(seed))
+    docs = []
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/w.parquet"
         pq.write_table(pa.table({"score": s, "label": y.astype(np.int8), "w": w}), path)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            run(["test", path, "--weight", "w", "--engine", "stream", "--json", "--method",
-                 "hl,spiegelhalter,cox", "--family", "none", "--trials", str(trials),
-                 "--seed", str(seed)], tuning=Tuning(hold_weighted_rows=100))
-    tests = json.loads(out.getvalue())["tests"]
+        for args in (["test", "--method", "hl,spiegelhalter,cox", "--family", "none",
+                      "--trials", str(trials)],
+                     ["score", "-m", "ece,ace", "--ci", "--ci-reps", str(reps)]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                run([args[0], path, "--weight", "w", "--engine", "stream", "--json",
+                     "--seed", str(seed), *args[1:]], tuning=Tuning(hold_weighted_rows=100))
+            docs.append(json.loads(out.getvalue()))
+    tests, metrics = docs[0]["tests"], docs[1]["metrics"]
+    pop = weight_population(kind)
+    cover = {f"{m} coverage": float(metrics[m]["ci"]["low"] <= pop[m] <= metrics[m]["ci"]["high"])
+             if design == "down" else float("nan") for m in ("ece", "ace")}
     return {"hl": float(tests["hosmer_lemeshow"]["reject"]),
             "spiegelhalter": float(tests["spiegelhalter"]["reject"]),
             "cox": float(tests["cox"]["reject"]),
             "hl by simulation": float(tests["hosmer_lemeshow"]["pvalue_method"] ==
-                                      "monte carlo")}
+                                      "monte carlo"), **cover}
 
 
 def _chi2_sf(x: float, df: int) -> float:
@@ -629,7 +638,8 @@ def cells(quick: bool) -> list[Cell]:
         how = ("negatives kept at f = 0.1 (weight 10)" if design == "down" else
                "rows kept at π(s) = min(1, 0.05 + 4s) (weight 1/π)")
         out.append(Cell("wstream", f"{kind}, population {npop:,}, {how}, streamed",
-                        run_weights_streamed, (kind, npop, r(1000, 100), design), r(300, 3)))
+                        run_weights_streamed, (kind, npop, r(1000, 100), design, r(1000, 100)),
+                        r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
     for kind, design, label in (
@@ -724,9 +734,11 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "weighted and unweighted ECE",
           "wstream": "Weighted rows streamed beyond the held budget (--engine stream's "
                      "weighted passes; the weights section's designs and seeds): each "
-                     "test's rejection rate at α = 0.05, and how often Hosmer–Lemeshow ran "
+                     "test's rejection rate at α = 0.05, how often Hosmer–Lemeshow ran "
                      "its small-count simulation (streamed: each group's Binomial on its "
-                     "effective size)",
+                     "effective size), and in the down-sampling design the coverage of the "
+                     "streamed 95 % ECE and ACE intervals (Poisson bootstrap per score unit) "
+                     "of the population value",
           "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
                    "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "

@@ -37,12 +37,13 @@ REP_CHUNK = 50           # replicates drawn at a time: fixed, so draws do not de
 
 
 def unit_quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: FloatArray,
-                             block_starts: IntArray, n_star: FloatArray,
-                             bins: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+                             block_starts: IntArray, n_star: FloatArray, bins: int,
+                             whole: bool = True) -> tuple[FloatArray, FloatArray, FloatArray]:
     """ACE and MCE(Q) of each replicate of a Poisson bootstrap over score units (a row of unit
     weights ``W``; units ``u`` sorted by score, ``block_starts`` the first unit of each block
     of units, ``u["label"]`` each unit's label): the replicate's rows, in score order, are
-    cut at ranks ⌊j·n*/B⌋ as in memory; a cut that falls inside a block of units takes the
+    cut at ranks ⌊j·n*/B⌋ as in memory (``whole``; else at the masses j·n*/B, ``W`` and
+    ``n*`` sampling weights' masses); a cut that falls inside a block of units takes the
     block's share of positives and Σ score pro rata (its rows are taken as exchangeable).
     The streaming engines' bootstrap (:mod:`calcheck.streaming.bootstrap`) and ``compare``'s
     paired units (:mod:`calcheck.paired`) draw their replicates through it."""
@@ -54,7 +55,9 @@ def unit_quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: Float
     zero = np.zeros((t, 1))
     cum = {k: np.concatenate([zero, np.cumsum(v, axis=1)], axis=1)
            for k, v in (("n", count), ("pos", pos), ("s", ssum))}
-    ranks = np.floor(np.linspace(0.0, 1.0, bins + 1)[None, :] * n_star[:, None])  # (t, B+1)
+    ranks = np.linspace(0.0, 1.0, bins + 1)[None, :] * n_star[:, None]             # (t, B+1)
+    if whole:
+        ranks = np.floor(ranks)
     # the block holding each cut: the first whose cumulative count reaches the rank (one
     # searchsorted over all replicates: row r's cumulative counts shifted by r·(max n* + 1))
     shift = (np.arange(t) * (float(n_star.max()) + 1.0))[:, None]
@@ -76,27 +79,42 @@ def unit_quantile_replicates(W: FloatArray, u: dict[str, Any], mean_score: Float
 
 
 def unit_quantile_norm(N: FloatArray, u: dict[str, Any], mean_score: FloatArray,
-                       block_starts: IntArray, n: float, bins: int, reps: int) -> NormReplicates:
+                       block_starts: IntArray, n: float, bins: int, reps: int,
+                       whole: bool = True) -> NormReplicates:
     """The norm bootstrap's replicates of the equal-mass bins of score units (``N`` rows a
     unit, ``n`` in all), started at the data: every unit weighted by its own rows
     (:func:`unit_quantile_replicates`)."""
     _, _, m_q = unit_quantile_replicates(N[None, :], u, mean_score, block_starts,
-                                         np.array([n]), bins)
+                                         np.array([n]), bins, whole)
     return NormReplicates(m_q[0], np.full(bins, 1.0 / bins), reps)
 
 
-def poisson_draws(lam: IntArray, reps: int, seed: int
+def poisson_draws(lam: IntArray | FloatArray, reps: int, seed: int,
+                  scale: FloatArray | None = None
                   ) -> Iterator[tuple[slice, FloatArray, FloatArray]]:
     """The replicates of a Poisson bootstrap over units of ``lam`` rows, ``REP_CHUNK`` at a
     time: (their slice of the replicates, the units' weights W (t × units), each replicate's
-    rows n*)."""
+    rows n*).  Sampling-weighted units (:func:`weighted_units`) draw Poisson(λ) on their
+    effective sizes λ, each draw times ``scale`` (a mass)."""
     rng = np.random.default_rng(seed)
     done = 0
     while done < reps:
         t = min(REP_CHUNK, reps - done)
         W = rng.poisson(lam, size=(t, lam.shape[0])).astype(np.float64)
+        if scale is not None:
+            W *= scale
         yield slice(done, done + t), W, W.sum(axis=1)
         done += t
+
+
+def weighted_units(mass: FloatArray, mass_sq: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(λ, scale) of units of sampling-weighted rows, Σw and Σw² each: a replicate gives each
+    row a Poisson(1) multiplier c, so a unit's mass Σ c·w has mean Σw and variance Σw²; its
+    draw is scale·K, K ~ Poisson(λ), λ = (Σw)²/Σw² (the unit's effective rows) and
+    scale = Σw²/Σw — the same two moments, and exactly Σ c·w's law when the unit's weights
+    are equal (class weights: every unit holds one label)."""
+    lam = mass * mass / mass_sq
+    return lam, mass_sq / mass
 
 
 class UnitReplicates:
@@ -108,8 +126,8 @@ class UnitReplicates:
     each occupied one.  ``n``: the rows."""
 
     def __init__(self, v: dict[str, Any], ids: list[str], *, n: float, bins: int, reps: int,
-                 at: IntArray | None = None) -> None:
-        self.v, self.bins, self.at = v, bins, at
+                 at: IntArray | None = None, whole: bool = True) -> None:
+        self.v, self.bins, self.at, self.whole = v, bins, at, whole
         kinds = {NORM_BINNING[m][0] for m in ids if m in NORM_BINNING}
         N = v["count"]
         self.norms: dict[str, NormReplicates] = {}
@@ -118,7 +136,7 @@ class UnitReplicates:
                 self._per_bin(N * (v["label"] - v["mean_score"])) / n, self._per_bin(N) / n, reps)
         if "quantile" in kinds:
             self.norms["quantile"] = unit_quantile_norm(N, v, v["mean_score"], v["block_starts"],
-                                                        n, bins, reps)
+                                                        n, bins, reps, whole)
         self.values: dict[str, FloatArray] = {m: np.empty(reps) for m in ("brier", "log_loss")
                                               if m in ids}
 
@@ -139,7 +157,7 @@ class UnitReplicates:
             self.norms["uniform"].add(sl, signed / n_star[:, None])
         if "quantile" in self.norms:
             m_q = unit_quantile_replicates(W, v, v["mean_score"], v["block_starts"], n_star,
-                                           self.bins)[2]
+                                           self.bins, self.whole)[2]
             self.norms["quantile"].add(sl, m_q)
         if "brier" in self.values:
             self.values["brier"][sl] = (W @ v["mean_sq"]) / n_star

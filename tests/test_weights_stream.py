@@ -11,7 +11,10 @@ Invariants the passes rely on, each held by a test here:
 * no cut falls inside a gap between two cut units, so the coarsened axis gives the in-memory
   kernels' bin tables (``test_streamed_weights_give_the_in_memory_numbers``, bins included);
 * a row's place among the units by the 2^16-cell table equals ``searchsorted``
-  (``test_slots_agree_with_searchsorted``).
+  (``test_slots_agree_with_searchsorted``);
+* ``--ci``'s bootstrap units never straddle an equal-width bin edge and come in score order
+  (a block meets at most two bins: ``test_bootstrap_units_lie_in_one_bin``), so every
+  replicate's equal-width bin sums are exact.
 """
 
 from __future__ import annotations
@@ -155,14 +158,90 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
                                          "inconclusive")
 
 
-@pytest.mark.parametrize("extra", [["--ci"], ["--by", "g"], ["--var", "g"],
-                                   ["--ties", "order"], ["-m", "smece"],
-                                   ["--tolerance", "ece:0.05"]])
+@pytest.mark.parametrize("extra", [["--by", "g"], ["--var", "g"], ["--ties", "order"],
+                                   ["-m", "smece"], ["-m", "ece", "--ci", "--by", "g"]])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra):
     path = _file(tmp_path)
     r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=SMALL)
     assert r.code == 2, (r.code, r.stdout)
     assert "--engine memory" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("kind,column", [("--weight", "cw"), ("--weight", "iw"),
+                                         ("--count", "n")])
+def test_streamed_intervals_are_the_in_memory_bootstraps(tmp_path, cli, kind, column):
+    """``--ci`` on the weighted passes: the Poisson bootstrap per score unit (each unit's mass
+    scale·Poisson(effective rows); counts: the expanded rows' Poisson(Σk)) gives the
+    in-memory row bootstrap's intervals up to Monte Carlo noise, the same on Dask (the same
+    units whatever the partitioning), and nothing for the metrics it cannot resample."""
+    path = _file(tmp_path, n=20000, decimals=0)
+    ids = "ece,ece_l2,ace,brier,log_loss,mce"
+    args = ["score", path, kind, column, "-m", ids, "--ci", "--json", "--seed", "3"]
+    mem = json.loads(cli(args).stdout)["metrics"]
+    r = cli([*args, "--engine", "stream"], tuning=SMALL)
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    got = doc["metrics"]
+    assert "weighted" in doc["settings"] and doc["settings"]["ci"]["units"] > 1000
+    assert "none for mce" in r.stderr and "ci" not in got["mce"]
+    for m in ("ece", "ece_l2", "ace", "brier", "log_loss"):
+        a, b = mem[m]["ci"], got[m]["ci"]
+        assert got[m]["value"] == pytest.approx(mem[m]["value"], rel=1e-9)
+        width = a["high"] - a["low"]
+        assert abs(b["low"] - a["low"]) < 0.2 * width, (m, a, b)
+        assert abs(b["high"] - a["high"]) < 0.2 * width, (m, a, b)
+    if kind == "--weight":                  # a constant factor on the weights changes nothing
+        t = pq.read_table(path)
+        scaled = tmp_path / "scaled.parquet"
+        pq.write_table(t.set_column(t.schema.get_field_index(column), column,
+                                    pa.array(t[column].to_numpy() * 7.25)), scaled)
+        again = json.loads(cli(["score", scaled, *args[2:], "--engine", "stream"],
+                               tuning=SMALL).stdout)["metrics"]
+        for m in ("ece", "ace", "brier"):
+            _close(got[m]["ci"], again[m]["ci"])
+    if kind == "--count":
+        pytest.importorskip("dask")
+        r = cli([*args, "--engine", "dask"], tuning=SMALL)
+        assert r.code == 0, r.stderr
+        _close(got, json.loads(r.stdout)["metrics"])
+
+
+def test_streamed_tolerance_reads_the_streamed_interval(tmp_path, cli):
+    path = _file(tmp_path, n=20000)
+    args = ["score", path, "--weight", "iw", "-m", "ece,ace", "--tolerance", "ece:0.5",
+            "--json"]
+    mem = json.loads(cli(args).stdout)["summary"]["tolerance"]
+    r = cli([*args, "--engine", "stream"], tuning=SMALL)
+    assert r.code in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert "weighted" in doc["settings"]
+    got = doc["summary"]["tolerance"]
+    assert got["verdict"] == mem["verdict"] == "within tolerance"
+    assert abs(got["high"] - mem["high"]) < 0.2 * (mem["high"] - mem["low"])
+
+
+def test_bootstrap_units_lie_in_one_bin():
+    from calcheck.binning import uniform_assign
+    from calcheck.streaming.weighted import FirstSpec, unit_bits
+
+    rng = np.random.default_rng(5)
+    for bins in (1, 7, 10, 15, 100, 1000, 5000):
+        edges = np.arange(bins + 1) / bins
+        s = np.concatenate([rng.random(20000), edges, np.nextafter(edges, 0.0).clip(0, 1),
+                            np.nextafter(edges, 1.0).clip(0, 1), [0.0, 1.0, 0.3]])
+        y = rng.integers(0, 2, s.shape[0])
+        state = FirstSpec((bins,), units=bins).new().update(s, y, 0, np.ones(s.shape[0]))
+        u = state.unit_table()
+        assert u["mass"].sum() == s.shape[0]
+        ids = uniform_assign(s, bins)
+        # each unit's rows: one bin, the unit's; units in score order (blocks, then bins)
+        assert np.all(np.diff(u["block"]) >= 0) and np.all(np.diff(u["bin"]) >= 0)
+        per_bin = np.bincount(ids, minlength=bins)
+        assert np.array_equal(np.bincount(u["bin"], weights=u["mass"], minlength=bins),
+                              per_bin)
+        score = np.bincount(ids, weights=s, minlength=bins)
+        assert np.allclose(np.bincount(u["bin"], weights=u["score"], minlength=bins), score)
+        assert (1 << unit_bits(bins)) >= 2 * bins
 
 
 @pytest.mark.parametrize("argv", [["test", "--method", "tcal"], ["test", "--method", "ks"],

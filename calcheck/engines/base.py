@@ -213,16 +213,16 @@ PASSES_METHODS = ("hl", "spiegelhalter", "cox")
 def passes_serve(opts: Options) -> bool:
     """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted
     passes compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
-    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no intervals, groups, variables or
-    figures — so its counted rows beyond the held budget are computed from the file's rows,
-    not expanded."""
+    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no groups, variables or figures — so
+    its counted rows beyond the held budget are computed from the file's rows, not
+    expanded."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
     if opts.command not in ("score", "test") or opts.ties != "share" or opts.compat or \
-            opts.ci or opts.tolerance or opts.by or opts.time or opts.variables or \
-            opts.correct_from or opts.asks_multiclass:
+            opts.by or opts.time or opts.variables or opts.correct_from or \
+            opts.asks_multiclass:
         return False
     if opts.command == "test":
         methods = registry.split_ids(opts.methods or [])

@@ -4,10 +4,12 @@ these passes compute — on ``--engine stream`` and ``dask`` beyond the rows the
 passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 (docs/weights.md, "Engines"), at the cost of the file's rows.
 
-It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss, and the
-Hosmer–Lemeshow, Spiegelhalter and Cox tests, with the headline (from the equal-width bins and
-Cox's direction).  What needs more — T-Cal's null, the other metrics, ``--ci``,
-``--by``/``--time``, ``--var``, figures, ``--ties order``, multiclass input — is refused for
+It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss (with
+``--ci``: the Poisson bootstrap per score unit of the first pass's units,
+:func:`calcheck.streaming.bootstrap.weighted_bootstrap`), and the Hosmer–Lemeshow,
+Spiegelhalter and Cox tests, with the headline (from the equal-width bins and Cox's
+direction).  What needs more — T-Cal's null, the other metrics, ``--by``/``--time``,
+``--var``, figures, ``--ties order``, multiclass input — is refused for
 sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
 metric set leaves the others out with a message), and streams counts expanded
 (:func:`calcheck.engines.base.passes_serve` decides, from the options).
@@ -115,7 +117,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         self.why = limits(self.name, source.tuning.hold_weighted_rows)
         self.capabilities = Capabilities(self.name, rows=False,
                                          only=PASSES_METRICS + PASSES_METHODS,
-                                         figures=False, intervals=False, why=self.why)
+                                         figures=False, why=self.why)
         self._first: FirstState | None = None
         self._stats: Any = None
         self._bins: BinsState | None = None
@@ -139,11 +141,14 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     # -- passes ------------------------------------------------------------------------------
 
-    def first(self, *bins: int) -> FirstState:
-        """The first pass (with the equal-width binnings ``bins``, and any asked before)."""
-        have = self._first.spec.bins if self._first is not None else ()
-        if self._first is None or not set(bins) <= set(have):
-            spec = FirstSpec(tuple(sorted({*have, *bins, 10})))
+    def first(self, *bins: int, units: int = 0) -> FirstState:
+        """The first pass (with the equal-width binnings ``bins``, and any asked before; with
+        ``--ci``'s bootstrap units of binning ``units``)."""
+        have = self._first.spec if self._first is not None else FirstSpec(())
+        if self._first is None or not set(bins) <= set(have.bins) or \
+                units not in (0, have.units):
+            spec = FirstSpec(tuple(sorted({*have.bins, *bins, 10})),
+                             units or have.units)
             self._first, stats = self.source.run(spec)
             self._stats = self._stats or stats
             if not self._first.rows:
@@ -250,12 +255,10 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                 by: str | None = None) -> Outcome:
         from calcheck.metrics.binned import binned_result, pde_result
 
-        if ci is not None:
-            raise self.refuse("--ci")
         if mopts.ties != "share":
             raise self.refuse("--ties order")
         b = mopts.bins
-        first = self.first(b)
+        first = self.first(b, units=b if ci is not None else 0)
         n = self.n
         total = first.scalar("mass")
         quantile = [m for m in ids if m in ("ace", "mce_q", "pde")]
@@ -282,7 +285,10 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                                         n_samples=n)
             else:
                 raise self.refuse(f"-m {mid}")
-        return Outcome(values=dict(out))
+        if ci is None:
+            return Outcome(values=dict(out))
+        with_ci = [m for m in ids if self.capabilities.interval(m)]
+        return _with_intervals(out, with_ci, first, b, ci, self.frequency, self.name)
 
     def _deviations(self, b: int, stats: Any) -> Any:
         """PDE's Σ w|s − P̂_b| per bin: the gaps' from a pass, the units' from their sums."""
@@ -377,6 +383,29 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The equal-width bins (10) of the first pass, with their effective sizes."""
         return MetricResult(id="ece", value=0.0, bins=self.uniform(10)).bin_rows()
+
+
+def _with_intervals(results: dict[str, MetricResult], with_ci: list[str], first: FirstState,
+                    b: int, ci: Any, frequency: bool, engine: str) -> Outcome:
+    """``results`` with the Poisson bootstrap per score unit's intervals of ``with_ci`` from
+    the first pass's units (:func:`calcheck.streaming.bootstrap.weighted_bootstrap`), its
+    settings, and a message naming the metrics it gives none."""
+    from calcheck.streaming.bootstrap import weighted_bootstrap
+    from calcheck.streaming.weighted import unit_bits
+    from calcheck.uncertainty import with_intervals
+
+    cis, settings = weighted_bootstrap(first.unit_table(), with_ci, bins=b, bits=unit_bits(b),
+                                       frequency=frequency, reps=ci.reps, level=ci.level,
+                                       seed=ci.seed)
+    out = Outcome(values=dict(with_intervals(results, cis)), settings={"ci": settings})
+    without = [m for m in results if m not in with_ci]
+    if without:
+        out.messages.append(
+            f"--ci with --engine {engine}: intervals for {', '.join(with_ci) or 'none'} only; "
+            f"none for {', '.join(without)} (the streamed bootstrap resamples score units of "
+            "one bin: the maximum errors' and PDE's replicates need the rows; use --engine "
+            "memory)")
+    return out
 
 
 def _noted(res: Any, how: str, **more: Any) -> Any:

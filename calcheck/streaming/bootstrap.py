@@ -10,7 +10,9 @@ reported relative to Σ s² as ``variance_deficit`` (≈ 1e-8 on continuous scor
 unit differ by less than 2^-12).  The units (sorted by bin, block and label) are the same for
 every partitioning, batch size and cluster size, so **a run is reproducible anywhere**.  PAVA
 and PAVA-BC bins (TCE), PDE's per-row deviations and the classwise metrics need the rows per
-replicate: the streaming engines give no interval for those and say so.
+replicate: the streaming engines give no interval for those and say so.  Weighted and counted
+rows streamed through the weighted passes take the same bootstrap on their first pass's units
+(:func:`weighted_bootstrap`).
 
 Reference: Efron, Tibshirani. An Introduction to the Bootstrap. Chapman & Hall, 1993.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from calcheck._typing import FloatArray
 from calcheck.binning import run_starts
 from calcheck.streaming.states import StreamState, cell_blocks, label_units
 from calcheck.uncertainty import (
@@ -29,7 +32,12 @@ from calcheck.uncertainty import (
     estimand_of,
     percentile_interval,
 )
-from calcheck.unit_bootstrap import NORM_BINNING, UnitReplicates, poisson_draws
+from calcheck.unit_bootstrap import (
+    NORM_BINNING,
+    UnitReplicates,
+    poisson_draws,
+    weighted_units,
+)
 
 CI_METRICS = ("ece", "ece_l2", "brier", "log_loss", "ace", "ece_debiased", "ece_l2_debiased")
 UNIT_SHIFT = 4           # units of 2^4 grid cells within one bin (2^-12 wide)
@@ -68,21 +76,63 @@ def grid_bootstrap(state: StreamState, ids: list[str], *, reps: int = 1000, leve
     view = {"count": N, "label": u["label"], "mean_score": u["sum_score"] / N,
             "mean_sq": u["sum_sq"] / N, "mean_ll": u["sum_ll"] / N if "sum_ll" in u else None,
             "bin_starts": run_starts(u["bin"])[0], "block_starts": run_starts(u["block"])[0]}
-    # within-unit variance of the scores, which the draws leave out (module docstring)
-    total = float(np.sum(u["sum_score_sq"]))
-    deficit = float(np.sum(np.maximum(u["sum_score_sq"] - u["sum_score"] ** 2 / N, 0.0)))
     rep = UnitReplicates(view, ids, n=float(state.n), bins=state.bins, reps=reps)
     for sl, W, n_star in poisson_draws(lam, reps, seed):
         rep.add(sl, W, n_star)
-    cis = {m: rep.norms[NORM_BINNING[m][0]].interval(NORM_BINNING[m][1], level=level,
-                                                     seed=seed, resampling=RESAMPLING)
-           if m in NORM_BINNING else
-           percentile_interval(rep.values[m], level=level, seed=seed, resampling=RESAMPLING,
-                               estimand=estimand_of(m))
-           for m in ids}
-    settings = {"reps": reps, "level": level, "seed": seed,
-                "method": "norm bootstrap (binned errors), percentile bootstrap (Brier, log loss)",
-                "resampling": RESAMPLING, "units": int(lam.shape[0]),
-                "unit_width": 2.0 ** (UNIT_SHIFT - state.grid_bits),
-                "variance_deficit": deficit / total if total > 0 else 0.0}
-    return cis, settings
+    return _intervals(rep, ids, level, seed, RESAMPLING), {
+        "reps": reps, "level": level, "seed": seed, "method": METHOD,
+        "resampling": RESAMPLING, "units": int(lam.shape[0]),
+        "unit_width": 2.0 ** (UNIT_SHIFT - state.grid_bits),
+        "variance_deficit": _deficit(u["sum_score_sq"], u["sum_score"], N)}
+
+
+def weighted_bootstrap(units: dict[str, Any], ids: list[str], *, bins: int, bits: int,
+                       frequency: bool, reps: int = 1000, level: float = 0.95, seed: int = 0
+                       ) -> tuple[dict[str, ConfidenceInterval], dict[str, Any]]:
+    """Intervals of the weighted passes' metrics among ``ids`` from their first pass's units
+    (:meth:`calcheck.streaming.weighted.FirstState.unit_table`, blocks 2^-``bits`` wide):
+    counts draw each unit's Poisson(Σk) — the expanded rows' Poisson bootstrap — sampling
+    weights its mass as scale·Poisson(effective rows)
+    (:func:`calcheck.unit_bootstrap.weighted_units`), and the equal-mass bins are re-cut at
+    the replicate's masses j·W*/B."""
+    check_ci_options(reps, level)
+    ids = [m for m in ids if m in CI_METRICS]
+    mass = units["mass"]
+    view = {"count": mass, "label": units["label"], "mean_score": units["score"] / mass,
+            "mean_sq": units["squared_error"] / mass,
+            "mean_ll": units["log_likelihood"] / mass,
+            "bin_starts": run_starts(units["bin"])[0],
+            "block_starts": run_starts(units["block"])[0]}
+    lam, scale = (mass, None) if frequency else weighted_units(mass, units["mass_sq"])
+    rep = UnitReplicates(view, ids, n=float(mass.sum()), bins=bins, reps=reps,
+                         whole=frequency)
+    for sl, W, n_star in poisson_draws(lam, reps, seed, scale):
+        rep.add(sl, W, n_star)
+    resampling = (f"Poisson bootstrap per score unit (2^-{bits} wide, within one bin) and "
+                  "label, " + ("of the expanded rows" if frequency else
+                               "each unit's mass scale·Poisson(its effective rows)"))
+    return _intervals(rep, ids, level, seed, resampling), {
+        "reps": reps, "level": level, "seed": seed, "method": METHOD,
+        "resampling": resampling, "units": int(mass.shape[0]), "unit_width": 2.0 ** -bits,
+        "variance_deficit": _deficit(units["score_sq"], units["score"], mass)}
+
+
+METHOD = "norm bootstrap (binned errors), percentile bootstrap (Brier, log loss)"
+
+
+def _intervals(rep: UnitReplicates, ids: list[str], level: float, seed: int,
+               resampling: str) -> dict[str, ConfidenceInterval]:
+    return {m: rep.norms[NORM_BINNING[m][0]].interval(NORM_BINNING[m][1], level=level,
+                                                      seed=seed, resampling=resampling)
+            if m in NORM_BINNING else
+            percentile_interval(rep.values[m], level=level, seed=seed, resampling=resampling,
+                                estimand=estimand_of(m))
+            for m in ids}
+
+
+def _deficit(score_sq: FloatArray, score: FloatArray, mass: FloatArray) -> float:
+    """The within-unit variance of the scores the draws leave out (module docstring), relative
+    to Σ w·s²."""
+    total = float(np.sum(score_sq))
+    deficit = float(np.sum(np.maximum(score_sq - score ** 2 / mass, 0.0)))
+    return deficit / total if total > 0 else 0.0

@@ -12,7 +12,9 @@ order, gives the same values to ~1e-15 relative):
    equal-width binning's Σw, Σw·s, Σw·y per bin; whether the weights are class weights (each
    label's first positive weight and whether another follows), which decides the tests'
    null; and per bucket of the top 16 bits of the score's order key and per label Σw and Σw·s
-   (the first step of the mass search, and Cox's start: a fit to the buckets' mean scores).
+   (the first step of the mass search, and Cox's start: a fit to the buckets' mean scores);
+   with ``--ci``, per bootstrap unit (:func:`unit_keys`) Σw, Σw², Σw·s, Σw·s², Σw·(s − y)²
+   and Σw·log-likelihood (:mod:`calcheck.streaming.bootstrap`).
 2. **The mass search** (:class:`MassSearch`, :class:`MassPassState`): equal-mass bins cut the
    mass axis — the rows sorted by score laid on [0, Σw] — at c_j = j·Σw/B.  Each cut falls
    inside one tie group (a unit: the rows of one distinct score, shared pro rata between the
@@ -38,6 +40,7 @@ and one pass for its sandwich (:class:`SandwichState`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +68,8 @@ SCALARS = ("mass_sq", "squared_error", "log_likelihood", "spiegelhalter_num")
 BUCKET_BITS = KEY_BITS - FIRST_SHIFT     # the first histogram's 2^16 key buckets
 SLOT_BITS = 16           # the bins pass finds a row's gap by a table of 2^16 score cells
 QUANTITIES = 5           # per gap and unit: Σw, Σw·s, Σw·y, Σ Var w(y − s), Σw² (Σk)
+UNIT_BITS = 12           # --ci's units: 2^-12-wide score blocks (finer beyond 2^10 bins) ...
+UNIT_SUMS = 6            # ... each Σw, Σw², Σw·s, Σw·s², Σw·(s − y)², Σw·log-likelihood
 
 
 def _weights(rest: tuple[Any, ...]) -> FloatArray:
@@ -81,6 +86,7 @@ class FirstSpec:
     check, the mass histogram and Cox's start cells (module docstring)."""
 
     bins: tuple[int, ...]
+    units: int = 0              # --ci: the bootstrap units of this equal-width binning
     threaded = True
 
     def new(self) -> FirstState:
@@ -103,6 +109,8 @@ class FirstState:
         # (the mass search's first histogram; Cox's start); and the rows per bucket
         self.buckets = CompensatedSum.zeros(4 << BUCKET_BITS)
         self.hist_rows = np.zeros(1 << BUCKET_BITS, dtype=np.int64)
+        self.units = CompensatedSum.zeros(UNIT_SUMS * (4 << unit_bits(spec.units))
+                                          if spec.units else 0)
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> FirstState:
         w = _weights(rest)
@@ -121,6 +129,12 @@ class FirstState:
             ids = uniform_assign(s, b)
             acc.add(np.concatenate([np.bincount(ids, weights=x, minlength=b)
                                     for x in (w, ws, w * yf)]))
+            if b == self.spec.units:
+                size = self.units.hi.shape[0] // UNIT_SUMS
+                key = unit_keys(s, y, b, ids)
+                self.units.add(np.concatenate([np.bincount(key, weights=x, minlength=size)
+                                               for x in (w, w * w, ws, ws * s, w * r * r,
+                                                         w * ll)]))
         self._check_classes(w, y)
         bucket = top_buckets(s)
         self.hist_rows += np.bincount(bucket, minlength=self.hist_rows.shape[0])
@@ -156,6 +170,7 @@ class FirstState:
                                      self.first_weight)
         self.buckets.merge(other.buckets)
         self.hist_rows += other.hist_rows
+        self.units.merge(other.units)
         return self
 
     def scalar(self, name: str) -> float:
@@ -189,6 +204,46 @@ class FirstState:
         v = self.buckets.value
         half = v.shape[0] // 2
         return v[:half].reshape(-1, 2), v[half:].reshape(-1, 2)
+
+
+    def unit_table(self) -> dict[str, Any]:
+        """The bootstrap units of positive mass — the rows of one label in one 2^-bits-wide
+        score block inside one equal-width bin (:func:`unit_keys`), in score order — with
+        ``bin``, ``block`` (the (block, bin) index), ``label`` and their six sums
+        (:data:`UNIT_SUMS`: ``mass``, ``mass_sq``, ``score``, ``score_sq``,
+        ``squared_error``, ``log_likelihood``)."""
+        b = self.spec.units
+        v = self.units.value.reshape(UNIT_SUMS, -1)
+        key = np.flatnonzero(v[0] > 0)
+        block = key >> 1
+        out = {"bin": _unit_base(b)[block >> 1] + (block & 1), "block": block,
+               "label": (key & 1).astype(np.float64)}
+        for i, name in enumerate(("mass", "mass_sq", "score", "score_sq", "squared_error",
+                                  "log_likelihood")):
+            out[name] = v[i, key]
+        return out
+
+
+def unit_bits(bins: int) -> int:
+    """The bootstrap units' block bits for ``bins`` equal-width bins: at least two blocks a
+    bin, so a block meets at most two bins."""
+    return max(UNIT_BITS, bins.bit_length() + 1)
+
+
+@functools.lru_cache(maxsize=8)
+def _unit_base(bins: int) -> IntArray:
+    """The equal-width bin of each unit block's lower end."""
+    size = 1 << unit_bits(bins)
+    return uniform_assign(np.arange(size, dtype=np.float64) / size, bins)
+
+
+def unit_keys(s: FloatArray, y: IntArray, bins: int, ids: IntArray) -> IntArray:
+    """Each row's bootstrap unit, 4·block + 2·o + y: its score block ⌊2^bits·s⌋, o = 1 when
+    its equal-width bin (``ids``) is past its block's lower end's (a bin edge inside the
+    block: at most one, :func:`unit_bits`), and its label — in score order."""
+    size = 1 << unit_bits(bins)
+    block = np.minimum((s * size).astype(np.intp), size - 1)
+    return np.asarray((block * 2 + (ids - _unit_base(bins)[block])) * 2 + y, dtype=np.intp)
 
 
 def score_keys(s: FloatArray) -> np.ndarray:
