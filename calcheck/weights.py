@@ -44,6 +44,7 @@ KINDS = ("count", "weight")
 # probability q(s) = (s/w₁) / (s/w₁ + (1 − s)/w₀), each taking its class's weight; ``auto``
 # — ``labels`` for class weights, else ``fixed``.  Counts are exact either way.
 NULLS = ("auto", "fixed", "labels")
+ZERO_MASS = "every row here has weight 0: nothing to measure"   # rows whose weights are all 0
 
 
 @dataclass(frozen=True, eq=False)

@@ -85,13 +85,13 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
 
 def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
     """compare's sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine,
-    its counted rows in two files, and sampling weights with ``--var`` or ``--by`` are
+    its counted rows in two files, and sampling weights with ``--var`` or ``test --by`` are
     refused before any read; counts stream expanded (below), compare's too when one file
-    holds both models, and the other commands' sampling weights go to the weighted passes
-    (tests/test_weights_stream.py)."""
+    holds both models, and the other commands' sampling weights (``score --by`` too) go to
+    the weighted passes (tests/test_weights_stream.py)."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000)
-    for cmd, flag in ((["score", path, "--var", "g"], "w"), (["score", path, "--by", "g"], "w"),
+    for cmd, flag in ((["score", path, "--var", "g"], "w"), (["test", path, "--by", "g"], "w"),
                       (["compare", path, path], "n"), (["compare", path, path], "w")):
         kind = "--count" if flag == "n" else "--weight"
         r = cli([*cmd, kind, flag, "--engine", "stream"], tuning=small)

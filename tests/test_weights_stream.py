@@ -158,8 +158,8 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
                                          "inconclusive")
 
 
-@pytest.mark.parametrize("extra", [["--by", "g"], ["--var", "g"], ["--ties", "order"],
-                                   ["-m", "smece"], ["-m", "ece", "--ci", "--by", "g"]])
+@pytest.mark.parametrize("extra", [["--var", "g"], ["--ties", "order"], ["-m", "smece"],
+                                   ["-m", "ece,smece", "--by", "g"]])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra):
     path = _file(tmp_path)
     r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=SMALL)
@@ -220,6 +220,92 @@ def test_streamed_tolerance_reads_the_streamed_interval(tmp_path, cli):
     assert abs(got["high"] - mem["high"]) < 0.2 * (mem["high"] - mem["low"])
 
 
+def _grouped_file(tmp_path, n=12000, seed=4):
+    """Rows in four groups — one all weight zero — and missing group values, over five
+    days."""
+    rng = np.random.default_rng(seed)
+    s = np.round(rng.beta(2.0, 5.0, n), 3)
+    y = (rng.random(n) < np.clip(s * 1.2, 0, 1)).astype(np.int8)
+    g = rng.integers(0, 4, n).astype(str).astype(object)
+    g[rng.random(n) < 0.02] = None
+    iw = rng.gamma(2.0, 1.5, n)
+    iw[g == "3"] = 0.0
+    ts = np.datetime64("2026-01-01") + rng.integers(0, 5 * 86400, n).astype("timedelta64[s]")
+    path = tmp_path / "g.parquet"
+    pq.write_table(pa.table({"score": s, "label": y, "iw": iw,
+                             "n": rng.integers(0, 6, n).astype(np.float64),
+                             "g": pa.array(list(g), pa.string()), "ts": ts}), path)
+    return path
+
+
+@pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--count", "n")])
+@pytest.mark.parametrize("grouping", [["--by", "g"], ["--time", "ts", "--window", "1d"]])
+def test_streamed_groups_and_windows_give_the_in_memory_numbers(tmp_path, cli, kind, column,
+                                                                grouping):
+    """``score --by`` and ``--time … --window`` on the weighted passes: every group's (window's)
+    metrics and verdict are the in-memory engine's — a group whose weights are all zero
+    reports why, as in memory — from one grouped first pass and the groups' passes in
+    lockstep (the passes of one set of rows, not one per group)."""
+    path = _grouped_file(tmp_path)
+    args = ["score", path, kind, column, "-m", "ece,ece_l2,mce,ace,mce_q,pde,brier,log_loss",
+            "--json", *grouping]
+    mem = json.loads(cli(args).stdout)
+    r = cli([*args, "--engine", "stream"], tuning=SMALL)
+    assert r.code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert "weighted" in got["settings"] and "expanded" not in got["settings"]
+    key = "groups" if grouping[0] == "--by" else "windows"
+    _close(mem[key], got[key], key)
+    _close(mem["metrics"], got["metrics"], "metrics")
+    if key == "groups" and kind == "--weight":
+        assert "weight 0" in got["groups"]["3"]["metrics"]["ece"]["error"]
+    # the overall passes and the groups' (the most search rounds of any group), not per group
+    assert got["settings"]["passes"] <= 2 * 6, got["settings"]["passes"]
+
+
+def test_streamed_groups_with_intervals_and_on_dask(tmp_path, cli):
+    pytest.importorskip("dask")
+    path = _grouped_file(tmp_path)
+    args = ["score", path, "--weight", "iw", "-m", "ece,ace,brier", "--ci", "--json",
+            "--by", "g", "--seed", "2"]
+    mem = json.loads(cli(args).stdout)["groups"]
+    docs = []
+    for engine in ("stream", "dask"):
+        r = cli([*args, "--engine", engine], tuning=SMALL)
+        assert r.code == 0, r.stderr
+        docs.append(json.loads(r.stdout)["groups"])
+    _close(docs[0], docs[1])                      # the same units, draws and intervals
+    for g in ("0", "1", "2"):
+        for m in ("ece", "ace", "brier"):
+            a, b = mem[g]["metrics"][m]["ci"], docs[0][g]["metrics"][m]["ci"]
+            width = a["high"] - a["low"]
+            assert abs(b["low"] - a["low"]) < 0.2 * width and \
+                abs(b["high"] - a["high"]) < 0.2 * width, (g, m, a, b)
+
+
+def test_streamed_cox_takes_few_newton_passes(tmp_path, cli):
+    """At the optimum a Newton step whose log-likelihood change is rounding (ℓ ≈ −17,000 here)
+    is accepted, not halved pass after pass (it took 21 passes; the fit is the in-memory
+    engine's)."""
+    path = _grouped_file(tmp_path)
+    args = ["test", path, "--count", "n", "--method", "cox", "--json"]
+    mem = json.loads(cli(args).stdout)["tests"]["cox"]
+    got = json.loads(cli([*args, "--engine", "stream"], tuning=SMALL).stdout)["tests"]["cox"]
+    assert got["settings"]["passes"] <= 6, got["settings"]
+    assert got["statistic"] == pytest.approx(mem["statistic"], rel=1e-9)
+
+
+def test_too_many_streamed_groups_is_an_error(tmp_path, cli):
+    rng = np.random.default_rng(1)
+    n = 3000
+    path = tmp_path / "many.parquet"
+    pq.write_table(pa.table({"score": rng.random(n), "label": rng.integers(0, 2, n),
+                             "w": rng.random(n), "g": rng.integers(0, 100, n)}), path)
+    r = cli(["score", path, "--weight", "w", "-m", "ece", "--by", "g", "--engine", "stream"],
+            tuning=SMALL)
+    assert r.code == 2 and "more than 64 groups" in r.stderr and r.stdout == "", r.stderr
+
+
 def test_bootstrap_units_lie_in_one_bin():
     from calcheck.binning import uniform_assign
     from calcheck.streaming.weighted import FirstSpec, unit_bits
@@ -245,6 +331,7 @@ def test_bootstrap_units_lie_in_one_bin():
 
 
 @pytest.mark.parametrize("argv", [["test", "--method", "tcal"], ["test", "--method", "ks"],
+                                  ["test", "--method", "hl", "--by", "g"],
                                   ["plot", "-o", "OUT.png"], ["report", "-o", "OUT.html"]])
 def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):
     path = _file(tmp_path)

@@ -97,8 +97,9 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     """Whether a weighted run on a streaming engine holds its rows
     (:mod:`calcheck.engines.held`): yes within the budget; beyond it, counts (``expand``) are
     streamed expanded (False), sampling weights (``stream_weights``) streamed by their
-    weighted passes (False; :mod:`calcheck.engines.weighted`, without ``--var``, ``--by`` and
-    the other extra columns), and otherwise refused before anything is read."""
+    weighted passes (False; :mod:`calcheck.engines.weighted`, without ``--var`` and the extra
+    columns other than ``score``'s ``--by`` and ``--time``), and otherwise refused before
+    anything is read."""
     from calcheck.engines.held import check_held_rows
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
@@ -115,7 +116,8 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     if stream_weights and read.weighting[1] == "weight":
         from calcheck.engines.weighted import limits
 
-        extra = [read.flags.get(c, c) for c in (*read.numeric, *read.raw)]
+        extra = [read.flags.get(c, c) for c in (*read.numeric, *read.raw)
+                 if c not in read.grouped]
         if extra:
             held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
             raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "

@@ -196,6 +196,8 @@ class ReadOptions:
     weighting: tuple[str, str] | None = None
     weight_null: str = "auto"
     passes: bool = False          # every metric and test asked is the weighted passes' own
+    grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (score's
+                                    # --by and --time)
     pair_as_binary: bool = True
     fold_bins: tuple[int, ...] = ()
     batch_rows: int = 0
@@ -213,16 +215,16 @@ PASSES_METHODS = ("hl", "spiegelhalter", "cox")
 def passes_serve(opts: Options) -> bool:
     """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted
     passes compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
-    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no groups, variables or figures — so
-    its counted rows beyond the held budget are computed from the file's rows, not
-    expanded."""
+    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no variables or figures, groups and
+    windows for ``score`` only — so its counted rows beyond the held budget are computed
+    from the file's rows, not expanded."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
     if opts.command not in ("score", "test") or opts.ties != "share" or opts.compat or \
-            opts.by or opts.time or opts.variables or opts.correct_from or \
-            opts.asks_multiclass:
+            opts.variables or opts.correct_from or opts.asks_multiclass or \
+            (opts.command == "test" and (opts.by or opts.time)):
         return False
     if opts.command == "test":
         methods = registry.split_ids(opts.methods or [])
@@ -248,6 +250,8 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
                        where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
                        weighting=opts.weighting, weight_null=opts.weight_null,
                        passes=bool(opts.weighting) and passes_serve(opts),
+                       grouped=tuple(c for c in (opts.by, opts.time) if c)
+                       if opts.command == "score" else (),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
                        batch_rows=opts.batch_rows, scheduler=opts.scheduler,
                        tuning=opts.tuning, name_of=opts.name_of)

@@ -39,6 +39,7 @@ from calcheck.metrics import (
     compute_multiclass_metrics,
 )
 from calcheck.metrics._result import GroupResult
+from calcheck.weights import ZERO_MASS
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
@@ -51,7 +52,7 @@ def compute(data: Predictions, ids: list[str], options: MetricOptions,
     """The metrics ``ids`` of binary or multiclass predictions (as a peer library computes
     them under ``compat``); ``progress`` (metrics done, in all) is told after each metric."""
     if data.weights is not None and not data.weights.total > 0:
-        raise InputError("every row here has weight 0: nothing to measure")
+        raise InputError(ZERO_MASS)
     if options.compat:
         from calcheck import compat
 

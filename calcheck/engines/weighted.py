@@ -6,10 +6,12 @@ passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 
 It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss (with
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
-:func:`calcheck.streaming.bootstrap.weighted_bootstrap`), and the Hosmer–Lemeshow,
-Spiegelhalter and Cox tests, with the headline (from the equal-width bins and Cox's
-direction).  What needs more — T-Cal's null, the other metrics, ``--by``/``--time``,
-``--var``, figures, ``--ties order``, multiclass input — is refused for
+:func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
+window too, every group's passes in lockstep), and the Hosmer–Lemeshow, Spiegelhalter and
+Cox tests, with the headline (from the equal-width bins and Cox's direction); the
+computations on one set of rows live in :mod:`calcheck.engines.weighted_rows`.  What needs
+more — T-Cal's null, the other metrics, tests per group, ``--var``, figures, ``--ties
+order``, multiclass input — is refused for
 sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
 metric set leaves the others out with a message), and streams counts expanded
 (:func:`calcheck.engines.base.passes_serve` decides, from the options).
@@ -18,10 +20,12 @@ metric set leaves the others out with a message), and streams counts expanded
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from calcheck._typing import Passes
 from calcheck.engines.base import (
     PASSES_METHODS,
     PASSES_METRICS,
@@ -31,22 +35,17 @@ from calcheck.engines.base import (
     Outcome,
 )
 from calcheck.engines.stream import ClosesClient
+from calcheck.engines.weighted_rows import WeightedRows
 from calcheck.errors import InputError, UsageError
 from calcheck.hypotests.weighted import regime_note
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import MetricResult
 from calcheck.streaming.engine import StreamSource
-from calcheck.streaming.weighted import (
-    BinsSpec,
-    BinsState,
-    DeviationSpec,
-    FirstSpec,
-    FirstState,
-    MassPassSpec,
-    MassSearch,
-    SandwichSpec,
-)
-from calcheck.weights import mass_cuts, resolve_null, uniform_of_sums
+from calcheck.streaming.runner import drive
+from calcheck.streaming.weighted import FirstSpec, FirstState, SandwichSpec
+from calcheck.weights import ZERO_MASS, mass_cuts
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from calcheck.hypotests import TestOptions
@@ -119,9 +118,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                                          only=PASSES_METRICS + PASSES_METHODS,
                                          figures=False, why=self.why)
         self._first: FirstState | None = None
+        self._rows: WeightedRows | None = None
         self._stats: Any = None
-        self._bins: BinsState | None = None
-        self._cuts: set[float] = set()
         if self.name == "dask":                 # every pass folded by Dask (engines.dask)
             from calcheck.engines.dask import DaskPasses
             from calcheck.io.stream import DASK_NEEDS_FILES
@@ -158,53 +156,28 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                 col = self.source.weight
                 raise InputError(f"{self.source.path}: every weight in column {col!r} is zero; "
                                  "nothing to measure", column=col)
+            if self._rows is None:
+                self._rows = self._rows_of(self._first)
+            self._rows.first = self._first
         return self._first
 
-    def regime(self) -> tuple[str, tuple[float, float] | None]:
-        if self.frequency:
-            return "count", None
-        return resolve_null(self.null, self.first().class_weights() if self.null != "fixed"
-                            else None)
-
-    def bins_pass(self, cuts: list[float], *bins: int) -> BinsState:
-        """The bins pass over the units of the inner ``cuts`` (and of every cut asked
-        before), with the null variances of the equal-width binnings ``bins``."""
-        first = self.first(*bins)
-        have = self._bins.spec.bins if self._bins is not None else ()
-        if self._bins is None or not set(cuts) <= self._cuts or not set(bins) <= set(have):
-            self._cuts |= set(cuts)
-            search = MassSearch(sorted(self._cuts), self.source.tuning)
-            search.first(first.hist_mass, first.hist_rows)
-            while not search.done:
-                state, _ = self.source.run(MassPassSpec(search.ranges()))
-                search.absorb(state)
-            spec = BinsSpec(tuple(float(u) for u in search.scores()),
-                            tuple(sorted({*have, *bins, *first.spec.bins})), self.regime()[1],
-                            count=self.frequency)
-            self._bins, _ = self.source.run(spec)
-        return self._bins
-
-    def cuts(self, groups: int) -> list[float]:
-        total = self.first().scalar("mass")
-        return [float(c) for c in mass_cuts(total, groups, self.frequency)[1:-1]]
-
-    def uniform(self, b: int) -> Any:
-        """Equal-width binning ``b`` (sampling weights: with its bins' effective sizes)."""
-        mass, score, label = self.first(b).binned(b)
-        var = None if self.frequency else self.bins_pass([], b).bins[b].value
-        return uniform_of_sums(b, mass, score, label, var)
-
-    def quantile(self, groups: int) -> Any:
-        cuts = self.cuts(groups)
-        ax, _ = self.bins_pass(cuts).axis()
-        return ax.stats(mass_cuts(ax.total, groups, self.frequency), params={"bins": groups},
-                        effective=not self.frequency)
+    def _rows_of(self, first: FirstState) -> WeightedRows:
+        return WeightedRows(first, frequency=self.frequency, null=self.null,
+                            tuning=self.source.tuning)
 
     @property
-    def n(self) -> int:
-        """The results' ``n``: the rows, or for counts the expanded rows."""
-        first = self.first()
-        return round(first.scalar("mass")) if self.frequency else first.rows
+    def all_rows(self) -> WeightedRows:
+        """The file's rows (:class:`WeightedRows`), after the first pass."""
+        self.first()
+        assert self._rows is not None
+        return self._rows
+
+    def drive(self, passes: Passes[T]) -> T:
+        """Run a program of passes over the file."""
+        return drive(self.source, passes)
+
+    def regime(self) -> tuple[str, tuple[float, float] | None]:
+        return self.all_rows.regime()
 
     # -- the input ---------------------------------------------------------------------------
 
@@ -244,7 +217,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         return out
 
     def settings(self) -> dict[str, Any]:
-        units = self._bins.units.shape[0] if self._bins is not None else 0
+        bins = self._rows.bins if self._rows is not None else None
+        units = bins.units.shape[0] if bins is not None else 0
         return {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
                 "passes": self.source.file_passes,
                 "weighted": {"cut_units": units, "note": self.note}}
@@ -253,60 +227,60 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     def metrics(self, ids: list[str], mopts: MetricOptions, *, ci: Any = None,
                 by: str | None = None) -> Outcome:
-        from calcheck.metrics.binned import binned_result, pde_result
-
-        if mopts.ties != "share":
-            raise self.refuse("--ties order")
+        self._check(ids, mopts)
         b = mopts.bins
-        first = self.first(b, units=b if ci is not None else 0)
-        n = self.n
-        total = first.scalar("mass")
-        quantile = [m for m in ids if m in ("ace", "mce_q", "pde")]
-        if quantile:
-            self.bins_pass(self.cuts(b), b)
-        out: dict[str, MetricResult] = {}
-        for mid in ids:
-            if mid in ("ece", "ece_l2", "mce"):
-                out[mid] = binned_result(mid, self.uniform(b), b, n)
-            elif mid in ("ace", "mce_q"):
-                out[mid] = binned_result(mid, self.quantile(b), b, n, ties="share")
-            elif mid == "pde":
-                stats = self.quantile(b)
-                out[mid] = pde_result(stats, self._deviations(b, stats), b, total, n, "share")
-            elif mid == "brier":
-                out[mid] = MetricResult(id="brier", value=first.scalar("squared_error") / total,
-                                        n_samples=n)
-            elif mid == "log_loss":
-                from calcheck.metrics.scoring import LOG_LOSS_EPS
-
-                out[mid] = MetricResult(id="log_loss",
-                                        value=-first.scalar("log_likelihood") / total,
-                                        unit="nats", settings={"clip": LOG_LOSS_EPS},
-                                        n_samples=n)
-            else:
-                raise self.refuse(f"-m {mid}")
+        self.first(b, units=b if ci is not None else 0)
+        out = self.drive(self.all_rows.metrics(ids, b))
         if ci is None:
             return Outcome(values=dict(out))
         with_ci = [m for m in ids if self.capabilities.interval(m)]
-        return _with_intervals(out, with_ci, first, b, ci, self.frequency, self.name)
+        values, settings = self.all_rows.intervals(out, with_ci, b, ci)
+        return Outcome(values=dict(values), settings={"ci": settings},
+                       messages=_without_intervals(ids, with_ci, self.name))
 
-    def _deviations(self, b: int, stats: Any) -> Any:
-        """PDE's Σ w|s − P̂_b| per bin: the gaps' from a pass, the units' from their sums."""
-        bins = self.bins_pass(self.cuts(b))
-        ax, _ = bins.axis()
-        cuts = mass_cuts(ax.total, b, self.frequency)
-        phat = np.nan_to_num(stats.mean_label)
-        M = ax.M
-        mid = (M[:-1] + M[1:]) / 2.0                          # each piece's bin
-        owner = np.clip(np.searchsorted(cuts, mid, side="right") - 1, 0, b - 1)
-        gaps = owner[0::2]
-        state, _ = self.source.run(DeviationSpec(tuple(float(u) for u in bins.units),
-                                                 tuple(float(p) for p in phat[gaps])))
-        out = np.bincount(gaps, weights=state.sums.value, minlength=b).astype(np.float64)
-        for u, score in enumerate(bins.units):                # a unit: its share in each bin
-            lo, hi = M[2 * u + 1], M[2 * u + 2]
-            over = np.clip(np.minimum(hi, cuts[1:]) - np.maximum(lo, cuts[:-1]), 0.0, None)
-            out += over * np.abs(score - phat)
+    def _check(self, ids: list[str], mopts: MetricOptions) -> None:
+        if mopts.ties != "share":
+            raise self.refuse("--ties order")
+        for mid in ids:
+            if mid not in PASSES_METRICS:
+                raise self.refuse(f"-m {mid}")
+
+    def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
+               grouping: GroupOptions) -> Outcome:
+        """Every ``--by`` group's (``--time`` window's) metrics: one grouped first pass, then
+        every group's passes in lockstep (:mod:`calcheck.engines.weighted_rows`)."""
+        from calcheck.metrics._result import GroupResult
+        from calcheck.streaming.runner import drive_lockstep
+        from calcheck.streaming.views import SubStream
+        from calcheck.streaming.weighted import GroupedFirstSpec
+        from calcheck.uncertainty import simultaneous_level
+
+        self._check(ids, mopts)
+        b = mopts.bins
+        spec = GroupedFirstSpec(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
+                                grouping.by)
+        grouped, _ = self.source.run(spec)
+        keys = sorted(grouped.groups, key=lambda k: (k is None, k or ""))
+        rows = {k: self._rows_of(grouped.groups[k]) for k in keys}
+        live = [k for k in keys if rows[k].first.scalar("mass") > 0]
+        results = drive_lockstep(self.source, {k: (SubStream(group=k), rows[k].metrics(
+            ids, b, effective=False)) for k in live}, by=grouping.by)
+        if ci is not None and grouping.windows:
+            ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
+        with_ci = [m for m in ids if self.capabilities.interval(m)]
+        out = Outcome(settings={"group_metrics": ids})
+        for k in keys:
+            res = results.get(k)
+            errors: dict[str, str] = {}
+            if res is None:
+                res, errors = {}, dict.fromkeys(ids, ZERO_MASS)
+            elif isinstance(res, Exception):
+                res, errors = {}, {m: str(res) for m in ids}
+            elif ci is not None:
+                res = rows[k].intervals(res, with_ci, b, ci)[0]
+            n = rows[k].n
+            out.values[k] = GroupResult(value=k, n=n, flagged=n < grouping.min_group_size,
+                                        metrics=dict(res), errors=errors)
         return out
 
     # -- tests -------------------------------------------------------------------------------
@@ -321,12 +295,13 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         regime, cw = self.regime()
         total = first.scalar("mass")
         how = regime_note(regime, cw)
+        rows = self.all_rows
         if "hl" in methods:                     # one bins pass for every test
-            self.bins_pass(self.cuts(topts.hl_groups))
+            self.drive(rows.bins_pass(rows.cuts(topts.hl_groups)))
         out = Outcome()
         for m in methods:
             if m == "spiegelhalter":
-                den = float(self.bins_pass([]).den.value[0])
+                den = float(self.drive(rows.bins_pass([])).den.value[0])
                 res = spiegelhalter_of_sums(first.scalar("spiegelhalter_num"), den, total,
                                             first.scalar("score"), first.scalar("label"),
                                             alpha=topts.alpha)
@@ -337,7 +312,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                                         family=topts.family_size(methods, self.frequency))
                 groups = topts.hl_groups
                 exact = regime == "labels"
-                ax, vcum = self.bins_pass(self.cuts(groups)).axis(exact)
+                ax, vcum = self.drive(rows.bins_pass(rows.cuts(groups))).axis(exact)
                 cuts = mass_cuts(ax.total, groups, self.frequency)
                 res = hl_on_axis(ax, vcum, cuts, exact, groups=groups, alpha=topts.alpha,
                                  df=topts.hl_df, trials=trials, seed=topts.seed,
@@ -382,30 +357,19 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The equal-width bins (10) of the first pass, with their effective sizes."""
-        return MetricResult(id="ece", value=0.0, bins=self.uniform(10)).bin_rows()
+        return MetricResult(id="ece", value=0.0,
+                            bins=self.drive(self.all_rows.uniform(10))).bin_rows()
 
 
-def _with_intervals(results: dict[str, MetricResult], with_ci: list[str], first: FirstState,
-                    b: int, ci: Any, frequency: bool, engine: str) -> Outcome:
-    """``results`` with the Poisson bootstrap per score unit's intervals of ``with_ci`` from
-    the first pass's units (:func:`calcheck.streaming.bootstrap.weighted_bootstrap`), its
-    settings, and a message naming the metrics it gives none."""
-    from calcheck.streaming.bootstrap import weighted_bootstrap
-    from calcheck.streaming.weighted import unit_bits
-    from calcheck.uncertainty import with_intervals
-
-    cis, settings = weighted_bootstrap(first.unit_table(), with_ci, bins=b, bits=unit_bits(b),
-                                       frequency=frequency, reps=ci.reps, level=ci.level,
-                                       seed=ci.seed)
-    out = Outcome(values=dict(with_intervals(results, cis)), settings={"ci": settings})
-    without = [m for m in results if m not in with_ci]
-    if without:
-        out.messages.append(
-            f"--ci with --engine {engine}: intervals for {', '.join(with_ci) or 'none'} only; "
+def _without_intervals(ids: list[str], with_ci: list[str], engine: str) -> list[str]:
+    """The message naming the metrics ``--ci`` gives no interval on the weighted passes."""
+    without = [m for m in ids if m not in with_ci]
+    if not without:
+        return []
+    return [f"--ci with --engine {engine}: intervals for {', '.join(with_ci) or 'none'} only; "
             f"none for {', '.join(without)} (the streamed bootstrap resamples score units of "
             "one bin: the maximum errors' and PDE's replicates need the rows; use --engine "
-            "memory)")
-    return out
+            "memory)"]
 
 
 def _noted(res: Any, how: str, **more: Any) -> Any:

@@ -391,10 +391,13 @@ def newton_steps(beta0: ArrayLike = (0.0, 0.0), *, iters: int = 100, last_eval: 
                 <= 1e-12 * max(1.0, abs(float(sums[0])))):
             beta = beta + step
             break
+        # a step that lowers ℓ is halved; on a stream ℓ's rounding (≈1e-16·|ℓ| per term) is
+        # no descent: there a candidate within 1e-12·|ℓ| is accepted (each halving is a pass)
+        slack = 1e-12 if last_eval else 1e-12 * max(1.0, abs(float(sums[0])))
         for _ in range(30):
             cand = beta + step
             cand_sums = yield cand
-            if cand_sums[0] >= sums[0] - 1e-12:
+            if cand_sums[0] >= sums[0] - slack:
                 break
             step /= 2.0
         beta, sums = cand, cand_sums

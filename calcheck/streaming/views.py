@@ -83,18 +83,21 @@ class ViewsState:
     states: list[Any] = field(default_factory=list)
 
     def update(self, first: Any, labels: IntArray, start: int = 0,
-               groups: tuple[list[str | None], IntArray] | None = None) -> ViewsState:
+               *extras: Any) -> ViewsState:
         """Add a batch: (scores, labels) or, for class sub-streams, (probabilities — their
         :class:`~calcheck.data.ClassColumns`, an (n, K) matrix, or {class: probabilities} of
-        the classes this pass needs —, class indices); with
-        ``by``, its (group keys, code per row)."""
-        rows_of = _group_rows(groups) if groups is not None else {}
+        the classes this pass needs —, class indices); then, with ``by``, its (group keys,
+        code per row); then the rows' weights when the weighted passes read it
+        (:mod:`calcheck.streaming.weighted`: binary rows, weights last)."""
+        groups, weights = (extras[0], extras[1:]) if self.spec.by is not None else \
+            (None, extras)
+        rows_of = group_rows(groups) if groups is not None else {}
         with one_batch(first):                  # the parts share the batch's grid cells
-            self._update(first, labels, start, rows_of)
+            self._update(first, labels, start, rows_of, weights)
         return self
 
     def _update(self, first: Any, labels: IntArray, start: int,
-                rows_of: dict[Any, IntArray]) -> None:
+                rows_of: dict[Any, IntArray], weights: tuple[FloatArray, ...]) -> None:
         column: dict[int, tuple[FloatArray, IntArray]] = {}
         for (sub, _), state in zip(self.spec.parts, self.states):
             if sub.cls is None:
@@ -115,9 +118,10 @@ class ViewsState:
                 keep = s >= sub.min_score if rows is None else s[rows] >= sub.min_score
                 rows = np.flatnonzero(keep) if rows is None else rows[keep]
             if rows is None:
-                state.update(s, y, start)
+                state.update(s, y, start, *weights)
             elif rows.shape[0]:
-                state.update(s[rows], y[rows], rows.astype(np.int64) + start)
+                state.update(s[rows], y[rows], rows.astype(np.int64) + start,
+                             *(w[rows] for w in weights))
 
     def merge(self, other: ViewsState) -> ViewsState:
         if self.spec != other.spec:
@@ -127,7 +131,7 @@ class ViewsState:
         return self
 
 
-def _group_rows(groups: tuple[list[str | None], IntArray]) -> dict[Any, IntArray]:
+def group_rows(groups: tuple[list[str | None], IntArray]) -> dict[Any, IntArray]:
     """Row positions (ascending) of each group key of a batch."""
     keys, codes = groups
     if len(keys) == 1:

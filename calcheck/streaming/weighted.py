@@ -46,10 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.binning import uniform_assign
+from calcheck.errors import InputError
 from calcheck.hypotests.classical import LOGISTIC_BLOCK, cox_logit
 from calcheck.metrics.scoring import LOG_LOSS_EPS
+from calcheck.streaming.groups import MAX_GROUPS
 from calcheck.streaming.ranks import (
     FIRST_SHIFT,
     FULL,
@@ -59,7 +61,9 @@ from calcheck.streaming.ranks import (
     key_value,
     next_ranges,
 )
+from calcheck.streaming.runner import one_pass
 from calcheck.streaming.states import CompensatedSum
+from calcheck.streaming.views import group_rows
 from calcheck.tuning import DEFAULT, Tuning
 from calcheck.weights import MassAxis, regime_variance
 
@@ -257,6 +261,51 @@ def top_buckets(s: FloatArray) -> IntArray:
     return (score_keys(s) >> np.uint64(FIRST_SHIFT)).astype(np.intp)
 
 
+@dataclass(frozen=True)
+class GroupedFirstSpec:
+    """The first pass of every ``--by`` group (or ``--time`` window): a :class:`FirstState` per
+    group key, at most :data:`calcheck.streaming.groups.MAX_GROUPS` of them."""
+
+    spec: FirstSpec
+    by: str
+    threaded = True
+
+    def new(self) -> GroupedFirstState:
+        return GroupedFirstState(self)
+
+
+class GroupedFirstState:
+    def __init__(self, spec: GroupedFirstSpec) -> None:
+        self.spec = spec
+        self.groups: dict[str | None, FirstState] = {}
+
+    def _group(self, key: str | None) -> FirstState:
+        state = self.groups.get(key)
+        if state is None:
+            if len(self.groups) >= MAX_GROUPS:
+                raise InputError(
+                    f"--by {self.spec.by}: more than {MAX_GROUPS} groups; the weighted passes "
+                    "keep a first pass per group (~5 MB each). Select groups with --where, or "
+                    "use --engine memory")
+            state = self.groups[key] = self.spec.spec.new()
+        return state
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> GroupedFirstState:
+        w = _weights(rest)                     # (group keys, code per row), then the weights
+        for key, rows in group_rows(rest[0]).items():
+            self._group(key).update(s[rows], y[rows], start, w[rows])
+        return self
+
+    def merge(self, other: GroupedFirstState) -> GroupedFirstState:
+        for key, st in other.groups.items():
+            if key in self.groups:
+                self.groups[key].merge(st)
+            else:
+                self._group(key)
+                self.groups[key] = st
+        return self
+
+
 # ---------------------------------------------------------------------------------------------
 # the mass search
 
@@ -400,6 +449,17 @@ class MassSearch:
     def scores(self) -> FloatArray:
         """The distinct scores found (ascending, each once)."""
         return np.unique(np.array([key_value(c.key) for c in self.cuts if c.key is not None]))
+
+
+def cut_units(first: FirstState, cuts: list[float], tuning: Tuning = DEFAULT
+              ) -> Passes[FloatArray]:
+    """The mass search's passes: the scores of the tie groups that hold the mass ``cuts``,
+    from the first pass's histogram (:class:`MassSearch`)."""
+    search = MassSearch(cuts, tuning)
+    search.first(first.hist_mass, first.hist_rows)
+    while not search.done:
+        search.absorb((yield from one_pass(MassPassSpec(search.ranges()))))
+    return search.scores()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""One set of streamed weighted rows — a file's, or one ``--by`` group's — and what the
+weighted passes compute on it (:mod:`calcheck.engines.weighted`).
+
+:class:`WeightedRows` starts from its first pass (:class:`~calcheck.streaming.weighted.
+FirstState`) and writes every later pass as a :data:`~calcheck._typing.Passes` program: it
+yields each pass's spec and is sent the pass's state.  The file's rows run their programs one
+at a time (:func:`calcheck.streaming.runner.drive`); ``--by`` groups and ``--time`` windows run
+theirs in lockstep, one shared pass over the file per round for every group
+(:func:`calcheck.streaming.runner.drive_lockstep`, each group a sub-stream of the rows), so
+the groups cost the passes of one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calcheck._typing import FloatArray, Passes
+from calcheck.metrics._result import MetricResult
+from calcheck.streaming.runner import one_pass
+from calcheck.streaming.weighted import (
+    BinsSpec,
+    BinsState,
+    DeviationSpec,
+    FirstState,
+    cut_units,
+)
+from calcheck.tuning import Tuning
+from calcheck.weights import mass_cuts, resolve_null, uniform_of_sums
+
+
+class WeightedRows:
+    """The weighted passes' computations on one set of rows, from its first pass ``first``
+    (``frequency``: counts, the expanded rows' numbers; ``null``: ``--weight-null``).  The
+    bins pass is kept, and run again only for cuts or binnings it lacks."""
+
+    def __init__(self, first: FirstState, *, frequency: bool, null: str,
+                 tuning: Tuning) -> None:
+        self.first = first
+        self.frequency = frequency
+        self.null = null
+        self.tuning = tuning
+        self.bins: BinsState | None = None
+        self._cuts: set[float] = set()
+
+    @property
+    def n(self) -> int:
+        """The results' ``n``: the rows, or for counts the expanded rows."""
+        return round(self.first.scalar("mass")) if self.frequency else self.first.rows
+
+    def regime(self) -> tuple[str, tuple[float, float] | None]:
+        """The tests' null (:func:`calcheck.weights.resolve_null`) and its class weights."""
+        if self.frequency:
+            return "count", None
+        return resolve_null(self.null, self.first.class_weights() if self.null != "fixed"
+                            else None)
+
+    def cuts(self, groups: int) -> list[float]:
+        """The inner equal-mass cuts of ``groups`` bins on the mass axis."""
+        total = self.first.scalar("mass")
+        return [float(c) for c in mass_cuts(total, groups, self.frequency)[1:-1]]
+
+    def bins_pass(self, cuts: list[float], *bins: int) -> Passes[BinsState]:
+        """The bins pass over the units of the inner ``cuts`` (and of every cut asked
+        before), with the null variances of the equal-width binnings ``bins``; the mass
+        search's passes first."""
+        have = self.bins.spec.bins if self.bins is not None else ()
+        if self.bins is None or not set(cuts) <= self._cuts or not set(bins) <= set(have):
+            self._cuts |= set(cuts)
+            units = yield from cut_units(self.first, sorted(self._cuts), self.tuning)
+            spec = BinsSpec(tuple(float(u) for u in units),
+                            tuple(sorted({*have, *bins, *self.first.spec.bins})),
+                            self.regime()[1], count=self.frequency)
+            self.bins = yield from one_pass(spec)
+        return self.bins
+
+    def uniform(self, b: int, effective: bool = True) -> Passes[Any]:
+        """Equal-width binning ``b`` (sampling weights, ``effective``: with its bins'
+        effective sizes, from the bins pass)."""
+        mass, score, label = self.first.binned(b)
+        var = None
+        if effective and not self.frequency:
+            var = (yield from self.bins_pass([], b)).bins[b].value
+        return uniform_of_sums(b, mass, score, label, var)
+
+    def quantile(self, groups: int) -> Passes[Any]:
+        """Equal-mass binning of ``groups`` bins, ties shared pro rata."""
+        bins = yield from self.bins_pass(self.cuts(groups))
+        ax, _ = bins.axis()
+        return ax.stats(mass_cuts(ax.total, groups, self.frequency), params={"bins": groups},
+                        effective=not self.frequency)
+
+    def deviations(self, b: int, stats: Any) -> Passes[FloatArray]:
+        """PDE's Σ w|s − P̂_b| per bin: the gaps' from a pass, the units' from their sums."""
+        bins = yield from self.bins_pass(self.cuts(b))
+        ax, _ = bins.axis()
+        cuts = mass_cuts(ax.total, b, self.frequency)
+        phat = np.nan_to_num(stats.mean_label)
+        M = ax.M
+        mid = (M[:-1] + M[1:]) / 2.0                          # each piece's bin
+        owner = np.clip(np.searchsorted(cuts, mid, side="right") - 1, 0, b - 1)
+        gaps = owner[0::2]
+        state = yield from one_pass(DeviationSpec(tuple(float(u) for u in bins.units),
+                                                  tuple(float(p) for p in phat[gaps])))
+        out = np.bincount(gaps, weights=state.sums.value, minlength=b).astype(np.float64)
+        for u, score in enumerate(bins.units):                # a unit: its share in each bin
+            lo, hi = M[2 * u + 1], M[2 * u + 2]
+            over = np.clip(np.minimum(hi, cuts[1:]) - np.maximum(lo, cuts[:-1]), 0.0, None)
+            out += over * np.abs(score - phat)
+        return out
+
+    def metrics(self, ids: list[str], b: int, *, effective: bool = True
+                ) -> Passes[dict[str, MetricResult]]:
+        """The metrics ``ids`` (of :data:`calcheck.engines.base.PASSES_METRICS`) with ``b``
+        bins."""
+        from calcheck.metrics.binned import binned_result, pde_result
+        from calcheck.metrics.scoring import LOG_LOSS_EPS
+
+        first, n = self.first, self.n
+        total = first.scalar("mass")
+        if any(m in ("ace", "mce_q", "pde") for m in ids):
+            yield from self.bins_pass(self.cuts(b), b)       # one search for every binning
+        out: dict[str, MetricResult] = {}
+        for mid in ids:
+            if mid in ("ece", "ece_l2", "mce"):
+                out[mid] = binned_result(mid, (yield from self.uniform(b, effective)), b, n)
+            elif mid in ("ace", "mce_q"):
+                out[mid] = binned_result(mid, (yield from self.quantile(b)), b, n,
+                                         ties="share")
+            elif mid == "pde":
+                stats = yield from self.quantile(b)
+                dev = yield from self.deviations(b, stats)
+                out[mid] = pde_result(stats, dev, b, total, n, "share")
+            elif mid == "brier":
+                out[mid] = MetricResult(id="brier", value=first.scalar("squared_error") / total,
+                                        n_samples=n)
+            elif mid == "log_loss":
+                out[mid] = MetricResult(id="log_loss",
+                                        value=-first.scalar("log_likelihood") / total,
+                                        unit="nats", settings={"clip": LOG_LOSS_EPS},
+                                        n_samples=n)
+            else:
+                raise ValueError(f"the weighted passes do not compute {mid}")
+        return out
+
+    def intervals(self, results: dict[str, MetricResult], with_ci: list[str], b: int,
+                  ci: Any) -> tuple[dict[str, MetricResult], dict[str, Any]]:
+        """``results`` with the Poisson bootstrap per score unit's intervals of ``with_ci``
+        from the first pass's units (:func:`calcheck.streaming.bootstrap.
+        weighted_bootstrap`), and the bootstrap's settings."""
+        from calcheck.streaming.bootstrap import weighted_bootstrap
+        from calcheck.streaming.weighted import unit_bits
+        from calcheck.uncertainty import with_intervals
+
+        cis, settings = weighted_bootstrap(self.first.unit_table(), with_ci, bins=b,
+                                           bits=unit_bits(b), frequency=self.frequency,
+                                           reps=ci.reps, level=ci.level, seed=ci.seed)
+        return with_intervals(results, cis), settings
