@@ -466,11 +466,12 @@ def run_weights(kind: str, npop: int, seed: int, trials: int, reps: int, design:
 def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
                          design: str = "down", reps: int = 1000) -> dict[str, float]:
     """:func:`weight_sample`'s weighted rows through ``--engine stream``'s weighted passes
-    (the budget of held rows set to 100, so they stream): the rejection rates of HL,
-    Spiegelhalter and Cox at α = 0.05 and whether HL ran its small-count simulation (there the
-    streamed null is each group's Binomial on its effective size, not the exact one); in the
-    down-sampling design the coverage of the streamed ECE and ACE intervals (``--ci``: the
-    Poisson bootstrap per score unit) for the population values."""
+    (the budget of held rows set to 100, so they stream): the rejection rates of adaptive
+    T-Cal (the units' null, dyadic levels), HL, Spiegelhalter and Cox at α = 0.05 and whether
+    HL ran its small-count simulation (there the streamed null is each group's Binomial on
+    its effective size, not the exact one); in the down-sampling design the coverage of the
+    streamed ECE and ACE intervals (``--ci``: the Poisson bootstrap per score unit) for the
+    population values."""
     import contextlib
     import io
     import json
@@ -487,7 +488,7 @@ def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/w.parquet"
         pq.write_table(pa.table({"score": s, "label": y.astype(np.int8), "w": w}), path)
-        for args in (["test", "--method", "hl,spiegelhalter,cox", "--family", "none",
+        for args in (["test", "--method", "tcal,hl,spiegelhalter,cox", "--family", "none",
                       "--trials", str(trials)],
                      ["score", "-m", "ece,ace", "--ci", "--ci-reps", str(reps)]):
             out = io.StringIO()
@@ -499,7 +500,8 @@ def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
     pop = weight_population(kind)
     cover = {f"{m} coverage": float(metrics[m]["ci"]["low"] <= pop[m] <= metrics[m]["ci"]["high"])
              if design == "down" else float("nan") for m in ("ece", "ace")}
-    return {"hl": float(tests["hosmer_lemeshow"]["reject"]),
+    return {"tcal": float(tests["tcal_adaptive"]["reject"]),
+            "hl": float(tests["hosmer_lemeshow"]["reject"]),
             "spiegelhalter": float(tests["spiegelhalter"]["reject"]),
             "cox": float(tests["cox"]["reject"]),
             "hl by simulation": float(tests["hosmer_lemeshow"]["pvalue_method"] ==
@@ -734,11 +736,11 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "weighted and unweighted ECE",
           "wstream": "Weighted rows streamed beyond the held budget (--engine stream's "
                      "weighted passes; the weights section's designs and seeds): each "
-                     "test's rejection rate at α = 0.05, how often Hosmer–Lemeshow ran "
-                     "its small-count simulation (streamed: each group's Binomial on its "
-                     "effective size), and in the down-sampling design the coverage of the "
-                     "streamed 95 % ECE and ACE intervals (Poisson bootstrap per score unit) "
-                     "of the population value",
+                     "test's rejection rate at α = 0.05 (T-Cal: adaptive, the units' null), "
+                     "how often Hosmer–Lemeshow ran its small-count simulation (streamed: "
+                     "each group's Binomial on its effective size), and in the down-sampling "
+                     "design the coverage of the streamed 95 % ECE and ACE intervals "
+                     "(Poisson bootstrap per score unit) of the population value",
           "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
                    "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "

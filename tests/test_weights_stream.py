@@ -151,8 +151,8 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
     r = cli(["test", path, "--weight", "cw", "--json", "--engine", "stream"], tuning=SMALL)
     assert r.code in (0, 1), r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc["tests"]) == {"hosmer_lemeshow", "spiegelhalter", "cox"}
-    assert "tcal (the default test) left out" in r.stderr and "--engine memory" in r.stderr
+    assert set(doc["tests"]) == {"tcal_adaptive"}
+    assert "not per row" in r.stderr and "left out" not in r.stderr
     assert doc["input"]["weights"]["null"] == "labels"
     assert doc["summary"]["verdict"] in ("miscalibrated", "no evidence of miscalibration",
                                          "inconclusive")
@@ -295,6 +295,42 @@ def test_streamed_cox_takes_few_newton_passes(tmp_path, cli):
     assert got["statistic"] == pytest.approx(mem["statistic"], rel=1e-9)
 
 
+@pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--weight", "cw"),
+                                         ("--count", "n")])
+def test_streamed_tcal_is_the_in_memory_statistic(tmp_path, cli, kind, column):
+    """T-Cal on the weighted passes: a fixed m's statistic is the in-memory engine's (the
+    units never straddle a bin), its p-value the same up to Monte Carlo noise (the units'
+    null); adaptive T-Cal tests the dyadic levels, each the in-memory statistic at that m."""
+    path = _file(tmp_path, n=8000, decimals=0, beta=(2.0, 2.0))
+    t = pq.read_table(path)
+    rng = np.random.default_rng(7)                    # calibrated labels: p-values spread
+    s = t["score"].to_numpy()
+    y = (rng.random(s.shape[0]) < s).astype(np.int8)
+    calibrated = tmp_path / "cal.parquet"
+    pq.write_table(t.set_column(t.schema.get_field_index("label"), "label", pa.array(y)),
+                   calibrated)
+    for m in ("10", "16"):
+        args = ["test", calibrated, kind, column, "--method", "tcal", "--bins", m, "--json",
+                "--trials", "2000"]
+        mem = json.loads(cli(args).stdout)["tests"]["tcal"]
+        r = cli([*args, "--engine", "stream"], tuning=SMALL)
+        assert r.code in (0, 1), r.stderr
+        got = json.loads(r.stdout)["tests"]["tcal"]
+        assert got["statistic"] == pytest.approx(mem["statistic"], rel=1e-9, abs=1e-15)
+        assert abs(got["pvalue"] - mem["pvalue"]) < 0.05, (m, got["pvalue"], mem["pvalue"])
+        assert abs(got["settings"]["null_variance_excess"]) < 1e-3
+    r = cli(["test", calibrated, kind, column, "--method", "tcal", "--json", "--engine",
+             "stream"], tuning=SMALL)
+    got = json.loads(r.stdout)["tests"]["tcal_adaptive"]
+    assert got["settings"]["levels"].startswith("2^1..2^")
+    for level in got["levels"]:
+        assert level["m"] & (level["m"] - 1) == 0                   # a power of two
+        mem = json.loads(cli(["test", calibrated, kind, column, "--method", "tcal", "--bins",
+                              str(level["m"]), "--json", "--trials", "100"]).stdout)
+        assert level["dpe"] == pytest.approx(mem["tests"]["tcal"]["statistic"], rel=1e-9,
+                                             abs=1e-15), level
+
+
 def test_too_many_streamed_groups_is_an_error(tmp_path, cli):
     rng = np.random.default_rng(1)
     n = 3000
@@ -330,7 +366,7 @@ def test_bootstrap_units_lie_in_one_bin():
         assert (1 << unit_bits(bins)) >= 2 * bins
 
 
-@pytest.mark.parametrize("argv", [["test", "--method", "tcal"], ["test", "--method", "ks"],
+@pytest.mark.parametrize("argv", [["test", "--method", "ks"],
                                   ["test", "--method", "hl", "--by", "g"],
                                   ["plot", "-o", "OUT.png"], ["report", "-o", "OUT.html"]])
 def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):

@@ -209,7 +209,7 @@ class ReadOptions:
 # what the weighted passes compute (calcheck.engines.weighted: sampling weights, or counts,
 # beyond the rows the streaming engines hold)
 PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
-PASSES_METHODS = ("hl", "spiegelhalter", "cox")
+PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 
 
 def passes_serve(opts: Options) -> bool:

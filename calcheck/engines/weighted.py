@@ -7,11 +7,12 @@ passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss (with
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
-window too, every group's passes in lockstep), and the Hosmer–Lemeshow, Spiegelhalter and
-Cox tests, with the headline (from the equal-width bins and Cox's direction); the
-computations on one set of rows live in :mod:`calcheck.engines.weighted_rows`.  What needs
-more — T-Cal's null, the other metrics, tests per group, ``--var``, figures, ``--ties
-order``, multiclass input — is refused for
+window too, every group's passes in lockstep), and the T-Cal (from one pass over its
+units, :mod:`calcheck.hypotests.unit_tcal`), Hosmer–Lemeshow, Spiegelhalter and Cox tests,
+with the headline (from the equal-width bins and Cox's direction); the computations on one
+set of rows live in :mod:`calcheck.engines.weighted_rows`.  What needs more — the other
+metrics and tests, tests per group, ``--var``, figures, ``--ties order``, multiclass input
+— is refused for
 sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
 metric set leaves the others out with a message), and streams counts expanded
 (:func:`calcheck.engines.base.passes_serve` decides, from the options).
@@ -300,7 +301,9 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             self.drive(rows.bins_pass(rows.cuts(topts.hl_groups)))
         out = Outcome()
         for m in methods:
-            if m == "spiegelhalter":
+            if m == "tcal":
+                self._tcal(methods, topts, out)
+            elif m == "spiegelhalter":
                 den = float(self.drive(rows.bins_pass([])).den.value[0])
                 res = spiegelhalter_of_sums(first.scalar("spiegelhalter_num"), den, total,
                                             first.scalar("score"), first.scalar("label"),
@@ -324,6 +327,45 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             else:
                 raise self.refuse(f"--method {m}")
         return out
+
+    def _tcal(self, methods: list[str], topts: TestOptions, out: Outcome) -> None:
+        """T-Cal (fixed m, or adaptive over the dyadic levels) from one pass over its units
+        (:mod:`calcheck.hypotests.unit_tcal`), into ``out``."""
+        from calcheck.hypotests import tcal_trials
+        from calcheck.hypotests.tcal import adaptive_ms, check_null_size
+        from calcheck.hypotests.unit_tcal import UnitNull, unit_tcal
+        from calcheck.streaming.weighted import TCAL_BITS, TcalSpec
+
+        first = self.first()
+        n = max(2, round(first.scalar("mass") if self.frequency else
+                         first.scalar("mass") ** 2 / first.scalar("mass_sq")))
+        ms = [topts.bins] if topts.bins is not None else \
+            adaptive_ms(n, topts.adaptive_grid, dyadic=True)[:TCAL_BITS]
+        levels = 1 if topts.bins is not None or topts.adaptive_correction == "minp" \
+            else len(ms)
+        trials, note = tcal_trials(topts.trials, topts.alpha, levels, auto=topts.auto_trials,
+                                   label=topts.trials_label,
+                                   family=topts.family_size(methods, False))
+        if note:
+            out.notes.append(note)
+        check_null_size(len(ms), trials)
+        regime, cw = self.regime()
+        state, _ = self.source.run(TcalSpec(topts.bins, cw if regime == "labels" else None,
+                                            count=self.frequency))
+        u = state.table()
+        res = unit_tcal(u, UnitNull.of(u, regime, cw), ms=ms, fixed=topts.bins is not None,
+                        alpha=topts.alpha, trials=trials, seed=topts.seed,
+                        correction=topts.adaptive_correction, grid=topts.adaptive_grid,
+                        bits=TCAL_BITS, settings={"weights": regime_note(regime, cw),
+                                                  "engine_null": TCAL_NULL,
+                                                  "null_unit_width": 2.0 ** -TCAL_BITS})
+        out.values["tcal" if topts.bins is not None else "tcal_adaptive"] = res
+        out.notes.append(f"T-Cal on --engine {self.name}: {TCAL_NULL}, not per row; relative "
+                         f"variance excess {res.settings['null_variance_excess']:.1e}")
+        if topts.bins is None and topts.adaptive_grid == "bounded":
+            out.notes.append(f"adaptive T-Cal on --engine {self.name} tests the bounded "
+                             "grid's powers of two (bins are unions of 2^-16 cells); in "
+                             "memory it also tests the levels between them")
 
     def recalibration(self, alpha: float, ci_level: float) -> Any:
         """Cox's fit by weighted Newton passes and one pass for its Hessian (and, for sampling
@@ -378,6 +420,8 @@ def _noted(res: Any, how: str, **more: Any) -> Any:
     return dataclasses.replace(res, settings={**res.settings, "weights": how, **more})
 
 
+TCAL_NULL = ("one Binomial draw per score unit (a 2^-16 cell, within one bin), the unit's sums "
+             "moved linearly in it (calcheck.hypotests.unit_tcal)")
 GROUP_NULL = ("per group, a Binomial on its effective size (the unweighted rows whose count at "
               "its mean score has its null variance), scaled to its mass: an approximation "
               "of the exact null (the streamed rows are not at hand)")

@@ -301,10 +301,20 @@ def _bin_sums(cum: FloatArray, where: IntArray) -> FloatArray:
     return np.asarray(cum[..., ends] - cum[..., where], dtype=np.float64)
 
 
-def _dpe(S: FloatArray, Q: FloatArray, N: FloatArray) -> Any:
+def dpe(S: FloatArray, Q: FloatArray, N: FloatArray) -> Any:
     """Σ_b (S_b² − Q_b)/N_b over the bins of positive mass (last axis)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(N > 0, (S * S - Q) / np.where(N > 0, N, 1.0), 0.0).sum(axis=-1)
+
+
+def plugin_of(S: FloatArray, Q: FloatArray, N: FloatArray, total: float) -> Any:
+    """T-Cal's plug-in statistics of one level from its bins' S, Q and N (total mass W)."""
+    from calcheck.hypotests.tcal import PluginStats
+
+    return PluginStats(dpe=float(dpe(S, Q, N)) / total,
+                       plugin_l2_biased=float(np.sum(np.where(
+                           N > 0, S * S / np.where(N > 0, N, 1.0), 0.0)) / total),
+                       plugin_l1=float(np.sum(np.abs(S)) / total))
 
 
 def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[int],
@@ -313,7 +323,7 @@ def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[i
     """T-Cal (one level ``ms[0]``, or adaptive over ``ms``) of weighted rows (module
     docstring): the observed statistics and ``trials`` null draws by the weights' regime,
     then the same p-values as unweighted T-Cal (min-P or Bonferroni over levels)."""
-    from calcheck.hypotests.tcal import PluginStats, adaptive_result, fixed_result
+    from calcheck.hypotests.tcal import adaptive_result, fixed_result
     from calcheck.hypotests.tcal_null import level_bounds
 
     s, y, weights = _rows(scores, labels, weights, "order")
@@ -331,10 +341,7 @@ def tcal(scores: FloatArray, labels: np.ndarray, weights: Weights, *, ms: list[i
                                                  _level_sums(v * r * r, starts), N_run))
     for m in ms:
         S, Q, N = (_bin_sums(x, where[m]) for x in (S_cum, Q_cum, N_cum))
-        observed.append(PluginStats(dpe=float(_dpe(S, Q, N)) / total,
-                                    plugin_l2_biased=float(np.sum(np.where(
-                                        N > 0, S * S / np.where(N > 0, N, 1.0), 0.0)) / total),
-                                    plugin_l1=float(np.sum(np.abs(S)) / total)))
+        observed.append(plugin_of(S, Q, N, total))
     rng = np.random.default_rng(seed)
     null = np.empty((len(ms), trials))
     if weights.frequency:
@@ -377,7 +384,7 @@ def _counted_null(null: FloatArray, s: FloatArray, k: FloatArray, starts: IntArr
         KR, sKR = _level_sums(K, at), _level_sums(K * us, at)
         A_cum, B_cum = _running(C1 - KR), _running(C2 - 2.0 * sKR + KR)
         for i, m in enumerate(ms):
-            null[i, done:done + t] = _dpe(_bin_sums(A_cum, where[m]),
+            null[i, done:done + t] = dpe(_bin_sums(A_cum, where[m]),
                                           _bin_sums(B_cum, where[m]),
                                           _bin_sums(N_cum, where[m])) / total
         done += t
@@ -423,7 +430,7 @@ def _weighted_null(null: FloatArray, s: FloatArray, y: FloatArray, weights: Weig
         else:
             N_cum, total_t = _running(N_run), np.full(t, total)
         for i, m in enumerate(ms):
-            null[i, done:done + t] = _dpe(_bin_sums(A_cum, where[m]),
+            null[i, done:done + t] = dpe(_bin_sums(A_cum, where[m]),
                                           _bin_sums(B_cum, where[m]),
                                           _bin_sums(N_cum, where[m])) / total_t
         done += t

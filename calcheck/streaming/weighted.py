@@ -567,6 +567,84 @@ class BinsState:
 
 
 # ---------------------------------------------------------------------------------------------
+# T-Cal's units
+
+TCAL_BITS = 16           # T-Cal's cells ⌊2^16·s⌋ (s = 1 its own cell, as ⌊m·s⌋ gives it)
+TCAL_SUMS = ("rows", "bin", "mass", "S", "Q", "V", "WS", "VS", "VS2")
+TCAL_CLASS_SUMS = ("s", "s2", "q", "q2", "qa", "qb")
+
+
+@dataclass(frozen=True)
+class TcalSpec:
+    """T-Cal's units: the rows of one cell ⌊2^16·s⌋ — and for a fixed ``m`` one bin ⌊m·s⌋
+    (:func:`tcal_keys`) — with their sums (:meth:`TcalState.table`); ``classes``: the class
+    weights (w₀, w₁) of the ``labels`` null; ``count``: counts (variance mass k)."""
+
+    m: int | None
+    classes: tuple[float, float] | None
+    count: bool = False
+    threaded = True
+
+    def new(self) -> TcalState:
+        return TcalState(self)
+
+
+def tcal_keys(s: FloatArray, m: int | None) -> IntArray:
+    """Each row's T-Cal unit: its cell ⌊2^16·s⌋, plus its bin ⌊m·s⌋ for a fixed ``m`` (cell
+    and bin both rise with s, so their sum is a unit's key in score order, and a cell that
+    meets two bins is two units)."""
+    cell = (s * float(1 << TCAL_BITS)).astype(np.intp)
+    return cell if m is None else cell + np.floor(s * float(m)).astype(np.intp)
+
+
+class TcalState:
+    def __init__(self, spec: TcalSpec) -> None:
+        self.spec = spec
+        self.size = (1 << TCAL_BITS) + 1 + (spec.m + 1 if spec.m else 0)
+        names = TCAL_SUMS + (TCAL_CLASS_SUMS if spec.classes else ())
+        self.names = names
+        self.sums = CompensatedSum.zeros(len(names) * self.size)
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> TcalState:
+        w = _weights(rest)
+        m, classes = self.spec.m, self.spec.classes
+        r = s - y.astype(np.float64)
+        v = w if self.spec.count else w * w
+        on = (w > 0).astype(np.float64)
+        cols = [on, on * np.floor(s * float(m)) if m else np.zeros_like(s), w, w * r,
+                v * r * r, v, w * s, v * s, v * s * s]
+        if classes is not None:
+            from calcheck.weights import sampled_rate
+
+            w0, w1 = classes
+            q = sampled_rate(s, classes) * on
+            cols += [on * s, on * s * s, q, q * q, q * (w1 * (s - 1.0) - w0 * s),
+                     q * ((w1 * (1.0 - s)) ** 2 - (w0 * s) ** 2)]
+        key = tcal_keys(s, m)
+        self.sums.add(np.concatenate([np.bincount(key, weights=c, minlength=self.size)
+                                      for c in cols]))
+        return self
+
+    def merge(self, other: TcalState) -> TcalState:
+        self.sums.merge(other.sums)
+        return self
+
+    def table(self) -> dict[str, FloatArray]:
+        """The units holding rows of positive weight, in score order: ``cell`` (⌊2^16·s⌋),
+        ``bin`` (⌊m·s⌋ for a fixed m) and each sum — rows, mass Σw, S = Σw(s − y),
+        Q = Σv(s − y)², V = Σv, WS = Σw·s, VS = Σv·s, VS2 = Σv·s² (v = w², or k for
+        counts) and, with class weights, the rows' Σs, Σs², Σq, Σq², Σq·a and Σq·b of
+        q = q(s), a = w₁(s − 1) − w₀s, b = w₁²(1 − s)² − w₀²s²."""
+        v = self.sums.value.reshape(len(self.names), self.size)
+        keep = np.flatnonzero(v[0] > 0)
+        out = {name: v[i, keep] for i, name in enumerate(self.names)}
+        out["bin"] = np.rint(out["bin"] / out["rows"])          # each unit's one bin
+        out["cell"] = (keep - out["bin"]).astype(np.int64) if self.spec.m else \
+            keep.astype(np.int64)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
 # PDE's deviations, Cox's sandwich
 
 
