@@ -39,7 +39,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              the unweighted run on the same file [<= 1.5x]; --weight w vs unweighted, the
              metrics --weight takes                                               [<= 1.3x];
              and --engine stream --weight w (--count n) on 10^7 rows (beyond the held
-             budget: the weighted passes) vs the unweighted stream run   [<= 1.3x (1.5x)]
+             budget: the weighted passes) vs the unweighted stream run   [<= 1.3x (1.5x)];
+             and there --ci, --by (8 groups) and test (adaptive T-Cal)        [record]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -552,18 +553,32 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
     counted = best([*cmd, "--count", "n"], 3)      # the counts as weights: the file's rows
     line("stream: score --count n, 1e7 rows (1e10 predictions; beyond the held 2e6)",
          counted[0], plain[0], "<= 1.5x", f"peak {counted[1]:.2f} GB")
+    # what the passes added in 0.13.0, each beside the same run unweighted (for the record:
+    # no goal of their own)
+    for name, extra, ref in (
+            ("--ci", ["-m", "ece,ace,brier", "--ci"], ["-m", "ece,ace,brier", "--ci"]),
+            ("--by g (8 groups)", ["-m", "ece,ace,brier", "--by", "g"],
+             ["-m", "ece,ace,brier", "--by", "g"]),
+            ("test (adaptive T-Cal)", [], [])):
+        cmd = ["calcheck", "test" if name.startswith("test") else "score", str(path),
+               "--no-progress", "-q", "--engine", "stream"]
+        weighted = best([*cmd, *extra, "--weight", "w"], 2)
+        plain = best([*cmd, *ref], 2)
+        line(f"stream: {name} --weight w, 1e7 rows", weighted[0], plain[0], "record",
+             f"peak {weighted[1]:.2f} GB")
 
 
 def weights_stream_file(n: int) -> Path:
-    """``n`` rows of a calibrated model (Beta(2, 5) scores) with importance weights ``w`` and
-    counts ``n`` (about 1,000 predictions a row)."""
+    """``n`` rows of a calibrated model (Beta(2, 5) scores) with importance weights ``w``,
+    counts ``n`` (about 1,000 predictions a row) and a group ``g`` of 8."""
     path = DATA / f"weights_stream_{n}.parquet"
-    if not path.exists() or "n" not in pq.read_schema(path).names:
+    if not path.exists() or "g" not in pq.read_schema(path).names:
         rng = np.random.default_rng(1)
         s = rng.beta(2, 5, n)
         pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
                                  "w": rng.exponential(1.0, n),
-                                 "n": rng.integers(1, 2000, n).astype(np.float64)}), path)
+                                 "n": rng.integers(1, 2000, n).astype(np.float64),
+                                 "g": rng.integers(0, 8, n).astype(np.int8)}), path)
     return path
 
 

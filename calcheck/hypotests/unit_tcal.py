@@ -94,11 +94,7 @@ class UnitNull:
         levels finest first, each a coarsening of the one before): levels × trials."""
         rng = np.random.default_rng(seed)
         out = np.empty((len(levels), trials))
-        starts, first = [], np.arange(self.k.shape[0])
-        for ids in levels:                       # each level grouped over the previous one
-            st = run_starts(ids[first])[0]
-            starts.append(st)
-            first = first[st]
+        starts = nested_starts(levels, self.k.shape[0])
         done = 0
         while done < trials:
             t = min(TRIAL_CHUNK, trials - done)
@@ -110,6 +106,18 @@ class UnitNull:
                 out[i, done:done + t] = dpe(S, Q, N) / total
             done += t
         return out
+
+
+def nested_starts(levels: list[IntArray], units: int) -> list[IntArray]:
+    """For levels of bin ids over ``units`` sorted units (finest first, each a coarsening of
+    the one before): each level's group starts among the previous level's groups, so a draw
+    reduces level by level (``np.add.reduceat`` of the one before)."""
+    starts, first = [], np.arange(units)
+    for ids in levels:
+        st = run_starts(ids[first])[0]
+        starts.append(st)
+        first = first[st]
+    return starts
 
 
 def _relative(approx: float, exact: float) -> float:

@@ -27,19 +27,23 @@ from calcheck.streaming.weighted import (
     BinsSpec,
     DeviationSpec,
     FirstSpec,
+    GroupedFirstSpec,
     MassPassSpec,
     SandwichSpec,
+    TcalSpec,
 )
 
 SPECS = (ClasswiseSpec, StateSpec, GroupedSpec, SortedRowsSpec, HeldCellsSpec, RowPassSpec,
          CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec,
-         FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec)
+         FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec, GroupedFirstSpec,
+         TcalSpec)
 
 
 def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec,
                e: HeldCellsSpec, g: RowPassSpec, h: CoxSpec, i: DistinctSpec, j: CellSpec,
                k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec, q: ViewsSpec,
                r: FirstSpec, s: MassPassSpec, t: BinsSpec, u: DeviationSpec,
-               v: SandwichSpec) -> tuple[PassSpec[PassState], ...]:
+               v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec
+               ) -> tuple[PassSpec[PassState], ...]:
     """One of each spec, as the protocol (mypy checks every element's conformance)."""
-    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v)
+    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x)

@@ -55,14 +55,7 @@ class GroupedState:
         return sum(g.n for g in self.groups.values())
 
     def _group(self, key: str | None) -> StreamState:
-        state = self.groups.get(key)
-        if state is None:
-            if len(self.groups) >= MAX_GROUPS:
-                raise InputError(
-                    f"--by {self.by}: more than {MAX_GROUPS} groups; the streaming engines keep "
-                    "a grid per group (~5 MB each). Select groups with --where, or use "
-                    "--engine memory")
-            state = self.groups[key] = self.spec.new()
+        state: StreamState = group_state(self.groups, key, self.spec.new, self.by, "a grid")
         return state
 
     def update(self, scores: FloatArray, labels: IntArray, start: int = 0,
@@ -102,6 +95,19 @@ class GroupedState:
         for key in sorted(self.groups, key=lambda k: (k is None, k or "")):
             total.merge(self.groups[key])                   # reads the group state only
         return total
+
+
+def group_state(groups: dict[Any, Any], key: Any, new: Any, by: str, what: str) -> Any:
+    """The state of group ``key`` in ``groups``, made by ``new()`` the first time — at most
+    :data:`MAX_GROUPS` of them (``what`` each group keeps, ~5 MB, says why)."""
+    state = groups.get(key)
+    if state is None:
+        if len(groups) >= MAX_GROUPS:
+            raise InputError(f"--by {by}: more than {MAX_GROUPS} groups; the streaming engines "
+                             f"keep {what} per group (~5 MB each). Select groups with --where, "
+                             "or use --engine memory")
+        state = groups[key] = new()
+    return state
 
 
 def group_positional(source: Any, states: dict[str, StreamState], by: str, ids: list[str], *,

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from calcheck._typing import FloatArray, IntArray
-from calcheck.binning import run_starts
 from calcheck.hypotests._result import TestResult
 from calcheck.hypotests.classical import spiegelhalter_from_sums
 from calcheck.hypotests.tcal import (
@@ -35,6 +34,7 @@ from calcheck.hypotests.tcal import (
     check_null_size,
     fixed_result,
 )
+from calcheck.hypotests.unit_tcal import nested_starts
 from calcheck.streaming.states import (
     StreamState,
     binned,
@@ -83,12 +83,7 @@ def grid_null(u: dict[str, Any], levels: list[IntArray], *, n: int, trials: int,
     share = N / float(N.sum())
     rng = np.random.default_rng(seed)
     out = np.empty((len(levels), trials))
-    starts = []
-    first = np.arange(N.shape[0])                # first unit of every group of the level above
-    for ids in levels:                           # each level grouped over the previous one
-        st = run_starts(ids[first])[0]
-        starts.append(st)
-        first = first[st]
+    starts = nested_starts(levels, N.shape[0])
     done = 0
     while done < trials:
         t = min(TRIAL_CHUNK, trials - done)

@@ -48,10 +48,9 @@ import numpy as np
 
 from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.binning import uniform_assign
-from calcheck.errors import InputError
 from calcheck.hypotests.classical import LOGISTIC_BLOCK, cox_logit
 from calcheck.metrics.scoring import LOG_LOSS_EPS
-from calcheck.streaming.groups import MAX_GROUPS
+from calcheck.streaming.groups import group_state
 from calcheck.streaming.ranks import (
     FIRST_SHIFT,
     FULL,
@@ -280,14 +279,8 @@ class GroupedFirstState:
         self.groups: dict[str | None, FirstState] = {}
 
     def _group(self, key: str | None) -> FirstState:
-        state = self.groups.get(key)
-        if state is None:
-            if len(self.groups) >= MAX_GROUPS:
-                raise InputError(
-                    f"--by {self.spec.by}: more than {MAX_GROUPS} groups; the weighted passes "
-                    "keep a first pass per group (~5 MB each). Select groups with --where, or "
-                    "use --engine memory")
-            state = self.groups[key] = self.spec.spec.new()
+        state: FirstState = group_state(self.groups, key, self.spec.spec.new, self.spec.by,
+                                        "a weighted first pass")
         return state
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> GroupedFirstState:
@@ -301,8 +294,7 @@ class GroupedFirstState:
             if key in self.groups:
                 self.groups[key].merge(st)
             else:
-                self._group(key)
-                self.groups[key] = st
+                self.groups[key] = self._group(key).merge(st)
         return self
 
 
