@@ -322,6 +322,11 @@ def test_streamed_tcal_is_the_in_memory_statistic(tmp_path, cli, kind, column):
     r = cli(["test", calibrated, kind, column, "--method", "tcal", "--json", "--engine",
              "stream"], tuning=SMALL)
     got = json.loads(r.stdout)["tests"]["tcal_adaptive"]
+    if kind == "--count":                     # the same units and draws on Dask
+        pytest.importorskip("dask")
+        r = cli(["test", calibrated, kind, column, "--method", "tcal", "--json", "--engine",
+                 "dask"], tuning=SMALL)
+        _close(got, json.loads(r.stdout)["tests"]["tcal_adaptive"])
     assert got["settings"]["levels"].startswith("2^1..2^")
     for level in got["levels"]:
         assert level["m"] & (level["m"] - 1) == 0                   # a power of two
