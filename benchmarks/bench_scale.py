@@ -510,6 +510,7 @@ def weights_file(n: int) -> Path:
     weight column ``w`` for the --weight row."""
     path = DATA / f"weights_{n}.parquet"
     if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(0)
         m = n // 2
         s = np.sort(rng.beta(2, 5, m))
@@ -573,6 +574,7 @@ def weights_stream_file(n: int) -> Path:
     counts ``n`` (about 1,000 predictions a row) and a group ``g`` of 8."""
     path = DATA / f"weights_stream_{n}.parquet"
     if not path.exists() or "g" not in pq.read_schema(path).names:
+        DATA.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(1)
         s = rng.beta(2, 5, n)
         pq.write_table(pa.table({"score": s, "label": (rng.random(n) < s).astype(np.int8),
