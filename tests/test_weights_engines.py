@@ -280,7 +280,7 @@ def test_weighted_tcal_null_by_label_coefficients_equals_the_row_by_row_draws(cl
     A = ws * (s - ystar)
     cum = [wt._running(wt._level_sums(v, starts)) for v in (A, A * A, ws)]
     for i, m in enumerate(ms):
-        ref = wt._dpe(*(wt._bin_sums(c, where[m]) for c in cum)) / ws.sum(axis=1)
+        ref = wt.dpe(*(wt._bin_sums(c, where[m]) for c in cum)) / ws.sum(axis=1)
         np.testing.assert_allclose(got[i], ref, rtol=1e-9, atol=1e-12)
 
 
