@@ -73,10 +73,6 @@ class Refusals:
     def refuse(self, what: str) -> UsageError:
         return UsageError(f"{what}: {self.why}")
 
-    def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
-               grouping: GroupOptions) -> Outcome:
-        raise self.refuse(grouping.name_of("by"))
-
     def group_tests(self, methods: list[str], topts: TestOptions,
                     grouping: GroupOptions) -> Outcome:
         raise self.refuse(grouping.name_of("by"))
@@ -331,14 +327,14 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     def _tcal(self, methods: list[str], topts: TestOptions, out: Outcome) -> None:
         """T-Cal (fixed m, or adaptive over the dyadic levels) from one pass over its units
         (:mod:`calcheck.hypotests.unit_tcal`), into ``out``."""
-        from calcheck.hypotests import tcal_trials
+        from calcheck.hypotests import levels_n, tcal_trials
         from calcheck.hypotests.tcal import adaptive_ms, check_null_size
         from calcheck.hypotests.unit_tcal import UnitNull, unit_tcal
         from calcheck.streaming.weighted import TCAL_BITS, TcalSpec
 
         first = self.first()
-        n = max(2, round(first.scalar("mass") if self.frequency else
-                         first.scalar("mass") ** 2 / first.scalar("mass_sq")))
+        mass = first.scalar("mass")
+        n = levels_n(mass, mass ** 2 / first.scalar("mass_sq"), self.frequency)
         ms = [topts.bins] if topts.bins is not None else \
             adaptive_ms(n, topts.adaptive_grid, dyadic=True)[:TCAL_BITS]
         levels = 1 if topts.bins is not None or topts.adaptive_correction == "minp" \

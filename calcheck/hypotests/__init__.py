@@ -234,9 +234,14 @@ def _row_test(m: str, scores: np.ndarray, labels: np.ndarray, weights: Weights |
 
 
 def weighted_n(weights: Weights) -> int:
-    """The sample size that sets T-Cal's levels on weighted rows: the expanded rows of counts,
-    Kish's effective n of weights."""
-    return max(2, round(weights.total if weights.frequency else weights.effective_n))
+    """The sample size that sets T-Cal's levels on weighted rows (:func:`levels_n`)."""
+    return levels_n(weights.total, weights.effective_n, weights.frequency)
+
+
+def levels_n(total: float, effective_n: float, frequency: bool) -> int:
+    """The sample size that sets T-Cal's levels on weighted rows: the expanded rows of counts
+    (their ``total``), Kish's effective n of weights."""
+    return max(2, round(total if frequency else effective_n))
 
 
 def _weighted_tcal(scores: np.ndarray, labels: np.ndarray, weights: Weights, n: int,

@@ -290,11 +290,11 @@ class GroupedFirstState:
         return self
 
     def merge(self, other: GroupedFirstState) -> GroupedFirstState:
-        for key, st in other.groups.items():
-            if key in self.groups:
-                self.groups[key].merge(st)
-            else:
-                self.groups[key] = self._group(key).merge(st)
+        for key, st in other.groups.items():          # (a new key: the other's state, capped)
+            mine = group_state(self.groups, key, lambda st=st: st, self.spec.by,
+                               "a weighted first pass")
+            if mine is not st:
+                mine.merge(st)
         return self
 
 
