@@ -146,8 +146,8 @@ def _weighting_checks(o: Options) -> None:
     if o.command == "report" and o.audit:
         raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                          "computed on weighted rows in this version")
-    drawn = ("reliability", "variable", "corp", "tce") if o.weighting[1] == "count" else \
-        ("reliability", "variable", "corp")
+    drawn = ("reliability", "variable", "corp", "drift", "tce") \
+        if o.weighting[1] == "count" else ("reliability", "variable", "corp", "drift")
     if o.command == "plot" and o.kind not in drawn:
         why = ("TCE takes counts, not weights" if o.kind == "tce" else
                "not drawn from weighted rows in this version")

@@ -51,8 +51,6 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Progress | None 
 def _engine(source: Any, opts: Options, progress: Progress | None,
             fold: tuple[int, ...] = ()) -> Iterator[Engine]:
     with open_engine(source, read_options(opts, fold), progress=progress) as eng:
-        if why := eng.capabilities.refusal(opts.command, bool(opts.ci)):
-            raise UsageError(why)
         if eng.capabilities.rows:
             check_bins_against_rows(opts, eng.input_info().get("rows_used") or 0)
         yield eng

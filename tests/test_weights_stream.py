@@ -373,7 +373,8 @@ def test_bootstrap_units_lie_in_one_bin():
 
 @pytest.mark.parametrize("argv", [["test", "--method", "ks"],
                                   ["test", "--method", "hl", "--by", "g"],
-                                  ["plot", "-o", "OUT.png"], ["report", "-o", "OUT.html"]])
+                                  ["plot", "--kind", "variable", "--var", "g", "-o", "OUT.png"],
+                                  ["report", "--var", "g", "-o", "OUT.html"]])
 def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):
     path = _file(tmp_path)
     out = tmp_path / "OUT"

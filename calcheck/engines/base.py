@@ -43,11 +43,9 @@ class Capabilities:
     name: str
     rows: bool
     # an engine that computes less than its kind (streamed sampling weights,
-    # calcheck.engines.weighted): the metric ids and methods it has, whether it draws figures
-    # and gives intervals, and why it refuses the rest
+    # calcheck.engines.weighted): the metric ids and methods it has, and why it refuses the
+    # rest
     only: tuple[str, ...] | None = None
-    figures: bool = True
-    intervals: bool = True
     why: str = ""
 
     def metrics(self, multiclass: bool) -> list[str]:
@@ -63,7 +61,7 @@ class Capabilities:
     def interval(self, mid: str) -> bool:
         """Whether metric ``mid`` gets a ``--ci`` interval on this engine."""
         spec = registry.METRICS[mid]
-        return self.intervals and (spec.ci if self.rows else spec.stream_ci)
+        return spec.ci if self.rows else spec.stream_ci
 
     def left_out(self, asked: list[str] | None, methods: list[str], label: str) -> list[str]:
         """What a message says of the tests left out of ``methods`` (resolved from
@@ -75,15 +73,6 @@ class Capabilities:
         if not asked and "tcal" not in methods:
             return [f"tcal (the default test) left out: {self.why}"]
         return []
-
-    def refusal(self, command: str, ci: bool) -> str | None:
-        """Why this engine cannot run ``command`` (with ``--ci``), before any pass; None: it
-        can."""
-        if command in ("plot", "report") and not self.figures:
-            return f"calcheck {command}: {self.why}"
-        if ci and not self.intervals:
-            return f"--ci: {self.why}"
-        return None
 
 
 CAPABILITIES = {"memory": Capabilities("memory", rows=True),
@@ -196,8 +185,8 @@ class ReadOptions:
     weighting: tuple[str, str] | None = None
     weight_null: str = "auto"
     passes: bool = False          # every metric and test asked is the weighted passes' own
-    grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (score's
-                                    # --by and --time)
+    grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (--by
+                                    # and --time of score, plot and report)
     pair_as_binary: bool = True
     fold_bins: tuple[int, ...] = ()
     batch_rows: int = 0
@@ -213,19 +202,22 @@ PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 
 
 def passes_serve(opts: Options) -> bool:
-    """Whether a ``score`` or ``test`` run of binary rows asks only for what the weighted
-    passes compute — metrics or methods named (the defaults hold TCE and T-Cal), none beyond
-    :data:`PASSES_METRICS` and :data:`PASSES_METHODS`, no variables or figures, groups and
-    windows for ``score`` only — so its counted rows beyond the held budget are computed
-    from the file's rows, not expanded."""
+    """Whether a run of binary rows asks only for what the weighted passes compute — so its
+    counted rows beyond the held budget are computed from the file's rows, not expanded:
+    ``score`` (and ``report``, whose tests the passes all run) naming its metrics (the
+    default set holds TCE), none beyond :data:`PASSES_METRICS`; ``test`` naming methods, all
+    of :data:`PASSES_METHODS`, without groups; ``plot --kind reliability``; none with
+    variables."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
-    if opts.command not in ("score", "test") or opts.ties != "share" or opts.compat or \
-            opts.variables or opts.correct_from or opts.asks_multiclass or \
+    if opts.command not in ("score", "test", "plot", "report") or opts.ties != "share" or \
+            opts.compat or opts.variables or opts.correct_from or opts.asks_multiclass or \
             (opts.command == "test" and (opts.by or opts.time)):
         return False
+    if opts.command == "plot":
+        return opts.kind == "reliability"
     if opts.command == "test":
         methods = registry.split_ids(opts.methods or [])
         return bool(methods) and set(methods) <= set(PASSES_METHODS)
@@ -251,7 +243,7 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
                        weighting=opts.weighting, weight_null=opts.weight_null,
                        passes=bool(opts.weighting) and passes_serve(opts),
                        grouped=tuple(c for c in (opts.by, opts.time) if c)
-                       if opts.command == "score" else (),
+                       if opts.command in ("score", "plot", "report") else (),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
                        batch_rows=opts.batch_rows, scheduler=opts.scheduler,
                        tuning=opts.tuning, name_of=opts.name_of)

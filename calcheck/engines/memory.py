@@ -447,6 +447,7 @@ def figure_of(data: Predictions, kind: str, fopts: FigureOptions, ax: Any = None
     """The reliability (or per-class), test-based or CORP diagram of ``data``'s binary or
     top-label view."""
     from calcheck.figures import arrays as figures
+    from calcheck.figures import draw
 
     s, y = data.top
     top = Prepared(s, y, validate=False, ties=fopts.ties, weights=data.weights)
@@ -459,10 +460,8 @@ def figure_of(data: Predictions, kind: str, fopts: FigureOptions, ax: Any = None
         return figures.per_class(data.probs, data.labels, names, bins=bins,
                                  binning=fopts.binning, ties=fopts.ties, weights=data.weights)
     if kind == "reliability":
-        label = "equal-width" if fopts.binning == "uniform" else "equal-mass"
         return figures.reliability(top, bins=bins, binning=fopts.binning, top_label=mc,
-                                   title=f"Reliability diagram, {bins} {label} bins{view}",
-                                   ax=ax)
+                                   title=draw.reliability_title(bins, fopts.binning, mc), ax=ax)
     if kind == "tce":
         return figures.test_based(top, yscale=fopts.yscale, top_label=mc,
                                   title=f"Test-based reliability diagram{view}", ax=ax)

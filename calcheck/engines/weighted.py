@@ -9,10 +9,11 @@ It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), and the T-Cal (from one pass over its
 units, :mod:`calcheck.hypotests.unit_tcal`), Hosmer–Lemeshow, Spiegelhalter and Cox tests,
-with the headline (from the equal-width bins and Cox's direction); the computations on one
-set of rows live in :mod:`calcheck.engines.weighted_rows`.  What needs more — the other
-metrics and tests, tests per group, ``--var``, figures, ``--ties order``, multiclass input
-— is refused for
+with the headline (from the equal-width bins and Cox's direction), and draws the reliability
+diagrams (their bins the metrics', the histogram weighted: ``plot``, the ``--by`` overlay,
+``report``); the computations on one set of rows live in
+:mod:`calcheck.engines.weighted_rows`.  What needs more — the other metrics, tests and
+figures, tests per group, ``--var``, ``--ties order``, multiclass input — is refused for
 sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
 metric set leaves the others out with a message), and streams counts expanded
 (:func:`calcheck.engines.base.passes_serve` decides, from the options).
@@ -61,8 +62,9 @@ COUNT_NOTE = ("the counted rows were streamed as they are, each count a weight: 
 def limits(engine: str, limit: int) -> str:
     """Why a streamed run of sampling weights refuses something: the message's tail."""
     return (f"--engine {engine} streams sampling weights (--weight) beyond "
-            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(PASSES_METRICS)} "
-            f"and the {', '.join(PASSES_METHODS)} tests only; use --engine memory")
+            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(PASSES_METRICS)}, "
+            f"the {', '.join(PASSES_METHODS)} tests and the reliability diagrams only; use "
+            "--engine memory")
 
 
 class Refusals:
@@ -92,10 +94,6 @@ class Refusals:
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         return []
 
-    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
-               ax: Any = None) -> Any:
-        raise self.refuse("figures")
-
 
 class WeightedStreamEngine(Refusals, ClosesClient):
     """Metrics and tests of sampling-weighted rows from weighted passes over a streamed
@@ -112,8 +110,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         self.note = COUNT_NOTE if self.frequency else NOTE
         self.why = limits(self.name, source.tuning.hold_weighted_rows)
         self.capabilities = Capabilities(self.name, rows=False,
-                                         only=PASSES_METRICS + PASSES_METHODS,
-                                         figures=False, why=self.why)
+                                         only=PASSES_METRICS + PASSES_METHODS, why=self.why)
         self._first: FirstState | None = None
         self._rows: WeightedRows | None = None
         self._stats: Any = None
@@ -261,7 +258,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         rows = {k: self._rows_of(grouped.groups[k]) for k in keys}
         live = [k for k in keys if rows[k].first.scalar("mass") > 0]
         results = drive_lockstep(self.source, {k: (SubStream(group=k), rows[k].metrics(
-            ids, b, effective=False)) for k in live}, by=grouping.by)
+            ids, b)) for k in live}, by=grouping.by)
         if ci is not None and grouping.windows:
             ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
         with_ci = [m for m in ids if self.capabilities.interval(m)]
@@ -392,6 +389,28 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         return robust_cox(a, b, ll_fit, fit.ll_null, fit.intercept, moments(s[0:3]),
                           moments(s[3:6]), float(s[6]), float(s[9]), alpha=alpha,
                           ci_level=ci_level, settings=settings)
+
+    # -- figures ---------------------------------------------------------------------------
+
+    def figure(self, kind: str, fopts: FigureOptions, *, variables: Any = None,
+               ax: Any = None) -> Outcome:
+        """The reliability diagram (equal-width bins: ECE's; equal-mass: ACE's) from the
+        weighted passes, its histogram weighted as in memory (one pass for the range, one
+        for the counts); the other figures are refused."""
+        from calcheck.figures import draw
+        from calcheck.figures.stream import stream_spread
+
+        if kind != "reliability":
+            raise self.refuse(f"the {kind} figure")
+        if fopts.ties != "share":
+            raise self.refuse("--ties order")
+        bins = fopts.bins or 10
+        mid = "ece" if fopts.binning == "uniform" else "ace"
+        self.first(bins)
+        res = self.drive(self.all_rows.metrics([mid], bins))[mid]
+        spread = stream_spread(self.source, unit="rows" if self.frequency else "weight")
+        return Outcome(values={"figure": draw.reliability_figure(
+            res.bin_rows(), spread, title=draw.reliability_title(bins, fopts.binning), ax=ax)})
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The equal-width bins (10) of the first pass, with their effective sizes."""

@@ -75,12 +75,12 @@ class WeightedRows:
             self.bins = yield from one_pass(spec)
         return self.bins
 
-    def uniform(self, b: int, effective: bool = True) -> Passes[Any]:
-        """Equal-width binning ``b`` (sampling weights, ``effective``: with its bins'
-        effective sizes, from the bins pass)."""
+    def uniform(self, b: int) -> Passes[Any]:
+        """Equal-width binning ``b`` (sampling weights: with its bins' effective sizes, from
+        the bins pass)."""
         mass, score, label = self.first.binned(b)
         var = None
-        if effective and not self.frequency:
+        if not self.frequency:
             var = (yield from self.bins_pass([], b)).bins[b].value
         return uniform_of_sums(b, mass, score, label, var)
 
@@ -110,8 +110,7 @@ class WeightedRows:
             out += over * np.abs(score - phat)
         return out
 
-    def metrics(self, ids: list[str], b: int, *, effective: bool = True
-                ) -> Passes[dict[str, MetricResult]]:
+    def metrics(self, ids: list[str], b: int) -> Passes[dict[str, MetricResult]]:
         """The metrics ``ids`` (of :data:`calcheck.engines.base.PASSES_METRICS`) with ``b``
         bins."""
         from calcheck.metrics.binned import binned_result, pde_result
@@ -124,7 +123,7 @@ class WeightedRows:
         out: dict[str, MetricResult] = {}
         for mid in ids:
             if mid in ("ece", "ece_l2", "mce"):
-                out[mid] = binned_result(mid, (yield from self.uniform(b, effective)), b, n)
+                out[mid] = binned_result(mid, (yield from self.uniform(b)), b, n)
             elif mid in ("ace", "mce_q"):
                 out[mid] = binned_result(mid, (yield from self.quantile(b)), b, n,
                                          ties="share")

@@ -140,6 +140,12 @@ def _pred_hist(ax: Any, scores: Spread, ylim: tuple[float, float], color: str,
     ax.tick_params(labelleft=False)
 
 
+def reliability_title(bins: int, binning: str, top_label: bool = False) -> str:
+    """The ``plot --kind reliability`` figure's title, on every engine."""
+    label = "equal-width" if binning == "uniform" else "equal-mass"
+    return f"Reliability diagram, {bins} {label} bins{' (top-label view)' if top_label else ''}"
+
+
 def reliability_figure(bins_table: list[dict[str, Any]], scores: FloatArray | Spread, *,
                        title: str = "Reliability diagram", top_label: bool = False,
                        ax: Any = None) -> Any:

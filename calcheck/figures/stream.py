@@ -7,7 +7,9 @@ histograms as in memory, from passes over the files, drawn by :mod:`calcheck.fig
 * The prediction (or variable) histogram is a :class:`~calcheck.figures.draw.Spread`: one pass gives
   the range, the share near 0 or 1 and whether all values are integers; once the figure has
   chosen its edges, one more pass counts the values in them with ``np.histogram`` per batch
-  (counts add, so they equal the in-memory histogram).
+  (counts add, so they equal the in-memory histogram).  Of weighted rows (``weighted``: every
+  batch carries the rows' counts or sampling weights last, :mod:`calcheck.engines.weighted`)
+  the share near 0 or 1 and the histogram are weighted, as :meth:`Spread.of` weighs them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class SpreadSpec:
     window: tuple[float, float] | None = None
     edges: tuple[float, ...] = ()
     clip: tuple[float, float] | None = None
+    weighted: bool = False
     threaded = True
 
     @property
@@ -54,54 +57,70 @@ class SpreadState:
         self.spec = spec
         self.n = 0
         self.lo, self.hi = np.inf, -np.inf
-        self.extreme = 0
+        self.extreme: float = 0        # rows (weighted: the mass) within 0.02 of 0 or 1
+        self.mass = 0.0                # weighted: the mass of the values kept
         self.integer = True
-        self.counts = np.zeros(max(len(spec.edges) - 1, 0), dtype=np.int64)
+        self.counts: np.ndarray[Any, Any] = np.zeros(max(len(spec.edges) - 1, 0),
+                               dtype=np.float64 if spec.weighted else np.int64)
 
     def update(self, scores: FloatArray, labels: IntArray, start: int, *extra: Any,
                ) -> SpreadState:
         spec = self.spec
         v = scores
+        w = np.asarray(extra[-1], dtype=np.float64) if spec.weighted else None
         if spec.var:
             v = extra[0][:, 0]
-            v = v[~np.isnan(v)]
+            keep = ~np.isnan(v)
+            v, w = v[keep], None if w is None else w[keep]
         if spec.window is not None:
-            v = v[(v >= spec.window[0]) & (v <= spec.window[1])]
+            keep = (v >= spec.window[0]) & (v <= spec.window[1])
+            v, w = v[keep], None if w is None else w[keep]
         if v.shape[0]:
             self.n += int(v.shape[0])
             self.lo, self.hi = min(self.lo, float(v.min())), max(self.hi, float(v.max()))
-            self.extreme += int(np.count_nonzero((v < EXTREME) | (v > 1 - EXTREME)))
+            far = (v < EXTREME) | (v > 1 - EXTREME)
+            if w is None:
+                self.extreme += int(np.count_nonzero(far))
+            else:
+                self.extreme += float(np.dot(far, w))
+                self.mass += float(w.sum())
             self.integer = self.integer and bool(np.all(v == np.round(v)))
             if spec.edges:
                 shown = v if spec.clip is None else np.clip(v, *spec.clip)
-                self.counts += np.histogram(shown, bins=np.asarray(spec.edges))[0]
+                self.counts += np.histogram(shown, bins=np.asarray(spec.edges), weights=w)[0]
         return self
 
     def merge(self, other: SpreadState) -> SpreadState:
         self.n += other.n
         self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
         self.extreme += other.extreme
+        self.mass += other.mass
         self.integer = self.integer and other.integer
         self.counts += other.counts
         return self
 
 
 def stream_spread(source: Any, *, var: str | None = None,
-                  window: tuple[float, float] | None = None) -> Spread:
+                  window: tuple[float, float] | None = None, unit: str | None = None
+                  ) -> Spread:
     """The :class:`Spread` of the scores (or of ``var`` inside ``window``); its histogram
-    runs one pass per call."""
-    st, _ = source.run(SpreadSpec(var, window))
+    runs one pass per call.  ``unit``: the rows are weighted, and the histogram counts
+    ``"rows"`` (counts: the expanded rows) or ``"weight"`` (sampling weights)."""
+    weighted = unit is not None
+    st, _ = source.run(SpreadSpec(var, window, weighted=weighted))
     if st.n == 0:
         from calcheck.streaming.engine import no_rows_error
 
         raise no_rows_error(source.path, source.where)
 
     def histogram(edges: FloatArray, clip: tuple[float, float] | None) -> IntArray:
-        done, _ = source.run(SpreadSpec(var, window, tuple(float(e) for e in edges), clip))
+        done, _ = source.run(SpreadSpec(var, window, tuple(float(e) for e in edges), clip,
+                                        weighted))
         return done.counts  # type: ignore[no-any-return]
 
-    return Spread(lo=st.lo, hi=st.hi, extreme=st.extreme / st.n, integer=st.integer,
-                  histogram=histogram)
+    share = st.extreme / st.mass if weighted else st.extreme / st.n
+    return Spread(lo=st.lo, hi=st.hi, extreme=share, integer=st.integer,
+                  histogram=histogram, unit=unit or "rows")
 
 
 def violins(source: Any, state: Any, counts: IntArray) -> list[FloatArray]:
@@ -131,9 +150,8 @@ def grid_figure(source: Any, state: Any, kind: str, spread: Spread, *, bins: int
             res = metric_results(state, ["ece"])["ece"]
         else:
             res = positional_results(source, state, ["ace"], bins=bins, ties=ties)[0]["ace"]
-        label = "equal-width" if binning == "uniform" else "equal-mass"
         return draw.reliability_figure(res.bin_rows(), spread, top_label=top_label,
-                                       title=f"Reliability diagram, {bins} {label} bins{view}",
+                                       title=draw.reliability_title(bins, binning, top_label),
                                        ax=ax)
     res = positional_results(source, state, ["tce"], ties=ties)[0]["tce"]
     assert res.bins is not None
