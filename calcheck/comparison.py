@@ -22,6 +22,7 @@ calibrated by more than MARGIN with confidence ``--ci-level`` (one-sided level (
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -611,7 +612,9 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     ids: list[str] = []
     tables = []
     with contextlib.ExitStack() as stack:
-        engines = [stack.enter_context(open_engine(src, read_options(o))) for src, o in sides]
+        # (counts stream expanded: the paired pass reads both sides' rows in step)
+        engines = [stack.enter_context(open_engine(src, dataclasses.replace(
+            read_options(o), passes=False, held=False))) for src, o in sides]
         for j, ((_, o), eng) in enumerate(zip(sides, engines)):
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)

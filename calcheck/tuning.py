@@ -46,7 +46,9 @@ class Tuning:
     replay: bool = True
     replay_rows: int = 1 << 20        # the held rows' passes: this many rows a batch
     # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row held); beyond, PAVA-BC over
-    # ``pava_blocks`` equal-mass blocks — the one knob that changes a number
+    # ``pava_blocks`` equal-mass blocks — the one knob that changes a number.  Counted rows
+    # beyond ``hold_weighted_rows`` hold this many rows for TCE and pc (17 bytes a row; the
+    # in-memory kernels' working memory ~175 bytes a row at peak); beyond, they stream expanded
     exact_pava_rows: int = 10_000_000
     pava_blocks: int = 4096
     pending_rows: int = 1 << 18       # TCE's row pass tests its rows this many at a time
@@ -105,13 +107,14 @@ class Tuning:
         row ids; a rank search's collected rows, 32 bytes, or keys, 8 bytes; its histogram,
         24 bytes a bucket), the class passes (the held classes' keys, 8 bytes a row, beside a
         search), the variables' and segments' rank searches (8 bytes a value or bucket), a
-        weighted run's held rows (17 bytes a row)."""
+        weighted run's held rows (17 bytes a row) or a counted run's rows held for TCE (17
+        bytes a row)."""
         search = max(self.collect_rows * 32, self.collect_keys * 8) + self.hist_buckets * 24
         positional = self.hold_top_rows * 10 + search + max(
             self.exact_pava_rows * 9, self.prospect_rows * 17 if self.prospect else 0)
         classes = self.hold_rows * 8 + search
         ranks = (self.rank_collect_rows + self.rank_hist_buckets) * 8
-        weighted = self.hold_weighted_rows * 17
+        weighted = max(self.hold_weighted_rows, self.exact_pava_rows) * 17
         return max(positional, classes, ranks, weighted)
 
     @property

@@ -105,7 +105,7 @@ def test_counts_beyond_the_budget_take_the_weighted_passes_when_they_serve(tmp_p
                                                                            engine):
     """Counted rows beyond the budget: a run that names only what the weighted passes compute
     reads the file's rows with the counts as weights (the expanded file's numbers, n the
-    expanded rows); the default metric set (TCE) and T-Cal stream them expanded."""
+    expanded rows); TCE per group streams them expanded."""
     if engine == "dask":
         pytest.importorskip("dask")
     path = _file(tmp_path)
@@ -125,9 +125,35 @@ def test_counts_beyond_the_budget_take_the_weighted_passes_when_they_serve(tmp_p
             entry.get("settings", {}).pop("passes", None)
         _close(mem[key], got[key], key)
         _close(mem["input"], got["input"], "input")
-    for args in (["score"], ["test"]):
-        r = cli([*args, path, "--count", "n", "--json", "--engine", engine], tuning=SMALL)
-        assert "expanded" in json.loads(r.stdout)["settings"], r.stderr
+    r = cli(["score", path, "--count", "n", "--json", "--engine", engine, "--by", "g"],
+            tuning=SMALL)                   # TCE per group: not from the rows held
+    assert "expanded" in json.loads(r.stdout)["settings"], r.stderr
+
+
+@pytest.mark.parametrize("engine", ["stream", "dask"])
+def test_counted_defaults_beyond_the_budget_hold_the_rows_for_tce(tmp_path, cli, engine):
+    """Counted rows beyond the budget, the default metric set (TCE, TCE(Q), pc) and the
+    default test (adaptive T-Cal): the passes' metrics, TCE and pc by the in-memory kernels
+    on the rows of positive count held (up to ``Tuning.exact_pava_rows``) — the in-memory
+    engine's report, headline included; beyond that budget the rows stream expanded."""
+    if engine == "dask":
+        pytest.importorskip("dask")
+    path = _file(tmp_path)
+    for extra in ([], ["--bins-table", "all", "-m", "tce,tce_q,tce_v,tce_u,pc,ece"]):
+        args = ["score", path, "--count", "n", "--json", *extra]
+        mem = json.loads(cli(args).stdout)
+        got = json.loads(cli([*args, "--engine", engine], tuning=SMALL).stdout)
+        assert "weighted" in got["settings"] and "expanded" not in got["settings"]
+        _close(mem["metrics"], got["metrics"], "metrics")
+        _close(mem["input"], got["input"], "input")
+        assert got["summary"]["text"] == mem["summary"]["text"]
+    test = json.loads(cli(["test", path, "--count", "n", "--json", "--engine", engine],
+                          tuning=SMALL).stdout)
+    assert "weighted" in test["settings"] and "tcal_adaptive" in test["tests"]
+    few = Tuning(hold_weighted_rows=100, exact_pava_rows=1000)
+    got = json.loads(cli(["score", path, "--count", "n", "--json", "--engine", engine],
+                         tuning=few).stdout)
+    assert "expanded" in got["settings"] and "tce" in got["metrics"]
 
 
 def test_streamed_weights_on_dask(tmp_path, cli):
@@ -183,7 +209,7 @@ def test_streamed_intervals_are_the_in_memory_bootstraps(tmp_path, cli, kind, co
     doc = json.loads(r.stdout)
     got = doc["metrics"]
     assert "weighted" in doc["settings"] and doc["settings"]["ci"]["units"] > 1000
-    assert "none for mce" in r.stderr and "ci" not in got["mce"]
+    assert "mce: a maximum over bins" in r.stderr and "ci" not in got["mce"]   # as in memory
     for m in ("ece", "ece_l2", "ace", "brier", "log_loss"):
         a, b = mem[m]["ci"], got[m]["ci"]
         assert got[m]["value"] == pytest.approx(mem[m]["value"], rel=1e-9)

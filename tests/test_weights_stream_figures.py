@@ -58,6 +58,14 @@ def test_streamed_weighted_reliability_diagram_is_the_in_memory_one(tmp_path, cl
     assert drawn == ["reliability"]
 
 
+def test_counted_test_based_diagram_from_the_rows_held(tmp_path, cli, drawn):
+    path = _file(tmp_path)
+    argv = ["plot", path, "--count", "n", "--kind", "tce"]
+    mem = _png(cli, argv, tmp_path / "m.png")
+    assert _png(cli, [*argv, "--engine", "stream"], tmp_path / "s.png", SMALL) == mem
+    assert drawn == ["tce"]
+
+
 @pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--count", "n")])
 def test_streamed_weighted_overlay_by_group_is_the_in_memory_one(tmp_path, cli, kind, column):
     """``plot --by``: every group's equal-width bins (with their effective sizes, which the
@@ -91,19 +99,22 @@ def _report(cli, argv, out, tuning=None):
     return images, cells, html
 
 
-@pytest.mark.parametrize("kind,column,extra", [("--weight", "iw", []),
-                                               ("--count", "n", ["-m", "ece,ace,brier"])])
-def test_streamed_weighted_report(tmp_path, cli, drawn, kind, column, extra):
-    """``report`` on the weighted passes: the in-memory reliability diagrams byte for byte,
-    the passes' metrics and the classical tests as memory displays them; the CORP diagram
-    (and, for sampling weights, the test-based one) is said not drawn."""
+@pytest.mark.parametrize("kind,column,extra,kinds", [
+    ("--weight", "iw", [], ["reliability", "reliability"]),
+    ("--count", "n", ["-m", "ece,ace,brier"], ["reliability", "reliability"]),
+    ("--count", "n", [], ["tce", "reliability", "reliability"])])   # TCE from the rows held
+def test_streamed_weighted_report(tmp_path, cli, drawn, kind, column, extra, kinds):
+    """``report`` on the weighted passes: the in-memory reliability diagrams (and, of counts
+    held, the test-based one) byte for byte, the passes' metrics and the classical tests as
+    memory displays them; the CORP diagram (and, for sampling weights, the test-based one)
+    is said not drawn."""
     path = _file(tmp_path)
     argv = ["report", path, kind, column, *extra]
     m_img, m_cells, _ = _report(cli, argv, tmp_path / "m.html")
     s_img, s_cells, html = _report(cli, [*argv, "--engine", "stream"], tmp_path / "s.html",
                                    SMALL)
-    assert len(s_img) == 2 and s_img == m_img[:2] and len(m_img) == 3     # m_img[2]: CORP
-    assert drawn == ["reliability", "reliability"]
+    assert drawn == kinds
+    assert s_img == m_img[:len(kinds)] and len(m_img) == len(kinds) + 1   # the last: CORP
     assert "CORP diagram needs --engine memory" in html and "rows were streamed" in html
     def row(cells, name, width):
         i = next(k for k, c in enumerate(cells) if c.startswith(name))

@@ -130,7 +130,9 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
 
 def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine | None:
     """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``; None for
-    counts of multiclass input (streamed expanded instead)."""
+    counts of multiclass input, or of a run that needs its rows held
+    (:data:`calcheck.engines.base.PASSES_HELD`) beyond ``Tuning.exact_pava_rows`` rows
+    (streamed expanded instead)."""
     from calcheck.engines.weighted import WeightedStreamEngine
     from calcheck.streaming.engine import StreamSource
 
@@ -144,12 +146,18 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
         weight=column, weight_kind=kind)
     if stream.plan.multiclass and kind == "count":
         return None
+    if kind == "count" and read.held:        # TCE and pc from the rows held, if they fit
+        from calcheck.io.source import source_rows
+
+        rows = source_rows(src)
+        if rows is None or rows > read.tuning.exact_pava_rows:
+            return None
     if stream.plan.multiclass:
         from calcheck.engines.weighted import limits
 
         raise UsageError(f"{src.name}: multiclass input beyond the rows held in memory; "
                          f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
-    return WeightedStreamEngine(stream, read.weight_null)
+    return WeightedStreamEngine(stream, read.weight_null, held=read.held and kind == "count")
 
 
 def _read(src: Any, read: ReadOptions, progress: Progress | None) -> Predictions:

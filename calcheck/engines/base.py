@@ -50,8 +50,9 @@ class Capabilities:
 
     def metrics(self, multiclass: bool) -> list[str]:
         """The metric ids this engine computes for this input kind."""
-        ids = registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
-        return [m for m in ids if self.only is None or m in self.only]
+        if self.only is not None:                   # (pc: from counted rows held)
+            return [m for m in registry.selectable(multiclass) if m in self.only]
+        return registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
 
     def methods(self) -> list[str]:
         """The ``--method`` values this engine runs."""
@@ -185,6 +186,7 @@ class ReadOptions:
     weighting: tuple[str, str] | None = None
     weight_null: str = "auto"
     passes: bool = False          # every metric and test asked is the weighted passes' own
+    held: bool = False            # ... some from counted rows held (PASSES_HELD)
     grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (--by
                                     # and --time of score, plot and report)
     pair_as_binary: bool = True
@@ -196,38 +198,48 @@ class ReadOptions:
 
 
 # what the weighted passes compute (calcheck.engines.weighted: sampling weights, or counts,
-# beyond the rows the streaming engines hold)
+# beyond the rows the streaming engines hold) ...
 PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
 PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
+# ... and, for counts, from the file's rows of positive count held in memory up to
+# Tuning.exact_pava_rows rows (no --by/--time): TCE's exact binomial tests and pc
+PASSES_HELD = ("tce", "tce_q", "tce_v", "tce_u", "pc")
 
 
-def passes_serve(opts: Options) -> bool:
+def passes_serve(opts: Options) -> tuple[bool, bool]:
     """Whether a run of binary rows asks only for what the weighted passes compute — so its
-    counted rows beyond the held budget are computed from the file's rows, not expanded:
-    ``score`` (and ``report``, whose tests the passes all run) naming its metrics (the
-    default set holds TCE), none beyond :data:`PASSES_METRICS`; ``test`` naming methods, all
-    of :data:`PASSES_METHODS`, without groups; ``plot --kind reliability``; none with
-    variables."""
+    counted rows beyond the held budget are computed from the file's rows, not expanded —
+    and whether it needs the rows held (:data:`PASSES_HELD`): ``score`` and ``report`` whose
+    metrics (named, or the default set) are :data:`PASSES_METRICS`, or with ``--by`` and
+    ``--time`` not, also :data:`PASSES_HELD`; ``test`` whose methods (named, or the
+    default T-Cal) are :data:`PASSES_METHODS`, without groups; ``plot --kind reliability``
+    (and ``tce``, held, without ``--by``); none with variables."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
+    no = (False, False)
     if opts.command not in ("score", "test", "plot", "report") or opts.ties != "share" or \
             opts.compat or opts.variables or opts.correct_from or opts.asks_multiclass or \
             (opts.command == "test" and (opts.by or opts.time)):
-        return False
+        return no
     if opts.command == "plot":
-        return opts.kind == "reliability"
+        held = opts.kind == "tce" and not opts.by
+        return opts.kind == "reliability" or held, held
     if opts.command == "test":
-        methods = registry.split_ids(opts.methods or [])
-        return bool(methods) and set(methods) <= set(PASSES_METHODS)
+        methods = registry.split_ids(opts.methods or ["tcal"])
+        return set(methods) <= set(PASSES_METHODS), False
     try:
-        named = [*(opts.metrics or []), *(parse_gate(g).metric for g in opts.fail_if or []),
+        named = [*(opts.metrics or registry.default_ids(False)),
+                 *(parse_gate(g).metric for g in opts.fail_if or []),
                  *(b for b in opts.bins_table or [] if b.strip().lower() != "all")]
-        ids = resolve_metric_ids(named, multiclass=False, name="--metrics")
+        ids = set(resolve_metric_ids(named, multiclass=False, name="--metrics"))
     except CalcheckError:                    # (the run says what is wrong, later)
-        return False
-    return bool(opts.metrics) and set(ids) <= set(PASSES_METRICS)
+        return no
+    if ids <= set(PASSES_METRICS):
+        return True, False
+    held = not (opts.by or opts.time) and ids <= set(PASSES_METRICS + PASSES_HELD)
+    return held, held
 
 
 def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
@@ -235,13 +247,14 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
     the equal-width bins a binary read may fold on the way (the ``score`` command's,
     :func:`calcheck.options.score_fold_bins`)."""
     numeric, raw, flags = extra_columns(opts)
+    serve = passes_serve(opts) if opts.weighting else (False, False)
     return ReadOptions(engine=opts.engine, input_format=opts.input_format, score=opts.score,
                        label=opts.label, pos_label=opts.pos_label,
                        probs=tuple(opts.probs) if opts.probs else None,
                        renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                        where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
                        weighting=opts.weighting, weight_null=opts.weight_null,
-                       passes=bool(opts.weighting) and passes_serve(opts),
+                       passes=serve[0], held=serve[1],
                        grouped=tuple(c for c in (opts.by, opts.time) if c)
                        if opts.command in ("score", "plot", "report") else (),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,

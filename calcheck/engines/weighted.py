@@ -7,17 +7,18 @@ passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss (with
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
-window too, every group's passes in lockstep), and the T-Cal (from one pass over its
-units, :mod:`calcheck.hypotests.unit_tcal`), Hosmer–Lemeshow, Spiegelhalter and Cox tests,
-with the headline (from the equal-width bins and Cox's direction), and draws the reliability
-diagrams (their bins the metrics', the histogram weighted: ``plot``, the ``--by`` overlay,
-``report``); the computations on one set of rows live in
-:mod:`calcheck.engines.weighted_rows`.  What needs more — the other metrics, tests and
-figures, tests per group, ``--var``, ``--ties order``, multiclass input — is refused for
-sampling weights before any pass, with a message naming the limit (:func:`limits`; the default
-metric set leaves the others out with a message), and streams counts expanded
-(:func:`calcheck.engines.base.passes_serve` decides, from the options).
-"""
+window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and
+Cox tests (:mod:`calcheck.engines.weighted_tests`), with the headline (from the equal-width
+bins and Cox's direction), and draws the reliability diagrams (their bins the metrics', the
+histogram weighted: ``plot``, the ``--by`` overlay, ``report``); the computations on one set
+of rows live in :mod:`calcheck.engines.weighted_rows`.  Counts (``held``) also hold the
+file's rows of positive count, up to ``Tuning.exact_pava_rows``, for TCE, pc and the
+test-based diagram by the in-memory kernels (:data:`calcheck.engines.base.PASSES_HELD`).
+What needs more — the other metrics, tests and figures, tests per group, ``--var``,
+``--ties order``, multiclass input — is refused for sampling weights before any pass, with a
+message naming the limit (:func:`limits`; the default metric set leaves the others out with a
+message), and streams counts expanded (:func:`calcheck.engines.base.passes_serve` decides,
+from the options)"""
 
 from __future__ import annotations
 
@@ -25,10 +26,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
 from calcheck._typing import Passes
 from calcheck.engines.base import (
+    PASSES_HELD,
     PASSES_METHODS,
     PASSES_METRICS,
     Capabilities,
@@ -39,13 +39,12 @@ from calcheck.engines.base import (
 from calcheck.engines.stream import ClosesClient
 from calcheck.engines.weighted_rows import WeightedRows
 from calcheck.errors import InputError, UsageError
-from calcheck.hypotests.weighted import regime_note
 from calcheck.metrics._data import MetricOptions
 from calcheck.metrics._result import MetricResult
 from calcheck.streaming.engine import StreamSource
 from calcheck.streaming.runner import drive
-from calcheck.streaming.weighted import FirstSpec, FirstState, SandwichSpec
-from calcheck.weights import ZERO_MASS, mass_cuts
+from calcheck.streaming.weighted import FirstSpec, FirstState
+from calcheck.weights import ZERO_MASS
 
 T = TypeVar("T")
 
@@ -102,15 +101,19 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     multiclass = False
     classes = 0
 
-    def __init__(self, source: StreamSource, null: str = "auto") -> None:
+    def __init__(self, source: StreamSource, null: str = "auto", held: bool = False) -> None:
         self.source = source
         self.name = source.engine
         self.null = null
         self.frequency = source.weight_kind == "count"      # counts: the expanded file's
         self.note = COUNT_NOTE if self.frequency else NOTE
         self.why = limits(self.name, source.tuning.hold_weighted_rows)
-        self.capabilities = Capabilities(self.name, rows=False,
-                                         only=PASSES_METRICS + PASSES_METHODS, why=self.why)
+        self.held = held and self.frequency     # counts: PASSES_HELD from the rows held
+        self.capabilities = Capabilities(
+            self.name, rows=False,
+            only=PASSES_METRICS + PASSES_METHODS + (PASSES_HELD if self.held else ()),
+            why=self.why)
+        self._kept: Any = None                  # the held rows (Prepared), once read
         self._first: FirstState | None = None
         self._rows: WeightedRows | None = None
         self._stats: Any = None
@@ -148,7 +151,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                                  "rows)")
             if self._first.scalar("mass") <= 0:
                 col = self.source.weight
-                raise InputError(f"{self.source.path}: every weight in column {col!r} is zero; "
+                what = "count" if self.frequency else "weight"
+                raise InputError(f"{self.source.path}: every {what} in column {col!r} is zero; "
                                  "nothing to measure", column=col)
             if self._rows is None:
                 self._rows = self._rows_of(self._first)
@@ -221,23 +225,51 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     def metrics(self, ids: list[str], mopts: MetricOptions, *, ci: Any = None,
                 by: str | None = None) -> Outcome:
-        self._check(ids, mopts)
+        self._check(ids, mopts, self.capabilities.only or ())
         b = mopts.bins
         self.first(b, units=b if ci is not None else 0)
-        out = self.drive(self.all_rows.metrics(ids, b))
+        passed = [m for m in ids if m in PASSES_METRICS]
+        out = {**self.drive(self.all_rows.metrics(passed, b)),
+               **self.held_metrics([m for m in ids if m not in passed], mopts)}
+        out = {m: out[m] for m in ids}
         if ci is None:
-            return Outcome(values=dict(out))
-        with_ci = [m for m in ids if self.capabilities.interval(m)]
+            return Outcome(values=out)
+        with_ci = [m for m in passed if self.capabilities.interval(m)]
         values, settings = self.all_rows.intervals(out, with_ci, b, ci)
         return Outcome(values=dict(values), settings={"ci": settings},
-                       messages=_without_intervals(ids, with_ci, self.name))
+                       notes=_without_intervals(ids, with_ci, self.name))
 
-    def _check(self, ids: list[str], mopts: MetricOptions) -> None:
+    def _check(self, ids: list[str], mopts: MetricOptions, has: tuple[str, ...]) -> None:
         if mopts.ties != "share":
             raise self.refuse("--ties order")
         for mid in ids:
-            if mid not in PASSES_METRICS:
+            if mid not in has:
                 raise self.refuse(f"-m {mid}")
+
+    def kept(self) -> Any:
+        """The counted rows held (:class:`~calcheck.streaming.weighted.CountedRowsSpec`, one
+        pass) as the in-memory kernels' :class:`~calcheck.metrics._data.Prepared`."""
+        from calcheck.metrics._data import Prepared
+        from calcheck.streaming.weighted import CountedRowsSpec
+        from calcheck.weights import Weights
+
+        if self._kept is None:
+            state, _ = self.source.run(CountedRowsSpec())
+            s, y, k = state.arrays()
+            self._kept = Prepared(s, y, validate=False, ties="share",
+                                  weights=Weights(k, "count", self.source.weight))
+        return self._kept
+
+    def held_metrics(self, ids: list[str], mopts: MetricOptions) -> dict[str, MetricResult]:
+        """The metrics of :data:`PASSES_HELD` by the in-memory kernels on the counted rows
+        held: the expanded file's numbers, as in memory."""
+        from calcheck.metrics import compute_metrics
+
+        if not ids:
+            return {}
+        if not self.held:
+            raise self.refuse(f"-m {ids[0]}")
+        return compute_metrics(self.kept(), ids, mopts)
 
     def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
                grouping: GroupOptions) -> Outcome:
@@ -249,7 +281,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         from calcheck.streaming.weighted import GroupedFirstSpec
         from calcheck.uncertainty import simultaneous_level
 
-        self._check(ids, mopts)
+        self._check(ids, mopts, PASSES_METRICS)
         b = mopts.bins
         spec = GroupedFirstSpec(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
                                 grouping.by)
@@ -280,115 +312,18 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     # -- tests -------------------------------------------------------------------------------
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
-        from calcheck.hypotests import tcal_trials
-        from calcheck.hypotests.weighted import hl_on_axis, spiegelhalter_of_sums
+        """T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox from the weighted passes
+        (:mod:`calcheck.engines.weighted_tests`)."""
+        from calcheck.engines.weighted_tests import weighted_tests
 
         if topts.ties != "share":
             raise self.refuse("--ties order")
-        first = self.first()
-        regime, cw = self.regime()
-        total = first.scalar("mass")
-        how = regime_note(regime, cw)
-        rows = self.all_rows
-        if "hl" in methods:                     # one bins pass for every test
-            self.drive(rows.bins_pass(rows.cuts(topts.hl_groups)))
-        out = Outcome()
-        for m in methods:
-            if m == "tcal":
-                self._tcal(methods, topts, out)
-            elif m == "spiegelhalter":
-                den = float(self.drive(rows.bins_pass([])).den.value[0])
-                res = spiegelhalter_of_sums(first.scalar("spiegelhalter_num"), den, total,
-                                            first.scalar("score"), first.scalar("label"),
-                                            alpha=topts.alpha)
-                out.values["spiegelhalter"] = _noted(res, how)
-            elif m == "hl":
-                trials, _ = tcal_trials(None if topts.auto_trials else topts.trials,
-                                        topts.alpha, 1, auto=topts.auto_trials,
-                                        family=topts.family_size(methods, self.frequency))
-                groups = topts.hl_groups
-                exact = regime == "labels"
-                ax, vcum = self.drive(rows.bins_pass(rows.cuts(groups))).axis(exact)
-                cuts = mass_cuts(ax.total, groups, self.frequency)
-                res = hl_on_axis(ax, vcum, cuts, exact, groups=groups, alpha=topts.alpha,
-                                 df=topts.hl_df, trials=trials, seed=topts.seed,
-                                 null=_group_null(ax, vcum, cuts, exact, topts.seed),
-                                 null_how=GROUP_NULL)
-                out.values["hosmer_lemeshow"] = _noted(res, how, ties="share")
-            elif m == "cox":
-                out.values["cox"] = self.recalibration(topts.alpha, topts.ci_level)
-            else:
-                raise self.refuse(f"--method {m}")
-        return out
-
-    def _tcal(self, methods: list[str], topts: TestOptions, out: Outcome) -> None:
-        """T-Cal (fixed m, or adaptive over the dyadic levels) from one pass over its units
-        (:mod:`calcheck.hypotests.unit_tcal`), into ``out``."""
-        from calcheck.hypotests import levels_n, tcal_trials
-        from calcheck.hypotests.tcal import adaptive_ms, check_null_size
-        from calcheck.hypotests.unit_tcal import UnitNull, unit_tcal
-        from calcheck.streaming.weighted import TCAL_BITS, TcalSpec
-
-        first = self.first()
-        mass = first.scalar("mass")
-        n = levels_n(mass, mass ** 2 / first.scalar("mass_sq"), self.frequency)
-        ms = [topts.bins] if topts.bins is not None else \
-            adaptive_ms(n, topts.adaptive_grid, dyadic=True)[:TCAL_BITS]
-        levels = 1 if topts.bins is not None or topts.adaptive_correction == "minp" \
-            else len(ms)
-        trials, note = tcal_trials(topts.trials, topts.alpha, levels, auto=topts.auto_trials,
-                                   label=topts.trials_label,
-                                   family=topts.family_size(methods, False))
-        if note:
-            out.notes.append(note)
-        check_null_size(len(ms), trials)
-        regime, cw = self.regime()
-        state, _ = self.source.run(TcalSpec(topts.bins, cw if regime == "labels" else None,
-                                            count=self.frequency))
-        u = state.table()
-        res = unit_tcal(u, UnitNull.of(u, regime, cw), ms=ms, fixed=topts.bins is not None,
-                        alpha=topts.alpha, trials=trials, seed=topts.seed,
-                        correction=topts.adaptive_correction, grid=topts.adaptive_grid,
-                        bits=TCAL_BITS, settings={"weights": regime_note(regime, cw),
-                                                  "engine_null": TCAL_NULL,
-                                                  "null_unit_width": 2.0 ** -TCAL_BITS})
-        out.values["tcal" if topts.bins is not None else "tcal_adaptive"] = res
-        out.notes.append(f"T-Cal on --engine {self.name}: {TCAL_NULL}, not per row; relative "
-                         f"variance excess {res.settings['null_variance_excess']:.1e}")
-        if topts.bins is None and topts.adaptive_grid == "bounded":
-            out.notes.append(f"adaptive T-Cal on --engine {self.name} tests the bounded "
-                             "grid's powers of two (bins are unions of 2^-16 cells); in "
-                             "memory it also tests the levels between them")
+        return weighted_tests(self, methods, topts)
 
     def recalibration(self, alpha: float, ci_level: float) -> Any:
-        """Cox's fit by weighted Newton passes and one pass for its Hessian (and, for sampling
-        weights, its sandwich): for counts the likelihood-ratio test of the expanded file,
-        for sampling weights the robust Wald test (:mod:`calcheck.hypotests.weighted`)."""
-        from calcheck.hypotests.classical import cox_result
-        from calcheck.hypotests.weighted import robust_cox
-        from calcheck.streaming.rowtests import cells_start, newton_passes
+        from calcheck.engines.weighted_tests import recalibration
 
-        cnt, tot = self.first().label_cells()
-        before = self.source.file_passes
-        fit = newton_passes(self.source, cells_start(cnt, tot), cells_start(cnt, tot, True),
-                            weighted=True)
-        a, b, ll_fit = fit.fit
-        state, _ = self.source.run(SandwichSpec(((a, b), (fit.intercept, 1.0))))
-        s = state.sums.value
-        settings = {"engine_fit": "weighted Newton passes from the first pass's key buckets' "
-                                  "fit", "passes": self.source.file_passes - before}
-        if self.frequency:
-            return _noted(cox_result(a, b, ll_fit, fit.ll_null, alpha=alpha, ci_level=ci_level,
-                                     settings=settings, hessian=s[0:3],
-                                     citl=(fit.intercept, float(s[6]))),
-                          regime_note("count", None))
-
-        def moments(v: Any) -> Any:
-            return np.array([[v[0], v[1]], [v[1], v[2]]])
-
-        return robust_cox(a, b, ll_fit, fit.ll_null, fit.intercept, moments(s[0:3]),
-                          moments(s[3:6]), float(s[6]), float(s[9]), alpha=alpha,
-                          ci_level=ci_level, settings=settings)
+        return recalibration(self, alpha, ci_level)
 
     # -- figures ---------------------------------------------------------------------------
 
@@ -396,14 +331,21 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                ax: Any = None) -> Outcome:
         """The reliability diagram (equal-width bins: ECE's; equal-mass: ACE's) from the
         weighted passes, its histogram weighted as in memory (one pass for the range, one
-        for the counts); the other figures are refused."""
+        for the counts); of counts held, the test-based diagram from the rows held, as in
+        memory; the other figures are refused."""
         from calcheck.figures import draw
         from calcheck.figures.stream import stream_spread
 
-        if kind != "reliability":
-            raise self.refuse(f"the {kind} figure")
         if fopts.ties != "share":
             raise self.refuse("--ties order")
+        if kind == "tce" and self.held:
+            from calcheck.figures.arrays import test_based
+
+            return Outcome(values={"figure": test_based(
+                self.kept(), yscale=fopts.yscale, title="Test-based reliability diagram",
+                ax=ax)})
+        if kind != "reliability":
+            raise self.refuse(f"the {kind} figure")
         bins = fopts.bins or 10
         mid = "ece" if fopts.binning == "uniform" else "ace"
         self.first(bins)
@@ -419,48 +361,16 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
 
 def _without_intervals(ids: list[str], with_ci: list[str], engine: str) -> list[str]:
-    """The message naming the metrics ``--ci`` gives no interval on the weighted passes."""
-    without = [m for m in ids if m not in with_ci]
-    if not without:
-        return []
-    return [f"--ci with --engine {engine}: intervals for {', '.join(with_ci) or 'none'} only; "
-            f"none for {', '.join(without)} (the streamed bootstrap resamples score units of "
-            "one bin: the maximum errors' and PDE's replicates need the rows; use --engine "
-            "memory)"]
+    """Why ``--ci`` gives no interval on the weighted passes to the metrics ``ids`` not in
+    ``with_ci``: each metric's own reason, as in memory, or that its replicates need the
+    rows."""
+    from calcheck import registry
+    from calcheck.uncertainty import no_interval
 
-
-def _noted(res: Any, how: str, **more: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(res, settings={**res.settings, "weights": how, **more})
-
-
-TCAL_NULL = ("one Binomial draw per score unit (a 2^-16 cell, within one bin), the unit's sums "
-             "moved linearly in it (calcheck.hypotests.unit_tcal)")
-GROUP_NULL = ("per group, a Binomial on its effective size (the unweighted rows whose count at "
-              "its mean score has its null variance), scaled to its mass: an approximation "
-              "of the exact null (the streamed rows are not at hand)")
-
-
-def _group_null(ax: Any, vcum: Any, cuts: Any, exact: bool, seed: int) -> Any:
-    """Hosmer–Lemeshow's small-count simulation on streamed weighted rows, whose rows are not
-    at hand: each group's O*_g = E_g + (m/k)(K − k·p̄), K ~ Binomial(k, p̄), k = max(⌊n_e⌋, 1),
-    with m its mass, p̄ = E_g/m and n_e = m²·p̄(1 − p̄)/V_g its effective size — V_g the
-    group's null variance of O_g as the statistic takes it (Σ Var w(y − s) under the
-    ``labels`` null (``exact``), else Σw²·p̄(1 − p̄)) — so each O*_g has the exact null's mean
-    and, n_e rounded down, at least its variance (conservative)."""
-    mass = np.diff(cuts)
-    exp = np.diff(ax.at(ax.S, cuts))
-    pbar = np.clip(np.divide(exp, mass, out=np.zeros_like(mass), where=mass > 0), 0.0, 1.0)
-    var = np.diff(ax.at(ax.V, cuts)) if exact else \
-        np.diff(ax.at(vcum, cuts)) * pbar * (1.0 - pbar)
-    eff = np.divide(mass * mass * pbar * (1.0 - pbar), var, out=np.zeros_like(mass),
-                    where=var > 0)
-    size = np.maximum(np.floor(eff), 1).astype(np.int64)
-
-    def null(trials: int) -> Any:
-        rng = np.random.default_rng(seed)
-        k = rng.binomial(size, pbar, size=(trials, mass.shape[0]))
-        return exp + (mass / size) * (k - size * pbar)
-
-    return null
+    notes = [f"{m}: {no_interval(m)}" for m in ids if not registry.METRICS[m].ci]
+    rows = [m for m in ids if m not in with_ci and registry.METRICS[m].ci]
+    if rows:
+        notes.append(f"--ci with --engine {engine}: no interval for {', '.join(rows)} (the "
+                     "streamed bootstrap resamples score units of one bin; its replicates "
+                     "need the rows; use --engine memory)")
+    return notes

@@ -711,3 +711,43 @@ class SandwichState:
     def merge(self, other: SandwichState) -> SandwichState:
         self.sums.merge(other.sums)
         return self
+
+
+# ---------------------------------------------------------------------------------------------
+# counted rows held
+
+
+@dataclass(frozen=True)
+class CountedRowsSpec:
+    """Every row of positive count — score, label, count — held in memory (at most
+    ``Tuning.exact_pava_rows``, checked from the footers before the pass): the kernels of
+    the metrics :data:`calcheck.engines.base.PASSES_HELD` read them as the in-memory engine
+    does (a row of count 0 is no prediction of the expanded file)."""
+
+    threaded = True
+
+    def new(self) -> CountedRowsState:
+        return CountedRowsState(self)
+
+
+class CountedRowsState:
+    def __init__(self, spec: CountedRowsSpec) -> None:
+        self.spec = spec
+        self.parts: list[tuple[FloatArray, IntArray, FloatArray]] = []
+
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> CountedRowsState:
+        k = _weights(rest)
+        keep = k > 0
+        self.parts.append((s[keep], y[keep].astype(np.int8), k[keep]))
+        return self
+
+    def merge(self, other: CountedRowsState) -> CountedRowsState:
+        self.parts += other.parts
+        return self
+
+    def arrays(self) -> tuple[FloatArray, IntArray, FloatArray]:
+        """The held rows' scores, labels and counts."""
+        if not self.parts:
+            return np.zeros(0), np.zeros(0, dtype=np.int8), np.zeros(0)
+        s, y, k = (np.concatenate(x) for x in zip(*self.parts))
+        return s, y, k
