@@ -567,6 +567,17 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
         plain = best([*cmd, *ref], 2)
         line(f"stream: {name} --weight w, 1e7 rows", weighted[0], plain[0], "record",
              f"peak {weighted[1]:.2f} GB")
+    # what the rows held added in 0.14.0 (the in-memory kernels on the rows the passes lack:
+    # TCE of counts, --var), beside the same run unweighted
+    cmd = ["calcheck", "score", str(path), "--no-progress", "-q", "--engine", "stream"]
+    for name, extra, flag in (("score --count n (default set: TCE from the rows held)", [],
+                               ["--count", "n"]),
+                              ("score -m ece --var g --weight w (VECE from the rows held)",
+                               ["-m", "ece", "--var", "g"], ["--weight", "w"])):
+        weighted = best([*cmd, *extra, *flag], 2)
+        plain = best([*cmd, *extra], 2)
+        line(f"stream: {name}, 1e7 rows", weighted[0], plain[0], "record",
+             f"peak {weighted[1]:.2f} GB")
 
 
 def weights_stream_file(n: int) -> Path:

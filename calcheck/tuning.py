@@ -46,9 +46,10 @@ class Tuning:
     replay: bool = True
     replay_rows: int = 1 << 20        # the held rows' passes: this many rows a batch
     # PAVA / PAVA-BC exactly up to this many rows (9 bytes a row held); beyond, PAVA-BC over
-    # ``pava_blocks`` equal-mass blocks — the one knob that changes a number.  Counted rows
-    # beyond ``hold_weighted_rows`` hold this many rows for TCE and pc (17 bytes a row; the
-    # in-memory kernels' working memory ~175 bytes a row at peak); beyond, they stream expanded
+    # ``pava_blocks`` equal-mass blocks — the one knob that changes a number.  Weighted rows
+    # beyond ``hold_weighted_rows`` hold this many rows (17 bytes a row and the --var columns;
+    # the in-memory kernels' working memory ~175 bytes a row at peak) for what the weighted
+    # passes lack (TCE, pc, the other metrics, --var); beyond, counts stream expanded
     exact_pava_rows: int = 10_000_000
     pava_blocks: int = 4096
     pending_rows: int = 1 << 18       # TCE's row pass tests its rows this many at a time

@@ -29,6 +29,7 @@ import pytest
 from calcheck.tuning import Tuning
 
 SMALL = Tuning(hold_weighted_rows=100)       # every file below is beyond it: streamed
+TIGHT = Tuning(hold_weighted_rows=100, exact_pava_rows=1000)  # ... and beyond the rows held
 
 
 def _file(tmp_path, n=5000, seed=0, name="w.parquet", decimals=3, beta=(2.0, 5.0)):
@@ -132,18 +133,23 @@ def test_counts_beyond_the_budget_take_the_weighted_passes_when_they_serve(tmp_p
 
 @pytest.mark.parametrize("engine", ["stream", "dask"])
 def test_counted_defaults_beyond_the_budget_hold_the_rows_for_tce(tmp_path, cli, engine):
-    """Counted rows beyond the budget, the default metric set (TCE, TCE(Q), pc) and the
-    default test (adaptive T-Cal): the passes' metrics, TCE and pc by the in-memory kernels
-    on the rows of positive count held (up to ``Tuning.exact_pava_rows``) — the in-memory
-    engine's report, headline included; beyond that budget the rows stream expanded."""
+    """Counted rows beyond the budget, the default metric set (TCE and TCE(Q); pc when named,
+    as on the unweighted streaming engines) and the default test (adaptive T-Cal): the
+    passes' metrics, TCE and pc by the in-memory kernels on the rows held (up to
+    ``Tuning.exact_pava_rows``) — the in-memory engine's report, headline included; beyond
+    that budget the rows stream expanded."""
     if engine == "dask":
         pytest.importorskip("dask")
     path = _file(tmp_path)
     for extra in ([], ["--bins-table", "all", "-m", "tce,tce_q,tce_v,tce_u,pc,ece"]):
         args = ["score", path, "--count", "n", "--json", *extra]
         mem = json.loads(cli(args).stdout)
-        got = json.loads(cli([*args, "--engine", engine], tuning=SMALL).stdout)
+        r = cli([*args, "--engine", engine], tuning=SMALL)
+        got = json.loads(r.stdout)
         assert "weighted" in got["settings"] and "expanded" not in got["settings"]
+        if not extra:       # the streaming engines' default set: pc only when named
+            assert "pc left out of the default set" in r.stderr
+            del mem["metrics"]["pc"]
         _close(mem["metrics"], got["metrics"], "metrics")
         _close(mem["input"], got["input"], "input")
         assert got["summary"]["text"] == mem["summary"]["text"]
@@ -184,11 +190,14 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
                                          "inconclusive")
 
 
-@pytest.mark.parametrize("extra", [["--var", "g"], ["--ties", "order"], ["-m", "smece"],
-                                   ["-m", "ece,smece", "--by", "g"]])
-def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra):
+@pytest.mark.parametrize("extra,tuning", [
+    (["--var", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "smece"], TIGHT),
+    (["-m", "ece,smece", "--by", "g"], TIGHT)])
+def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra, tuning):
+    """Beyond the passes (and, for the other metrics and ``--var``, beyond the rows held):
+    exit 2 before any pass, naming the limit and ``--engine memory``."""
     path = _file(tmp_path)
-    r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=SMALL)
+    r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=tuning)
     assert r.code == 2, (r.code, r.stdout)
     assert "--engine memory" in r.stderr and r.stdout == ""
 
@@ -405,7 +414,7 @@ def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, ar
     path = _file(tmp_path)
     out = tmp_path / "OUT"
     argv = [str(out) + a[3:] if a.startswith("OUT") else a for a in argv]
-    r = cli([argv[0], path, *argv[1:], "--weight", "w", "--engine", "stream"], tuning=SMALL)
+    r = cli([argv[0], path, *argv[1:], "--weight", "w", "--engine", "stream"], tuning=TIGHT)
     assert r.code == 2 and "--engine memory" in r.stderr, r.stderr
     assert not list(tmp_path.glob("OUT*"))                   # nothing half written
 

@@ -97,9 +97,9 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     """Whether a weighted run on a streaming engine holds its rows
     (:mod:`calcheck.engines.held`): yes within the budget; beyond it, counts (``expand``) are
     streamed expanded (False), sampling weights (``stream_weights``) streamed by their
-    weighted passes (False; :mod:`calcheck.engines.weighted`, without ``--var`` and the extra
-    columns other than ``score``'s ``--by`` and ``--time``), and otherwise refused before
-    anything is read."""
+    weighted passes (False; :mod:`calcheck.engines.weighted`, without the extra columns other
+    than ``--by`` and ``--time`` — and ``--var``'s, held, within ``Tuning.exact_pava_rows``
+    rows), and otherwise refused before anything is read."""
     from calcheck.engines.held import check_held_rows
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
@@ -116,12 +116,13 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     if stream_weights and read.weighting[1] == "weight":
         from calcheck.engines.weighted import limits
 
-        extra = [read.flags.get(c, c) for c in (*read.numeric, *read.raw)
-                 if c not in read.grouped]
+        fits = rows is not None and rows <= read.tuning.exact_pava_rows
+        extra = [read.flags.get(c, c) for c in
+                 (*(() if fits else read.numeric), *read.raw) if c not in read.grouped]
         if extra:
             held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
             raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "
-                             f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
+                             f"{limits(read.engine, read.tuning)}")
         return False
     kind = read.weighting[1]
     check_held_rows(rows, src.name, read.name_of(kind), read.engine, read.tuning, kind)
@@ -130,9 +131,9 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
 
 def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine | None:
     """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``; None for
-    counts of multiclass input, or of a run that needs its rows held
-    (:data:`calcheck.engines.base.PASSES_HELD`) beyond ``Tuning.exact_pava_rows`` rows
-    (streamed expanded instead)."""
+    counts of multiclass input, or of a run that needs its rows held (metrics beyond the
+    passes', ``--var``) beyond ``Tuning.exact_pava_rows`` rows (streamed expanded instead).
+    Within that budget the engine holds the rows for what the passes lack, when asked."""
     from calcheck.engines.weighted import WeightedStreamEngine
     from calcheck.streaming.engine import StreamSource
 
@@ -146,18 +147,19 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
         weight=column, weight_kind=kind)
     if stream.plan.multiclass and kind == "count":
         return None
-    if kind == "count" and read.held:        # TCE and pc from the rows held, if they fit
-        from calcheck.io.source import source_rows
+    from calcheck.io.source import source_rows
 
-        rows = source_rows(src)
-        if rows is None or rows > read.tuning.exact_pava_rows:
-            return None
+    rows = source_rows(src)                 # what the passes lack, from the rows held
+    held = rows is not None and rows <= read.tuning.exact_pava_rows
+    if kind == "count" and read.held and not held:
+        return None
     if stream.plan.multiclass:
         from calcheck.engines.weighted import limits
 
         raise UsageError(f"{src.name}: multiclass input beyond the rows held in memory; "
-                         f"{limits(read.engine, read.tuning.hold_weighted_rows)}")
-    return WeightedStreamEngine(stream, read.weight_null, held=read.held and kind == "count")
+                         f"{limits(read.engine, read.tuning)}")
+    return WeightedStreamEngine(stream, read.weight_null, held=held,
+                                numeric=read.numeric if held else ())
 
 
 def _read(src: Any, read: ReadOptions, progress: Progress | None) -> Predictions:

@@ -47,6 +47,9 @@ class Capabilities:
     # rest
     only: tuple[str, ...] | None = None
     why: str = ""
+    # ... and the ids it computes only when they are named (from rows held: the default set
+    # is the streaming engines' own)
+    named_only: tuple[str, ...] = ()
 
     def metrics(self, multiclass: bool) -> list[str]:
         """The metric ids this engine computes for this input kind."""
@@ -201,30 +204,36 @@ class ReadOptions:
 # beyond the rows the streaming engines hold) ...
 PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
 PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
-# ... and, for counts, from the file's rows of positive count held in memory up to
-# Tuning.exact_pava_rows rows (no --by/--time): TCE's exact binomial tests and pc
-PASSES_HELD = ("tce", "tce_q", "tce_v", "tce_u", "pc")
+# ... and, for the rows of a file within Tuning.exact_pava_rows rows, the other metrics
+# (held_metrics) and --var by the in-memory kernels on the rows held, without --by and --time
+
+
+def held_metrics(kind: str) -> tuple[str, ...]:
+    """The binary metrics the in-memory kernels compute on held rows of ``kind`` ("count",
+    "weight") beyond the passes' own: every one that takes the kind."""
+    return tuple(m for m in registry.selectable(False)
+                 if m not in PASSES_METRICS and registry.weight_refusal(m, kind) is None)
 
 
 def passes_serve(opts: Options) -> tuple[bool, bool]:
-    """Whether a run of binary rows asks only for what the weighted passes compute — so its
-    counted rows beyond the held budget are computed from the file's rows, not expanded —
-    and whether it needs the rows held (:data:`PASSES_HELD`): ``score`` and ``report`` whose
-    metrics (named, or the default set) are :data:`PASSES_METRICS`, or with ``--by`` and
-    ``--time`` not, also :data:`PASSES_HELD`; ``test`` whose methods (named, or the
+    """Whether a run of binary counted rows asks only for what the weighted passes compute —
+    so its rows beyond the held budget are computed from the file's rows, not expanded — and
+    whether it needs the rows held (:func:`held_metrics`, ``--var``): ``score`` and
+    ``report`` whose metrics (named, or the default set) are :data:`PASSES_METRICS`, or
+    without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
     default T-Cal) are :data:`PASSES_METHODS`, without groups; ``plot --kind reliability``
-    (and ``tce``, held, without ``--by``); none with variables."""
+    (``tce`` and ``variable``, held, without ``--by``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
     no = (False, False)
     if opts.command not in ("score", "test", "plot", "report") or opts.ties != "share" or \
-            opts.compat or opts.variables or opts.correct_from or opts.asks_multiclass or \
+            opts.compat or opts.correct_from or opts.asks_multiclass or \
             (opts.command == "test" and (opts.by or opts.time)):
         return no
     if opts.command == "plot":
-        held = opts.kind == "tce" and not opts.by
+        held = opts.kind in ("tce", "variable") and not opts.by
         return opts.kind == "reliability" or held, held
     if opts.command == "test":
         methods = registry.split_ids(opts.methods or ["tcal"])
@@ -233,13 +242,14 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
         named = [*(opts.metrics or registry.default_ids(False)),
                  *(parse_gate(g).metric for g in opts.fail_if or []),
                  *(b for b in opts.bins_table or [] if b.strip().lower() != "all")]
-        ids = set(resolve_metric_ids(named, multiclass=False, name="--metrics"))
+        beyond = set(resolve_metric_ids(named, multiclass=False, name="--metrics")) - \
+            set(PASSES_METRICS)
     except CalcheckError:                    # (the run says what is wrong, later)
         return no
-    if ids <= set(PASSES_METRICS):
-        return True, False
-    held = not (opts.by or opts.time) and ids <= set(PASSES_METRICS + PASSES_HELD)
-    return held, held
+    if beyond and (opts.by or opts.time or beyond - set(held_metrics("count"))):
+        return no
+    held = bool(beyond or opts.variables)
+    return True, held
 
 
 def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:

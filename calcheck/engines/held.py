@@ -79,3 +79,16 @@ def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
     raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes these weighted "
                      f"or aggregated rows in memory, at most {limit:,} rows "
                      f"(Tuning.hold_weighted_rows: {why}); use --engine memory")
+
+
+def held_predictions(source: Any, arrays: tuple[Any, ...], numeric: tuple[str, ...],
+                     null: str) -> Predictions:
+    """The rows a weighted pass held (:class:`calcheck.streaming.weighted.HeldRowsSpec`:
+    scores, labels, weights and the ``numeric`` columns) as the in-memory engine's
+    predictions, carrying the weights of ``source``'s column."""
+    from calcheck.weights import Weights
+
+    s, y, w, *more = arrays
+    columns = {name: more[0][:, j] for j, name in enumerate(numeric)} if numeric else {}
+    return Predictions(scores=s, labels=y, columns=columns, validate=False,
+                       weights=Weights(w, source.weight_kind, source.weight, null))

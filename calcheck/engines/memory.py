@@ -283,18 +283,9 @@ class MemoryEngine:
                               column=column).astype(float)
 
     def variables(self, names: list[str], vopts: VariableOptions) -> Outcome:
-        from calcheck.metrics.vece import variables
-
-        pred_error, incorrect = self.data.error_view()
-        if vopts.correct_from:
-            incorrect = self.incorrect(vopts.correct_from, vopts.pos_label)
-        columns = {v: self._numeric(v) for v in names}
-        for name, values in columns.items():
-            if np.isnan(values).all():
-                raise InputError(f"--var {name}: every value is missing")
-        res = variables(pred_error, incorrect, columns, span=vopts.span,
-                        weights=self.data.weights)
-        return Outcome(values={"result": res}, notes=res.notes())
+        incorrect = self.incorrect(vopts.correct_from, vopts.pos_label) \
+            if vopts.correct_from else None
+        return variables_of(self.data, {v: self._numeric(v) for v in names}, vopts, incorrect)
 
     def _numeric(self, name: str) -> np.ndarray:
         values = self.data.column(name)
@@ -410,6 +401,21 @@ class MemoryEngine:
         fig = draw.variable_figure(res.to_dict()[name], self._numeric(name), name, ax=ax,
                                    weights=self.data.weights)
         return Outcome(values={"figure": fig})
+
+
+def variables_of(data: Predictions, columns: dict[str, np.ndarray], vopts: VariableOptions,
+                 incorrect: np.ndarray | None = None) -> Outcome:
+    """VECE and VCE(v*) of ``data`` along the variables ``columns`` (``incorrect``: the
+    ``--correct-from`` flags, else the predictions' own)."""
+    from calcheck.metrics.vece import variables
+
+    pred_error, own = data.error_view()
+    for name, values in columns.items():
+        if np.isnan(values).all():
+            raise InputError(f"--var {name}: every value is missing")
+    res = variables(pred_error, own if incorrect is None else incorrect, columns,
+                    span=vopts.span, weights=data.weights)
+    return Outcome(values={"result": res}, notes=res.notes())
 
 
 def tests_of(data: Predictions, methods: list[str], topts: TestOptions,

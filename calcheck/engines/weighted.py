@@ -26,15 +26,16 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from calcheck import registry
 from calcheck._typing import Passes
 from calcheck.engines.base import (
-    PASSES_HELD,
     PASSES_METHODS,
     PASSES_METRICS,
     Capabilities,
     FigureOptions,
     GroupOptions,
     Outcome,
+    held_metrics,
 )
 from calcheck.engines.stream import ClosesClient
 from calcheck.engines.weighted_rows import WeightedRows
@@ -44,6 +45,7 @@ from calcheck.metrics._result import MetricResult
 from calcheck.streaming.engine import StreamSource
 from calcheck.streaming.runner import drive
 from calcheck.streaming.weighted import FirstSpec, FirstState
+from calcheck.tuning import Tuning
 from calcheck.weights import ZERO_MASS
 
 T = TypeVar("T")
@@ -58,12 +60,14 @@ COUNT_NOTE = ("the counted rows were streamed as they are, each count a weight: 
               "\"Engines\")")
 
 
-def limits(engine: str, limit: int) -> str:
+def limits(engine: str, tuning: Tuning) -> str:
     """Why a streamed run of sampling weights refuses something: the message's tail."""
     return (f"--engine {engine} streams sampling weights (--weight) beyond "
-            f"{limit:,} rows (Tuning.hold_weighted_rows) for {', '.join(PASSES_METRICS)}, "
-            f"the {', '.join(PASSES_METHODS)} tests and the reliability diagrams only; use "
-            "--engine memory")
+            f"{tuning.hold_weighted_rows:,} rows (Tuning.hold_weighted_rows) for "
+            f"{', '.join(PASSES_METRICS)}, the {', '.join(PASSES_METHODS)} tests and the "
+            f"reliability diagrams, and up to {tuning.exact_pava_rows:,} rows "
+            "(Tuning.exact_pava_rows) the other metrics, --var and its figure from the rows "
+            "held, without --by and --time; use --engine memory")
 
 
 class Refusals:
@@ -77,9 +81,6 @@ class Refusals:
     def group_tests(self, methods: list[str], topts: TestOptions,
                     grouping: GroupOptions) -> Outcome:
         raise self.refuse(grouping.name_of("by"))
-
-    def variables(self, names: list[str], vopts: Any) -> Outcome:
-        raise self.refuse("--var")
 
     def segment_table(self, columns: list[str], sopts: Any) -> Any:
         raise self.refuse("--segment")
@@ -101,19 +102,23 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     multiclass = False
     classes = 0
 
-    def __init__(self, source: StreamSource, null: str = "auto", held: bool = False) -> None:
+    def __init__(self, source: StreamSource, null: str = "auto", held: bool = False,
+                 numeric: tuple[str, ...] = ()) -> None:
         self.source = source
         self.name = source.engine
         self.null = null
         self.frequency = source.weight_kind == "count"      # counts: the expanded file's
         self.note = COUNT_NOTE if self.frequency else NOTE
-        self.why = limits(self.name, source.tuning.hold_weighted_rows)
-        self.held = held and self.frequency     # counts: PASSES_HELD from the rows held
+        self.why = limits(self.name, source.tuning)
+        # held: the rows fit Tuning.exact_pava_rows, so what the passes lack comes from the
+        # in-memory kernels on the rows held (with the --var columns ``numeric``)
+        self.held = held
+        self.numeric = numeric
+        extra = held_metrics(source.weight_kind) if held else ()
         self.capabilities = Capabilities(
-            self.name, rows=False,
-            only=PASSES_METRICS + PASSES_METHODS + (PASSES_HELD if self.held else ()),
-            why=self.why)
-        self._kept: Any = None                  # the held rows (Prepared), once read
+            self.name, rows=False, only=PASSES_METRICS + PASSES_METHODS + extra, why=self.why,
+            named_only=tuple(m for m in extra if not registry.METRICS[m].stream))
+        self._kept: Any = None                  # the held rows, once read
         self._first: FirstState | None = None
         self._rows: WeightedRows | None = None
         self._stats: Any = None
@@ -247,29 +252,37 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                 raise self.refuse(f"-m {mid}")
 
     def kept(self) -> Any:
-        """The counted rows held (:class:`~calcheck.streaming.weighted.CountedRowsSpec`, one
-        pass) as the in-memory kernels' :class:`~calcheck.metrics._data.Prepared`."""
-        from calcheck.metrics._data import Prepared
-        from calcheck.streaming.weighted import CountedRowsSpec
-        from calcheck.weights import Weights
+        """The rows held (:class:`~calcheck.streaming.weighted.HeldRowsSpec`, one pass, in
+        the file's order) as the in-memory engine's :class:`~calcheck.data.Predictions`
+        with their weights (and ``--var`` columns): its kernels read them as in memory."""
+        from calcheck.engines.held import held_predictions
+        from calcheck.streaming.weighted import HeldRowsSpec
 
         if self._kept is None:
-            state, _ = self.source.run(CountedRowsSpec())
-            s, y, k = state.arrays()
-            self._kept = Prepared(s, y, validate=False, ties="share",
-                                  weights=Weights(k, "count", self.source.weight))
+            state, _ = self.source.run(HeldRowsSpec(self.numeric))
+            self._kept = held_predictions(self.source, state.arrays(), self.numeric,
+                                          self.null)
         return self._kept
 
     def held_metrics(self, ids: list[str], mopts: MetricOptions) -> dict[str, MetricResult]:
-        """The metrics of :data:`PASSES_HELD` by the in-memory kernels on the counted rows
-        held: the expanded file's numbers, as in memory."""
-        from calcheck.metrics import compute_metrics
+        """The metrics the passes lack by the in-memory kernels on the rows held: the
+        in-memory engine's numbers."""
+        from calcheck.engines.memory import compute
 
         if not ids:
             return {}
         if not self.held:
             raise self.refuse(f"-m {ids[0]}")
-        return compute_metrics(self.kept(), ids, mopts)
+        return dict(compute(self.kept(), ids, mopts))
+
+    def variables(self, names: list[str], vopts: Any) -> Outcome:
+        """VECE and VCE(v*) by the in-memory engine's kernels on the rows held."""
+        from calcheck.engines.memory import variables_of
+
+        if not self.held:
+            raise self.refuse("--var")
+        kept = self.kept()
+        return variables_of(kept, {n: kept.column(n) for n in names}, vopts)
 
     def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
                grouping: GroupOptions) -> Outcome:
@@ -281,7 +294,10 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         from calcheck.streaming.weighted import GroupedFirstSpec
         from calcheck.uncertainty import simultaneous_level
 
-        self._check(ids, mopts, PASSES_METRICS)
+        self._check(ids, mopts, self.capabilities.only or ())
+        whole = [m for m in ids if m not in PASSES_METRICS]     # held: the whole file's only
+        why = (f"computed for the whole file only on --engine {self.name} beyond "
+               "Tuning.hold_weighted_rows (from the rows held); per group: --engine memory")
         b = mopts.bins
         spec = GroupedFirstSpec(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
                                 grouping.by)
@@ -289,15 +305,17 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         keys = sorted(grouped.groups, key=lambda k: (k is None, k or ""))
         rows = {k: self._rows_of(grouped.groups[k]) for k in keys}
         live = [k for k in keys if rows[k].first.scalar("mass") > 0]
+        passed = [m for m in ids if m in PASSES_METRICS]
         results = drive_lockstep(self.source, {k: (SubStream(group=k), rows[k].metrics(
-            ids, b)) for k in live}, by=grouping.by)
+            passed, b)) for k in live}, by=grouping.by)
         if ci is not None and grouping.windows:
             ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
         with_ci = [m for m in ids if self.capabilities.interval(m)]
-        out = Outcome(settings={"group_metrics": ids})
+        out = Outcome(settings={"group_metrics": ids},
+                      notes=[f"{', '.join(whole)}: {why}"] if whole else [])
         for k in keys:
             res = results.get(k)
-            errors: dict[str, str] = {}
+            errors = dict.fromkeys(whole, why)
             if res is None:
                 res, errors = {}, dict.fromkeys(ids, ZERO_MASS)
             elif isinstance(res, Exception):
@@ -339,11 +357,14 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         if fopts.ties != "share":
             raise self.refuse("--ties order")
         if kind == "tce" and self.held:
-            from calcheck.figures.arrays import test_based
+            from calcheck.engines.memory import figure_of
 
-            return Outcome(values={"figure": test_based(
-                self.kept(), yscale=fopts.yscale, title="Test-based reliability diagram",
-                ax=ax)})
+            return Outcome(values={"figure": figure_of(self.kept(), kind, fopts, ax)})
+        if kind == "variable" and self.held:
+            name, kept = fopts.variable, self.kept()
+            res = variables or self.variables([name], fopts.variables).values["result"]
+            return Outcome(values={"figure": draw.variable_figure(
+                res.to_dict()[name], kept.column(name), name, ax=ax, weights=kept.weights)})
         if kind != "reliability":
             raise self.refuse(f"the {kind} figure")
         bins = fopts.bins or 10
@@ -364,7 +385,6 @@ def _without_intervals(ids: list[str], with_ci: list[str], engine: str) -> list[
     """Why ``--ci`` gives no interval on the weighted passes to the metrics ``ids`` not in
     ``with_ci``: each metric's own reason, as in memory, or that its replicates need the
     rows."""
-    from calcheck import registry
     from calcheck.uncertainty import no_interval
 
     notes = [f"{m}: {no_interval(m)}" for m in ids if not registry.METRICS[m].ci]

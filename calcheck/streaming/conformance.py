@@ -25,10 +25,10 @@ from calcheck.streaming.variables import BinSpec, RankSpec
 from calcheck.streaming.views import ViewsSpec
 from calcheck.streaming.weighted import (
     BinsSpec,
-    CountedRowsSpec,
     DeviationSpec,
     FirstSpec,
     GroupedFirstSpec,
+    HeldRowsSpec,
     MassPassSpec,
     SandwichSpec,
     TcalSpec,
@@ -37,14 +37,14 @@ from calcheck.streaming.weighted import (
 SPECS = (ClasswiseSpec, StateSpec, GroupedSpec, SortedRowsSpec, HeldCellsSpec, RowPassSpec,
          CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec,
          FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec, GroupedFirstSpec,
-         TcalSpec, CountedRowsSpec)
+         TcalSpec, HeldRowsSpec)
 
 
 def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec,
                e: HeldCellsSpec, g: RowPassSpec, h: CoxSpec, i: DistinctSpec, j: CellSpec,
                k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec, q: ViewsSpec,
                r: FirstSpec, s: MassPassSpec, t: BinsSpec, u: DeviationSpec,
-               v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec, y: CountedRowsSpec
+               v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec, y: HeldRowsSpec
                ) -> tuple[PassSpec[PassState], ...]:
     """One of each spec, as the protocol (mypy checks every element's conformance)."""
     return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x, y)

@@ -714,40 +714,44 @@ class SandwichState:
 
 
 # ---------------------------------------------------------------------------------------------
-# counted rows held
+# rows held
 
 
 @dataclass(frozen=True)
-class CountedRowsSpec:
-    """Every row of positive count — score, label, count — held in memory (at most
-    ``Tuning.exact_pava_rows``, checked from the footers before the pass): the kernels of
-    the metrics :data:`calcheck.engines.base.PASSES_HELD` read them as the in-memory engine
-    does (a row of count 0 is no prediction of the expanded file)."""
+class HeldRowsSpec:
+    """Every row — score, label, weight and the ``numeric`` (``--var``) columns — held in
+    memory in the file's order (at most ``Tuning.exact_pava_rows``, checked from the footers
+    before the pass): the in-memory kernels of what the passes lack read them as the
+    in-memory engine does (:meth:`calcheck.engines.weighted.WeightedStreamEngine.kept`)."""
 
+    numeric: tuple[str, ...] = ()
     threaded = True
 
-    def new(self) -> CountedRowsState:
-        return CountedRowsState(self)
+    def new(self) -> HeldRowsState:
+        return HeldRowsState(self)
 
 
-class CountedRowsState:
-    def __init__(self, spec: CountedRowsSpec) -> None:
+class HeldRowsState:
+    def __init__(self, spec: HeldRowsSpec) -> None:
         self.spec = spec
-        self.parts: list[tuple[FloatArray, IntArray, FloatArray]] = []
+        self.parts: list[tuple[int, tuple[Any, ...]]] = []
 
-    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> CountedRowsState:
-        k = _weights(rest)
-        keep = k > 0
-        self.parts.append((s[keep], y[keep].astype(np.int8), k[keep]))
+    def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> HeldRowsState:
+        cols = (s, y.astype(np.int8), _weights(rest),
+                *((np.asarray(rest[0], dtype=np.float64),) if self.spec.numeric else ()))
+        self.parts.append((start, cols))
         return self
 
-    def merge(self, other: CountedRowsState) -> CountedRowsState:
+    def merge(self, other: HeldRowsState) -> HeldRowsState:
         self.parts += other.parts
         return self
 
-    def arrays(self) -> tuple[FloatArray, IntArray, FloatArray]:
-        """The held rows' scores, labels and counts."""
-        if not self.parts:
-            return np.zeros(0), np.zeros(0, dtype=np.int8), np.zeros(0)
-        s, y, k = (np.concatenate(x) for x in zip(*self.parts))
-        return s, y, k
+    def arrays(self) -> tuple[Any, ...]:
+        """The held rows in the file's order (the batches by their first row id): scores,
+        labels, weights and, with ``numeric``, the (rows × variables) matrix."""
+        parts = [cols for _, cols in sorted(self.parts, key=lambda p: p[0])]
+        width = 4 if self.spec.numeric else 3
+        if not parts:
+            empty = (np.zeros(0), np.zeros(0, dtype=np.int8), np.zeros(0))
+            return empty + ((np.zeros((0, len(self.spec.numeric))),) if width == 4 else ())
+        return tuple(np.concatenate([p[j] for p in parts]) for j in range(width))
