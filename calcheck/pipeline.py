@@ -570,7 +570,9 @@ def resolve_methods(methods: list[str] | None, label: str = "methods",
 
 def run_test(source: Any, opts: Options, *, progress: Progress | None = None) -> Report:
     """``calcheck test`` on ``source`` with validated options."""
-    resolve_methods(opts.methods, opts.name_of("methods"), opts.compat, opts.engine)
+    # (weighted rows: the engine opened says what it runs — rows held run every test)
+    resolve_methods(opts.methods, opts.name_of("methods"), opts.compat,
+                    "memory" if opts.weighting else opts.engine)
     window, run_opts = _windows(opts)
     with _engine(source, opts, progress) as eng:
         caps = eng.capabilities

@@ -101,3 +101,27 @@ def test_rows_are_held_in_the_files_order():
     whole = parts[2].merge(parts[0]).merge(parts[1]).arrays()
     for got, ref in zip(whole, (s, y, w, v)):
         np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--weight", "cw"),
+                                         ("--count", "n")])
+def test_every_test_of_weighted_rows_held(tmp_path, cli, kind, column):
+    """``test --method all``: T-Cal, HL, Spiegelhalter and Cox on the passes; KS, Kuiper and
+    SKCE by the in-memory tests on the rows held, read in the whole run's family with T-Cal's
+    trials — their statistics and p-values the in-memory engine's."""
+    path = _file(tmp_path)
+    mem, got = _both(cli, ["test", path, kind, column, "--method", "all", "--json"])
+    assert "weighted" in got["settings"] and set(got["tests"]) == set(mem["tests"])
+    for t in ("ks", "kuiper", "skce", "hosmer_lemeshow", "spiegelhalter"):
+        for key in ("statistic", "pvalue", "pvalue_adjusted"):
+            assert got["tests"][t][key] == pytest.approx(mem["tests"][t][key], rel=1e-9), t
+
+
+def test_held_tests_without_tcal_read_the_in_memory_family(tmp_path, cli):
+    """Without T-Cal the in-memory engine counts counted rows' binomial test per value in the
+    family (it has not looked at the scores): so do the held tests."""
+    path = _file(tmp_path)
+    mem, got = _both(cli, ["test", path, "--count", "n", "--method", "hl,ks", "--json"])
+    for t in ("ks", "hosmer_lemeshow"):
+        for key in ("statistic", "pvalue", "pvalue_adjusted"):
+            assert got["tests"][t][key] == pytest.approx(mem["tests"][t][key], rel=1e-9), t

@@ -59,8 +59,9 @@ class Capabilities:
 
     def methods(self) -> list[str]:
         """The ``--method`` values this engine runs."""
-        return [m for m in registry.methods(streamed=not self.rows)
-                if self.only is None or m in self.only]
+        if self.only is not None:                   # (KS, Kuiper, SKCE: from rows held)
+            return [m for m in registry.methods() if m in self.only]
+        return registry.methods(streamed=not self.rows)
 
     def interval(self, mid: str) -> bool:
         """Whether metric ``mid`` gets a ``--ci`` interval on this engine."""
@@ -215,13 +216,20 @@ def held_metrics(kind: str) -> tuple[str, ...]:
                  if m not in PASSES_METRICS and registry.weight_refusal(m, kind) is None)
 
 
+def held_methods(kind: str) -> tuple[str, ...]:
+    """The tests the in-memory engine runs on held rows of ``kind`` beyond the passes' own:
+    KS, Kuiper and SKCE (on a subsample beyond its pairs' budget, as in memory)."""
+    return tuple(m for m in ("skce", "ks", "kuiper") if registry.weight_refusal(m, kind) is None)
+
+
 def passes_serve(opts: Options) -> tuple[bool, bool]:
     """Whether a run of binary counted rows asks only for what the weighted passes compute —
     so its rows beyond the held budget are computed from the file's rows, not expanded — and
     whether it needs the rows held (:func:`held_metrics`, ``--var``): ``score`` and
     ``report`` whose metrics (named, or the default set) are :data:`PASSES_METRICS`, or
     without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
-    default T-Cal) are :data:`PASSES_METHODS`, without groups; ``plot --kind reliability``
+    default T-Cal) are :data:`PASSES_METHODS` (or, held, :func:`held_methods`), without
+    groups; ``plot --kind reliability``
     (``tce`` and ``variable``, held, without ``--by``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
@@ -236,8 +244,10 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
         held = opts.kind in ("tce", "variable") and not opts.by
         return opts.kind == "reliability" or held, held
     if opts.command == "test":
-        methods = registry.split_ids(opts.methods or ["tcal"])
-        return set(methods) <= set(PASSES_METHODS), False
+        methods = set(registry.split_ids(opts.methods or ["tcal"]))
+        methods = set(registry.methods()) if "all" in methods else methods
+        held = bool(methods - set(PASSES_METHODS))
+        return methods <= set(PASSES_METHODS + held_methods("count")), held
     try:
         named = [*(opts.metrics or registry.default_ids(False)),
                  *(parse_gate(g).metric for g in opts.fail_if or []),

@@ -35,6 +35,7 @@ from calcheck.engines.base import (
     FigureOptions,
     GroupOptions,
     Outcome,
+    held_methods,
     held_metrics,
 )
 from calcheck.engines.stream import ClosesClient
@@ -66,8 +67,8 @@ def limits(engine: str, tuning: Tuning) -> str:
             f"{tuning.hold_weighted_rows:,} rows (Tuning.hold_weighted_rows) for "
             f"{', '.join(PASSES_METRICS)}, the {', '.join(PASSES_METHODS)} tests and the "
             f"reliability diagrams, and up to {tuning.exact_pava_rows:,} rows "
-            "(Tuning.exact_pava_rows) the other metrics, --var and its figure from the rows "
-            "held, without --by and --time; use --engine memory")
+            "(Tuning.exact_pava_rows) the other metrics, the KS, Kuiper and SKCE tests, --var and its "
+            "figure from the rows held, without --by and --time; use --engine memory")
 
 
 class Refusals:
@@ -116,7 +117,9 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         self.numeric = numeric
         extra = held_metrics(source.weight_kind) if held else ()
         self.capabilities = Capabilities(
-            self.name, rows=False, only=PASSES_METRICS + PASSES_METHODS + extra, why=self.why,
+            self.name, rows=False, why=self.why,
+            only=PASSES_METRICS + PASSES_METHODS + extra +
+            (held_methods(source.weight_kind) if held else ()),
             named_only=tuple(m for m in extra if not registry.METRICS[m].stream))
         self._kept: Any = None                  # the held rows, once read
         self._first: FirstState | None = None

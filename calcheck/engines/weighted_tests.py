@@ -3,15 +3,17 @@ WeightedStreamEngine`): T-Cal from one pass over its units (:mod:`calcheck.hypot
 Hosmer–Lemeshow on the bins pass's mass axis (its small-count null per group's effective
 size, :func:`_group_null`), Spiegelhalter from the first pass's sums and the bins pass's
 denominator, and Cox by weighted Newton passes and one pass for its sandwich — each the
-in-memory engine's statistic (docs/weights.md, "Engines")."""
+in-memory engine's statistic (docs/weights.md, "Engines"); KS, Kuiper and SKCE by the
+in-memory tests on the rows held (:func:`calcheck.engines.base.held_methods`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from calcheck.engines.base import Outcome
+from calcheck.engines.base import PASSES_METHODS, Outcome
 from calcheck.hypotests.weighted import regime_note
 from calcheck.streaming.weighted import SandwichSpec
 from calcheck.weights import mass_cuts
@@ -37,9 +39,10 @@ def weighted_tests(eng: Any, methods: list[str], topts: TestOptions
     if "hl" in methods:                     # one bins pass for every test
         eng.drive(rows.bins_pass(rows.cuts(topts.hl_groups)))
     out = Outcome()
+    trials = topts.trials
     for m in methods:
         if m == "tcal":
-            _tcal(eng, methods, topts, out)
+            trials = _tcal(eng, methods, topts, out)
         elif m == "spiegelhalter":
             den = float(eng.drive(rows.bins_pass([])).den.value[0])
             res = spiegelhalter_of_sums(first.scalar("spiegelhalter_num"), den, total,
@@ -61,14 +64,37 @@ def weighted_tests(eng: Any, methods: list[str], topts: TestOptions
             out.values["hosmer_lemeshow"] = _noted(res, how, ties="share")
         elif m == "cox":
             out.values["cox"] = recalibration(eng, topts.alpha, topts.ci_level)
-        else:
+        elif m not in eng.capabilities.only:
             raise eng.refuse(f"--method {m}")
+    held = [m for m in methods if m not in PASSES_METHODS]
+    if held:                          # KS, Kuiper, SKCE: the in-memory tests on the rows held
+        from calcheck.engines.memory import tests_of
+        from calcheck.hypotests import family_of
+
+        kept = eng.kept()
+        got = tests_of(kept, held, replace(           # read in the whole run's family, with
+            topts, trials=trials,                     # T-Cal's trials, as in memory
+            family_members=family_of(methods, topts.family, _discrete(kept, methods, topts))))
+        out.values.update(got.values)
+        out.notes += got.notes
     return out
 
+
+def _discrete(kept: Any, methods: list[str], topts: TestOptions) -> bool:
+    """Whether the in-memory tests count T-Cal's binomial test per value in the family, as
+    :func:`calcheck.hypotests.run_tests` decides: counts whose scores (of positive count)
+    take at most ``discrete_max`` values — all counts when T-Cal is not run."""
+    w = kept.weights
+    if not w.frequency:
+        return False
+    return "tcal" not in methods or \
+        np.unique(kept.scores[w.values > 0]).shape[0] <= topts.discrete_max
+
+
 def _tcal(eng: Any, methods: list[str], topts: TestOptions,
-          out: Outcome) -> None:
+          out: Outcome) -> int:
     """T-Cal (fixed m, or adaptive over the dyadic levels) from one pass over its units
-    (:mod:`calcheck.hypotests.unit_tcal`), into ``out``."""
+    (:mod:`calcheck.hypotests.unit_tcal`), into ``out``; its Monte Carlo trials."""
     from calcheck.hypotests import levels_n, tcal_trials
     from calcheck.hypotests.tcal import adaptive_ms, check_null_size
     from calcheck.hypotests.unit_tcal import UnitNull, unit_tcal
@@ -104,6 +130,8 @@ def _tcal(eng: Any, methods: list[str], topts: TestOptions,
         out.notes.append(f"adaptive T-Cal on --engine {eng.name} tests the bounded "
                          "grid's powers of two (bins are unions of 2^-16 cells); in "
                          "memory it also tests the levels between them")
+    return trials
+
 
 def recalibration(eng: Any, alpha: float, ci_level: float) -> Any:
     """Cox's fit by weighted Newton passes and one pass for its Hessian (and, for sampling

@@ -43,14 +43,19 @@ class TestOptions:
     trials_label: str = "--trials"
     family: str = "holm"             # how the verdict reads the tests' p-values together
     family_groups: int = 1           # ... over this many groups (whole data + --by groups)
+    family_members: int = 0          # ... and this many tests of each, when those run here are
+    #                                  part of more (0: the methods run here, with T-Cal's
+    #                                  binomial test per value)
     compat: str | None = None        # --compat: that library's tests (calcheck.compat)
 
     def family_size(self, methods: list[str], discrete: bool) -> int:
         """How many p-values the verdict reads together: the methods' (and the binomial test
         per value on ``discrete`` scores) in each of the ``family_groups`` groups; 1 without a
         family adjustment."""
-        return family_of(methods, self.family, discrete) * \
-            (self.family_groups if self.family != "none" else 1)
+        if self.family == "none":
+            return 1
+        return (self.family_members or family_of(methods, self.family, discrete)) * \
+            self.family_groups
 
 
 MIN_TRIALS = 1000
