@@ -94,18 +94,8 @@ def plan_metrics(opts: Options, multiclass: bool, caps: Capabilities) -> tuple[l
     if opts.compat:
         ids, can = compat_ids(opts, multiclass)
     elif opts.metrics is None:
-        ids = registry.default_ids(multiclass)            # (weights' refusals: below)
-        left = [m for m in ids if m not in can and not (
-            opts.weighting and registry.weight_refusal(m, opts.weighting[1]))]
-        named = [m for m in ids if m in caps.named_only]
-        ids = [m for m in ids if m not in left and m not in named]
-        if left:
-            messages.append(f"{', '.join(left)} not computed on --engine {engine} " +
-                            (f"({caps.why})" if caps.why else "(memory only)"))
-        if named:
-            messages.append(f"{', '.join(named)} left out of the default set on --engine "
-                            f"{engine} (computed from the rows held when named: "
-                            f"{label} {','.join(named)})")
+        ids, messages = caps.default_set(multiclass, opts.weighting[1] if opts.weighting
+                                         else None, label)     # (weights' refusals: below)
     else:
         ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
         if streamed and "all" in registry.split_ids(opts.metrics):

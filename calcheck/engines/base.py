@@ -57,6 +57,23 @@ class Capabilities:
             return [m for m in registry.selectable(multiclass) if m in self.only]
         return registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
 
+    def default_set(self, multiclass: bool, kind: str | None, label: str
+                    ) -> tuple[list[str], list[str]]:
+        """The default metric set this engine computes, and messages naming what it leaves
+        out: what it cannot compute (but what the rows' weights of ``kind`` refuse, said
+        elsewhere) and what it computes only when named (``label``: the option)."""
+        ids = registry.default_ids(multiclass)
+        can = self.metrics(multiclass)
+        left = [m for m in ids if m not in can and not (kind and registry.weight_refusal(m, kind))]
+        named = [m for m in ids if m in self.named_only]
+        messages = [f"{', '.join(left)} not computed on --engine {self.name} " +
+                    (f"({self.why})" if self.why else "(memory only)")] if left else []
+        if named:
+            messages.append(f"{', '.join(named)} left out of the default set on --engine "
+                            f"{self.name} (computed from the rows held when named: "
+                            f"{label} {','.join(named)})")
+        return [m for m in ids if m not in left and m not in named], messages
+
     def methods(self) -> list[str]:
         """The ``--method`` values this engine runs."""
         if self.only is not None:                   # (KS, Kuiper, SKCE: from rows held)

@@ -11,14 +11,16 @@ window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spi
 Cox tests (:mod:`calcheck.engines.weighted_tests`), with the headline (from the equal-width
 bins and Cox's direction), and draws the reliability diagrams (their bins the metrics', the
 histogram weighted: ``plot``, the ``--by`` overlay, ``report``); the computations on one set
-of rows live in :mod:`calcheck.engines.weighted_rows`.  Counts (``held``) also hold the
-file's rows of positive count, up to ``Tuning.exact_pava_rows``, for TCE, pc and the
-test-based diagram by the in-memory kernels (:data:`calcheck.engines.base.PASSES_HELD`).
-What needs more — the other metrics, tests and figures, tests per group, ``--var``,
-``--ties order``, multiclass input — is refused for sampling weights before any pass, with a
-message naming the limit (:func:`limits`; the default metric set leaves the others out with a
-message), and streams counts expanded (:func:`calcheck.engines.base.passes_serve` decides,
-from the options)"""
+of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at most
+``Tuning.exact_pava_rows`` rows (``held``) also gets what the passes lack — the other
+metrics its weights take (:func:`calcheck.engines.base.held_metrics`; TCE for counts), the
+KS, Kuiper and SKCE tests, ``--var`` and the variable and test-based figures — by the
+in-memory engine's kernels on the rows held (:meth:`WeightedStreamEngine.kept`, one pass),
+for the whole file (not per group).  What needs more — tests per group, ``--ties order``,
+multiclass input, beyond that budget the held ones — is refused for sampling weights before
+any pass, with a message naming the limit (:func:`limits`; the default metric set leaves the
+others out with a message), and streams counts expanded
+(:func:`calcheck.engines.base.passes_serve` decides, from the options)"""
 
 from __future__ import annotations
 
@@ -313,7 +315,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             passed, b)) for k in live}, by=grouping.by)
         if ci is not None and grouping.windows:
             ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
-        with_ci = [m for m in ids if self.capabilities.interval(m)]
+        with_ci = [m for m in passed if self.capabilities.interval(m)]
         out = Outcome(settings={"group_metrics": ids},
                       notes=[f"{', '.join(whole)}: {why}"] if whole else [])
         for k in keys:
@@ -333,8 +335,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
     # -- tests -------------------------------------------------------------------------------
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
-        """T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox from the weighted passes
-        (:mod:`calcheck.engines.weighted_tests`)."""
+        """T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox from the weighted passes; KS,
+        Kuiper and SKCE from the rows held (:mod:`calcheck.engines.weighted_tests`)."""
         from calcheck.engines.weighted_tests import weighted_tests
 
         if topts.ties != "share":
