@@ -164,9 +164,9 @@ def _plot_checks(o: Options) -> None:
     if o.per_class and (o.kind != "reliability" or o.engine != "memory"):
         raise UsageError(f"{lab('per_class')} draws the per-class reliability diagrams: "
                          f"{lab('kind')} reliability on {lab('engine')} memory")
-    if o.kind == "corp" and o.engine != "memory":
+    if o.kind == "corp" and o.engine != "memory" and not o.weighting:   # (weighted rows:
         raise UsageError(f"{lab('kind')} corp needs {lab('engine')} memory (the PAV fit and "
-                         "its consistency band use every distinct score)")
+                         "its consistency band use every distinct score)")  # held draw it)
     if o.by and o.kind != "reliability":
         raise UsageError(f"{lab('by')} overlays the groups' reliability diagrams: use it "
                          f"with {lab('kind')} reliability")

@@ -724,7 +724,7 @@ def _report_figures(eng: Engine, opts: Options, *, tce_skipped: bool, grouped: b
     elif mc:
         notes.append(f"the per-class diagrams need --engine memory; not drawn on --engine "
                      f"{eng.name}")
-    if eng.capabilities.rows:
+    if eng.capabilities.rows or eng.capabilities.held:
         figs.append((f"CORP reliability diagram: PAV recalibration with its "
                      f"{opts.band_level:.0%} consistency band and the score decomposition",
                      eng.figure("corp", figure_options(opts)).values["figure"]))

@@ -58,12 +58,23 @@ def test_streamed_weighted_reliability_diagram_is_the_in_memory_one(tmp_path, cl
     assert drawn == ["reliability"]
 
 
-def test_counted_test_based_diagram_from_the_rows_held(tmp_path, cli, drawn):
+@pytest.mark.parametrize("kind,column,figure", [("--count", "n", "tce"),
+                                                ("--count", "n", "corp"),
+                                                ("--weight", "iw", "corp")])
+def test_diagrams_from_the_rows_held(tmp_path, cli, drawn, kind, column, figure):
+    """The test-based (counts) and CORP diagrams from the rows held: the in-memory figure;
+    beyond the rows held, counts stream expanded (TCE) or the CORP diagram is refused."""
     path = _file(tmp_path)
-    argv = ["plot", path, "--count", "n", "--kind", "tce"]
+    argv = ["plot", path, kind, column, "--kind", figure]
     mem = _png(cli, argv, tmp_path / "m.png")
     assert _png(cli, [*argv, "--engine", "stream"], tmp_path / "s.png", SMALL) == mem
-    assert drawn == ["tce"]
+    assert drawn == [figure]
+    r = cli([*argv, "--engine", "stream", "-o", tmp_path / "t.png"], tuning=TIGHT)
+    if figure == "tce":                 # beyond the rows held: the expanded stream's figure
+        assert r.code == 0, r.stderr    # (its PAVA-BC on blocks past TIGHT's budget)
+    else:
+        assert r.code == 2 and "--engine memory" in r.stderr
+        assert not (tmp_path / "t.png").exists()
 
 
 @pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--count", "n")])
@@ -100,22 +111,22 @@ def _report(cli, argv, out, tuning=None):
 
 
 @pytest.mark.parametrize("kind,column,extra,kinds", [
-    ("--weight", "iw", [], ["reliability", "reliability"]),
-    ("--count", "n", ["-m", "ece,ace,brier"], ["reliability", "reliability"]),
-    ("--count", "n", [], ["tce", "reliability", "reliability"])])   # TCE from the rows held
+    ("--weight", "iw", [], ["reliability", "reliability", "corp"]),
+    ("--count", "n", ["-m", "ece,ace,brier"], ["reliability", "reliability", "corp"]),
+    ("--count", "n", [], ["tce", "reliability", "reliability", "corp"])])
 def test_streamed_weighted_report(tmp_path, cli, drawn, kind, column, extra, kinds):
-    """``report`` on the weighted passes: the in-memory reliability diagrams (and, of counts
-    held, the test-based one) byte for byte, the passes' metrics and the classical tests as
-    memory displays them; the CORP diagram (and, for sampling weights, the test-based one)
-    is said not drawn."""
+    """``report`` on the weighted passes: the in-memory reliability diagrams byte for byte
+    and, from the rows held, the CORP and (counts) test-based diagrams; the passes' metrics
+    and the classical tests as memory displays them."""
     path = _file(tmp_path)
     argv = ["report", path, kind, column, *extra]
     m_img, m_cells, _ = _report(cli, argv, tmp_path / "m.html")
     s_img, s_cells, html = _report(cli, [*argv, "--engine", "stream"], tmp_path / "s.html",
                                    SMALL)
-    assert drawn == kinds
-    assert s_img == m_img[:len(kinds)] and len(m_img) == len(kinds) + 1   # the last: CORP
-    assert "CORP diagram needs --engine memory" in html and "rows were streamed" in html
+    assert drawn == kinds and s_img == m_img
+    assert "rows were streamed" in html
+    far, _, html = _report(cli, [*argv, "--engine", "stream"], tmp_path / "t.html", TIGHT)
+    assert len(far) == 2 + (kinds[0] == "tce") and "CORP diagram needs" in html
     def row(cells, name, width):
         i = next(k for k, c in enumerate(cells) if c.startswith(name))
         return cells[i:i + width]

@@ -50,6 +50,8 @@ class Capabilities:
     # ... and the ids it computes only when they are named (from rows held: the default set
     # is the streaming engines' own)
     named_only: tuple[str, ...] = ()
+    # ... and whether it holds the rows for what its passes lack (it draws the CORP diagram)
+    held: bool = False
 
     def metrics(self, multiclass: bool) -> list[str]:
         """The metric ids this engine computes for this input kind."""
@@ -247,7 +249,7 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
     without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
     default T-Cal) are :data:`PASSES_METHODS` (or, held, :func:`held_methods`), without
     groups; ``plot --kind reliability``
-    (``tce`` and ``variable``, held, without ``--by``)."""
+    (``tce``, ``variable`` and ``corp``, held, without ``--by``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
@@ -258,7 +260,7 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
             (opts.command == "test" and (opts.by or opts.time)):
         return no
     if opts.command == "plot":
-        held = opts.kind in ("tce", "variable") and not opts.by
+        held = opts.kind in ("tce", "variable", "corp") and not opts.by
         return opts.kind == "reliability" or held, held
     if opts.command == "test":
         methods = set(registry.split_ids(opts.methods or ["tcal"]))

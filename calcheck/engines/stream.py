@@ -472,6 +472,10 @@ class StreamEngine(ClosesClient):
         from calcheck.figures import draw
         from calcheck.figures import stream as sfig
 
+        if kind == "corp":                      # (counted rows streamed expanded)
+            raise UsageError("--kind corp needs --engine memory (the PAV fit and its "
+                             "consistency band use every distinct score), or weighted rows "
+                             "the streaming engines hold (docs/weights.md)")
         out = Outcome()
         if kind == "variable":
             name = fopts.variable

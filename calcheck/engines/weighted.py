@@ -122,7 +122,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             self.name, rows=False, why=self.why,
             only=PASSES_METRICS + PASSES_METHODS + extra +
             (held_methods(source.weight_kind) if held else ()),
-            named_only=tuple(m for m in extra if not registry.METRICS[m].stream))
+            named_only=tuple(m for m in extra if not registry.METRICS[m].stream), held=held)
         self._kept: Any = None                  # the held rows, once read
         self._first: FirstState | None = None
         self._rows: WeightedRows | None = None
@@ -354,14 +354,14 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                ax: Any = None) -> Outcome:
         """The reliability diagram (equal-width bins: ECE's; equal-mass: ACE's) from the
         weighted passes, its histogram weighted as in memory (one pass for the range, one
-        for the counts); of counts held, the test-based diagram from the rows held, as in
-        memory; the other figures are refused."""
+        for the counts); from the rows held, the variable, CORP and (counts) test-based
+        figures by the in-memory engine's code; the others are refused."""
         from calcheck.figures import draw
         from calcheck.figures.stream import stream_spread
 
         if fopts.ties != "share":
             raise self.refuse("--ties order")
-        if kind == "tce" and self.held:
+        if kind in ("tce", "corp") and self.held:
             from calcheck.engines.memory import figure_of
 
             return Outcome(values={"figure": figure_of(self.kept(), kind, fopts, ax)})
