@@ -55,7 +55,7 @@ class Capabilities:
 
     def metrics(self, multiclass: bool) -> list[str]:
         """The metric ids this engine computes for this input kind."""
-        if self.only is not None:                   # (pc: from counted rows held)
+        if self.only is not None:                   # (the passes': held metrics too)
             return [m for m in registry.selectable(multiclass) if m in self.only]
         return registry.selectable(multiclass) if self.rows else registry.streamable(multiclass)
 
@@ -209,7 +209,7 @@ class ReadOptions:
     weighting: tuple[str, str] | None = None
     weight_null: str = "auto"
     passes: bool = False          # every metric and test asked is the weighted passes' own
-    held: bool = False            # ... some from counted rows held (PASSES_HELD)
+    held: bool = False            # ... some from the rows held (held_metrics, --var)
     grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (--by
                                     # and --time of score, plot and report)
     pair_as_binary: bool = True
@@ -248,8 +248,8 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
     ``report`` whose metrics (named, or the default set) are :data:`PASSES_METRICS`, or
     without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
     default T-Cal) are :data:`PASSES_METHODS` (or, held, :func:`held_methods`), without
-    groups; ``plot --kind reliability``
-    (``tce``, ``variable`` and ``corp``, held, without ``--by``)."""
+    groups; ``plot --kind reliability`` (``tce``, ``variable`` and ``corp``, held, without
+    ``--by``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
