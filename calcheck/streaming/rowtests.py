@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from calcheck._typing import FloatArray, IntArray
+from calcheck._typing import FloatArray, IntArray, Passes
 from calcheck.hypotests._result import TestResult
 from calcheck.hypotests.classical import (
     NULL_FIT,
@@ -34,6 +34,7 @@ from calcheck.hypotests.classical import (
     newton_logistic,
     newton_steps,
 )
+from calcheck.streaming.runner import drive, one_pass
 from calcheck.streaming.states import CompensatedSum, StreamState
 
 NULL = NULL_FIT        # Cox's (intercept, slope) of calibrated scores
@@ -111,31 +112,42 @@ def cox_stream(source: Any, state: StreamState, *, alpha: float = 0.05,
 
 @dataclass(frozen=True)
 class NewtonFit:
-    """Cox's fits by :func:`newton_passes`: (a, b, ℓ), ℓ(0, 1), the calibration intercept,
-    and each fit's last evaluated :func:`logistic_sums` (the fit's, the intercept's)."""
+    """Cox's fits by :func:`newton_program`: (a, b, ℓ), ℓ(0, 1), the calibration intercept,
+    each fit's last evaluated :func:`logistic_sums` (the fit's, the intercept's) and the
+    passes it took."""
 
     fit: tuple[float, float, float]
     ll_null: float
     intercept: float
     sums: tuple[FloatArray, FloatArray]
+    passes: int = 0                     # the passes it took
 
 
 def newton_passes(source: Any, start: tuple[float, float], start_fixed: tuple[float, float],
                   *, weighted: bool = False) -> NewtonFit:
+    """:func:`newton_program` run over ``source``."""
+    return drive(source, newton_program(start, start_fixed, weighted=weighted))
+
+
+def newton_program(start: tuple[float, float], start_fixed: tuple[float, float], *,
+                   weighted: bool = False) -> Passes[NewtonFit]:
     """The fit of (a, b) and the calibration intercept's iterate together, from their starts,
-    each pass over ``source`` evaluating the pending β of both (``weighted``: the rows'
-    weights, streamed ``--weight``)."""
+    each pass evaluating the pending β of both (``weighted``: the rows' weights, streamed
+    ``--weight``): a program of passes (:func:`calcheck.streaming.runner.drive`), so a
+    ``--by`` group's fit runs in lockstep with the others'."""
     fits = [newton_steps(start, last_eval=False),
             newton_steps(start_fixed, last_eval=False, slope_fixed=True)]
     pending: list[Any] = [next(f) for f in fits]       # the β each fit waits for (None: done)
     results: list[tuple[float, float, float] | None] = [None, None]
     last: list[FloatArray] = [np.zeros(6), np.zeros(6)]  # each fit's last evaluated sums
     ll_null = None
+    passes = 0
     while any(b is not None for b in pending):
         live = [j for j, b in enumerate(pending) if b is not None]
         spec = CoxSpec(tuple((float(pending[j][0]), float(pending[j][1])) for j in live),
                        null=ll_null is None, weighted=weighted)
-        st, _ = source.run(spec)
+        st = yield from one_pass(spec)
+        passes += 1
         sums = st.sums.value
         if ll_null is None:
             ll_null = float(sums[-1])
@@ -146,7 +158,7 @@ def newton_passes(source: Any, start: tuple[float, float], start_fixed: tuple[fl
             except StopIteration as done:
                 results[j], pending[j] = done.value, None
     assert results[0] is not None and results[1] is not None and ll_null is not None
-    return NewtonFit(results[0], ll_null, results[1][0], (last[0], last[1]))
+    return NewtonFit(results[0], ll_null, results[1][0], (last[0], last[1]), passes)
 
 
 # ---------------------------------------------------------------------------------------------
