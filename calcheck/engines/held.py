@@ -1,22 +1,21 @@
 """Weighted and aggregated rows (``--weight`` / ``--count``) on ``--engine stream`` and
 ``dask``: the rows held in memory, within a budget.
 
-The streaming passes carry no row weight yet (docs/weights.md, "Engines").  A weighted run on
-a streaming engine therefore reads its rows with the in-memory reader — the same columns,
-``--where`` filter, checks and ``--drop-invalid`` counts — when the planned Parquet files hold
-at most :attr:`calcheck.tuning.Tuning.hold_weighted_rows` rows (their footers say so before
-anything is read), and computes the in-memory engine's numbers: every metric, test, interval
-and figure is the in-memory one, to the bit.  What it computes is what the streaming engine
-computes unweighted (the run is planned by that engine's capabilities).  The report's
+A weighted run on a streaming engine reads its rows with the in-memory reader — the same
+columns, ``--where`` filter, checks and ``--drop-invalid`` counts — when the planned Parquet
+files hold at most :attr:`calcheck.tuning.Tuning.hold_weighted_rows` rows (their footers say
+so before anything is read), and computes the in-memory engine's numbers: every metric, test,
+interval and figure is the in-memory one, to the bit.  What it computes is what the streaming
+engine computes unweighted (the run is planned by that engine's capabilities).  The report's
 settings say the rows were held (``settings.held``).
 
 Aggregated files (``--count``: 10⁹ predictions in 10⁶ rows) and down-sampled logs are the
-inputs weights come with, and they are mostly small.  Beyond the budget, counted rows are
-streamed expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place,
-so every pass reads the expanded file — exact, at the cost of its rows) unless the run asks
-only for what the weighted passes compute (:mod:`calcheck.engines.weighted`, the counts as
-weights), and sampling weights go to those passes; ``compare`` beyond the budget holds
-neither.
+inputs weights come with, and they are mostly small.  Beyond the budget the weighted passes
+stream them (:mod:`calcheck.engines.weighted`: sampling weights, and counts of a run that asks
+only for what those passes compute, the counts as weights); other counted runs are streamed
+expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place, so every
+pass reads the expanded file — exact, at the cost of its rows); ``compare`` beyond the budget
+holds neither.
 """
 
 from __future__ import annotations
@@ -30,8 +29,9 @@ from calcheck.engines.memory import MemoryEngine
 from calcheck.errors import UsageError
 from calcheck.tuning import Tuning
 
-HELD_NOTE = ("the streaming passes take no row weights in this version: the weighted rows "
-             "were read into memory and computed as by --engine memory (docs/weights.md)")
+HELD_NOTE = ("the weighted rows fit Tuning.hold_weighted_rows, so they were read into memory "
+             "and computed as by --engine memory; beyond it they are streamed by weighted "
+             "passes (docs/weights.md)")
 
 
 class HeldEngine(MemoryEngine):
