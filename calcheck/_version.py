@@ -1,2 +1,2 @@
-__version__ = "0.14.0"
+__version__ = "0.15.0"
 SCHEMA_VERSION = "1"

@@ -407,7 +407,7 @@ def test_bootstrap_units_lie_in_one_bin():
 
 
 @pytest.mark.parametrize("argv", [["test", "--method", "ks"],
-                                  ["test", "--method", "hl", "--by", "g"],
+                                  ["test", "--method", "kuiper", "--by", "g"],
                                   ["plot", "--kind", "variable", "--var", "g", "-o", "OUT.png"],
                                   ["report", "--var", "g", "-o", "OUT.html"]])
 def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):

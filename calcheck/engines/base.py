@@ -247,8 +247,8 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
     whether it needs the rows held (:func:`held_metrics`, ``--var``): ``score`` and
     ``report`` whose metrics (named, or the default set) are :data:`PASSES_METRICS`, or
     without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
-    default T-Cal) are :data:`PASSES_METHODS` (or, held, :func:`held_methods`), without
-    groups; ``plot --kind reliability`` (``tce``, ``variable`` and ``corp``, held, without
+    default T-Cal) are :data:`PASSES_METHODS` (or, held and without groups,
+    :func:`held_methods`); ``plot --kind reliability`` (``tce``, ``variable`` and ``corp``, held, without
     ``--by``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
@@ -256,8 +256,7 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
 
     no = (False, False)
     if opts.command not in ("score", "test", "plot", "report") or opts.ties != "share" or \
-            opts.compat or opts.correct_from or opts.asks_multiclass or \
-            (opts.command == "test" and (opts.by or opts.time)):
+            opts.compat or opts.correct_from or opts.asks_multiclass:
         return no
     if opts.command == "plot":
         held = opts.kind in ("tce", "variable", "corp") and not opts.by
@@ -266,6 +265,8 @@ def passes_serve(opts: Options) -> tuple[bool, bool]:
         methods = set(registry.split_ids(opts.methods or ["tcal"]))
         methods = set(registry.methods()) if "all" in methods else methods
         held = bool(methods - set(PASSES_METHODS))
+        if held and (opts.by or opts.time):
+            return no                         # (the expanded rows say what they test)
         return methods <= set(PASSES_METHODS + held_methods("count")), held
     try:
         named = [*(opts.metrics or registry.default_ids(False)),
@@ -294,8 +295,7 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
                        where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
                        weighting=opts.weighting, weight_null=opts.weight_null,
                        passes=serve[0], held=serve[1],
-                       grouped=tuple(c for c in (opts.by, opts.time) if c)
-                       if opts.command in ("score", "plot", "report") else (),
+                       grouped=tuple(c for c in (opts.by, opts.time) if c),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
                        batch_rows=opts.batch_rows, scheduler=opts.scheduler,
                        tuning=opts.tuning, name_of=opts.name_of)

@@ -8,15 +8,15 @@ It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and
-Cox tests (:mod:`calcheck.engines.weighted_tests`), with the headline (from the equal-width
-bins and Cox's direction), and draws the reliability diagrams (their bins the metrics', the
+Cox tests (:mod:`calcheck.engines.weighted_tests`; per ``--by`` group too), with the
+headline (from the equal-width bins and Cox's direction), and draws the reliability diagrams (their bins the metrics', the
 histogram weighted: ``plot``, the ``--by`` overlay, ``report``); the computations on one set
 of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at most
 ``Tuning.exact_pava_rows`` rows (``held``) also gets what the passes lack — the other
 metrics its weights take (:func:`calcheck.engines.base.held_metrics`; TCE for counts), the
 KS, Kuiper and SKCE tests, ``--var`` and the variable and test-based figures — by the
 in-memory engine's kernels on the rows held (:meth:`WeightedStreamEngine.kept`, one pass),
-for the whole file (not per group).  What needs more — tests per group, ``--ties order``,
+for the whole file (not per group).  What needs more — ``--ties order``,
 multiclass input, beyond that budget the held ones — is refused for sampling weights before
 any pass, with a message naming the limit (:func:`limits`; the default metric set leaves the
 others out with a message), and streams counts expanded
@@ -80,10 +80,6 @@ class Refusals:
 
     def refuse(self, what: str) -> UsageError:
         return UsageError(f"{what}: {self.why}")
-
-    def group_tests(self, methods: list[str], topts: TestOptions,
-                    grouping: GroupOptions) -> Outcome:
-        raise self.refuse(grouping.name_of("by"))
 
     def segment_table(self, columns: list[str], sopts: Any) -> Any:
         raise self.refuse("--segment")
@@ -296,7 +292,6 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         from calcheck.metrics._result import GroupResult
         from calcheck.streaming.runner import drive_lockstep
         from calcheck.streaming.views import SubStream
-        from calcheck.streaming.weighted import GroupedFirstSpec
         from calcheck.uncertainty import simultaneous_level
 
         self._check(ids, mopts, self.capabilities.only or ())
@@ -304,11 +299,9 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         why = (f"computed for the whole file only on --engine {self.name} beyond "
                "Tuning.hold_weighted_rows (from the rows held); per group: --engine memory")
         b = mopts.bins
-        spec = GroupedFirstSpec(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
-                                grouping.by)
-        grouped, _ = self.source.run(spec)
-        keys = sorted(grouped.groups, key=lambda k: (k is None, k or ""))
-        rows = {k: self._rows_of(grouped.groups[k]) for k in keys}
+        rows = self._groups(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
+                            grouping)
+        keys = list(rows)
         live = [k for k in keys if rows[k].first.scalar("mass") > 0]
         passed = [m for m in ids if m in PASSES_METRICS]
         results = drive_lockstep(self.source, {k: (SubStream(group=k), rows[k].metrics(
@@ -332,7 +325,48 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                                         metrics=dict(res), errors=errors)
         return out
 
+    def _groups(self, spec: FirstSpec, grouping: GroupOptions) -> dict[Any, WeightedRows]:
+        """Every ``--by`` group's (``--time`` window's) rows from one grouped first pass of
+        ``spec``, by key in the in-memory engine's order."""
+        from calcheck.streaming.weighted import GroupedFirstSpec
+
+        grouped, _ = self.source.run(GroupedFirstSpec(spec, grouping.by))
+        keys = sorted(grouped.groups, key=lambda k: (k is None, k or ""))
+        return {k: self._rows_of(grouped.groups[k]) for k in keys}
+
     # -- tests -------------------------------------------------------------------------------
+
+    def group_tests(self, methods: list[str], topts: TestOptions,
+                    grouping: GroupOptions) -> Outcome:
+        """The T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox tests of every ``--by`` group
+        (``--time`` window): one grouped first pass, then every group's passes in lockstep,
+        each the in-memory engine's test of the group (values: key → (rows, flagged,
+        Outcome)); groups under ``--min-group-size`` are flagged and not tested, and the
+        Monte Carlo trials count every group's tests in the family, as in memory."""
+        from calcheck.engines.weighted_tests import tests_program
+        from calcheck.streaming.runner import drive_lockstep
+        from calcheck.streaming.views import SubStream
+
+        if topts.ties != "share":
+            raise self.refuse("--ties order")
+        whole = [m for m in methods if m not in PASSES_METHODS]
+        if whole:
+            per = grouping.name_of("time" if grouping.windows else "by")
+            raise self.refuse(f"--method {', '.join(whole)} per {per} group")
+        rows = self._groups(FirstSpec((10,)), grouping)
+        sized = {k: (r.n, r.n < grouping.min_group_size, r.first.scalar("mass") <= 0)
+                 for k, r in rows.items()}
+        live = [k for k, (n, flagged, empty) in sized.items() if not flagged and not empty]
+        each = replace(topts, family_groups=1 + len(live))
+        results = drive_lockstep(self.source, {k: (SubStream(group=k), tests_program(
+            rows[k], methods, each, self.name)) for k in live}, by=grouping.by)
+        out = Outcome()
+        for k, (n, flagged, _) in sized.items():
+            res = results.get(k)
+            if isinstance(res, Exception):
+                raise res
+            out.values[k] = (n, flagged, res[0] if res is not None else Outcome())
+        return out
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         """T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox from the weighted passes; KS,
