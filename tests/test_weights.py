@@ -70,6 +70,7 @@ def test_counts_are_expansion_tests(method):
                            trials=199, seed=4).to_dict()["tests"]
     for tid, res in a.items():
         assert res["statistic"] == pytest.approx(b[tid]["statistic"], rel=1e-7, abs=1e-9), tid
+        assert res.get("statistic_name") == b[tid].get("statistic_name"), tid   # named alike
         if res.get("pvalue_method") != "monte carlo" and method != "tcal":
             # (a Monte Carlo null: the same law, not the same draws)
             assert res["pvalue"] == pytest.approx(b[tid]["pvalue"], rel=1e-6, abs=1e-12)

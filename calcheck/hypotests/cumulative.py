@@ -101,6 +101,10 @@ def log10_sf(test_id: str, x: float) -> float:
 # values KS's size was 0.033 and Kuiper's 0.022 at α = 0.05; at 101 values 0.041): its null is
 # simulated instead (docs/tests.md)
 SIMULATE_MAX_GROUPS = 1000
+# each test's statistic, named in its report (weighted rows too: a count's is the expanded file's)
+STATISTIC_NAMES = {"ks": "ECCE-MAD / sigma: max |walk| against max |Brownian motion|",
+                   "kuiper": "ECCE-R / sigma: range of the walk against the range of "
+                             "Brownian motion"}
 
 
 NULLS = ("auto", "brownian", "simulated")
@@ -126,10 +130,7 @@ def walk_test(test_id: str, scores: FloatArray, labels: IntArray, *, alpha: floa
         x = 0.0 if raw == 0 else math.inf
     details: dict[str, Any] = {
         "ecce": raw, "sigma": w.sigma,
-        "statistic_name": ("ECCE-MAD / sigma: max |walk| against max |Brownian motion|"
-                           if test_id == "ks" else
-                           "ECCE-R / sigma: range of the walk against the range of "
-                           "Brownian motion")}
+        "statistic_name": STATISTIC_NAMES[test_id]}
     settings: dict[str, Any]
     from calcheck.hypotests import simulate
 

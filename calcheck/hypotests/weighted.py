@@ -467,8 +467,7 @@ def walk_test(test_id: str, scores: FloatArray, labels: np.ndarray, weights: Wei
     raw = float(stat(walk))
     x = raw / sigma if sigma > 0 else (0.0 if raw == 0 else math.inf)
     details: dict[str, Any] = {"ecce": raw, "sigma": sigma,
-                               "statistic_name": "ECCE-MAD / sigma" if test_id == "ks" else
-                               "ECCE-R / sigma"}
+                               "statistic_name": cumulative.STATISTIC_NAMES[test_id]}
     if first.shape[0] <= cumulative.SIMULATE_MAX_GROUPS and sigma > 0:
         rng = np.random.default_rng(seed)
         draws = NullDraws.of(weights, s, y)
