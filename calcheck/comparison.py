@@ -209,19 +209,15 @@ def _same_weights(old: Predictions, new: Predictions, names: tuple[str, str]) ->
     new.weights = old.weights
 
 
-def load_pair(sources: list[Any], opts: Options, *, held: bool = False
+def load_pair(sources: list[Any], opts: Options
               ) -> tuple[Predictions, Predictions, dict[str, Any]]:
-    """Both models' predictions on the same rows in OLD's order, and how they were matched;
-    ``held``: a streaming engine's weighted run, whose inputs must fit its budget
-    (:func:`calcheck.engines.check_held`)."""
-    from calcheck.engines import check_held, read_options, source_of
+    """Both models' predictions on the same rows in OLD's order, and how they were
+    matched."""
+    from calcheck.engines import source_of
 
     pair = resolve_pair(sources, opts)
     src_old = source_of(pair.old[0], opts.input_format)
     src_new = src_old if pair.same_file else source_of(pair.new[0], opts.input_format)
-    if held:
-        for src in {id(s): s for s in (src_old, src_new)}.values():
-            check_held(src, read_options(opts), expand=False)
     names = (f"OLD ({src_old.name})", f"NEW ({src_new.name})") if not pair.same_file else \
         (f"OLD ({pair.old[1] or ','.join(pair.old[2] or [])})",
          f"NEW ({pair.new[1] or ','.join(pair.new[2] or [])})")
@@ -463,11 +459,12 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     from calcheck.engines import capabilities
     from calcheck.report.build import group_names
 
-    held = not capabilities(opts.engine).rows and opts.weighting is not None and \
-        not _counts_streamed(sources, opts)
+    streamed = _streamed(sources, opts) if not capabilities(opts.engine).rows and \
+        opts.weighting is not None else None
+    held = not capabilities(opts.engine).rows and opts.weighting is not None and not streamed
     if not capabilities(opts.engine).rows and not held:
-        return compare_stream(sources, opts, progress=progress)
-    old, new, info = load_pair(sources, opts, held=held)
+        return compare_stream(sources, opts, progress=progress, passes=streamed == "passes")
+    old, new, info = load_pair(sources, opts)
     ids, gates = plan(opts, old.multiclass, opts.engine)
     bar = progress("paired bootstrap") if progress else None
     metrics, notes = compare_memory(old, new, ids, opts, progress=bar)
@@ -510,19 +507,23 @@ def run_compare(sources: list[Any], opts: Options, *, progress: Any = None) -> A
     return rep
 
 
-def _counts_streamed(sources: list[Any], opts: Options) -> bool:
-    """Whether a streaming engine's ``compare`` of counted rows streams them expanded: both
-    models' scores in one file (so both sides expand the same rows by the same counts) of more
-    rows than ``Tuning.hold_weighted_rows``.  Two files beyond it are refused by
-    :func:`load_pair` (each would expand by its own column, unchecked against OLD's)."""
+def _streamed(sources: list[Any], opts: Options) -> str | None:
+    """How a streaming engine's ``compare`` reads weighted or counted rows: None when every
+    input fits ``Tuning.hold_weighted_rows`` (held in memory); beyond it ``"expanded"`` for
+    counts of one file holding both models' scores (both sides expand the same rows by the
+    same counts), else ``"passes"``: each model's metrics from its weighted passes and the
+    paired units of both in step, NEW's weights checked against OLD's row by row."""
     from calcheck.engines import check_held, read_options, source_of
 
     assert opts.weighting is not None
-    if opts.weighting[1] != "count":
-        return False
     pair = resolve_pair(sources, opts)
-    return pair.same_file and not check_held(source_of(pair.old[0], opts.input_format),
-                                             read_options(opts))
+    read = read_options(opts)
+    srcs = [source_of(pair.old[0], opts.input_format)]
+    if not pair.same_file:
+        srcs.append(source_of(pair.new[0], opts.input_format))
+    if all(check_held(src, read) for src in srcs):
+        return None
+    return "expanded" if opts.weighting[1] == "count" and pair.same_file else "passes"
 
 
 def wants_figure(opts: Options) -> bool:
@@ -576,9 +577,10 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
     return Report(jsonable(data))
 
 
-def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool) -> None:
+def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool,
+               w: Any = None) -> None:
     """One batch of both models' rows in step into the paired units (multiclass: each
-    model's top-label view)."""
+    model's top-label view; ``w``: the rows' weights, of binary rows)."""
     if multiclass:
         from calcheck.data import top_label_view
 
@@ -586,11 +588,48 @@ def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool) -> None:
         units.update(so, sn, np.asarray(yo, dtype=np.float64), np.asarray(yn, dtype=np.float64))
     else:
         yf = np.asarray(y, dtype=np.float64)
-        units.update(so, sn, yf, yf)
+        units.update(so, sn, yf, yf, w)
 
 
-def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -> Any:
-    """``compare`` with ``--engine stream`` or ``dask``."""
+def _check_weight_column(pair: Pair, opts: Options) -> None:
+    """Two files compared by the weighted passes both carry the weight column: NEW's
+    metrics need its rows' weights, which the pass in step checks against OLD's."""
+    from calcheck.engines import source_of
+    from calcheck.io.source import column_names
+
+    assert opts.weighting is not None
+    col, kind = opts.weighting
+    src = source_of(pair.new[0], opts.input_format)
+    if col not in column_names(src):
+        raise UsageError(f"{opts.name_of(kind)} {col}: NEW ({src.name}) has no such column; "
+                         f"beyond {opts.tuning.hold_weighted_rows:,} rows "
+                         "(Tuning.hold_weighted_rows) --engine "
+                         f"{opts.engine} computes each model's metrics from its own file's "
+                         "weighted passes, so both files carry the weight column (NEW's is "
+                         "checked against OLD's row by row); or use --engine memory, where NEW "
+                         "takes OLD's weights")
+
+
+def _passes_ids(eng: Any, ids: list[str], opts: Options, notes: list[str],
+                gates: list[WorseGate]) -> list[str]:
+    """The metrics a compare on the weighted passes compares: those named or gated (a metric
+    the passes lack is refused by the engine), or the default set's that the passes compute,
+    with a note naming the others."""
+    caps = eng.capabilities
+    if opts.metrics is not None or caps.only is None:
+        return ids
+    gated = {g.metric for g in gates}
+    keep = [m for m in ids if (m in caps.only and m not in caps.named_only) or m in gated]
+    left = [m for m in ids if m not in keep]
+    if left:
+        notes.append(f"{', '.join(left)} not compared on --engine {eng.name} ({caps.why})")
+    return keep
+
+
+def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None,
+                   passes: bool = False) -> Any:
+    """``compare`` with ``--engine stream`` or ``dask`` (``passes``: weighted or counted rows
+    beyond the held budget, each model's metrics from its weighted passes)."""
     from calcheck.engines import open_engine, read_options
     from calcheck.engines.base import metric_options
     from calcheck.metrics._result import MetricResult
@@ -603,22 +642,31 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
     if opts.by is not None:
         raise UsageError(f"{lab('by')} with compare needs {lab('engine')} memory")
     pair = resolve_pair(sources, opts)
+    if passes and not pair.same_file:
+        _check_weight_column(pair, opts)
     sides = []
     for src, score, probs in (pair.old, pair.new):
         o = opts.replace(score=score, probs=probs, command="score", id=None)
         sides.append((src, o))
     results: list[dict[str, MetricResult]] = []
-    infos, notes, engines_settings = [], [], {}
+    infos: list[dict[str, Any]] = []
+    notes: list[str] = []
+    engines_settings: dict[str, Any] = {}
     ids: list[str] = []
     tables = []
     with contextlib.ExitStack() as stack:
-        # (counts stream expanded: the paired pass reads both sides' rows in step)
+        # (counts of one file stream expanded: the paired pass reads both sides' rows in
+        # step; beyond the budget otherwise, the weighted passes)
         engines = [stack.enter_context(open_engine(src, dataclasses.replace(
-            read_options(o), passes=False, held=False))) for src, o in sides]
+            read_options(o), passes=passes, held=False))) for src, o in sides]
         for j, ((_, o), eng) in enumerate(zip(sides, engines)):
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)
                 multiclass = eng.multiclass
+                if passes:
+                    ids = _passes_ids(eng, ids, opts, notes, gates)
+                    notes.append(f"--engine {eng.name}: {getattr(eng, 'note', '')}; the "
+                                 "paired units carry the weights")
             mopts = metric_options(o, eng.multiclass)
             out = eng.metrics(ids, mopts, by=o.by)
             results.append(dict(out.values))
@@ -631,10 +679,11 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None) -
                 tables.append(("OLD" if j == 0 else "NEW", r.to_dict(bins=True)["bins"]))
         names = ("OLD", "NEW")
         mopt_bins = opts.bins if opts.bins is not None else (15 if multiclass else 10)
-        units = PairedUnits(mopt_bins)
+        units = PairedUnits(mopt_bins, opts.weighting[1] if passes and opts.weighting else None)
         view = "classes" if multiclass else "top"
-        for so, sn, y in in_step(engines[0].rows(view), engines[1].rows(view), names):
-            _add_units(units, so, sn, y, multiclass)
+        for so, sn, y, w in in_step(engines[0].rows(view), engines[1].rows(view), names,
+                                    opts.weighting[0] if opts.weighting else ""):
+            _add_units(units, so, sn, y, multiclass, w)
     base = {m: registry.binary_of(m) or m for m in ids}
     cis, ci_settings = paired_intervals(units, list(dict.fromkeys(base.values())),
                                         reps=opts.ci_reps, level=opts.ci_level, seed=opts.seed)

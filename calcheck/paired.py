@@ -78,7 +78,12 @@ from calcheck.uncertainty import (
     percentile_interval,
     replicate_weights,
 )
-from calcheck.unit_bootstrap import NORM_BINNING, UnitReplicates, poisson_draws
+from calcheck.unit_bootstrap import (
+    NORM_BINNING,
+    UnitReplicates,
+    poisson_draws,
+    weighted_units,
+)
 
 DELTA_NORM_METHOD = ("paired norm bootstrap: the change of the plug-ins minus (plus) the "
                      "(1+level)/2 quantile of ||m*_new - m_new|| + <g_old, m_old - m*_old> "
@@ -356,6 +361,10 @@ UNIT_MEANS = ("brier", "log_loss")
 UNIT_CI_IDS = (*NORM_BINNING, *UNIT_MEANS)
 UNIT_RESAMPLING = ("Poisson bootstrap per joint unit (both models' ECE bin and 1/64 block, and the "
               "label), the same weights for both models")
+UNIT_WEIGHTS = {
+    "count": "counts: each unit's rows the expanded rows, drawn Poisson(Σk)",
+    "weight": "sampling weights: each unit's mass drawn as (Σw²/Σw)·Poisson((Σw)²/Σw²), the "
+              "mean and variance of Σ c·w under Poisson(1) row multipliers c"}
 SUMS = ("count", "s_old", "s_new", "s2_old", "s2_new", "sq_old", "sq_new", "ll_old", "ll_new",
         "y_old", "y_new")
 
@@ -370,21 +379,29 @@ def _unit_key(s: FloatArray, bins: int) -> np.ndarray:
 
 
 class PairedUnits:
-    """The joint units of one pass (module docstring), merged batch by batch."""
+    """The joint units of one pass (module docstring), merged batch by batch; ``weights``:
+    the rows' kind of weight, when they carry one (``"count"``: each row that many rows, the
+    expanded file's units; ``"weight"``: sampling weights, each unit's Σw² kept too)."""
 
-    def __init__(self, bins: int) -> None:
+    def __init__(self, bins: int, weights: str | None = None) -> None:
         from calcheck.metrics.scoring import LOG_LOSS_EPS
 
-        self.bins, self.eps = bins, LOG_LOSS_EPS
+        self.bins, self.eps, self.weights = bins, LOG_LOSS_EPS, weights
         self.side = bins * (BLOCKS + 1) + BLOCKS + 1
         self.keys = np.zeros(0, dtype=np.int64)
-        self.sums = np.zeros((len(SUMS), 0))
+        self.sums = np.zeros((len(SUMS) + (weights == "weight"), 0))
         self.pair: PairSums | None = None       # the squared-error test's sums
 
-    def update(self, so: FloatArray, sn: FloatArray, yo: FloatArray, yn: FloatArray) -> None:
-        """A batch: both models' scores and (binary, or top-label correct) labels."""
-        batch = PairSums.of(so, sn, yo, yn, self.bins)
-        self.pair = batch if self.pair is None else self.pair + batch
+    def update(self, so: FloatArray, sn: FloatArray, yo: FloatArray, yn: FloatArray,
+               w: FloatArray | None = None) -> None:
+        """A batch: both models' scores and (binary, or top-label correct) labels (``w``:
+        the rows' weights; a row of weight 0 is in no unit)."""
+        if w is not None:
+            live = w > 0
+            so, sn, yo, yn, w = so[live], sn[live], yo[live], yn[live], w[live]
+        if self.weights != "weight":          # (sampling weights: no squared-error test)
+            batch = PairSums.of(so, sn, yo, yn, self.bins, w)
+            self.pair = batch if self.pair is None else self.pair + batch
         key = (_unit_key(so, self.bins) * self.side + _unit_key(sn, self.bins)) * 4 + \
             yo.astype(np.int64) * 2 + yn.astype(np.int64)
         uniq, inv = np.unique(key, return_inverse=True)
@@ -393,8 +410,12 @@ class PairedUnits:
             c = np.clip(s, self.eps, 1.0 - self.eps)
             return np.where(y > 0, np.log(c), np.log1p(-c))
 
-        cols = (np.ones_like(so), so, sn, so * so, sn * sn, (so - yo) ** 2, (sn - yn) ** 2,
-                ll(so, yo), ll(sn, yn), yo, yn)
+        cols: tuple[FloatArray, ...] = (
+            np.ones_like(so), so, sn, so * so, sn * sn, (so - yo) ** 2, (sn - yn) ** 2,
+            ll(so, yo), ll(sn, yn), yo, yn)
+        if w is not None:
+            cols = (w, *(w * c for c in cols[1:]), *((w * w,) if self.weights == "weight"
+                                                     else ()))
         sums = np.stack([np.bincount(inv, weights=c, minlength=uniq.shape[0]) for c in cols])
         keys = np.concatenate([self.keys, uniq])
         allsums = np.concatenate([self.sums, sums], axis=1)
@@ -404,6 +425,8 @@ class PairedUnits:
 
     def columns(self) -> dict[str, Any]:
         out = {name: self.sums[j] for j, name in enumerate(SUMS)}
+        if self.weights == "weight":
+            out["count_sq"] = self.sums[len(SUMS)]
         pair = self.keys // 4
         out["key_old"], out["key_new"] = pair // self.side, pair % self.side
         return out
@@ -434,12 +457,18 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
     check_ci_options(reps, level)
     ids = [m for m in ids if m in UNIT_CI_IDS]
     u = units.columns()
-    lam = np.rint(u["count"]).astype(np.int64)
-    n = float(lam.sum())
+    scale = None
+    if units.weights == "weight":       # each unit's mass: (Σw²/Σw)·Poisson((Σw)²/Σw²)
+        lam, scale = weighted_units(u["count"], u["count_sq"])
+        n = float(u["count"].sum())
+    else:                               # rows, or counts: the expanded file's units
+        lam = np.rint(u["count"]).astype(np.int64)
+        n = float(lam.sum())
     views = [_model_view(u, side, units.bins) for side in ("old", "new")]
-    reps_of = [UnitReplicates(v, ids, n=n, bins=units.bins, reps=reps,
-                              at=v["bin"][v["bin_starts"]]) for v in views]
-    for sl, W, n_star in poisson_draws(lam, reps, seed):
+    reps_of = [UnitReplicates(v, ids, n=n, bins=units.bins, reps=reps,   # (equal-mass cuts:
+                              at=v["bin"][v["bin_starts"]],              # at whole rows, or
+                              whole=scale is None) for v in views]       # at masses j·W*/B)
+    for sl, W, n_star in poisson_draws(lam, reps, seed, scale):
         for v, rep in zip(views, reps_of):
             rep.add(sl, W[:, v["perm"]], n_star)
     test = squared_change(units.pair, level=level) \
@@ -462,70 +491,80 @@ def paired_intervals(units: PairedUnits, ids: list[str], *, reps: int, level: fl
     within = sum(float(np.sum(np.maximum(u[f"s2_{s}"] - u[f"s_{s}"] ** 2 / u["count"], 0.0)))
                  for s in ("old", "new"))
     total = sum(float(np.sum(u[f"s2_{s}"])) for s in ("old", "new"))
-    return cis, {"units": int(lam.shape[0]), "unit_width": 1.0 / BLOCKS,
-                 "variance_deficit": within / total if total > 0 else 0.0,
-                 "resampling": UNIT_RESAMPLING}
+    out = {"units": int(lam.shape[0]), "unit_width": 1.0 / BLOCKS,
+           "variance_deficit": within / total if total > 0 else 0.0,
+           "resampling": UNIT_RESAMPLING}
+    if units.weights is not None:
+        out["weights"] = UNIT_WEIGHTS[units.weights]
+    return cis, out
 
 
 # ---------------------------------------------------------------------------------------------
 # the pass over both models in step
 
 
-def in_step(a: Iterator[Any], b: Iterator[Any], names: tuple[str, str]
-            ) -> Iterator[tuple[Any, Any, np.ndarray]]:
-    """(old scores, new scores, labels) of two validated batch streams (binary scores, or
-    multiclass probability matrices with class indices), re-cut to the same rows; different
-    row counts or labels are errors naming how many (labels: and the first row)."""
-    buf_a: list[Any] = []
-    buf_b: list[Any] = []
-    have_a = have_b = 0
-    done_a = done_b = False
+def in_step(a: Iterator[Any], b: Iterator[Any], names: tuple[str, str], weight: str = ""
+            ) -> Iterator[tuple[Any, Any, np.ndarray, FloatArray | None]]:
+    """(old scores, new scores, labels, OLD's weights or None) of two validated batch streams
+    (binary scores, or multiclass probability matrices with class indices; weighted batches
+    carry the rows' weights third), re-cut to the same rows; different row counts, labels or
+    weights (when NEW's batches carry them too; ``weight``: their column) are errors naming
+    how many and the first row."""
+    bufs: tuple[list[Any], list[Any]] = ([], [])
+    have = [0, 0]
+    done = [False, False]
     row = 0
-    differ, first = 0, None
+    differ = {"labels": [0, -1], "weights": [0, -1]}     # how many rows, the first
 
-    def take(buf: list[Any], k: int) -> tuple[Any, np.ndarray]:
-        s = np.concatenate([x[0] for x in buf])
-        y = np.concatenate([np.asarray(x[1]) for x in buf])
+    def take(buf: list[Any], k: int) -> tuple[Any, ...]:
+        cols = tuple(np.concatenate([np.asarray(x[j]) for x in buf])
+                     for j in range(len(buf[0])))
         buf.clear()
-        if s.shape[0] > k:
-            buf.append((s[k:], y[k:]))
-        return s[:k], y[:k]
+        if cols[0].shape[0] > k:
+            buf.append(tuple(c[k:] for c in cols))
+        return tuple(c[:k] for c in cols)
 
+    def note(what: str, bad: np.ndarray) -> None:
+        if bad.size:
+            differ[what][0] += int(bad.size)
+            if differ[what][1] < 0:
+                differ[what][1] = row + int(bad[0])
+
+    streams = (a, b)
     while True:
-        while not done_a and have_a <= have_b:
-            nxt = next(a, None)
-            if nxt is None:
-                done_a = True
-            else:
-                buf_a.append(nxt[:2])
-                have_a += len(nxt[0])
-        while not done_b and have_b <= have_a:
-            nxt = next(b, None)
-            if nxt is None:
-                done_b = True
-            else:
-                buf_b.append(nxt[:2])
-                have_b += len(nxt[0])
-        k = min(have_a, have_b)
+        for j in (0, 1):
+            while not done[j] and have[j] <= have[1 - j]:
+                nxt = next(streams[j], None)
+                if nxt is None:
+                    done[j] = True
+                else:
+                    bufs[j].append(tuple(nxt[:3]))
+                    have[j] += len(nxt[0])
+        k = min(have)
         if k == 0:
             break
-        sa, ya = take(buf_a, k)
-        sb, yb = take(buf_b, k)
-        have_a -= k
-        have_b -= k
-        bad = np.flatnonzero(ya != yb)
-        if bad.size:
-            differ += bad.size
-            first = row + int(bad[0]) if first is None else first
+        old, new = take(bufs[0], k), take(bufs[1], k)
+        have = [have[0] - k, have[1] - k]
+        note("labels", np.flatnonzero(old[1] != new[1]))
+        w = old[2] if len(old) > 2 else None
+        if w is not None and len(new) > 2:
+            note("weights", np.flatnonzero(new[2] != w))
         row += k
-        yield sa, sb, ya
-        if done_a and done_b and not buf_a and not buf_b:
+        yield old[0], new[0], old[1], w
+        if all(done) and not bufs[0] and not bufs[1]:
             break
-    if have_a or have_b:
-        raise InputError(f"{names[0]} and {names[1]} have different numbers of rows ({row + have_a:,} "
-                         f"and {row + have_b:,} read): rows are matched by position on --engine "
-                         "stream/dask; match them by id with --engine memory (--id)")
-    if differ and first is not None:
-        raise InputError(f"the labels differ between {names[0]} and {names[1]} on {differ:,} of "
+    if have[0] or have[1]:
+        raise InputError(f"{names[0]} and {names[1]} have different numbers of rows "
+                         f"({row + have[0]:,} and {row + have[1]:,} read): rows are matched by "
+                         "position on --engine stream/dask; match them by id with --engine "
+                         "memory (--id)")
+    count, first = differ["labels"]
+    if count:
+        raise InputError(f"the labels differ between {names[0]} and {names[1]} on {count:,} of "
                          f"{row:,} rows (first: row {first + 1}); both models must be scored on "
                          "the same examples with the same labels")
+    count, first = differ["weights"]
+    if count:
+        raise InputError(f"{names[1]}: its weight column {weight!r} differs from {names[0]}'s "
+                         f"on {count:,} of {row:,} matched rows (first: row {first + 1}): both "
+                         "models' rows must carry the same weight", column=weight or None)

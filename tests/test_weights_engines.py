@@ -84,20 +84,21 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
 
 
 def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
-    """compare's sampling weights beyond ``Tuning.hold_weighted_rows`` on a streaming engine,
-    its counted rows in two files, and sampling weights with ``--var`` or ``test --by`` are
-    refused before any read; counts stream expanded (below), compare's too when one file
-    holds both models, and the other commands' sampling weights (``score --by`` too) go to
-    the weighted passes (tests/test_weights_stream.py)."""
+    """Sampling weights with ``--var`` beyond ``Tuning.exact_pava_rows`` on a streaming engine,
+    and KS per ``test --by`` group, are refused before any read; counts stream expanded
+    (below), and the other runs' weights — ``score --by``, ``test --by``'s T-Cal, HL,
+    Spiegelhalter and Cox, ``compare`` — go to the weighted passes
+    (tests/test_weights_stream.py, tests/test_weights_stream_group_tests.py,
+    tests/test_weights_stream_compare.py)."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000, exact_pava_rows=2000)   # (--var: beyond the held)
-    for cmd, flag in ((["score", path, "--var", "g"], "w"), (["test", path, "--by", "g"], "w"),
-                      (["compare", path, path], "n"), (["compare", path, path], "w")):
-        kind = "--count" if flag == "n" else "--weight"
-        r = cli([*cmd, kind, flag, "--engine", "stream"], tuning=small)
-        assert r.code == 2, r.stderr
-        assert "4,000 rows" in r.stderr and "1,000" in r.stderr and "--engine memory" in r.stderr
-        assert r.stdout == ""
+    r = cli(["score", path, "--var", "g", "--weight", "w", "--engine", "stream"], tuning=small)
+    assert r.code == 2, r.stderr
+    assert "4,000 rows" in r.stderr and "1,000" in r.stderr and "--engine memory" in r.stderr
+    assert r.stdout == ""
+    r = cli(["test", path, "--by", "g", "--method", "ks", "--weight", "w", "--engine",
+             "stream"], tuning=small)
+    assert r.code == 2 and "--engine memory" in r.stderr and r.stdout == "", r.stderr
     assert cli(["score", path, "--weight", "w"], tuning=small).code == 0   # (memory: no budget)
     assert cli(["score", path, "--engine", "stream"], tuning=small).code == 0  # (unweighted)
 

@@ -66,7 +66,7 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     src = source_of(source, read.input_format)
     if read.engine == "memory":
         return MemoryEngine(_read(src, read, progress), progress=progress)
-    if read.weighting and check_held(src, read, stream_weights=True):
+    if read.weighting and check_held(src, read):
         from calcheck.engines.held import HeldEngine  # held in memory
 
         return HeldEngine(_read(src, read, progress), read.engine,
@@ -92,15 +92,13 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
     return engine(stream)
 
 
-def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
-               stream_weights: bool = False) -> bool:
+def check_held(src: Any, read: ReadOptions) -> bool:
     """Whether a weighted run on a streaming engine holds its rows
-    (:mod:`calcheck.engines.held`): yes within the budget; beyond it, counts (``expand``) are
-    streamed expanded (False), sampling weights (``stream_weights``) streamed by their
-    weighted passes (False; :mod:`calcheck.engines.weighted`, without the extra columns other
-    than ``--by`` and ``--time`` — and ``--var``'s, held, within ``Tuning.exact_pava_rows``
-    rows), and otherwise refused before anything is read."""
-    from calcheck.engines.held import check_held_rows
+    (:mod:`calcheck.engines.held`): yes within the budget; beyond it (False) counts are
+    streamed expanded or by the weighted passes, and sampling weights by their weighted passes
+    (:mod:`calcheck.engines.weighted`, without the extra columns other than ``--by`` and
+    ``--time`` — and ``--var``'s, held, within ``Tuning.exact_pava_rows`` rows: any other
+    is refused before anything is read)."""
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
 
@@ -111,9 +109,7 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
     rows = source_rows(src)
     if rows is not None and rows <= read.tuning.hold_weighted_rows:
         return True
-    if expand and read.weighting[1] == "count":
-        return False
-    if stream_weights and read.weighting[1] == "weight":
+    if read.weighting[1] == "weight":
         from calcheck.engines.weighted import limits
 
         fits = rows is not None and rows <= read.tuning.exact_pava_rows
@@ -123,10 +119,7 @@ def check_held(src: Any, read: ReadOptions, *, expand: bool = True,
             held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
             raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "
                              f"{limits(read.engine, read.tuning)}")
-        return False
-    kind = read.weighting[1]
-    check_held_rows(rows, src.name, read.name_of(kind), read.engine, read.tuning, kind)
-    return True
+    return False
 
 
 def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine | None:

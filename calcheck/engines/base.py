@@ -430,10 +430,11 @@ class Engine(Protocol):
         top-label view, windows of the ``--time`` ``column`` (engines that hold the rows)."""
         ...
 
-    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, ...]]:
         """Every row once, validated, in the input's order, as batches of (scores, labels) —
-        ``view="classes"``: (class probabilities (n, K), class indices) of multiclass input —
-        for a pass over two models in step (``compare``)."""
+        ``view="classes"``: (class probabilities (n, K), class indices) of multiclass input;
+        weighted rows on the weighted passes: their weights third — for a pass over two
+        models in step (``compare``)."""
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         """The tie groups the summary's bins (of metric ``mid``) share pro rata (``ties``

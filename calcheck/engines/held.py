@@ -14,8 +14,7 @@ inputs weights come with, and they are mostly small.  Beyond the budget the weig
 stream them (:mod:`calcheck.engines.weighted`: sampling weights, and counts of a run that asks
 only for what those passes compute, the counts as weights); other counted runs are streamed
 expanded (:func:`calcheck.io.stream.validated_batches`: each row repeated in place, so every
-pass reads the expanded file — exact, at the cost of its rows); ``compare`` beyond the budget
-holds neither.
+pass reads the expanded file — exact, at the cost of its rows).
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ from typing import Any
 from calcheck.data import Predictions
 from calcheck.engines.base import Capabilities, Outcome, Progress
 from calcheck.engines.memory import MemoryEngine
-from calcheck.errors import UsageError
-from calcheck.tuning import Tuning
 
 HELD_NOTE = ("the weighted rows fit Tuning.hold_weighted_rows, so they were read into memory "
              "and computed as by --engine memory; beyond it they are streamed by weighted "
@@ -57,28 +54,6 @@ class HeldEngine(MemoryEngine):
 def held_settings(rows: int, limit: int) -> dict[str, Any]:
     """``settings.held`` of a report whose weighted rows a streaming engine held."""
     return {"rows": rows, "limit": limit, "note": HELD_NOTE}
-
-
-def check_held_rows(rows: int | None, name: str, flag: str, engine: str,
-                    tuning: Tuning, kind: str = "weight") -> None:
-    """Refuse, before any read, an input of more rows than a weighted streaming run holds
-    (``rows``: from the Parquet footers, before ``--where``; None when they do not say):
-    ``compare``'s sampling weights (``--weight``) beyond the budget, and its counted rows in
-    two files (the other commands stream counts expanded, and sampling weights by their
-    weighted passes, beyond it)."""
-    limit = tuning.hold_weighted_rows
-    if rows is not None and rows <= limit:
-        return
-    held = f"{rows:,} rows" if rows is not None else "rows its files' footers do not count"
-    if kind == "weight":
-        why = ("compare's paired passes take no sampling weights; counts (--count) of one "
-               "file holding both models stream beyond it")
-    else:
-        why = ("compare streams counted rows beyond it only from one file that holds both "
-               "models' scores: FILE --score OLD --score NEW --count COL")
-    raise UsageError(f"{flag}: {name} holds {held}; --engine {engine} computes these weighted "
-                     f"or aggregated rows in memory, at most {limit:,} rows "
-                     f"(Tuning.hold_weighted_rows: {why}); use --engine memory")
 
 
 def held_predictions(source: Any, arrays: tuple[Any, ...], numeric: tuple[str, ...],

@@ -9,9 +9,10 @@ It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and
 Cox tests (:mod:`calcheck.engines.weighted_tests`; per ``--by`` group too), with the
-headline (from the equal-width bins and Cox's direction), and draws the reliability diagrams (their bins the metrics', the
-histogram weighted: ``plot``, the ``--by`` overlay, ``report``); the computations on one set
-of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at most
+headline (from the equal-width bins and Cox's direction), and draws the reliability
+diagrams (their bins the metrics', the histogram weighted: ``plot``, the ``--by`` overlay,
+``report``); ``compare`` reads each model's metrics from its passes.  The computations on
+one set of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at most
 ``Tuning.exact_pava_rows`` rows (``held``) also gets what the passes lack — the other
 metrics its weights take (:func:`calcheck.engines.base.held_metrics`; TCE for counts), the
 KS, Kuiper and SKCE tests, ``--var`` and the variable and test-based figures — by the
@@ -86,9 +87,6 @@ class Refusals:
 
     def window_rows(self, column: Any) -> tuple[Any, Any, Any]:
         raise self.refuse("--time")
-
-    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any]]:
-        raise self.refuse("this command")
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:
         return []
@@ -413,6 +411,16 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         spread = stream_spread(self.source, unit="rows" if self.frequency else "weight")
         return Outcome(values={"figure": draw.reliability_figure(
             res.bin_rows(), spread, title=draw.reliability_title(bins, fopts.binning), ax=ax)})
+
+    def rows(self, view: str = "top") -> Iterator[tuple[Any, Any, Any]]:
+        """(scores, labels, weights) batches in the file's order: ``compare``'s paired pass."""
+        from calcheck.io.stream import stream_batches
+
+        src = self.source
+        for batch in stream_batches(src.plan, pos_label=src.pos_label,
+                                    batch_rows=src.batch_rows, drop_invalid=src.drop_invalid,
+                                    view=view):
+            yield batch[0], batch[1], batch[-1]
 
     def summary_bins(self, ties: str) -> list[dict[str, Any]] | None:
         """The equal-width bins (10) of the first pass, with their effective sizes."""
