@@ -508,6 +508,80 @@ def run_weights_streamed(kind: str, npop: int, seed: int, trials: int,
                                       "monte carlo"), **cover}
 
 
+def compare_new(kind: str, s: np.ndarray) -> np.ndarray:
+    """NEW's scores in the weighted compare design (OLD's are s, the population calibrated):
+    ``equal`` each s's 1/40-wide cell's population mean E[s | cell] (calibrated too, less
+    sharp), ``worse`` s^0.85 (too high everywhere)."""
+    if kind == "worse":
+        return s ** 0.85
+    from scipy import stats
+
+    a, b = WEIGHT_BETA
+    edges = np.linspace(0.0, 1.0, 41)
+    mass = np.diff(stats.beta(a, b).cdf(edges))
+    first = np.diff(stats.beta(a + 1, b).cdf(edges)) * a / (a + b)     # ∫ s f(s) ds per cell
+    means = np.divide(first, mass, out=(edges[:-1] + edges[1:]) / 2, where=mass > 0)
+    return means[np.minimum((s * 40).astype(int), 39)]
+
+
+@functools.cache
+def compare_population(kind: str) -> dict[str, float]:
+    """The population changes NEW − OLD of ECE (10 equal-width bins), ACE (10 equal-mass bins
+    at NEW's population deciles) and the Brier score in the weighted compare design, from a
+    sample of 4·10⁶ population rows (OLD calibrated: its ECE and ACE are 0)."""
+    s = np.random.default_rng(20261129).beta(*WEIGHT_BETA, 4_000_000)
+    new = compare_new(kind, s)
+    gap = s - new                                   # E[y − NEW | s] = s − NEW
+    ece = np.abs(np.bincount(np.minimum((new * 10).astype(int), 9), weights=gap,
+                             minlength=10)).sum() / s.shape[0]
+    order = np.argsort(new, kind="stable")          # equal-mass bins of NEW's population
+    ace = np.abs(np.add.reduceat(gap[order], np.arange(10) * (s.shape[0] // 10))).sum() / \
+        s.shape[0]
+    return {"ece": float(ece), "ace": float(ace), "brier": float(np.mean(gap ** 2))}
+
+
+def run_weighted_compare(kind: str, npop: int, seed: int, reps: int) -> dict[str, float]:
+    """``compare --weight`` of the down-sampling design (every positive kept, negatives at
+    f = 0.1 with weight 10) between OLD = s and NEW (:func:`compare_new`) on the same rows, in
+    memory and on ``--engine stream``'s weighted passes (the held budget set to 100 rows): how
+    often ECE's verdict is firm (worse or better) and how often the 95 % intervals of the ECE,
+    ACE and Brier changes cover the population change (:func:`compare_population`)."""
+    import contextlib
+    import io
+    import json
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from calcheck.cli import run
+    from calcheck.tuning import Tuning
+
+    s, y, w = weight_sample("calibrated", "down", npop, np.random.default_rng(seed))
+    pop = compare_population(kind)
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [f"{tmp}/old.parquet", f"{tmp}/new.parquet"]
+        for path, score in zip(paths, (s, compare_new(kind, s))):
+            pq.write_table(pa.table({"score": score, "label": y.astype(np.int8), "w": w}),
+                           path)
+        for where, extra, tuning in (("memory", [], None),
+                                     ("streamed", ["--engine", "stream"],
+                                      Tuning(hold_weighted_rows=100))):
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
+                run(["compare", *paths, "--weight", "w", "-m", "ece,ace,brier", "--json",
+                     "--seed", str(seed), "--ci-reps", str(reps), *extra],
+                    **({"tuning": tuning} if tuning else {}))
+            metrics = json.loads(text.getvalue())["metrics"]
+            out[f"ECE firm verdict ({where})"] = float(
+                metrics["ece"]["verdict"] in ("worse", "better"))
+            for m in ("ece", "ace", "brier"):
+                ci = metrics[m]["ci"]
+                out[f"{m} change coverage ({where})"] = float(ci["low"] <= pop[m] <= ci["high"])
+    return out
+
+
 def _chi2_sf(x: float, df: int) -> float:
     from scipy.stats import chi2
 
@@ -642,6 +716,12 @@ def cells(quick: bool) -> list[Cell]:
         out.append(Cell("wstream", f"{kind}, population {npop:,}, {how}, streamed",
                         run_weights_streamed, (kind, npop, r(1000, 100), design, r(1000, 100)),
                         r(300, 3)))
+    for kind, label in (("equal", "NEW = the population mean of s in its 1/40 cell, "
+                                  "equally calibrated"),
+                        ("worse", "NEW = s^0.85, too high")):
+        out.append(Cell("wcompare", f"OLD = s calibrated, {label}; population 20,000, "
+                        "negatives kept at f = 0.1 (weight 10)", run_weighted_compare,
+                        (kind, 20_000, r(500, 50)), r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
     for kind, design, label in (
@@ -741,6 +821,10 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                      "each group's Binomial on its effective size), and in the down-sampling "
                      "design the coverage of the streamed 95 % ECE and ACE intervals "
                      "(Poisson bootstrap per score unit) of the population value",
+          "wcompare": "Weighted compare (--weight, the down-sampling design; interval "
+                      "level 0.95): how often ECE's verdict is firm, and the coverage of the "
+                      "population change by the ECE, ACE and Brier intervals, in memory and "
+                      "on --engine stream's weighted passes (paired units carrying the weights)",
           "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
                    "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "
@@ -755,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
                     "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
-                    "monitor, skce, weights, wstream, wskce, counts")
+                    "monitor, skce, weights, wstream, wcompare, wskce, counts")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")
