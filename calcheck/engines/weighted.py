@@ -26,7 +26,6 @@ others out with a message), and streams counts expanded
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from calcheck import registry
@@ -50,7 +49,6 @@ from calcheck.streaming.engine import StreamSource
 from calcheck.streaming.runner import drive
 from calcheck.streaming.weighted import FirstSpec, FirstState
 from calcheck.tuning import Tuning
-from calcheck.weights import ZERO_MASS
 
 T = TypeVar("T")
 
@@ -159,11 +157,11 @@ class WeightedStreamEngine(Refusals, ClosesClient):
                 raise InputError(f"{self.source.path}: every {what} in column {col!r} is zero; "
                                  "nothing to measure", column=col)
             if self._rows is None:
-                self._rows = self._rows_of(self._first)
+                self._rows = self.rows_of(self._first)
             self._rows.first = self._first
         return self._first
 
-    def _rows_of(self, first: FirstState) -> WeightedRows:
+    def rows_of(self, first: FirstState) -> WeightedRows:
         return WeightedRows(first, frequency=self.frequency, null=self.null,
                             tuning=self.source.tuning)
 
@@ -285,86 +283,24 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
                grouping: GroupOptions) -> Outcome:
-        """Every ``--by`` group's (``--time`` window's) metrics: one grouped first pass, then
-        every group's passes in lockstep (:mod:`calcheck.engines.weighted_rows`)."""
-        from calcheck.metrics._result import GroupResult
-        from calcheck.streaming.runner import drive_lockstep
-        from calcheck.streaming.views import SubStream
-        from calcheck.uncertainty import simultaneous_level
+        """Every ``--by`` group's (``--time`` window's) metrics, in lockstep
+        (:func:`calcheck.engines.weighted_groups.group_metrics`)."""
+        from calcheck.engines.weighted_groups import group_metrics
 
         self._check(ids, mopts, self.capabilities.only or ())
-        whole = [m for m in ids if m not in PASSES_METRICS]     # held: the whole file's only
-        why = (f"computed for the whole file only on --engine {self.name} beyond "
-               "Tuning.hold_weighted_rows (from the rows held); per group: --engine memory")
-        b = mopts.bins
-        rows = self._groups(FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
-                            grouping)
-        keys = list(rows)
-        live = [k for k in keys if rows[k].first.scalar("mass") > 0]
-        passed = [m for m in ids if m in PASSES_METRICS]
-        results = drive_lockstep(self.source, {k: (SubStream(group=k), rows[k].metrics(
-            passed, b)) for k in live}, by=grouping.by)
-        if ci is not None and grouping.windows:
-            ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
-        with_ci = [m for m in passed if self.capabilities.interval(m)]
-        out = Outcome(settings={"group_metrics": ids},
-                      notes=[f"{', '.join(whole)}: {why}"] if whole else [])
-        for k in keys:
-            res = results.get(k)
-            errors = dict.fromkeys(whole, why)
-            if res is None:
-                res, errors = {}, dict.fromkeys(ids, ZERO_MASS)
-            elif isinstance(res, Exception):
-                res, errors = {}, {m: str(res) for m in ids}
-            elif ci is not None:
-                res = rows[k].intervals(res, with_ci, b, ci)[0]
-            n = rows[k].n
-            out.values[k] = GroupResult(value=k, n=n, flagged=n < grouping.min_group_size,
-                                        metrics=dict(res), errors=errors)
-        return out
-
-    def _groups(self, spec: FirstSpec, grouping: GroupOptions) -> dict[Any, WeightedRows]:
-        """Every ``--by`` group's (``--time`` window's) rows from one grouped first pass of
-        ``spec``, by key in the in-memory engine's order."""
-        from calcheck.streaming.weighted import GroupedFirstSpec
-
-        grouped, _ = self.source.run(GroupedFirstSpec(spec, grouping.by))
-        keys = sorted(grouped.groups, key=lambda k: (k is None, k or ""))
-        return {k: self._rows_of(grouped.groups[k]) for k in keys}
+        return group_metrics(self, ids, mopts.bins, ci, grouping)
 
     # -- tests -------------------------------------------------------------------------------
 
     def group_tests(self, methods: list[str], topts: TestOptions,
                     grouping: GroupOptions) -> Outcome:
-        """The T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox tests of every ``--by`` group
-        (``--time`` window): one grouped first pass, then every group's passes in lockstep,
-        each the in-memory engine's test of the group (values: key → (rows, flagged,
-        Outcome)); groups under ``--min-group-size`` are flagged and not tested, and the
-        Monte Carlo trials count every group's tests in the family, as in memory."""
-        from calcheck.engines.weighted_tests import tests_program
-        from calcheck.streaming.runner import drive_lockstep
-        from calcheck.streaming.views import SubStream
+        """Every ``--by`` group's (``--time`` window's) tests, in lockstep
+        (:func:`calcheck.engines.weighted_groups.group_tests`)."""
+        from calcheck.engines.weighted_groups import group_tests
 
         if topts.ties != "share":
             raise self.refuse("--ties order")
-        whole = [m for m in methods if m not in PASSES_METHODS]
-        if whole:
-            per = grouping.name_of("time" if grouping.windows else "by")
-            raise self.refuse(f"--method {', '.join(whole)} per {per} group")
-        rows = self._groups(FirstSpec((10,)), grouping)
-        sized = {k: (r.n, r.n < grouping.min_group_size, r.first.scalar("mass") <= 0)
-                 for k, r in rows.items()}
-        live = [k for k, (n, flagged, empty) in sized.items() if not flagged and not empty]
-        each = replace(topts, family_groups=1 + len(live))
-        results = drive_lockstep(self.source, {k: (SubStream(group=k), tests_program(
-            rows[k], methods, each, self.name)) for k in live}, by=grouping.by)
-        out = Outcome()
-        for k, (n, flagged, _) in sized.items():
-            res = results.get(k)
-            if isinstance(res, Exception):
-                raise res
-            out.values[k] = (n, flagged, res[0] if res is not None else Outcome())
-        return out
+        return group_tests(self, methods, topts, grouping)
 
     def tests(self, methods: list[str], topts: TestOptions) -> Outcome:
         """T-Cal, Hosmer–Lemeshow, Spiegelhalter and Cox from the weighted passes; KS,
