@@ -496,3 +496,20 @@ def test_slots_agree_with_searchsorted():
         k = np.searchsorted(units, s, side="left")
         at = (k < units.shape[0]) & (units[np.minimum(k, units.shape[0] - 1)] == s)
         assert np.array_equal(got, np.where(at, units.shape[0] + 1 + k, k))
+
+
+@pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--count", "n")])
+def test_streamed_debiased_eces_are_the_in_memory_ones(tmp_path, cli, kind, column):
+    """The debiased ECE and ECE-l2 from one pass of their bins' residual sums (Σw²-terms for
+    sampling weights): the in-memory kernel's values, with no row held (beyond
+    ``Tuning.exact_pava_rows`` too), per ``--by`` group as well."""
+    path = _grouped_file(tmp_path)
+    args = ["score", path, kind, column, "-m", "ece_debiased,ece_l2_debiased,ece", "--json",
+            "--by", "g"]
+    mem = json.loads(cli(args).stdout)
+    r = cli([*args, "--engine", "stream"], tuning=TIGHT)
+    assert r.code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert "weighted" in got["settings"] and "held" not in got["settings"]
+    _close(mem["metrics"], got["metrics"], "metrics")
+    _close(mem["groups"], got["groups"], "groups")

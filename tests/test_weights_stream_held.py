@@ -131,10 +131,10 @@ def test_held_metrics_with_intervals_say_why_not(tmp_path, cli):
     """``--ci``: the passes' metrics get their per-unit bootstrap; a held metric none (its
     replicates would need the rows resampled), with a message — per group too."""
     path = _file(tmp_path)
-    r = cli(["score", path, "--weight", "iw", "--by", "g", "--ci", "-m", "ece,ece_debiased",
+    r = cli(["score", path, "--weight", "iw", "--by", "g", "--ci", "-m", "ece,ace_debiased",
              "--json", "--engine", "stream"], tuning=SMALL)
     assert r.code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert "ci" in doc["metrics"]["ece"] and "ci" not in doc["metrics"]["ece_debiased"]
-    assert "no interval for ece_debiased" in r.stderr
+    assert "ci" in doc["metrics"]["ece"] and "ci" not in doc["metrics"]["ace_debiased"]
+    assert "no interval for ace_debiased" in r.stderr
     assert "ci" in doc["groups"]["0"]["metrics"]["ece"]

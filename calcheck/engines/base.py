@@ -222,7 +222,8 @@ class ReadOptions:
 
 # what the weighted passes compute (calcheck.engines.weighted: sampling weights, or counts,
 # beyond the rows the streaming engines hold) ...
-PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss")
+PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss",
+                  "ece_debiased", "ece_l2_debiased")
 PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 # ... and, for the rows of a file within Tuning.exact_pava_rows rows, the other metrics
 # (held_metrics) and --var by the in-memory kernels on the rows held, without --by and --time

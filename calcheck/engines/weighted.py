@@ -4,7 +4,8 @@ these passes compute — on ``--engine stream`` and ``dask`` beyond the rows the
 passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 (docs/weights.md, "Engines"), at the cost of the file's rows.
 
-It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score and the log loss (with
+It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score, the log loss and the
+debiased ECE and ECE-l2 (with
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and

@@ -24,6 +24,7 @@ from calcheck.streaming.weighted import (
     BinsState,
     DeviationSpec,
     FirstState,
+    ResidualsSpec,
     cut_units,
 )
 from calcheck.tuning import Tuning
@@ -43,6 +44,7 @@ class WeightedRows:
         self.tuning = tuning
         self.bins: BinsState | None = None
         self._cuts: set[float] = set()
+        self._residuals: dict[int, Any] = {}        # the debiased ECEs' sums, by binning
 
     @property
     def n(self) -> int:
@@ -131,6 +133,8 @@ class WeightedRows:
                 stats = yield from self.quantile(b)
                 dev = yield from self.deviations(b, stats)
                 out[mid] = pde_result(stats, dev, b, total, n, "share")
+            elif mid in ("ece_debiased", "ece_l2_debiased"):
+                out[mid] = yield from self.debiased(mid, b)
             elif mid == "brier":
                 out[mid] = MetricResult(id="brier", value=first.scalar("squared_error") / total,
                                         n_samples=n)
@@ -142,6 +146,22 @@ class WeightedRows:
             else:
                 raise ValueError(f"the weighted passes do not compute {mid}")
         return out
+
+    def debiased(self, mid: str, b: int) -> Passes[MetricResult]:
+        """The debiased ECE (or ECE-l2) with ``b`` equal-width bins: the in-memory kernel on
+        its bins' residual sums (one pass for both), the bins the plain metric's."""
+        from dataclasses import replace
+
+        from calcheck.metrics.debiased import debiased_l1, debiased_l2, result
+
+        if b not in self._residuals:
+            state = yield from one_pass(ResidualsSpec(b, not self.frequency))
+            self._residuals[b] = state.residuals(self.first.scalar("mass"))
+        br = self._residuals[b]
+        l1 = mid == "ece_debiased"
+        res = result(mid, debiased_l1(br) if l1 else debiased_l2(br), "uniform", b,
+                     "l1" if l1 else "l2", self.n)
+        return replace(res, bins=(yield from self.uniform(b)))
 
     def intervals(self, results: dict[str, MetricResult], with_ci: list[str], b: int,
                   ci: Any) -> tuple[dict[str, MetricResult], dict[str, Any]]:
