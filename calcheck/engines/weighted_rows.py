@@ -18,13 +18,13 @@ import numpy as np
 
 from calcheck._typing import FloatArray, Passes
 from calcheck.metrics._result import MetricResult
+from calcheck.streaming.residuals import ResidualsSpec
 from calcheck.streaming.runner import one_pass
 from calcheck.streaming.weighted import (
     BinsSpec,
     BinsState,
     DeviationSpec,
     FirstState,
-    ResidualsSpec,
     cut_units,
 )
 from calcheck.tuning import Tuning
