@@ -17,6 +17,7 @@ from calcheck.streaming.engine import StateSpec
 from calcheck.streaming.groups import GroupedSpec
 from calcheck.streaming.heldrows import SortedRowsSpec
 from calcheck.streaming.prospect import HeldCellsSpec
+from calcheck.streaming.residuals import ResidualsSpec
 from calcheck.streaming.rowpass import RowPassSpec
 from calcheck.streaming.rowtests import CoxSpec, DistinctSpec
 from calcheck.streaming.segments import CellSpec, ScanSpec
@@ -37,14 +38,14 @@ from calcheck.streaming.weighted import (
 SPECS = (ClasswiseSpec, StateSpec, GroupedSpec, SortedRowsSpec, HeldCellsSpec, RowPassSpec,
          CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec,
          FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec, GroupedFirstSpec,
-         TcalSpec, HeldRowsSpec)
+         TcalSpec, HeldRowsSpec, ResidualsSpec)
 
 
 def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec,
                e: HeldCellsSpec, g: RowPassSpec, h: CoxSpec, i: DistinctSpec, j: CellSpec,
                k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec, q: ViewsSpec,
                r: FirstSpec, s: MassPassSpec, t: BinsSpec, u: DeviationSpec,
-               v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec, y: HeldRowsSpec
-               ) -> tuple[PassSpec[PassState], ...]:
+               v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec, y: HeldRowsSpec,
+               z: ResidualsSpec) -> tuple[PassSpec[PassState], ...]:
     """One of each spec, as the protocol (mypy checks every element's conformance)."""
-    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x, y)
+    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x, y, z)
