@@ -71,8 +71,10 @@ class Tuning:
     # -- weighted rows (calcheck.engines.held) -------------------------------------------------
     # --weight / --count on the streaming engines: inputs of at most this many rows are read
     # into memory (17 bytes a row kept: score, weight, label; the in-memory computation's
-    # working memory peaks at ~0.45 GB for 2·10⁶ rows); beyond, counts stream expanded (the
-    # same numbers as the expanded file) and sampling weights are refused
+    # working memory peaks at ~0.45 GB for 2·10⁶ rows); beyond, the weighted passes
+    # (calcheck.engines.weighted) compute what they can — sampling weights, and counts of a
+    # run that asks only for that — and other counted runs stream expanded (the same numbers
+    # as the expanded file)
     hold_weighted_rows: int = 2_000_000
 
     # -- Dask (calcheck.engines.dask) ---------------------------------------------------------
