@@ -148,3 +148,18 @@ def test_streamed_compare_leaves_out_what_the_passes_lack(tmp_path, cli):
     got = _compare(cli, [old, new, "--weight", "iw", "--engine", "stream"], tuning=SMALL)
     assert set(got["metrics"]) <= {"ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier",
                                    "log_loss"}
+
+
+def test_counted_multiclass_files_beyond_the_budget_are_refused(tmp_path, cli):
+    """Counted multiclass rows take no weighted passes; two files expanded each by its own
+    counts would pair rows whose counts nothing checks: exit 2, before any read."""
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(3), 600)
+    table = pa.table({"prob_0": p[:, 0], "prob_1": p[:, 1], "prob_2": p[:, 2],
+                      "label": rng.integers(0, 3, 600), "n": rng.integers(0, 4, 600) * 1.0})
+    paths = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    for path in paths:
+        pq.write_table(table, path)
+    r = cli(["compare", *paths, "--count", "n", "--engine", "stream"], tuning=SMALL)
+    assert r.code == 2 and "multiclass" in r.stderr and "--engine memory" in r.stderr
+    assert r.stdout == ""
