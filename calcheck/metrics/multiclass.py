@@ -261,7 +261,8 @@ def weighted_classwise(data: MulticlassPrepared, mid: str, bins: int,
     """A classwise metric of weighted or aggregated rows: each class one-vs-rest as binary
     rows with their weights (:mod:`calcheck.weights`), the binary kernel's error — ECE for
     SCE, ACE for classwise ACE and (on the probabilities >= ``threshold``) TACE, TCE for
-    classwise TCE — averaged over classes, as the unweighted forms are."""
+    classwise TCE — averaged over classes, as the unweighted forms are (a class whose kept
+    rows weigh nothing adds 0)."""
     from calcheck.metrics.binned import ace, ece
     from calcheck.metrics.tce import tce
 
@@ -284,44 +285,57 @@ def weighted_classwise(data: MulticlassPrepared, mid: str, bins: int,
         else:
             errs[k] = ace(one, bins=bins).value
     n = round(w.total) if w.frequency else data.n
-    extra = {"kept": [round(x) if w.frequency else x for x in kept]} if threshold is not None \
-        else None
+    return weighted_classwise_result(mid, errs, kept if threshold is not None else None, n,
+                                     settings, w.frequency)
+
+
+def weighted_classwise_result(mid: str, errs: FloatArray, kept: FloatArray | None, n: int,
+                              settings: dict[str, Any], frequency: bool) -> MetricResult:
+    """A weighted classwise metric's result from its classes' errors ``errs`` and (TACE) the
+    mass each class kept (counts: whole numbers)."""
+    extra = {"kept": [round(x) if frequency else float(x) for x in kept]} \
+        if kept is not None else None
     return classwise_result(mid, errs, n, settings, extra=extra)
+
+
+def classwise_settings(mid: str, bins: int, classes: int, ties: str,
+                       threshold: float = 0.01) -> dict[str, Any]:
+    """The ``settings`` of SCE, classwise ACE or TACE."""
+    if mid == "sce":
+        return {"binning": "uniform", "bins": bins, "classes": classes}
+    if mid == "ace_cw":
+        return {"binning": "quantile", "bins": bins, "classes": classes, "ties": ties}
+    return {"binning": "quantile", "bins": bins, "threshold": threshold, "classes": classes,
+            "ties": ties}
 
 
 def sce(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Static calibration error: classwise ECE on uniform bins, averaged over classes."""
+    settings = classwise_settings("sce", bins, data.k, data.ties)
     if data.weights is not None:
-        return weighted_classwise(data, "sce", bins, {"binning": "uniform", "bins": bins,
-                                                      "classes": data.k})
-    return classwise_result("sce", sce_per_class(data, bins), data.n,
-                             {"binning": "uniform", "bins": bins, "classes": data.k})
+        return weighted_classwise(data, "sce", bins, settings)
+    return classwise_result("sce", sce_per_class(data, bins), data.n, settings)
 
 
 def ace_cw(data: MulticlassPrepared, *, bins: int = 15) -> MetricResult:
     """Adaptive calibration error, classwise: equal-mass bins per class, weights n_bk/n."""
+    settings = classwise_settings("ace_cw", bins, data.k, data.ties)
     if data.weights is not None:
-        return weighted_classwise(data, "ace_cw", bins, {
-            "binning": "quantile", "bins": bins, "classes": data.k, "ties": data.ties})
+        return weighted_classwise(data, "ace_cw", bins, settings)
     errs = data.selected(bins, None) if data.ties == "share" else \
         data.classwise(bins, 0.01, None)["ace"]
-    return classwise_result("ace_cw", errs, data.n,
-                             {"binning": "quantile", "bins": bins, "classes": data.k,
-                              "ties": data.ties})
+    return classwise_result("ace_cw", errs, data.n, settings)
 
 
 def tace(data: MulticlassPrepared, *, bins: int = 15, threshold: float = 0.01) -> MetricResult:
     """Thresholded ACE: classwise ACE over the probabilities >= threshold of each class."""
+    settings = classwise_settings("tace", bins, data.k, data.ties, threshold)
     if data.weights is not None:
-        return weighted_classwise(data, "tace", bins, {
-            "binning": "quantile", "bins": bins, "threshold": threshold, "classes": data.k,
-            "ties": data.ties}, threshold=threshold)
+        return weighted_classwise(data, "tace", bins, settings, threshold=threshold)
     cw: dict[str, Any] = {"tace": data.selected(bins, threshold),
                           "kept": data._kept[threshold]} if data.ties == "share" \
         else data.classwise(bins, threshold, None)
-    return classwise_result("tace", cw["tace"], data.n,
-                             {"binning": "quantile", "bins": bins, "threshold": threshold,
-                              "classes": data.k, "ties": data.ties},
+    return classwise_result("tace", cw["tace"], data.n, settings,
                              extra={"kept": cw["kept"].tolist()})
 
 
