@@ -229,6 +229,12 @@ PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
 # (held_metrics) and --var by the in-memory kernels on the rows held, without --by and --time
 
 
+def renormalized(rows: int) -> str:
+    """The reading message of multiclass rows renormalized on the way in."""
+    return (f"renormalized {rows:,} rows whose probabilities did not sum to exactly 1 "
+            "(rounding within 1e-4 per class, or --renormalize)")
+
+
 def held_metrics(kind: str) -> tuple[str, ...]:
     """The binary metrics the in-memory kernels compute on held rows of ``kind`` ("count",
     "weight") beyond the passes' own: every one that takes the kind."""

@@ -27,6 +27,7 @@ from calcheck.engines.base import (
     Outcome,
     Progress,
     VariableOptions,
+    renormalized,
     top_label_note,
 )
 from calcheck.errors import CalcheckError, InputError
@@ -180,9 +181,7 @@ class MemoryEngine:
             read = p.rows_read if p.rows_read is not None else self.data.n + p.rows_dropped
             out.messages.append(f"dropped {p.rows_dropped} of {read} rows ({reasons})")
         if p.rows_renormalized:
-            out.messages.append(f"renormalized {p.rows_renormalized:,} rows whose probabilities "
-                                "did not sum to exactly 1 (rounding within 1e-4 per class, or "
-                                "--renormalize)")
+            out.messages.append(renormalized(p.rows_renormalized))
         return out
 
     # -- metrics -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from calcheck.engines.base import (
     IntervalOptions,
     Outcome,
     VariableOptions,
+    renormalized,
 )
 from calcheck.errors import InputError, UsageError
 from calcheck.metrics._data import MetricOptions
@@ -186,9 +187,7 @@ class FirstPasses:
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
                                 f"({reasons})")
         if stats.rows_renormalized:
-            out.messages.append(f"renormalized {stats.rows_renormalized:,} rows whose "
-                                "probabilities did not sum to exactly 1 (rounding within 1e-4 per class, "
-                                "or --renormalize)")
+            out.messages.append(renormalized(stats.rows_renormalized))
         return out
 
     def settings(self) -> dict[str, Any]:
