@@ -146,11 +146,14 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
     held = rows is not None and rows <= read.tuning.exact_pava_rows
     if kind == "count" and read.held and not held:
         return None
-    if stream.plan.multiclass:
-        from calcheck.engines.weighted import limits
+    if stream.plan.multiclass:      # the passes' own only: no rows held (a matrix)
+        held = False
+        if read.numeric:
+            from calcheck.engines.weighted import limits
 
-        raise UsageError(f"{src.name}: multiclass input beyond the rows held in memory; "
-                         f"{limits(read.engine, read.tuning)}")
+            raise UsageError(f"{read.flags.get(read.numeric[0], '--var')}: {src.name} is "
+                             "multiclass input "
+                             f"beyond the rows held in memory; {limits(read.engine, read.tuning)}")
     return WeightedStreamEngine(stream, read.weight_null, held=held,
                                 numeric=read.numeric if held else ())
 

@@ -18,11 +18,15 @@ one set of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at mos
 metrics its weights take (:func:`calcheck.engines.base.held_metrics`; TCE for counts), the
 KS, Kuiper and SKCE tests, ``--var`` and the variable and test-based figures — by the
 in-memory engine's kernels on the rows held (:meth:`WeightedStreamEngine.kept`, one pass),
-for the whole file (not per group).  What needs more — ``--ties order``,
-multiclass input, beyond that budget the held ones — is refused for sampling weights before
-any pass, with a message naming the limit (:func:`limits`; the default metric set leaves the
-others out with a message), and streams counts expanded
-(:func:`calcheck.engines.base.passes_serve` decides, from the options)"""
+for the whole file (not per group).  Multiclass input (sampling weights): the passes read its
+top-label view — the top-label and binary metrics, the tests and the reliability diagram —
+and every class's one-vs-rest view for SCE, classwise ACE and TACE
+(:mod:`calcheck.engines.weighted_classes`); no rows are held for it.  What needs more —
+``--ties order``, beyond that budget the held ones, multiclass input's other metrics — is
+refused for sampling weights before any pass, with a message naming the limit
+(:func:`limits`; the default metric set leaves the others out with a message), and streams
+counts expanded (:func:`calcheck.engines.base.passes_serve` decides, from the options;
+counted multiclass input always streams expanded)"""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from calcheck.engines.base import (
     Outcome,
     held_methods,
     held_metrics,
+    renormalized,
 )
 from calcheck.engines.stream import ClosesClient
 from calcheck.engines.weighted_rows import WeightedRows
@@ -67,8 +72,10 @@ def limits(engine: str, tuning: Tuning) -> str:
     """Why a streamed run of sampling weights refuses something: the message's tail."""
     return (f"--engine {engine} streams sampling weights (--weight) beyond "
             f"{tuning.hold_weighted_rows:,} rows (Tuning.hold_weighted_rows) for "
-            f"{', '.join(PASSES_METRICS)}, the {', '.join(PASSES_METHODS)} tests and the "
-            f"reliability diagrams, and up to {tuning.exact_pava_rows:,} rows "
+            f"{', '.join(PASSES_METRICS)} (multiclass input: also on the top-label view, "
+            "and sce, ace_cw, tace), the "
+            f"{', '.join(PASSES_METHODS)} tests and the "
+            f"reliability diagrams, and for binary scores up to {tuning.exact_pava_rows:,} rows "
             "(Tuning.exact_pava_rows) the other metrics, the KS, Kuiper and SKCE tests, --var and its "
             "figure from the rows held, without --by and --time; use --engine memory")
 
@@ -105,6 +112,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         self.null = null
         self.frequency = source.weight_kind == "count"      # counts: the expanded file's
         self.note = COUNT_NOTE if self.frequency else NOTE
+        self.multiclass = bool(source.plan.multiclass)
+        self.classes = len(source.plan.prob_columns or ()) if self.multiclass else 0
         self.why = limits(self.name, source.tuning)
         # held: the rows fit Tuning.exact_pava_rows, so what the passes lack comes from the
         # in-memory kernels on the rows held (with the --var columns ``numeric``)
@@ -113,7 +122,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         extra = held_metrics(source.weight_kind) if held else ()
         self.capabilities = Capabilities(
             self.name, rows=False, why=self.why,
-            only=PASSES_METRICS + PASSES_METHODS + extra +
+            only=self.passes_ids() + PASSES_METHODS + extra +
             (held_methods(source.weight_kind) if held else ()),
             named_only=tuple(m for m in extra if not registry.METRICS[m].stream), held=held)
         self._kept: Any = None                  # the held rows, once read
@@ -127,6 +136,15 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             if source.plan.in_memory:
                 raise UsageError(DASK_NEEDS_FILES)
             source.passes = DaskPasses()
+
+    def passes_ids(self) -> tuple[str, ...]:
+        """The metric ids the passes compute (beyond them: from the rows held): multiclass
+        input's also on the top-label view, and SCE, classwise ACE and TACE."""
+        if not self.multiclass:
+            return PASSES_METRICS
+        from calcheck.engines.weighted_classes import CLASSWISE, top_ids
+
+        return PASSES_METRICS + top_ids() + tuple(CLASSWISE)
 
     def __enter__(self) -> WeightedStreamEngine:
         if self.name == "dask" and self.source.scheduler and self.source.client is None:
@@ -184,28 +202,28 @@ class WeightedStreamEngine(Refusals, ClosesClient):
 
     def input_info(self, top: bool = False) -> dict[str, Any]:
         first, stats, plan = self.first(), self._stats, self.source.plan
-        total = first.scalar("mass")
         n = first.rows
-        regime, cw = self.regime()
-        weights: dict[str, Any] = {"kind": self.source.weight_kind,
-                                   "column": self.source.weight,
-                                   "sum": int(total) if total.is_integer() else total}
-        if self.frequency:
-            weights["expanded_rows"] = round(total)
+        weights = self.all_rows.weights_info(self.source.weight_kind, self.source.weight,
+                                             self.multiclass)
+        info: dict[str, Any] = {"path": self.source.path,
+                                "format": "arrow" if plan.in_memory else "parquet"}
+        rate = first.positives / n if n else None
+        read = {"rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
+                "dropped_by_reason": dict(stats.dropped_by_reason)}
+        if self.multiclass:               # (the first pass's view: top-label, correct)
+            info.update({"kind": "multiclass", "prob_columns": list(plan.prob_columns),
+                         "classes": list(plan.class_names), "label_column": plan.label_column,
+                         **read, "rows_renormalized": stats.rows_renormalized,
+                         "rows_used": n, "accuracy": rate})
+            if top:                                  # tested on the top-label view
+                info.update({"view": "top-label", "positives": first.positives,
+                             "prevalence": rate})
         else:
-            weights["effective_n"] = total ** 2 / first.scalar("mass_sq")
-        weights.update({"zero_rows": first.zero_rows,
-                        "weighted_prevalence": first.scalar("label") / total})
-        if not self.frequency:
-            weights["null"] = regime
-        if cw is not None:
-            weights["class_weights"] = {"negative": cw[0], "positive": cw[1]}
-        return {"path": self.source.path, "format": "arrow" if plan.in_memory else "parquet",
-                "score_column": plan.score_column, "label_column": plan.label_column,
-                "rows_read": stats.rows_read, "rows_dropped": stats.rows_dropped,
-                "dropped_by_reason": dict(stats.dropped_by_reason), "rows_used": n,
-                "positives": first.positives, "prevalence": first.positives / n if n else None,
-                "weights": weights}
+            info.update({"score_column": plan.score_column, "label_column": plan.label_column,
+                         **read, "rows_used": n, "positives": first.positives,
+                         "prevalence": rate})
+        info["weights"] = weights
+        return info
 
     def reading(self) -> Outcome:
         self.first()
@@ -215,6 +233,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             reasons = ", ".join(f"{k}={v}" for k, v in stats.dropped_by_reason.items())
             out.messages.append(f"dropped {stats.rows_dropped} of {stats.rows_read} rows "
                                 f"({reasons})")
+        if stats.rows_renormalized:
+            out.messages.append(renormalized(stats.rows_renormalized))
         return out
 
     def settings(self) -> dict[str, Any]:
@@ -231,9 +251,15 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         self._check(ids, mopts, self.capabilities.only or ())
         b = mopts.bins
         self.first(b, units=b if ci is not None else 0)
-        passed = [m for m in ids if m in PASSES_METRICS]
-        out = {**self.drive(self.all_rows.metrics(passed, b)),
-               **self.held_metrics([m for m in ids if m not in passed], mopts)}
+        if self.multiclass:
+            from calcheck.engines.weighted_classes import CLASSWISE, file_metrics
+
+            out = file_metrics(self, ids, mopts)
+            passed = [m for m in ids if m not in CLASSWISE]
+        else:
+            passed = [m for m in ids if m in PASSES_METRICS]
+            out = {**self.drive(self.all_rows.metrics(passed, b)),
+                   **self.held_metrics([m for m in ids if m not in passed], mopts)}
         out = {m: out[m] for m in ids}
         if ci is None:
             return Outcome(values=out)
@@ -289,7 +315,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         from calcheck.engines.weighted_groups import group_metrics
 
         self._check(ids, mopts, self.capabilities.only or ())
-        return group_metrics(self, ids, mopts.bins, ci, grouping)
+        return group_metrics(self, ids, mopts, ci, grouping)
 
     # -- tests -------------------------------------------------------------------------------
 
@@ -339,15 +365,18 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             res = variables or self.variables([name], fopts.variables).values["result"]
             return Outcome(values={"figure": draw.variable_figure(
                 res.to_dict()[name], kept.column(name), name, ax=ax, weights=kept.weights)})
-        if kind != "reliability":
-            raise self.refuse(f"the {kind} figure")
-        bins = fopts.bins or 10
+        if kind != "reliability" or (fopts.per_class and self.multiclass):
+            raise self.refuse("the per-class reliability diagram" if kind == "reliability"
+                              else f"the {kind} figure")
+        mc = self.multiclass                    # (the passes read its top-label view)
+        bins = fopts.bins or (15 if mc else 10)
         mid = "ece" if fopts.binning == "uniform" else "ace"
         self.first(bins)
         res = self.drive(self.all_rows.metrics([mid], bins))[mid]
         spread = stream_spread(self.source, unit="rows" if self.frequency else "weight")
         return Outcome(values={"figure": draw.reliability_figure(
-            res.bin_rows(), spread, title=draw.reliability_title(bins, fopts.binning), ax=ax)})
+            res.bin_rows(), spread, title=draw.reliability_title(bins, fopts.binning, mc),
+            top_label=mc, ax=ax)})
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, Any, Any]]:
         """(scores, labels, weights) batches in the file's order: ``compare``'s paired pass."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from calcheck.engines.base import PASSES_METHODS, PASSES_METRICS, GroupOptions, Outcome
+from calcheck.engines.base import PASSES_METHODS, GroupOptions, Outcome
 from calcheck.engines.weighted_rows import WeightedRows
+from calcheck.metrics._data import MetricOptions
 from calcheck.streaming.runner import drive_lockstep
 from calcheck.streaming.views import SubStream
 from calcheck.streaming.weighted import FirstSpec
@@ -35,24 +36,31 @@ def grouped_rows(eng: Any, spec: FirstSpec, grouping: GroupOptions) -> dict[Any,
     return {k: eng.rows_of(grouped.groups[k]) for k in keys}
 
 
-def group_metrics(eng: Any, ids: list[str], b: int, ci: Any,
+def group_metrics(eng: Any, ids: list[str], mopts: MetricOptions, ci: Any,
                   grouping: GroupOptions) -> Outcome:
-    """Every group's metrics ``ids`` with ``b`` bins (``ci``: their intervals, simultaneous
-    over ``--time`` windows as in memory); the metrics from the rows held are the whole
-    file's only, and each group says so."""
+    """Every group's metrics ``ids`` with ``mopts``' bins (``ci``: their intervals,
+    simultaneous over ``--time`` windows as in memory); multiclass input's classwise metrics
+    from every group's classes in lockstep (:mod:`calcheck.engines.weighted_classes`); the
+    metrics from the rows held are the whole file's only, and each group says so."""
+    from calcheck.engines.weighted_classes import CLASSWISE, classwise_metrics, top_metrics
     from calcheck.metrics._result import GroupResult
     from calcheck.uncertainty import simultaneous_level
 
-    whole = [m for m in ids if m not in PASSES_METRICS]     # held: the whole file's only
+    b = mopts.bins
+    has = eng.passes_ids()
+    whole = [m for m in ids if m not in has]     # held: the whole file's only
     why = (f"computed for the whole file only on --engine {eng.name} beyond "
            "Tuning.hold_weighted_rows (from the rows held); per group: --engine memory")
     rows = grouped_rows(eng, FirstSpec(tuple(sorted({b, 10})), b if ci is not None else 0),
                         grouping)
     keys = list(rows)
     live = [k for k in keys if rows[k].first.scalar("mass") > 0]
-    passed = [m for m in ids if m in PASSES_METRICS]
-    results = drive_lockstep(eng.source, {k: (SubStream(group=k), rows[k].metrics(
-        passed, b)) for k in live}, by=grouping.by)
+    passed = [m for m in ids if m in has and m not in CLASSWISE]
+    results = drive_lockstep(eng.source, {k: (SubStream(group=k), top_metrics(
+        rows[k], passed, b) if eng.multiclass else rows[k].metrics(passed, b))
+        for k in live}, by=grouping.by)
+    classwise = classwise_metrics(eng, ids, mopts, {k: rows[k].n for k in live},
+                                  by=grouping.by) if eng.multiclass else {}
     if ci is not None and grouping.windows:
         ci = replace(ci, level=simultaneous_level(ci.level, len(keys), grouping.family))
     with_ci = [m for m in passed if eng.capabilities.interval(m)]
@@ -67,6 +75,11 @@ def group_metrics(eng: Any, ids: list[str], b: int, ci: Any,
             res, errors = {}, {m: str(res) for m in ids}
         elif ci is not None:
             res = rows[k].intervals(res, with_ci, b, ci)[0]
+        cw = classwise.get(k, {})
+        if isinstance(cw, Exception):
+            errors.update({m: str(cw) for m in ids if m in CLASSWISE})
+        else:
+            res = {**res, **cw}
         n = rows[k].n
         out.values[k] = GroupResult(value=k, n=n, flagged=n < grouping.min_group_size,
                                     metrics=dict(res), errors=errors)

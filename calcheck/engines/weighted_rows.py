@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from calcheck import registry
 from calcheck._typing import FloatArray, Passes
 from calcheck.metrics._result import MetricResult
 from calcheck.streaming.residuals import ResidualsSpec
@@ -57,6 +58,28 @@ class WeightedRows:
             return "count", None
         return resolve_null(self.null, self.first.class_weights() if self.null != "fixed"
                             else None)
+
+    def weights_info(self, kind: str, column: str | None, multiclass: bool) -> dict[str, Any]:
+        """The report's ``input.weights`` (the in-memory engine's fields): the column, Σw,
+        the expanded rows (counts) or Kish's effective n, the rows of weight zero, the
+        weighted prevalence (multiclass: top-label accuracy) and the tests' null."""
+        first = self.first
+        total = first.scalar("mass")
+        regime, cw = self.regime()
+        out: dict[str, Any] = {"kind": kind, "column": column,
+                               "sum": int(total) if total.is_integer() else total}
+        if self.frequency:
+            out["expanded_rows"] = round(total)
+        else:
+            out["effective_n"] = total ** 2 / first.scalar("mass_sq")
+        out.update({"zero_rows": first.zero_rows,
+                    "weighted_" + ("accuracy" if multiclass else "prevalence"):
+                    first.scalar("label") / total})
+        if not self.frequency:
+            out["null"] = regime
+        if cw is not None:
+            out["class_weights"] = {"negative": cw[0], "positive": cw[1]}
+        return out
 
     def cuts(self, groups: int) -> list[float]:
         """The inner equal-mass cuts of ``groups`` bins on the mass axis."""
@@ -166,13 +189,17 @@ class WeightedRows:
     def intervals(self, results: dict[str, MetricResult], with_ci: list[str], b: int,
                   ci: Any) -> tuple[dict[str, MetricResult], dict[str, Any]]:
         """``results`` with the Poisson bootstrap per score unit's intervals of ``with_ci``
-        from the first pass's units (:func:`calcheck.streaming.bootstrap.
+        (a top-label id: its binary metric's, of the top-label view's units) from the first
+        pass's units (:func:`calcheck.streaming.bootstrap.
         weighted_bootstrap`), and the bootstrap's settings."""
         from calcheck.streaming.bootstrap import weighted_bootstrap
         from calcheck.streaming.weighted import unit_bits
         from calcheck.uncertainty import with_intervals
 
-        cis, settings = weighted_bootstrap(self.first.unit_table(), with_ci, bins=b,
+        binary = {m: registry.binary_of(m) or m for m in with_ci}   # (ece_top: ece's)
+        cis, settings = weighted_bootstrap(self.first.unit_table(),
+                                           list(dict.fromkeys(binary.values())), bins=b,
                                            bits=unit_bits(b), frequency=self.frequency,
                                            reps=ci.reps, level=ci.level, seed=ci.seed)
-        return with_intervals(results, cis), settings
+        return with_intervals(results, {m: cis[i] for m, i in binary.items() if i in cis}), \
+            settings

@@ -27,7 +27,7 @@ from calcheck.data import (
     resolve_columns,
     top_label_columns,
 )
-from calcheck.errors import InputError, UsageError
+from calcheck.errors import InputError
 from calcheck.io.arrays import numpy_of
 from calcheck.io.columns import (
     batch_incorrect,
@@ -575,9 +575,6 @@ def _multiclass_batches(plan: StreamPlan, batches: Any, src: Source, st: StreamS
         offset = st.rows_read
         cc, wc = plan.count_column, plan.weight_column
         weighted = cc or wc
-        if wc and not plan.binary_pair:
-            raise UsageError(f"--{plan.weight_kind} {wc}: the weighted passes take binary "
-                             "scores (multiclass input: --engine memory)")
         k, more = weight_values(src, table, weighted, "count" if cc else plan.weight_kind) \
             if weighted else (None, [])
         columns, y, keep, dropped_n, dropped, renormalized = class_columns(
