@@ -580,12 +580,13 @@ def build(info: dict[str, Any], opts: Options, metrics: dict[str, Any], notes: l
 def _add_units(units: Any, so: Any, sn: Any, y: Any, multiclass: bool,
                w: Any = None) -> None:
     """One batch of both models' rows in step into the paired units (multiclass: each
-    model's top-label view; ``w``: the rows' weights, of binary rows)."""
+    model's top-label view; ``w``: the rows' weights)."""
     if multiclass:
         from calcheck.data import top_label_view
 
         (so, yo), (sn, yn) = top_label_view(so, y), top_label_view(sn, y)
-        units.update(so, sn, np.asarray(yo, dtype=np.float64), np.asarray(yn, dtype=np.float64))
+        units.update(so, sn, np.asarray(yo, dtype=np.float64), np.asarray(yn, dtype=np.float64),
+                     w)
     else:
         yf = np.asarray(y, dtype=np.float64)
         units.update(so, sn, yf, yf, w)
