@@ -40,7 +40,8 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              metrics --weight takes                                               [<= 1.3x];
              and --engine stream --weight w (--count n) on 10^7 rows (beyond the held
              budget: the weighted passes) vs the unweighted stream run   [<= 1.3x (1.5x)];
-             and there --ci, --by (8 groups) and test (adaptive T-Cal)        [record]
+             and there --ci, --by (8 groups) and test (adaptive T-Cal)        [record];
+             and --weight w of multiclass input (K = 10, 5*10^6 rows) there  [record]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -221,14 +222,17 @@ def layout_file(n: int, style: str) -> Path:
     return path
 
 
-def multiclass_file(n: int, k: int) -> Path:
+def multiclass_file(n: int, k: int, weighted: bool = False) -> Path:
+    """``n`` rows of ``k`` class probabilities and a label (``weighted``: and importance
+    weights ``w``, Exponential(1))."""
     DATA.mkdir(exist_ok=True)
-    path = DATA / f"multiclass_{n}_{k}.parquet"
+    path = DATA / f"multiclass_{n}_{k}{'_w' if weighted else ''}.parquet"
     if not path.exists():
         rng = np.random.default_rng(0)
+        extra = [pa.field("w", pa.float64())] if weighted else []
         with pq.ParquetWriter(path, pa.schema([*(pa.field(f"prob_{j}", pa.float64())
                                                  for j in range(k)),
-                                               pa.field("label", pa.int64())])) as w:
+                                               pa.field("label", pa.int64()), *extra])) as w:
             step = max(1, 2 * 10**7 // k)
             for start in range(0, n, step):
                 m = min(step, n - start)
@@ -237,8 +241,10 @@ def multiclass_file(n: int, k: int) -> Path:
                 p /= p.sum(axis=1, keepdims=True)
                 u = rng.random(m)[:, None]
                 y = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), k - 1)
-                w.write_table(pa.table({**{f"prob_{j}": p[:, j] for j in range(k)},
-                                        "label": y.astype(np.int64)}))
+                cols = {**{f"prob_{j}": p[:, j] for j in range(k)}, "label": y.astype(np.int64)}
+                if weighted:
+                    cols["w"] = rng.exponential(1.0, m)
+                w.write_table(pa.table(cols))
     return path
 
 
@@ -578,6 +584,15 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
         plain = best([*cmd, *extra], 2)
         line(f"stream: {name}, 1e7 rows", weighted[0], plain[0], "record",
              f"peak {weighted[1]:.2f} GB")
+    # multiclass input on the passes (0.16.0): the default multiclass set (the top-label view's
+    # metrics; SCE, classwise ACE and TACE from every class's passes in lockstep), K = 10,
+    # beside the same run unweighted
+    path = multiclass_file(5 * 10**6, 10, weighted=True)
+    cmd = ["calcheck", "score", str(path), "--no-progress", "-q", "--engine", "stream"]
+    weighted = best([*cmd, "--weight", "w"], 2)
+    plain = best(cmd, 2)
+    line("stream: score --weight w, multiclass K=10, 5e6 rows", weighted[0], plain[0],
+         "record", f"peak {weighted[1]:.2f} GB")
 
 
 def weights_stream_file(n: int) -> Path:

@@ -144,12 +144,12 @@ def test_streamed_multiclass_intervals_and_dask(tmp_path, cli):
 
 
 def test_streamed_multiclass_reliability_diagrams_are_the_in_memory_ones(tmp_path, cli):
-    """The top-label reliability diagram (its bins the passes', the histogram weighted) is
-    the in-memory PNG byte for byte; the per-class diagram is refused before anything is
-    written."""
+    """The top-label reliability diagram (its bins the passes', the histogram weighted) and
+    its ``--by`` overlay are the in-memory PNGs byte for byte; the per-class diagram is
+    refused before anything is written."""
     pytest.importorskip("matplotlib")
     path = _multiclass(tmp_path)
-    for extra in ([], ["--binning", "quantile"]):
+    for extra in ([], ["--binning", "quantile"], ["--by", "g"]):
         mem, st = tmp_path / "mem.png", tmp_path / "st.png"
         base = ["plot", path, "--weight", "iw", "--kind", "reliability", *extra, "-o"]
         assert cli([*base, mem]).code == 0
