@@ -611,20 +611,6 @@ def _check_weight_column(pair: Pair, opts: Options) -> None:
                          "takes OLD's weights")
 
 
-def _check_passes(eng: Any, opts: Options) -> None:
-    """A compare meant for the weighted passes got them: counted multiclass rows have none
-    (they stream expanded), and two files expanded each by its own column would pair rows
-    whose counts nothing checks."""
-    from calcheck.engines.weighted import WeightedStreamEngine
-
-    if not isinstance(eng, WeightedStreamEngine):
-        raise UsageError(f"{opts.name_of('count')}: counted multiclass rows in two files beyond "
-                         f"{opts.tuning.hold_weighted_rows:,} rows (Tuning.hold_weighted_rows) "
-                         f"would stream expanded, each by its own counts, unchecked against "
-                         "OLD's; give one file holding both models' probabilities (--probs "
-                         "twice), or use --engine memory")
-
-
 def _passes_ids(eng: Any, ids: list[str], opts: Options, notes: list[str],
                 gates: list[WorseGate]) -> list[str]:
     """The metrics a compare on the weighted passes compares: those named or gated (a metric
@@ -673,13 +659,13 @@ def compare_stream(sources: list[Any], opts: Options, *, progress: Any = None,
         # (counts of one file stream expanded: the paired pass reads both sides' rows in
         # step; beyond the budget otherwise, the weighted passes)
         engines = [stack.enter_context(open_engine(src, dataclasses.replace(
-            read_options(o), passes=passes, held=False))) for src, o in sides]
+            read_options(o), passes=passes, passes_multiclass=passes, held=False)))
+            for src, o in sides]
         for j, ((_, o), eng) in enumerate(zip(sides, engines)):
             if j == 0:
                 ids, gates = plan(opts, eng.multiclass, eng.name)
                 multiclass = eng.multiclass
                 if passes:
-                    _check_passes(eng, opts)
                     ids = _passes_ids(eng, ids, opts, notes, gates)
                     notes.append(f"--engine {eng.name}: {getattr(eng, 'note', '')}; the "
                                  "paired units carry the weights")

@@ -191,8 +191,8 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra,tuning", [
-    (["--var", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "smece"], TIGHT),
-    (["-m", "ece,smece", "--by", "g"], TIGHT)])
+    (["--var", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "ici"], TIGHT),
+    (["-m", "ece,ici", "--by", "g"], TIGHT)])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra, tuning):
     """Beyond the passes (and, for the other metrics and ``--var``, beyond the rows held):
     exit 2 before any pass, naming the limit and ``--engine memory``."""
@@ -513,3 +513,21 @@ def test_streamed_debiased_eces_are_the_in_memory_ones(tmp_path, cli, kind, colu
     assert "weighted" in got["settings"] and "held" not in got["settings"]
     _close(mem["metrics"], got["metrics"], "metrics")
     _close(mem["groups"], got["groups"], "groups")
+
+
+@pytest.mark.parametrize("kind,column", [("--weight", "iw"), ("--count", "n")])
+def test_streamed_smooth_ece_is_the_in_memory_one(tmp_path, cli, kind, column):
+    """The smooth ECE from T-Cal's unit pass — the 2^16 score cells' weighted sums the
+    in-memory kernel sums (sampling weights scaled to the rows of positive weight) — at any
+    size (beyond the rows held too), at its fixed point or a given bandwidth, per group."""
+    path = _grouped_file(tmp_path)
+    for extra in ([], ["--smece-sigma", "0.05"], ["--by", "g"]):
+        args = ["score", path, kind, column, "-m", "smece,ece", "--json", *extra]
+        mem = json.loads(cli(args).stdout)
+        r = cli([*args, "--engine", "stream"], tuning=TIGHT)
+        assert r.code == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert "weighted" in got["settings"] and "held" not in got["settings"]
+        for key in ("metrics", "groups"):
+            if key in mem:
+                _close(mem[key], got[key], key)

@@ -150,16 +150,30 @@ def test_streamed_compare_leaves_out_what_the_passes_lack(tmp_path, cli):
                                    "log_loss"}
 
 
-def test_counted_multiclass_files_beyond_the_budget_are_refused(tmp_path, cli):
-    """Counted multiclass rows take no weighted passes; two files expanded each by its own
-    counts would pair rows whose counts nothing checks: exit 2, before any read."""
+def test_counted_multiclass_files_beyond_the_budget_take_the_passes(tmp_path, cli):
+    """Counted multiclass rows in two files beyond the budget: each model's metrics from its
+    passes (the expanded files' numbers, as in memory), the paired units of the top-label
+    views carrying the counts — and NEW's counts checked against OLD's."""
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(3), 600)
-    table = pa.table({"prob_0": p[:, 0], "prob_1": p[:, 1], "prob_2": p[:, 2],
-                      "label": rng.integers(0, 3, 600), "n": rng.integers(0, 4, 600) * 1.0})
+    q = rng.dirichlet(np.ones(3), 600)
+    y = rng.integers(0, 3, 600)
+    n = rng.integers(0, 4, 600) * 1.0
     paths = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
-    for path in paths:
-        pq.write_table(table, path)
-    r = cli(["compare", *paths, "--count", "n", "--engine", "stream"], tuning=SMALL)
-    assert r.code == 2 and "multiclass" in r.stderr and "--engine memory" in r.stderr
-    assert r.stdout == ""
+    for path, probs in zip(paths, (p, q)):
+        pq.write_table(pa.table({"prob_0": probs[:, 0], "prob_1": probs[:, 1],
+                                 "prob_2": probs[:, 2], "label": y, "n": n}), path)
+    args = ["compare", *paths, "--count", "n", "-m", "ece_top,ace_top,sce,ace_cw,tace",
+            "--json"]
+    mem = json.loads(cli(args).stdout)
+    r = cli([*args, "--engine", "stream"], tuning=SMALL)
+    assert r.code == 0, r.stderr
+    got = json.loads(r.stdout)
+    for mid, entry in mem["metrics"].items():
+        for side in ("old", "new"):
+            assert got["metrics"][mid][side] == pytest.approx(entry[side], rel=1e-9), mid
+    assert got["metrics"]["ece_top"]["ci"] is not None
+    pq.write_table(pa.table({"prob_0": q[:, 0], "prob_1": q[:, 1], "prob_2": q[:, 2],
+                             "label": y, "n": n[::-1].copy()}), paths[1])
+    r = cli([*args, "--engine", "stream"], tuning=SMALL)
+    assert r.code == 2 and "row" in r.stderr and r.stdout == "", r.stderr

@@ -191,3 +191,32 @@ def test_streamed_multiclass_compare(tmp_path, cli):
     ci, ref = got["metrics"]["ece_top"]["ci"], mem["metrics"]["ece_top"]["ci"]
     assert "same weights" in ci["resampling"]
     assert ci["se"] == pytest.approx(ref["se"], rel=0.25)
+
+
+def test_counted_multiclass_input_takes_the_passes_when_they_serve(tmp_path, cli):
+    """Counted multiclass rows beyond the budget: a run asking only for what the passes
+    compute reads the file's rows with the counts as weights (every number, ``n`` and TACE's
+    ``kept`` the expanded file's); one that asks for more (the default set's classwise TCE)
+    streams them expanded, as before."""
+    path = _multiclass(tmp_path)
+    for cmd, key, extra in (("score", "metrics", ["-m", METRICS, "--by", "g"]),
+                            ("test", "tests", ["--method", "hl,spiegelhalter,cox"])):
+        mem, got = _pair(cli, [cmd, path, "--count", "n", *extra])
+        assert "expanded file's" in got["settings"]["weighted"]["note"]
+        for entry in got[key].values():
+            entry.get("settings", {}).pop("engine_fit", None)
+            entry.get("settings", {}).pop("passes", None)
+        for part in (key, "input", *(["groups"] if cmd == "score" else [])):
+            _close(mem[part], got[part], part)
+    r = cli(["score", path, "--count", "n", "--json", "--engine", "stream"], tuning=SMALL)
+    assert r.code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert "expanded" in got["settings"] and "tce_cw" in got["metrics"]
+
+
+def test_passes_classwise_ids_are_the_engines():
+    """The classwise ids the options route to the passes are those the engine computes."""
+    from calcheck.engines.base import PASSES_CLASSWISE
+    from calcheck.engines.weighted_classes import CLASSWISE
+
+    assert tuple(CLASSWISE) == PASSES_CLASSWISE

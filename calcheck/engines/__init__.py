@@ -71,8 +71,9 @@ def open_engine(source: Any, read: ReadOptions, *, progress: Progress | None = N
 
         return HeldEngine(_read(src, read, progress), read.engine,
                           read.tuning.hold_weighted_rows, progress=progress)
-    if read.weighting and (read.weighting[1] == "weight" or read.passes):   # beyond: the
-        passes = _weighted_stream(src, read, progress)                   # weighted passes
+    if read.weighting and (read.weighting[1] == "weight" or read.passes or
+                           read.passes_multiclass):          # beyond: the weighted passes
+        passes = _weighted_stream(src, read, progress)
         if passes is not None:
             return passes
     count = read.weighting[0] if read.weighting else None    # beyond: streamed expanded
@@ -124,9 +125,11 @@ def check_held(src: Any, read: ReadOptions) -> bool:
 
 def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> Engine | None:
     """The weighted passes' engine (:mod:`calcheck.engines.weighted`) over ``src``; None for
-    counts of multiclass input, or of a run that needs its rows held (metrics beyond the
-    passes', ``--var``) beyond ``Tuning.exact_pava_rows`` rows (streamed expanded instead).
-    Within that budget the engine holds the rows for what the passes lack, when asked."""
+    counts of a run that asks for more than the passes compute (multiclass input: the
+    passes' own, :attr:`ReadOptions.passes_multiclass`), or that needs its rows held (metrics
+    beyond the passes', ``--var``) beyond ``Tuning.exact_pava_rows`` rows (streamed expanded
+    instead).  Within that budget the engine holds binary rows for what the passes lack,
+    when asked."""
     from calcheck.engines.weighted import WeightedStreamEngine
     from calcheck.streaming.engine import StreamSource
 
@@ -138,13 +141,12 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
         extra_columns={**read.flags, column: read.name_of(kind)},
         pair_as_binary=read.pair_as_binary, progress=progress, tuning=read.tuning,
         weight=column, weight_kind=kind)
-    if stream.plan.multiclass and kind == "count":
-        return None
     from calcheck.io.source import source_rows
 
     rows = source_rows(src)                 # what the passes lack, from the rows held
     held = rows is not None and rows <= read.tuning.exact_pava_rows
-    if kind == "count" and read.held and not held:
+    if kind == "count" and not (read.passes_multiclass if stream.plan.multiclass else
+                                read.passes and not (read.held and not held)):
         return None
     if stream.plan.multiclass:      # the passes' own only: no rows held (a matrix)
         held = False

@@ -210,6 +210,7 @@ class ReadOptions:
     weight_null: str = "auto"
     passes: bool = False          # every metric and test asked is the weighted passes' own
     held: bool = False            # ... some from the rows held (held_metrics, --var)
+    passes_multiclass: bool = False  # ... of multiclass input (which holds no rows)
     grouped: tuple[str, ...] = ()   # the raw columns the weighted passes group by (--by
                                     # and --time of score, plot and report)
     pair_as_binary: bool = True
@@ -223,8 +224,20 @@ class ReadOptions:
 # what the weighted passes compute (calcheck.engines.weighted: sampling weights, or counts,
 # beyond the rows the streaming engines hold) ...
 PASSES_METRICS = ("ece", "ece_l2", "mce", "ace", "mce_q", "pde", "brier", "log_loss",
-                  "ece_debiased", "ece_l2_debiased")
+                  "ece_debiased", "ece_l2_debiased", "smece")
 PASSES_METHODS = ("tcal", "hl", "spiegelhalter", "cox")
+# ... of multiclass input: those on its top-label view, and these from every class's passes
+PASSES_CLASSWISE = ("sce", "ace_cw", "tace")
+
+
+def passes_metrics(multiclass: bool) -> tuple[str, ...]:
+    """The metric ids the weighted passes compute: of multiclass input also the top-label
+    ids (``ece_top``, ``mce_top``, ``ace_top``) and :data:`PASSES_CLASSWISE`."""
+    if not multiclass:
+        return PASSES_METRICS
+    top = tuple(m for m in registry.selectable(True)
+                if m not in PASSES_METRICS and registry.binary_of(m) in PASSES_METRICS)
+    return PASSES_METRICS + top + PASSES_CLASSWISE
 # ... and, for the rows of a file within Tuning.exact_pava_rows rows, the other metrics
 # (held_metrics) and --var by the in-memory kernels on the rows held, without --by and --time
 
@@ -248,41 +261,46 @@ def held_methods(kind: str) -> tuple[str, ...]:
     return tuple(m for m in ("skce", "ks", "kuiper") if registry.weight_refusal(m, kind) is None)
 
 
-def passes_serve(opts: Options) -> tuple[bool, bool]:
-    """Whether a run of binary counted rows asks only for what the weighted passes compute —
-    so its rows beyond the held budget are computed from the file's rows, not expanded — and
+def passes_serve(opts: Options, multiclass: bool = False) -> tuple[bool, bool]:
+    """Whether a run of counted rows asks only for what the weighted passes compute — so its
+    rows beyond the held budget are computed from the file's rows, not expanded — and
     whether it needs the rows held (:func:`held_metrics`, ``--var``): ``score`` and
-    ``report`` whose metrics (named, or the default set) are :data:`PASSES_METRICS`, or
-    without ``--by``/``--time`` any the counts take; ``test`` whose methods (named, or the
-    default T-Cal) are :data:`PASSES_METHODS` (or, held and without groups,
-    :func:`held_methods`); ``plot --kind reliability`` (``tce``, ``variable`` and ``corp``, held, without
-    ``--by``)."""
+    ``report`` whose metrics (named, or the default set) are :func:`passes_metrics`, or,
+    binary, without ``--by``/``--time`` any the counts take; ``test`` whose methods (named,
+    or the default T-Cal) are :data:`PASSES_METHODS` (or, binary, held and without groups,
+    :func:`held_methods`); ``plot --kind reliability`` (binary: also ``tce``, ``variable``
+    and ``corp``, held, without ``--by``).  ``multiclass``: of multiclass input, for which
+    no rows are held (never ``held``)."""
     from calcheck.errors import CalcheckError
     from calcheck.gates import parse_gate
     from calcheck.metrics import resolve_metric_ids
 
     no = (False, False)
     if opts.command not in ("score", "test", "plot", "report") or opts.ties != "share" or \
-            opts.compat or opts.correct_from or opts.asks_multiclass:
+            opts.compat or opts.correct_from or (opts.asks_multiclass and not multiclass):
         return no
     if opts.command == "plot":
         held = opts.kind in ("tce", "variable", "corp") and not opts.by
+        if multiclass:
+            return opts.kind == "reliability" and not opts.per_class, False
         return opts.kind == "reliability" or held, held
     if opts.command == "test":
         methods = set(registry.split_ids(opts.methods or ["tcal"]))
         methods = set(registry.methods()) if "all" in methods else methods
         held = bool(methods - set(PASSES_METHODS))
-        if held and (opts.by or opts.time):
+        if held and (opts.by or opts.time or multiclass):
             return no                         # (the expanded rows say what they test)
         return methods <= set(PASSES_METHODS + held_methods("count")), held
     try:
-        named = [*(opts.metrics or registry.default_ids(False)),
+        named = [*(opts.metrics or registry.default_ids(multiclass)),
                  *(parse_gate(g).metric for g in opts.fail_if or []),
                  *(b for b in opts.bins_table or [] if b.strip().lower() != "all")]
-        beyond = set(resolve_metric_ids(named, multiclass=False, name="--metrics")) - \
-            set(PASSES_METRICS)
+        beyond = set(resolve_metric_ids(named, multiclass=multiclass, name="--metrics")) - \
+            set(passes_metrics(multiclass))
     except CalcheckError:                    # (the run says what is wrong, later)
         return no
+    if multiclass:
+        return not beyond and not opts.variables, False
     if beyond and (opts.by or opts.time or beyond - set(held_metrics("count"))):
         return no
     held = bool(beyond or opts.variables)
@@ -295,13 +313,14 @@ def read_options(opts: Options, fold_bins: tuple[int, ...] = ()) -> ReadOptions:
     :func:`calcheck.options.score_fold_bins`)."""
     numeric, raw, flags = extra_columns(opts)
     serve = passes_serve(opts) if opts.weighting else (False, False)
+    multiclass = passes_serve(opts, multiclass=True)[0] if opts.weighting else False
     return ReadOptions(engine=opts.engine, input_format=opts.input_format, score=opts.score,
                        label=opts.label, pos_label=opts.pos_label,
                        probs=tuple(opts.probs) if opts.probs else None,
                        renormalize=opts.renormalize, drop_invalid=opts.drop_invalid,
                        where=opts.where, numeric=tuple(numeric), raw=tuple(raw), flags=flags,
                        weighting=opts.weighting, weight_null=opts.weight_null,
-                       passes=serve[0], held=serve[1],
+                       passes=serve[0], held=serve[1], passes_multiclass=multiclass,
                        grouped=tuple(c for c in (opts.by, opts.time) if c),
                        pair_as_binary=not opts.asks_multiclass, fold_bins=fold_bins,
                        batch_rows=opts.batch_rows, scheduler=opts.scheduler,

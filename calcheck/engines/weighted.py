@@ -4,8 +4,8 @@ these passes compute — on ``--engine stream`` and ``dask`` beyond the rows the
 passes (:mod:`calcheck.streaming.weighted`), each the in-memory engine's number
 (docs/weights.md, "Engines"), at the cost of the file's rows.
 
-It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score, the log loss and the
-debiased ECE and ECE-l2 (with
+It computes ECE, ECE-l2, MCE, ACE, MCE(Q), PDE, the Brier score, the log loss, the
+debiased ECE and ECE-l2 and the smooth ECE (with
 ``--ci``: the Poisson bootstrap per score unit of the first pass's units,
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and
@@ -25,8 +25,8 @@ and every class's one-vs-rest view for SCE, classwise ACE and TACE
 ``--ties order``, beyond that budget the held ones, multiclass input's other metrics — is
 refused for sampling weights before any pass, with a message naming the limit
 (:func:`limits`; the default metric set leaves the others out with a message), and streams
-counts expanded (:func:`calcheck.engines.base.passes_serve` decides, from the options;
-counted multiclass input always streams expanded)"""
+counts expanded (:func:`calcheck.engines.base.passes_serve` decides, from the options,
+for binary and for multiclass input)"""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from calcheck.engines.base import (
     Outcome,
     held_methods,
     held_metrics,
+    passes_metrics,
     renormalized,
 )
 from calcheck.engines.stream import ClosesClient
@@ -138,13 +139,8 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             source.passes = DaskPasses()
 
     def passes_ids(self) -> tuple[str, ...]:
-        """The metric ids the passes compute (beyond them: from the rows held): multiclass
-        input's also on the top-label view, and SCE, classwise ACE and TACE."""
-        if not self.multiclass:
-            return PASSES_METRICS
-        from calcheck.engines.weighted_classes import CLASSWISE, top_ids
-
-        return PASSES_METRICS + top_ids() + tuple(CLASSWISE)
+        """The metric ids the passes compute (beyond them: from the rows held)."""
+        return passes_metrics(self.multiclass)
 
     def __enter__(self) -> WeightedStreamEngine:
         if self.name == "dask" and self.source.scheduler and self.source.client is None:
@@ -258,7 +254,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             passed = [m for m in ids if m not in CLASSWISE]
         else:
             passed = [m for m in ids if m in PASSES_METRICS]
-            out = {**self.drive(self.all_rows.metrics(passed, b)),
+            out = {**self.drive(self.all_rows.metrics(passed, b, mopts.smece_sigma)),
                    **self.held_metrics([m for m in ids if m not in passed], mopts)}
         out = {m: out[m] for m in ids}
         if ci is None:

@@ -25,7 +25,6 @@ import numpy as np
 
 from calcheck import registry
 from calcheck._typing import Passes
-from calcheck.engines.base import PASSES_METRICS
 from calcheck.engines.weighted_rows import WeightedRows
 from calcheck.errors import CalcheckError
 from calcheck.metrics._data import MetricOptions
@@ -34,24 +33,18 @@ from calcheck.streaming.runner import drive_lockstep, one_pass
 from calcheck.streaming.views import ALL, SubStream
 from calcheck.streaming.weighted import FirstSpec
 
-# the classwise metrics of the passes: the binary metric of each class's view they average
+# the classwise metrics of the passes (engines.base.PASSES_CLASSWISE): the binary metric of
+# each class's view they average
 CLASSWISE = {"sce": "ece", "ace_cw": "ace", "tace": "ace"}
 
 
-def top_ids() -> tuple[str, ...]:
-    """The multiclass ids the passes compute on the top-label view beyond their binary ones
-    (``ece_top``, ``mce_top``, ``ace_top``)."""
-    return tuple(m for m in registry.selectable(True)
-                 if m not in PASSES_METRICS and registry.binary_of(m) in PASSES_METRICS)
-
-
-def top_metrics(rows: WeightedRows, ids: list[str], b: int
+def top_metrics(rows: WeightedRows, ids: list[str], b: int, sigma: float | None = None
                 ) -> Passes[dict[str, MetricResult]]:
     """The top-label view's metrics ``ids`` (binary or ``*_top``) of ``rows`` (a first pass
     of that view), each reported as the in-memory engine does: its own id, ``view:
     top-label``."""
     binary = {m: registry.binary_of(m) or m for m in ids}
-    res = yield from rows.metrics(list(dict.fromkeys(binary.values())), b)
+    res = yield from rows.metrics(list(dict.fromkeys(binary.values())), b, sigma)
     return {m: replace(res[binary[m]], id=m,
                        settings={**res[binary[m]].settings, "view": "top-label"})
             for m in ids}
@@ -113,7 +106,7 @@ def file_metrics(eng: Any, ids: list[str], mopts: MetricOptions
     """The file's multiclass metrics ``ids`` (of the passes')."""
     b = mopts.bins
     top = [m for m in ids if m not in CLASSWISE]
-    out = eng.drive(top_metrics(eng.all_rows, top, b)) if top else {}
+    out = eng.drive(top_metrics(eng.all_rows, top, b, mopts.smece_sigma)) if top else {}
     whole = classwise_metrics(eng, ids, mopts, {ALL: eng.all_rows.n})[ALL]
     if isinstance(whole, CalcheckError):
         raise whole

@@ -56,8 +56,9 @@ def group_metrics(eng: Any, ids: list[str], mopts: MetricOptions, ci: Any,
     keys = list(rows)
     live = [k for k in keys if rows[k].first.scalar("mass") > 0]
     passed = [m for m in ids if m in has and m not in CLASSWISE]
+    sigma = mopts.smece_sigma
     results = drive_lockstep(eng.source, {k: (SubStream(group=k), top_metrics(
-        rows[k], passed, b) if eng.multiclass else rows[k].metrics(passed, b))
+        rows[k], passed, b, sigma) if eng.multiclass else rows[k].metrics(passed, b, sigma))
         for k in live}, by=grouping.by)
     classwise = classwise_metrics(eng, ids, mopts, {k: rows[k].n for k in live},
                                   by=grouping.by) if eng.multiclass else {}

@@ -135,9 +135,10 @@ class WeightedRows:
             out += over * np.abs(score - phat)
         return out
 
-    def metrics(self, ids: list[str], b: int) -> Passes[dict[str, MetricResult]]:
+    def metrics(self, ids: list[str], b: int, sigma: float | None = None
+                ) -> Passes[dict[str, MetricResult]]:
         """The metrics ``ids`` (of :data:`calcheck.engines.base.PASSES_METRICS`) with ``b``
-        bins."""
+        bins (``sigma``: the smooth ECE's fixed bandwidth, ``--smece-sigma``)."""
         from calcheck.metrics.binned import binned_result, pde_result
         from calcheck.metrics.scoring import LOG_LOSS_EPS
 
@@ -158,6 +159,8 @@ class WeightedRows:
                 out[mid] = pde_result(stats, dev, b, total, n, "share")
             elif mid in ("ece_debiased", "ece_l2_debiased"):
                 out[mid] = yield from self.debiased(mid, b)
+            elif mid == "smece":
+                out[mid] = yield from self.smooth(sigma)
             elif mid == "brier":
                 out[mid] = MetricResult(id="brier", value=first.scalar("squared_error") / total,
                                         n_samples=n)
@@ -185,6 +188,20 @@ class WeightedRows:
         res = result(mid, debiased_l1(br) if l1 else debiased_l2(br), "uniform", b,
                      "l1" if l1 else "l2", self.n)
         return replace(res, bins=(yield from self.uniform(b)))
+
+    def smooth(self, sigma: float | None) -> Passes[MetricResult]:
+        """The smooth ECE: the in-memory kernel on the 2^16 score cells' Σw, Σw·s and
+        Σw(s − y) of T-Cal's unit pass — the cells :func:`calcheck.metrics.smooth.cell_sums`
+        sums (sampling weights scaled to sum to the rows of positive weight, as there)."""
+        from calcheck.metrics.smooth import cells, smece_of
+        from calcheck.streaming.weighted import TcalSpec
+
+        t = (yield from one_pass(TcalSpec(None, None, count=self.frequency))).table()
+        first = self.first
+        scale = 1.0 if self.frequency else \
+            (first.rows - first.zero_rows) / first.scalar("mass")
+        return smece_of(cells(t["mass"] * scale, t["WS"] * scale, t["S"] * scale), sigma,
+                        self.n)
 
     def intervals(self, results: dict[str, MetricResult], with_ci: list[str], b: int,
                   ci: Any) -> tuple[dict[str, MetricResult], dict[str, Any]]:
