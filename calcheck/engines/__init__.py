@@ -145,17 +145,19 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
 
     rows = source_rows(src)                 # what the passes lack, from the rows held
     held = rows is not None and rows <= read.tuning.exact_pava_rows
-    if kind == "count" and not (read.passes_multiclass if stream.plan.multiclass else
-                                read.passes and not (read.held and not held)):
-        return None
+    if kind == "count":              # counts take the passes only when they serve the run
+        serves = read.passes_multiclass if stream.plan.multiclass else \
+            read.passes and (held or not read.held)
+        if not serves:
+            return None
     if stream.plan.multiclass:      # the passes' own only: no rows held (a matrix)
         held = False
         if read.numeric:
             from calcheck.engines.weighted import limits
 
             raise UsageError(f"{read.flags.get(read.numeric[0], '--var')}: {src.name} is "
-                             "multiclass input "
-                             f"beyond the rows held in memory; {limits(read.engine, read.tuning)}")
+                             "multiclass input beyond the rows held in memory; "
+                             f"{limits(read.engine, read.tuning)}")
     return WeightedStreamEngine(stream, read.weight_null, held=held,
                                 numeric=read.numeric if held else ())
 

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import replace
 from typing import Any, cast
 
@@ -112,7 +112,3 @@ def file_metrics(eng: Any, ids: list[str], mopts: MetricOptions
         raise whole
     return {**out, **whole}
 
-
-def passes_ids(ids: Iterable[str]) -> list[str]:
-    """The binary ids of the passes behind the top-label ids among ``ids`` (``--ci``)."""
-    return [registry.binary_of(m) or m for m in ids if m not in CLASSWISE]
