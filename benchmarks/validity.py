@@ -546,6 +546,18 @@ def run_weighted_compare(kind: str, npop: int, seed: int, reps: int) -> dict[str
     memory and on ``--engine stream``'s weighted passes (the held budget set to 100 rows): how
     often ECE's verdict is firm (worse or better) and how often the 95 % intervals of the ECE,
     ACE and Brier changes cover the population change (:func:`compare_population`)."""
+    s, y, w = weight_sample("calibrated", "down", npop, np.random.default_rng(seed))
+    tables = [{"score": score, "label": y.astype(np.int8), "w": w}
+              for score in (s, compare_new(kind, s))]
+    return _weighted_compare_cover(tables, ["ece", "ace", "brier"], compare_population(kind),
+                                   seed, reps)
+
+
+def _weighted_compare_cover(tables: list[dict[str, np.ndarray]], ids: list[str],
+                            pop: dict[str, float], seed: int, reps: int) -> dict[str, float]:
+    """OLD's and NEW's ``tables`` (weights ``w``) compared on ``ids`` in memory and streamed:
+    whether the first metric's verdict is firm, and whether each 95 % interval of a change
+    covers the population change ``pop``."""
     import contextlib
     import io
     import json
@@ -557,29 +569,71 @@ def run_weighted_compare(kind: str, npop: int, seed: int, reps: int) -> dict[str
     from calcheck.cli import run
     from calcheck.tuning import Tuning
 
-    s, y, w = weight_sample("calibrated", "down", npop, np.random.default_rng(seed))
-    pop = compare_population(kind)
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         paths = [f"{tmp}/old.parquet", f"{tmp}/new.parquet"]
-        for path, score in zip(paths, (s, compare_new(kind, s))):
-            pq.write_table(pa.table({"score": score, "label": y.astype(np.int8), "w": w}),
-                           path)
+        for path, cols in zip(paths, tables):
+            pq.write_table(pa.table(cols), path)
         for where, extra, tuning in (("memory", [], None),
                                      ("streamed", ["--engine", "stream"],
                                       Tuning(hold_weighted_rows=100))):
             text = io.StringIO()
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
-                run(["compare", *paths, "--weight", "w", "-m", "ece,ace,brier", "--json",
+                run(["compare", *paths, "--weight", "w", "-m", ",".join(ids), "--json",
                      "--seed", str(seed), "--ci-reps", str(reps), *extra],
                     **({"tuning": tuning} if tuning else {}))
             metrics = json.loads(text.getvalue())["metrics"]
-            out[f"ECE firm verdict ({where})"] = float(
-                metrics["ece"]["verdict"] in ("worse", "better"))
-            for m in ("ece", "ace", "brier"):
+            out[f"{ids[0].upper()} firm verdict ({where})"] = float(
+                metrics[ids[0]]["verdict"] in ("worse", "better"))
+            for m in ids:
                 ci = metrics[m]["ci"]
                 out[f"{m} change coverage ({where})"] = float(ci["low"] <= pop[m] <= ci["high"])
     return out
+
+
+MC_KEEP = 0.25        # the multiclass compare design: rows of classes 1 and 2 kept at 1/4
+
+
+def mc_compare_new(P: np.ndarray, power: float) -> np.ndarray:
+    """NEW's probabilities in the multiclass compare design: OLD's (calibrated) raised to
+    ``power`` and renormalized — the same top label, overconfident for power > 1."""
+    Q = P ** power
+    return Q / Q.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def mc_compare_population(power: float) -> dict[str, float]:
+    """The population changes NEW − OLD of the top-label ECE (15 equal-width bins), ACE (15
+    equal-mass bins of NEW's population confidence) and top-label Brier score, from 4·10⁶
+    Dirichlet(1, 1, 1) rows (OLD calibrated: the top label is right with probability its
+    confidence p, so NEW's gap at confidence c is p − c)."""
+    P = np.random.default_rng(20261129).dirichlet(np.ones(3), 4_000_000)
+    p, c = P.max(axis=1), mc_compare_new(P, power).max(axis=1)
+    gap, n = p - c, P.shape[0]
+    ece = np.abs(np.bincount(np.minimum((c * 15).astype(int), 14), weights=gap,
+                             minlength=15)).sum() / n
+    order = np.argsort(c, kind="stable")
+    ace = np.abs(np.add.reduceat(gap[order], np.arange(15) * (n // 15))).sum() / n
+    return {"ece_top": float(ece), "ace_top": float(ace), "brier": float(np.mean(gap ** 2))}
+
+
+def run_multiclass_weighted_compare(power: float, npop: int, seed: int,
+                                    reps: int) -> dict[str, float]:
+    """``compare --weight`` of K = 3 probabilities: a Dirichlet(1, 1, 1) population of
+    ``npop`` rows with labels drawn from OLD's calibrated probabilities, every row of class 0
+    kept and those of classes 1 and 2 at 1/4 (weight 4); NEW = :func:`mc_compare_new`.  The
+    top-label ECE's firm verdicts and the coverage of the top-label ECE, ACE and Brier
+    changes (:func:`mc_compare_population`), in memory and streamed."""
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(3), npop)
+    y = np.minimum((P.cumsum(axis=1) < rng.random((npop, 1))).sum(axis=1), 2)
+    keep = (y == 0) | (rng.uniform(size=npop) < MC_KEEP)
+    P, y = P[keep], y[keep]
+    w = np.where(y == 0, 1.0, 1.0 / MC_KEEP)
+    tables = [{**{f"prob_{k}": Q[:, k] for k in range(3)}, "label": y, "w": w}
+              for Q in (P, mc_compare_new(P, power))]
+    return _weighted_compare_cover(tables, ["ece_top", "ace_top", "brier"],
+                                   mc_compare_population(power), seed, reps)
 
 
 def _chi2_sf(x: float, df: int) -> float:
@@ -722,6 +776,11 @@ def cells(quick: bool) -> list[Cell]:
         out.append(Cell("wcompare", f"OLD = s calibrated, {label}; population 20,000, "
                         "negatives kept at f = 0.1 (weight 10)", run_weighted_compare,
                         (kind, 20_000, r(500, 50)), r(300, 3)))
+    for power in (1.3, 2.0):
+        out.append(Cell("wmccompare", f"K = 3, OLD = P ~ Dirichlet(1, 1, 1) calibrated, NEW = "
+                        f"P^{power:g} renormalized; population 20,000, classes 1 and 2 kept at "
+                        "1/4 (weight 4)", run_multiclass_weighted_compare,
+                        (power, 20_000, r(500, 50)), r(300, 3)))
     out.append(Cell("counts", "counts against the expanded file (3,000 rows, counts 0-5)",
                     run_weights, ("counts", 0, 0, 0), r(50, 2)))
     for kind, design, label in (
@@ -825,6 +884,12 @@ TITLES = {"tests": "Classical tests and fixed-m T-Cal: rejection rate at α = 0.
                       "level 0.95): how often ECE's verdict is firm, and the coverage of the "
                       "population change by the ECE, ACE and Brier intervals, in memory and "
                       "on --engine stream's weighted passes (paired units carrying the weights)",
+          "wmccompare": "Weighted compare of multiclass input (--weight, K = 3, classes 1 "
+                        "and 2 down-sampled; interval level 0.95): how often the top-label "
+                        "ECE's verdict is firm, and the coverage of the population change by "
+                        "the top-label ECE, ACE and Brier intervals, in memory and on --engine "
+                        "stream's weighted passes (the top-label views' paired units carrying "
+                        "the weights)",
           "wskce": "SKCE test of weighted (population 5,000, P(y = 1 | s) = s or s^1.15) and "
                    "aggregated rows: rejection rate at α = 0.05",
           "counts": "Aggregated rows (--count) against the expanded file: the largest "
@@ -839,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a few samples per cell (seconds)")
     ap.add_argument("--only", default="", help="comma list of sections: tests, adaptive, ci, "
                     "headline, family, multiclass, groups, windows, compare, small, ties, audit, "
-                    "monitor, skce, weights, wstream, wcompare, wskce, counts")
+                    "monitor, skce, weights, wstream, wcompare, wmccompare, wskce, counts")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", default=None, help="also write the table into this markdown "
                     "file, between its '<!-- validity:begin -->' and '<!-- validity:end -->'")
