@@ -682,7 +682,8 @@ def stream_batches(plan: StreamPlan, *, batch_rows: int, pos_label: str | None =
     if trusted is not None:
         assert plan.prob_columns is not None and not extras.columns
         cols = [*(plan.prob_columns[k] for k in trusted),
-                *([plan.label_column] if labels is None else [])]
+                *([plan.label_column] if labels is None else []),
+                *([plan.weight_column] if plan.weight_column else [])]
         raw = (b for fr in plan.fragments
                for b in fragment_batches(plan, fr, batch_rows, columns=cols))
         yield from _trusted_batches(plan, prefetch(raw), trusted, stats, top=view == "top",
@@ -711,7 +712,8 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
     view is :func:`calcheck.data.top_label_view` column by column: the first largest
     probability and its class, without the (n, K) matrix.  ``labels``: the class indices of
     every row that the earlier pass kept, sliced by row instead of the label column (the rows
-    must add up to them)."""
+    must add up to them).  The weighted passes' weights (``plan.weight_column``, checked again
+    as the earlier pass found them: non-negative, finite, whole for counts) come last."""
     assert plan.prob_columns is not None and plan.class_names is not None
     src = Source(name=plan.name, fmt="parquet", path=plan.name)
     st = stats if stats is not None else StreamStats()
@@ -735,13 +737,18 @@ def _trusted_batches(plan: StreamPlan, batches: Any, classes: tuple[int, ...],
         else:
             y = labels[st.rows_read:st.rows_read + batch.num_rows]
             bad |= y.shape[0] != batch.num_rows
+        weights: tuple[FloatArray, ...] = ()
+        if plan.weight_column:
+            w, problems = weight_values(src, table, plan.weight_column, plan.weight_kind)
+            bad |= bool(problems)
+            weights = (w,)
         if bad:
             raise changed
         st.tally(batch.num_rows)
         if not top:
-            yield cols, y
+            yield cols, y, *weights
             continue
         conf, correct = top_label_columns([cols[k] for k in classes], y)
-        yield conf, correct.astype(np.int8)
+        yield conf, correct.astype(np.int8), *weights
     if labels is not None and st.rows_read != labels.shape[0]:
         raise changed

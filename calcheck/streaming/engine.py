@@ -265,14 +265,14 @@ class StreamSource:
         sub-streams only (``ViewsSpec`` of view "columns") reads the columns of its classes
         alone (the classwise passes of K = 10 classes read 3 of 11 columns), a top-label pass
         every column without the row checks; the classes to read (all of them for the
-        top-label view).  None (also with ``--by`` or other extra columns, ``--count`` or the
-        weighted passes' weights): read and validate every column."""
+        top-label view; the weighted passes' weights come last).  None (also with ``--by`` or
+        other extra columns, or ``--count`` expanded): read and validate every column."""
         from calcheck.io.stream import BatchExtras
         from calcheck.streaming.views import ALL
 
         plan = self.plan
         if not (self._clean and plan.multiclass) or BatchExtras.of(spec).columns or \
-                plan.count_column or plan.weight_column:
+                plan.count_column:
             return None                                   # (--by is among the extra columns)
         view = getattr(spec, "view", "top")
         if view == "top":
