@@ -277,12 +277,13 @@ def percentile_ranks(n: int, percents: list[float] | FloatArray) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # the scan of value columns and the search's driver, shared by variables and segments
 
-Distinct = tuple[FloatArray, IntArray] | None      # sorted distinct values and their rows
+Distinct = tuple[FloatArray, np.ndarray] | None    # sorted distinct values and their rows
+                                                   # (or their mass: weighted rows)
 
 
-def distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct:
-    """``known`` plus the rows ``cnt`` of values ``vals`` (sorted, distinct), or None once
-    there are more than MAX_GROUPS distinct values."""
+def distinct_merge(known: Distinct, vals: FloatArray, cnt: np.ndarray) -> Distinct:
+    """``known`` plus the rows (or mass) ``cnt`` of values ``vals`` (sorted, distinct), or
+    None once there are more than MAX_GROUPS distinct values."""
     if known is None:
         return None
     kv, kc = known
@@ -295,7 +296,7 @@ def distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct
         if kv.shape[0] + fresh.shape[0] > MAX_GROUPS:
             return None
         merged = np.union1d(kv, fresh)
-        mc = np.zeros(merged.shape[0], dtype=np.int64)
+        mc = np.zeros(merged.shape[0], dtype=kc.dtype)
         mc[np.searchsorted(merged, kv)] = kc
         kv, kc = merged, mc
     kc = kc.copy()
@@ -303,19 +304,21 @@ def distinct_merge(known: Distinct, vals: FloatArray, cnt: IntArray) -> Distinct
     return kv, kc
 
 
-def distinct_add(known: Distinct, v: FloatArray) -> Distinct:
-    """``known`` plus a batch's values (no NaN)."""
+def distinct_add(known: Distinct, v: FloatArray, w: FloatArray | None = None) -> Distinct:
+    """``known`` plus a batch's values (no NaN), each one row or, given, its weight ``w``
+    (``known`` then holds masses: start from float zeros)."""
     if known is None:
         return None
     kv = known[0]
     if kv.shape[0]:                              # the usual case: no new value in the batch
         i = np.minimum(np.searchsorted(kv, v), kv.shape[0] - 1)
         if np.array_equal(kv[i], v):
-            return kv, known[1] + np.bincount(i, minlength=kv.shape[0])
-    vals, cnt = np.unique(v, return_counts=True)
+            return kv, known[1] + np.bincount(i, weights=w, minlength=kv.shape[0])
+    vals, inverse, cnt = np.unique(v, return_inverse=True, return_counts=True)
     if vals.shape[0] > MAX_GROUPS:
         return None
-    return distinct_merge(known, vals, cnt)
+    return distinct_merge(known, vals, cnt if w is None else
+                          np.bincount(inverse.ravel(), weights=w, minlength=vals.shape[0]))
 
 
 Ranges = tuple[tuple[Range, ...], ...]

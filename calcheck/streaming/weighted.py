@@ -328,9 +328,19 @@ class MassPassState:
             self._buckets[r.lo >> FIRST_SHIFT:(r.hi >> FIRST_SHIFT) + 1] = True
 
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> MassPassState:
-        keys = score_keys(s)                   # (rows of weight 0 add no mass: they are
+        self.add(score_keys(s), _weights(rest))
+        return self
+
+    def add(self, keys: np.ndarray, w: FloatArray) -> None:
+        """Histogram (or collect) the order keys ``keys`` with their weights ``w`` (rows of
+        weight 0 add no mass: they are never a cut's unit, :meth:`MassSearch.choose`)."""
+        if self.spec.ranges == (FULL,):             # a first histogram: every key's top bits
+            top = (keys >> np.uint64(FIRST_SHIFT)).astype(np.intp)
+            self.mass += np.bincount(top, weights=w, minlength=self.mass.shape[0])
+            self.rows += np.bincount(top, minlength=self.rows.shape[0])
+            return
         near = np.flatnonzero(self._buckets[(keys >> np.uint64(FIRST_SHIFT)).astype(np.intp)])
-        keys, w = keys[near], _weights(rest)[near]    # never a cut's unit, MassSearch._pick)
+        keys, w = keys[near], w[near]
         lo, hi, shift, collect, offsets = self._table
         rid = np.searchsorted(lo, keys, side="right").astype(np.intp) - 1
         rid_c = np.maximum(rid, 0)
@@ -344,7 +354,6 @@ class MassPassState:
             self.rows += np.bincount(idx, minlength=self.rows.shape[0])
         if not hist.all():
             self.kept.append((r[~hist], k[~hist], wk[~hist]))
-        return self
 
     def merge(self, other: MassPassState) -> MassPassState:
         self.mass += other.mass
@@ -423,14 +432,19 @@ class MassSearch:
                 keys, mass = state.collected(i)
                 cum = np.cumsum(mass)
                 for c in self._owners[i]:
-                    c.key = int(keys[_pick(cum, mass, c.mass - c.base)])
+                    c.key = int(keys[self.choose(cum, mass, c)])
             else:
                 self._narrow(i, rng, *state.histogram(i))
+
+    def choose(self, cum: FloatArray, mass: FloatArray, cut: _Cut) -> int:
+        """The piece (bucket or key) of a range holding ``cut``, from the range's pieces'
+        ``mass`` and its running sum ``cum`` (:func:`_pick`)."""
+        return _pick(cum, mass, cut.mass - cut.base)
 
     def _narrow(self, i: int, rng: Range, mass: FloatArray, rows: IntArray) -> None:
         cum = np.cumsum(mass)
         for c in self._owners[i]:
-            j = _pick(cum, mass, c.mass - c.base)
+            j = self.choose(cum, mass, c)
             c.base += float(cum[j - 1]) if j else 0.0
             c.lo = rng.lo + (j << rng.shift)
             c.hi = min(rng.hi, rng.lo + ((j + 1) << rng.shift) - 1)
