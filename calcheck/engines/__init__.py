@@ -97,9 +97,8 @@ def check_held(src: Any, read: ReadOptions) -> bool:
     """Whether a weighted run on a streaming engine holds its rows
     (:mod:`calcheck.engines.held`): yes within the budget; beyond it (False) counts are
     streamed expanded or by the weighted passes, and sampling weights by their weighted passes
-    (:mod:`calcheck.engines.weighted`, without the extra columns other than ``--by`` and
-    ``--time`` — and ``--var``'s, held, within ``Tuning.exact_pava_rows`` rows: any other
-    is refused before anything is read)."""
+    (:mod:`calcheck.engines.weighted`, without the extra columns other than ``--by``,
+    ``--time`` and ``--var``'s: any other is refused before anything is read)."""
     from calcheck.io.source import source_rows
     from calcheck.io.stream import DASK_NEEDS_FILES, check_streamable
 
@@ -113,9 +112,7 @@ def check_held(src: Any, read: ReadOptions) -> bool:
     if read.weighting[1] == "weight":
         from calcheck.engines.weighted import limits
 
-        fits = rows is not None and rows <= read.tuning.exact_pava_rows
-        extra = [read.flags.get(c, c) for c in
-                 (*(() if fits else read.numeric), *read.raw) if c not in read.grouped]
+        extra = [read.flags.get(c, c) for c in read.raw if c not in read.grouped]
         if extra:
             held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
             raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "
@@ -152,14 +149,7 @@ def _weighted_stream(src: Any, read: ReadOptions, progress: Progress | None) -> 
             return None
     if stream.plan.multiclass:      # the passes' own only: no rows held (a matrix)
         held = False
-        if read.numeric:
-            from calcheck.engines.weighted import limits
-
-            raise UsageError(f"{read.flags.get(read.numeric[0], '--var')}: {src.name} is "
-                             "multiclass input beyond the rows held in memory; "
-                             f"{limits(read.engine, read.tuning)}")
-    return WeightedStreamEngine(stream, read.weight_null, held=held,
-                                numeric=read.numeric if held else ())
+    return WeightedStreamEngine(stream, read.weight_null, held=held, numeric=read.numeric)
 
 
 def _read(src: Any, read: ReadOptions, progress: Progress | None) -> Predictions:

@@ -10,14 +10,17 @@ debiased ECE and ECE-l2 and the smooth ECE (with
 :func:`calcheck.streaming.bootstrap.weighted_bootstrap`; per ``--by`` group and ``--time``
 window too, every group's passes in lockstep), the T-Cal, Hosmer–Lemeshow, Spiegelhalter and
 Cox tests (:mod:`calcheck.engines.weighted_tests`; per ``--by`` group too), with the
-headline (from the equal-width bins and Cox's direction), and draws the reliability
-diagrams (their bins the metrics', the histogram weighted: ``plot``, the ``--by`` overlay,
-``report``); ``compare`` reads each model's metrics from its passes.  The computations on
+headline (from the equal-width bins and Cox's direction), ``--var``
+(:mod:`calcheck.streaming.weighted_variables`; also multiclass input's top-label view), and
+draws the reliability and variable diagrams (their bins the metrics', the histograms
+weighted: ``plot``, the ``--by`` overlay, ``report``); ``compare`` reads each model's metrics
+from its passes.  The computations on
 one set of rows live in :mod:`calcheck.engines.weighted_rows`.  A file of at most
 ``Tuning.exact_pava_rows`` rows (``held``) also gets what the passes lack — the other
 metrics its weights take (:func:`calcheck.engines.base.held_metrics`; TCE for counts), the
-KS, Kuiper and SKCE tests, ``--var`` and the variable and test-based figures — by the
-in-memory engine's kernels on the rows held (:meth:`WeightedStreamEngine.kept`, one pass),
+KS, Kuiper and SKCE tests, the CORP and test-based figures, and ``--var`` and its figure
+exactly as in memory (LOESS over every distinct value) — by the in-memory engine's kernels
+on the rows held (:meth:`WeightedStreamEngine.kept`, one pass),
 for the whole file (not per group).  Multiclass input (sampling weights): the passes read its
 top-label view — the top-label and binary metrics, the tests and the reliability diagram —
 and every class's one-vs-rest view for SCE, classwise ACE and TACE
@@ -75,10 +78,11 @@ def limits(engine: str, tuning: Tuning) -> str:
             f"{tuning.hold_weighted_rows:,} rows (Tuning.hold_weighted_rows) for "
             f"{', '.join(PASSES_METRICS)} (multiclass input: also on the top-label view, "
             "and sce, ace_cw, tace), the "
-            f"{', '.join(PASSES_METHODS)} tests and the "
-            f"reliability diagrams, and for binary scores up to {tuning.exact_pava_rows:,} rows "
-            "(Tuning.exact_pava_rows) the other metrics, the KS, Kuiper and SKCE tests, --var and its "
-            "figure from the rows held, without --by and --time; use --engine memory")
+            f"{', '.join(PASSES_METHODS)} tests, --var and the "
+            f"reliability and variable diagrams, and for binary scores up to "
+            f"{tuning.exact_pava_rows:,} rows (Tuning.exact_pava_rows) the other metrics, the KS, "
+            "Kuiper and SKCE tests and the CORP diagram from the rows held, without --by and "
+            "--time; use --engine memory")
 
 
 class Refusals:
@@ -296,13 +300,14 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         return dict(compute(self.kept(), ids, mopts))
 
     def variables(self, names: list[str], vopts: Any) -> Outcome:
-        """VECE and VCE(v*) by the in-memory engine's kernels on the rows held."""
+        """VECE and VCE(v*) by the in-memory engine's kernels on the rows held, or beyond
+        them from passes (:mod:`calcheck.streaming.weighted_variables`)."""
         from calcheck.engines.memory import variables_of
 
-        if not self.held:
-            raise self.refuse("--var")
-        kept = self.kept()
-        return variables_of(kept, {n: kept.column(n) for n in names}, vopts)
+        if self.held:
+            kept = self.kept()
+            return variables_of(kept, {n: kept.column(n) for n in names}, vopts)
+        return _passed_variables(self, names, vopts)
 
     def groups(self, ids: list[str], mopts: MetricOptions, ci: Any,
                grouping: GroupOptions) -> Outcome:
@@ -356,11 +361,18 @@ class WeightedStreamEngine(Refusals, ClosesClient):
             from calcheck.engines.memory import figure_of
 
             return Outcome(values={"figure": figure_of(self.kept(), kind, fopts, ax)})
-        if kind == "variable" and self.held:
-            name, kept = fopts.variable, self.kept()
-            res = variables or self.variables([name], fopts.variables).values["result"]
-            return Outcome(values={"figure": draw.variable_figure(
-                res.to_dict()[name], kept.column(name), name, ax=ax, weights=kept.weights)})
+        if kind == "variable":
+            name = fopts.variable
+            entry = (variables or self.variables([name], fopts.variables).values["result"]
+                     ).to_dict()[name]
+            if self.held:
+                kept = self.kept()
+                return Outcome(values={"figure": draw.variable_figure(
+                    entry, kept.column(name), name, ax=ax, weights=kept.weights)})
+            v = entry["curve"]["v"]
+            spread = stream_spread(self.source, var=name, window=(float(min(v)), float(max(v))),
+                                   unit="weight")
+            return Outcome(values={"figure": draw.variable_figure(entry, spread, name, ax=ax)})
         if kind != "reliability" or (fopts.per_class and self.multiclass):
             raise self.refuse("the per-class reliability diagram" if kind == "reliability"
                               else f"the {kind} figure")
@@ -388,6 +400,21 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         """The equal-width bins (10) of the first pass, with their effective sizes."""
         return MetricResult(id="ece", value=0.0,
                             bins=self.drive(self.all_rows.uniform(10))).bin_rows()
+
+
+def _passed_variables(engine: WeightedStreamEngine, names: list[str], vopts: Any) -> Outcome:
+    """``--var`` from the weighted variables' passes
+    (:mod:`calcheck.streaming.weighted_variables`)."""
+    from calcheck.metrics.vece import variables_result
+    from calcheck.streaming.weighted_variables import weighted_variable_results
+
+    before = engine.source.file_passes
+    res, ece = engine.drive(weighted_variable_results(
+        tuple(names), binary=not engine.multiclass, span=vopts.span,
+        tuning=engine.source.tuning))
+    result = variables_result(res, ece.value)
+    return Outcome(values={"result": result}, notes=result.notes(),
+                   settings={"variable_passes": engine.source.file_passes - before})
 
 
 def _without_intervals(ids: list[str], with_ci: list[str], engine: str) -> list[str]:

@@ -34,11 +34,12 @@ from calcheck.streaming.weighted import (
     SandwichSpec,
     TcalSpec,
 )
+from calcheck.streaming.weighted_variables import MassBinsSpec, MassScanSpec
 
 SPECS = (ClasswiseSpec, StateSpec, GroupedSpec, SortedRowsSpec, HeldCellsSpec, RowPassSpec,
          CoxSpec, DistinctSpec, CellSpec, ScanSpec, SelectSpec, BinSpec, RankSpec, ViewsSpec,
          FirstSpec, MassPassSpec, BinsSpec, DeviationSpec, SandwichSpec, GroupedFirstSpec,
-         TcalSpec, HeldRowsSpec, ResidualsSpec)
+         TcalSpec, HeldRowsSpec, ResidualsSpec, MassScanSpec, MassBinsSpec)
 
 
 def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec,
@@ -46,6 +47,7 @@ def every_spec(a: ClasswiseSpec, b: StateSpec, c: GroupedSpec, d: SortedRowsSpec
                k: ScanSpec, m: SelectSpec, o: BinSpec, p: RankSpec, q: ViewsSpec,
                r: FirstSpec, s: MassPassSpec, t: BinsSpec, u: DeviationSpec,
                v: SandwichSpec, w: GroupedFirstSpec, x: TcalSpec, y: HeldRowsSpec,
-               z: ResidualsSpec) -> tuple[PassSpec[PassState], ...]:
+               z: ResidualsSpec, z1: MassScanSpec, z2: MassBinsSpec
+               ) -> tuple[PassSpec[PassState], ...]:
     """One of each spec, as the protocol (mypy checks every element's conformance)."""
-    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x, y, z)
+    return (a, b, c, d, e, g, h, i, j, k, m, o, p, q, r, s, t, u, v, w, x, y, z, z1, z2)
