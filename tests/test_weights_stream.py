@@ -191,10 +191,11 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra,tuning", [
-    (["--var", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "ici"], TIGHT),
+    (["--var", "g", "--correct-from", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "ici"], TIGHT),
     (["-m", "ece,ici", "--by", "g"], TIGHT)])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra, tuning):
-    """Beyond the passes (and, for the other metrics and ``--var``, beyond the rows held):
+    """Beyond the passes (and, for the other metrics and ``--correct-from``, beyond the rows
+    held):
     exit 2 before any pass, naming the limit and ``--engine memory``."""
     path = _file(tmp_path)
     r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=tuning)
@@ -408,8 +409,8 @@ def test_bootstrap_units_lie_in_one_bin():
 
 @pytest.mark.parametrize("argv", [["test", "--method", "ks"],
                                   ["test", "--method", "kuiper", "--by", "g"],
-                                  ["plot", "--kind", "variable", "--var", "g", "-o", "OUT.png"],
-                                  ["report", "--var", "g", "-o", "OUT.html"]])
+                                  ["plot", "--kind", "corp", "-o", "OUT.png"],
+                                  ["report", "--ties", "order", "-o", "OUT.html"]])
 def test_tests_and_figures_without_weighted_passes_are_refused(tmp_path, cli, argv):
     path = _file(tmp_path)
     out = tmp_path / "OUT"

@@ -139,10 +139,9 @@ def test_streamed_weighted_report(tmp_path, cli, drawn, kind, column, extra, kin
 
 def test_what_the_passes_do_not_draw_is_refused(tmp_path, cli):
     path = _file(tmp_path)
-    for argv in (["--kind", "variable", "--var", "g"], ["--kind", "reliability", "--ties",
-                                                         "order"]):
+    for argv in (["--kind", "corp"], ["--kind", "reliability", "--ties", "order"]):
         r = cli(["plot", path, "--weight", "iw", "--engine", "stream", *argv, "-o",
-                 tmp_path / "x.png"], tuning=TIGHT)      # (the variable's: beyond the held)
+                 tmp_path / "x.png"], tuning=TIGHT)      # (CORP's: beyond the held)
         assert r.code == 2 and "--engine memory" in r.stderr, r.stderr
         assert not (tmp_path / "x.png").exists()
 

@@ -162,7 +162,7 @@ def test_streamed_multiclass_reliability_diagrams_are_the_in_memory_ones(tmp_pat
     assert r.code == 2 and "--engine memory" in r.stderr and not out.exists()
 
 
-@pytest.mark.parametrize("extra", [["-m", "smece_cw"], ["--var", "iw"], ["-m", "tce_cw"]])
+@pytest.mark.parametrize("extra", [["-m", "smece_cw"], ["-m", "ici"], ["-m", "tce_cw"]])
 def test_what_multiclass_passes_do_not_compute_is_refused(tmp_path, cli, extra):
     """Beyond the passes' own: exit 2 before any pass, naming the limit (TCE: why weights
     refuse it)."""
