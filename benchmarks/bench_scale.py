@@ -41,7 +41,9 @@ Rows (the goal in brackets; "peak" is the process's peak resident memory):
              and --engine stream --weight w (--count n) on 10^7 rows (beyond the held
              budget: the weighted passes) vs the unweighted stream run   [<= 1.3x (1.5x)];
              and there --ci, --by (8 groups) and test (adaptive T-Cal)        [record];
-             and --weight w of multiclass input (K = 10, 5*10^6 rows) there  [record]
+             and --weight w of multiclass input (K = 10, 5*10^6 rows) there  [record];
+             and -m ece --var v --var age --weight w on 1.5*10^7 rows (beyond the rows
+             held: the weighted variables' passes) vs the same run unweighted  [record]
 
 Data are generated once into benchmarks/_data/ (float64 scores, int8 labels).  Times are wall
 seconds of whole processes (interpreter start included on both sides), best of a few runs for
@@ -593,6 +595,31 @@ def row_weights(a: argparse.Namespace, folder: Path) -> None:
     plain = best(cmd, 2)
     line("stream: score --weight w, multiclass K=10, 5e6 rows", weighted[0], plain[0],
          "record", f"peak {weighted[1]:.2f} GB")
+    # --var beyond the rows held (0.17.0): the weighted variables' passes, a continuous and a
+    # whole-number variable, beside the same run unweighted (the unweighted variables' passes)
+    path = variables_stream_file(15 * 10**6)
+    cmd = ["calcheck", "score", str(path), "--no-progress", "-q", "--engine", "stream", "-m",
+           "ece", "--var", "v", "--var", "age"]
+    weighted = best([*cmd, "--weight", "w"], 2)
+    plain = best(cmd, 2)
+    line("stream: score -m ece --var v --var age --weight w, 1.5e7 rows (beyond the held)",
+         weighted[0], plain[0], "record", f"peak {weighted[1]:.2f} GB")
+
+
+def variables_stream_file(n: int) -> Path:
+    """``n`` rows of scores, labels, importance weights ``w`` (Exponential(1)), a continuous
+    variable ``v`` the model's error depends on and a whole-number one ``age``."""
+    path = DATA / f"variables_stream_{n}.parquet"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(2)
+        v = rng.normal(size=n)
+        s = rng.beta(2, 5, n)
+        p = np.clip(s + 0.05 * np.sin(2 * v), 0, 1)
+        pq.write_table(pa.table({"score": s, "label": (rng.random(n) < p).astype(np.int8),
+                                 "w": rng.exponential(1.0, n), "v": v,
+                                 "age": rng.integers(18, 90, n).astype(np.float64)}), path)
+    return path
 
 
 def weights_stream_file(n: int) -> Path:
