@@ -1,2 +1,2 @@
-__version__ = "0.16.0"
+__version__ = "0.17.0"
 SCHEMA_VERSION = "1"
