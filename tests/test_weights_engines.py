@@ -84,18 +84,17 @@ def test_weighted_groups_and_compare_on_the_stream_engine(tmp_path, cli):
 
 
 def test_weights_beyond_the_budget_are_refused_before_reading(tmp_path, cli):
-    """Sampling weights with ``--correct-from`` beyond ``Tuning.hold_weighted_rows`` on a
-    streaming engine, and KS per ``test --by`` group, are refused before any read; counts stream expanded
+    """Sampling weights with a metric beyond the passes' beyond ``Tuning.exact_pava_rows`` on
+    a streaming engine, and KS per ``test --by`` group, are refused before any read; counts stream expanded
     (below), and the other runs' weights — ``score --by``, ``test --by``'s T-Cal, HL,
     Spiegelhalter and Cox, ``compare`` — go to the weighted passes
     (tests/test_weights_stream.py, tests/test_weights_stream_group_tests.py,
     tests/test_weights_stream_compare.py)."""
     path = _file(tmp_path)
     small = Tuning(hold_weighted_rows=1000, exact_pava_rows=2000)
-    r = cli(["score", path, "--var", "g", "--correct-from", "g", "--weight", "w", "--engine",
-             "stream"], tuning=small)
+    r = cli(["score", path, "-m", "ici", "--weight", "w", "--engine", "stream"], tuning=small)
     assert r.code == 2, r.stderr
-    assert "4,000 rows" in r.stderr and "1,000" in r.stderr and "--engine memory" in r.stderr
+    assert "ici" in r.stderr and "--engine memory" in r.stderr
     assert r.stdout == ""
     r = cli(["test", path, "--by", "g", "--method", "ks", "--weight", "w", "--engine",
              "stream"], tuning=small)

@@ -191,11 +191,10 @@ def test_the_default_test_runs_what_the_passes_have(tmp_path, cli):
 
 
 @pytest.mark.parametrize("extra,tuning", [
-    (["--var", "g", "--correct-from", "g"], TIGHT), (["--ties", "order"], SMALL), (["-m", "ici"], TIGHT),
+    (["-m", "ecce_mad"], TIGHT), (["--ties", "order"], SMALL), (["-m", "ici"], TIGHT),
     (["-m", "ece,ici", "--by", "g"], TIGHT)])
 def test_what_the_weighted_passes_do_not_compute_is_refused(tmp_path, cli, extra, tuning):
-    """Beyond the passes (and, for the other metrics and ``--correct-from``, beyond the rows
-    held):
+    """Beyond the passes (and, for the other metrics, beyond the rows held):
     exit 2 before any pass, naming the limit and ``--engine memory``."""
     path = _file(tmp_path)
     r = cli(["score", path, "--weight", "w", "--engine", "stream", *extra], tuning=tuning)

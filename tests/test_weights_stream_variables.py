@@ -152,3 +152,20 @@ def test_a_variable_without_weighted_values_is_an_error(tmp_path, cli, values, w
         r = cli(["score", path, "--weight", weight, "--var", "v", "--engine", engine],
                 tuning=TIGHT)
         assert r.code == 2 and message in r.stderr and r.stdout == "", (engine, r.stderr)
+
+
+@pytest.mark.parametrize("tuning", [TIGHT, Tuning(hold_weighted_rows=100)])
+def test_correct_from_on_the_passes(tmp_path, cli, tuning):
+    """``--correct-from``: incorrect = 1[that column ≠ label] in the bins pass — the in-memory
+    VECE, bins and (few values) curve, beyond the rows held and within them (the held rows
+    carry no such column: the passes serve it there too)."""
+    path = _with_variables(tmp_path)
+    t = pq.read_table(path)
+    pq.write_table(t.append_column("pred", pa.array(
+        (t["score"].to_numpy() > 0.3).astype(np.int64))), path)
+    args = ["score", path, "--weight", "iw", "--var", "age", "--correct-from", "pred", "-m",
+            "ece", "--json"]
+    mem, got = _both(cli, args, tuning=tuning)
+    _close(mem["variables"], got["variables"], "variables")
+    own = json.loads(cli(args[:6] + args[8:]).stdout)["variables"]["age"]["vece"]
+    assert got["variables"]["age"]["vece"] != pytest.approx(own, rel=1e-3)

@@ -112,7 +112,9 @@ def check_held(src: Any, read: ReadOptions) -> bool:
     if read.weighting[1] == "weight":
         from calcheck.engines.weighted import limits
 
-        extra = [read.flags.get(c, c) for c in read.raw if c not in read.grouped]
+        correct = read.name_of("correct_from") if read.numeric else None   # (--var's passes)
+        extra = [read.flags.get(c, c) for c in read.raw
+                 if c not in read.grouped and read.flags.get(c) != correct]
         if extra:
             held = f"{rows:,} rows" if rows is not None else "rows its footers do not count"
             raise UsageError(f"{', '.join(dict.fromkeys(extra))}: {src.name} holds {held}; "

@@ -304,7 +304,7 @@ class WeightedStreamEngine(Refusals, ClosesClient):
         them from passes (:mod:`calcheck.streaming.weighted_variables`)."""
         from calcheck.engines.memory import variables_of
 
-        if self.held:
+        if self.held and not vopts.correct_from:
             kept = self.kept()
             return variables_of(kept, {n: kept.column(n) for n in names}, vopts)
         return _passed_variables(self, names, vopts)
@@ -411,7 +411,7 @@ def _passed_variables(engine: WeightedStreamEngine, names: list[str], vopts: Any
     before = engine.source.file_passes
     res, ece = engine.drive(weighted_variable_results(
         tuple(names), binary=not engine.multiclass, span=vopts.span,
-        tuning=engine.source.tuning))
+        correct_from=vopts.correct_from, tuning=engine.source.tuning))
     result = variables_result(res, ece.value)
     return Outcome(values={"result": result}, notes=result.notes(),
                    settings={"variable_passes": engine.source.file_passes - before})

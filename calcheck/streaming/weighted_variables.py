@@ -172,6 +172,7 @@ class MassBinsSpec:
     binary: bool
     edges: tuple[FloatArray, ...]
     groups: tuple[FloatArray, ...]
+    correct_from: str | None = None        # incorrect = 1[this column ≠ label]
     threaded = True
 
     def new(self) -> MassBinsState:
@@ -191,7 +192,7 @@ class MassBinsState:
     def update(self, s: FloatArray, y: IntArray, start: int, *rest: Any) -> MassBinsState:
         values, w = rest[0], np.asarray(rest[-1], dtype=np.float64)    # (--var, weights)
         pe, inc = error_view(s, y, self.spec.binary)
-        incf = inc.astype(np.float64)
+        incf = (rest[1] if self.spec.correct_from else inc).astype(np.float64)
         k = len(self.spec.numeric)
         for j in range(k + 1):
             v = values[:, j] if j < k else pe
@@ -242,10 +243,13 @@ class MassBinsState:
 
 
 def weighted_variable_results(numeric: tuple[str, ...], *, binary: bool, bins: int = 10,
-                              span: float = 0.75, tuning: Tuning = DEFAULT
+                              span: float = 0.75, correct_from: str | None = None,
+                              tuning: Tuning = DEFAULT
                               ) -> Passes[tuple[dict[str, VariableResult], QcutTable]]:
     """VECE and VCE(v*) of every variable of ``numeric`` and the qcut ECE over pred_error of
-    sampling-weighted rows, as a program of passes (module docstring)."""
+    sampling-weighted rows, as a program of passes (module docstring); ``correct_from``:
+    incorrect = 1[that column ≠ label] (``--correct-from``) instead of the top-label
+    prediction's."""
     from calcheck.errors import InputError
 
     k = len(numeric)
@@ -288,7 +292,8 @@ def weighted_variable_results(numeric: tuple[str, ...], *, binary: bool, bins: i
         d = scan.distinct[j]
         g = d[0] if d is not None else np.unique(at(j, groups))
         uppers.append(np.r_[g[:-1], max(float(g[-1]), float(scan.top[j]))])
-    final: MassBinsState = yield from one_pass(MassBinsSpec(numeric, binary, edges, tuple(uppers)))
+    final: MassBinsState = yield from one_pass(MassBinsSpec(numeric, binary, edges,
+                                                            tuple(uppers), correct_from))
     out = {}
     for j, name in enumerate(numeric):
         lo, hi = at(j, LOESS_ENDS)
