@@ -100,6 +100,10 @@ def plan_metrics(opts: Options, multiclass: bool, caps: Capabilities) -> tuple[l
         ids = resolve_metric_ids(opts.metrics, multiclass=multiclass, name=label, allowed=can)
         if streamed and "all" in registry.split_ids(opts.metrics):
             left = [m for m in registry.selectable(multiclass) if m not in can]
+            if opts.weighting:     # those the weights refuse: left out below, saying why
+                refused = [m for m in left if registry.weight_refusal(m, opts.weighting[1])]
+                ids += refused
+                left = [m for m in left if m not in refused]
             if left:
                 messages.append(f"{label} all on --engine {engine}: every metric it computes; "
                                 f"{', '.join(left)} need(s) --engine memory")

@@ -531,3 +531,14 @@ def test_streamed_smooth_ece_is_the_in_memory_one(tmp_path, cli, kind, column):
         for key in ("metrics", "groups"):
             if key in mem:
                 _close(mem[key], got[key], key)
+
+
+def test_metrics_all_names_why_each_is_left_out(tmp_path, cli):
+    """``-m all`` on the passes: the metrics the weights refuse are left out with the
+    weights' reason (as in memory), not as needing ``--engine memory``."""
+    path = _file(tmp_path)
+    r = cli(["score", path, "--weight", "w", "-m", "all", "--engine", "stream"], tuning=TIGHT)
+    assert r.code == 0, r.stderr
+    memory_line = next(ln for ln in r.stderr.splitlines() if "--engine memory" in ln)
+    assert "tce" not in memory_line.split(";")[1] and "ici" in memory_line
+    assert "--weight: tce, tce_q" in r.stderr and "left out" in r.stderr
