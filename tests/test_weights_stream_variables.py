@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from calcheck.tuning import Tuning
+from tests.conftest import shared_path
 from tests.test_weights_stream import TIGHT, _close, _file
 
 COLLECT = Tuning(hold_weighted_rows=100, exact_pava_rows=1000, rank_collect_rows=50)
@@ -169,3 +170,22 @@ def test_correct_from_on_the_passes(tmp_path, cli, tuning):
     _close(mem["variables"], got["variables"], "variables")
     own = json.loads(cli(args[:6] + args[8:]).stdout)["variables"]["age"]["vece"]
     assert got["variables"]["age"]["vece"] != pytest.approx(own, rel=1e-3)
+
+
+def test_census_weights_of_the_adult_data(cli):
+    """The VECE paper's Adult test split weighted by its census weight ``fnlwgt`` (a real
+    sampling weight), on the passes: the variables of few values (age, years of education,
+    hours per week, capital gain) are the in-memory numbers, curves included; the census
+    weight as a variable (thousands of values) has the in-memory VECE and bins, its curve
+    within 1e-3, and ``--correct-from pred`` takes the same route."""
+    path = shared_path("vece", "adult_test.parquet")
+    args = ["score", path, "--weight", "fnlwgt", "--var", "age", "--var", "education_num",
+            "--var", "hours_per_week", "--var", "capital_gain", "-m", "ece", "--json"]
+    mem, got = _both(cli, args)
+    _close(mem["variables"], got["variables"], "variables")
+    args = ["score", path, "--weight", "fnlwgt", "--var", "fnlwgt", "--correct-from", "pred",
+            "-m", "ece", "--json"]
+    mem, got = _both(cli, args)
+    _close(_without_curves(mem["variables"]), _without_curves(got["variables"]))
+    m, g = mem["variables"]["fnlwgt"], got["variables"]["fnlwgt"]
+    assert abs(m["vce_max"] - g["vce_max"]) < 1e-3
