@@ -140,19 +140,20 @@ def run_monitor(source: Any, opts: Options, *, progress: Progress | None = None)
                              "memory engine (the streaming engines do not read windows in "
                              "order yet)")
         assert opts.time is not None
-        starts, scores, labels = eng.window_rows(WindowColumn(opts.time, window))
+        starts, scores, labels, counts = eng.window_rows(WindowColumn(opts.time, window))
         info = eng.input_info(top=True)
         reading = eng.reading()
         multiclass = eng.multiclass
     order = np.argsort(starts, kind="stable")
     starts, scores, labels = starts[order], scores[order], labels[order]
+    counts = None if counts is None else counts[order]
     first = None if starts.size == 0 else int(starts[0])
     if first is not None and state["last_window"] is not None and \
             first <= window_start(state["last_window"]):
         raise UsageError(f"{opts.name_of('state')} {opts.state}: the window starting "
                          f"{window.iso(first)} is already in the state (its last window starts "
                          f"{state['last_window']}); give rows after it")
-    new = advance(state, window, starts, scores, labels, opts.alpha)
+    new = advance(state, window, starts, scores, labels, opts.alpha, counts)
     notes = list(reading.notes)
     if multiclass:
         notes.append("multiclass input: the monitor reads the top-label view (confidence, "
@@ -181,8 +182,11 @@ def window_start(iso: str) -> int:
 
 
 def advance(state: dict[str, Any], window: Any, starts: np.ndarray, scores: np.ndarray,
-            labels: np.ndarray, alpha: float) -> int:
-    """Add the windows of these rows (sorted by window) to ``state``; returns how many."""
+            labels: np.ndarray, alpha: float, counts: np.ndarray | None = None) -> int:
+    """Add the windows of these rows (sorted by window) to ``state``; returns how many.
+    ``counts``: each row stands for that many identical rows (``--count``): every window's
+    sums, fit and e-value are the expanded rows', so a state carries on from counted files
+    to expanded ones and back."""
     if starts.size == 0:
         return 0
     bounds = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1], True])
@@ -201,14 +205,15 @@ def advance(state: dict[str, Any], window: Any, starts: np.ndarray, scores: np.n
         line: dict[str, Any] = {"start": window.iso(lo), "end": window.iso(hi), "n": 0}
         if rows is not None:
             s, y = scores[rows[0]:rows[1]], labels[rows[0]:rows[1]]
-            sums = ep.window_sums(s, y.astype(np.float64))
+            k = None if counts is None else counts[rows[0]:rows[1]]
+            sums = ep.window_sums(s, y.astype(np.float64), k)
             choice = ep.plugin_choice(recent)             # fixed before the window is read
             log_plugin += ep.plugin_step(sums.log_ratio, choice)
             recent = [*recent, sums.log_ratio][-ep.RECENT:]
             log_ratio = log_ratio + sums.log_ratio
             loglik = loglik + sums.offset_loglik
             state["rows"] += sums.rows
-            line.update(_window_fit(s, y, sums))
+            line.update(_window_fit(s, y, sums, k))
             line["plugin"] = None if choice is None else \
                 {"intercept": float(ep.ALTERNATIVES[choice, 0]),
                  "slope": float(ep.ALTERNATIVES[choice, 1])}
@@ -230,15 +235,23 @@ def advance(state: dict[str, Any], window: Any, starts: np.ndarray, scores: np.n
     return len(span)
 
 
-def _window_fit(s: np.ndarray, y: np.ndarray, sums: ep.WindowSums) -> dict[str, Any]:
-    """The window's own numbers: rows, rates, Cox's calibration intercept and slope."""
+def _window_fit(s: np.ndarray, y: np.ndarray, sums: ep.WindowSums,
+                counts: np.ndarray | None = None) -> dict[str, Any]:
+    """The window's own numbers: rows, rates, Cox's calibration intercept and slope (of the
+    expanded rows, with ``counts``)."""
     n = sums.rows
     out: dict[str, Any] = {"n": n, "positives": round(sums.positives),
                            "mean_score": sums.score_sum / n,
                            "observed_rate": sums.positives / n,
                            "calibration_intercept": None, "slope": None}
     if 0 < sums.positives < n:
-        d = cox(s, y.astype(np.int64)).details
+        if counts is None:
+            d = cox(s, y.astype(np.int64)).details
+        else:
+            from calcheck.hypotests import weighted
+            from calcheck.weights import Weights
+
+            d = weighted.cox(s, y.astype(np.int64), Weights(counts, "count")).details
         out["calibration_intercept"] = d.get("calibration_intercept")
         out["slope"] = d.get("slope")
     return out

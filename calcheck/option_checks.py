@@ -136,21 +136,29 @@ def _weighting_checks(o: Options) -> None:
     assert o.weighting is not None
     lab = o.name_of
     flag = lab(o.weighting[1])
-    if o.command in ("audit", "monitor"):
+    if o.command == "audit":
         raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
                          "aggregated rows in this version; calcheck score and calcheck test "
                          "do (docs/weights.md)")
+    if o.command == "monitor" and o.weighting[1] == "weight":
+        raise UsageError(f"{flag}: the monitor's e-process multiplies one likelihood ratio "
+                         "per row, whose mean is 1 under calibration; a sampling weight as a "
+                         "power breaks that (a weighted product is no test martingale), so "
+                         "there is no anytime-valid weighted form here. Aggregated rows take "
+                         f"{lab('count')}; score --time --window gives weighted metrics per "
+                         "window (docs/weights.md)")
     if o.compat and o.command == "test":
         raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
                          "run the weighted tests without --compat")
     if o.command == "report" and o.audit:
         raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
                          "computed on weighted rows in this version")
-    drawn = ("reliability", "variable", "corp", "drift", "tce") \
+    drawn = ("reliability", "variable", "corp", "drift", "tce", "monitor") \
         if o.weighting[1] == "count" else ("reliability", "variable", "corp", "drift")
     if o.command == "plot" and o.kind not in drawn:
         why = ("TCE takes counts, not weights" if o.kind == "tce" else
-               "not drawn from weighted rows in this version")
+               "the monitor's e-process takes counts, not weights (calcheck monitor says why)"
+               if o.kind == "monitor" else "not drawn from weighted rows in this version")
         raise UsageError(f"{flag}: {lab('kind')} {o.kind}: {why}; {lab('kind')} "
                          f"{', '.join(drawn)} {'are' if len(drawn) > 1 else 'is'}")
     if o.command == "test" and o.resample != "labels":

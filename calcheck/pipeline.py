@@ -692,7 +692,7 @@ def _monitor_figure(source: Any, opts: Options, progress: Progress | None,
                               "score": opts.score, "label": opts.label,
                               "pos_label": opts.pos_label, "probs": opts.probs,
                               "where": opts.where, "drop_invalid": opts.drop_invalid,
-                              "input_format": opts.input_format},
+                              "input_format": opts.input_format, "count": opts.count},
                   style=opts.style)
     rep = run_monitor(source, mopts, progress=progress)
     fig = monitor_figure(rep.data["windows"], alpha=rep.data["settings"]["alpha"], ax=ax)

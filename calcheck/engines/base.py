@@ -451,9 +451,10 @@ class Engine(Protocol):
         (:class:`calcheck.segments.SegmentData`)."""
         ...
 
-    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any]:
-        """``monitor``: (each row's window start in ns, scores, labels) of the binary or
-        top-label view, windows of the ``--time`` ``column`` (engines that hold the rows)."""
+    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any, Any]:
+        """``monitor``: (each row's window start in ns, scores, labels, counts) of the binary
+        or top-label view, windows of the ``--time`` ``column`` (engines that hold the rows);
+        counts: ``--count``'s, else None."""
         ...
 
     def rows(self, view: str = "top") -> Iterator[tuple[Any, ...]]:

@@ -378,14 +378,17 @@ class MemoryEngine:
         data: SegmentData = segment_data(s, y, columns, encoded, sopts)
         return data
 
-    def window_rows(self, column: WindowColumn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(window start in ns, scores, labels) of every row of the binary (top-label) view,
-        for ``monitor``."""
+    def window_rows(self, column: WindowColumn) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                         np.ndarray | None]:
+        """(window start in ns, scores, labels, ``--count``'s counts or None) of every row of
+        the binary (top-label) view, for ``monitor``."""
         from calcheck.io.windows import timestamps
 
         ns = timestamps(self.data.column(column), str(column), self.data.provenance.path)
         s, y = self.data.top
-        return column.window.starts(ns), s, y
+        w = self.data.weights
+        return column.window.starts(ns), s, y, w.values if w is not None and w.frequency \
+            else None
 
     # -- figures -----------------------------------------------------------------------------
 

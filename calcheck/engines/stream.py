@@ -445,7 +445,7 @@ class StreamEngine(ClosesClient):
 
         return segment_data(self.source, columns, sopts)
 
-    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any]:
+    def window_rows(self, column: WindowColumn) -> tuple[Any, Any, Any, Any]:
         raise UsageError(f"the {self.name} engine does not read windows in order: the monitor "
                          "runs on the memory engine")
 

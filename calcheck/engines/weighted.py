@@ -96,7 +96,7 @@ class Refusals:
     def segment_table(self, columns: list[str], sopts: Any) -> Any:
         raise self.refuse("--segment")
 
-    def window_rows(self, column: Any) -> tuple[Any, Any, Any]:
+    def window_rows(self, column: Any) -> tuple[Any, Any, Any, Any]:
         raise self.refuse("--time")
 
     def summary_ties(self, mid: str, rows: list[dict[str, Any]], ties: str) -> list[Any]:

@@ -83,18 +83,25 @@ def _softplus(x: FloatArray, scratch: FloatArray) -> FloatArray:
     return x
 
 
-def window_sums(scores: FloatArray, labels: FloatArray) -> WindowSums:
+def window_sums(scores: FloatArray, labels: FloatArray,
+                counts: FloatArray | None = None) -> WindowSums:
     """The sums of one window's rows.  Every log likelihood is Σ y·x − Σ log(1 + eˣ) with x
     linear in η, so the per-row work is one softplus per alternative and offset; Σ y, Σ y·η
     and Σ log(1 + e^η) give the rest.  Rows are taken in chunks of :data:`CHUNK_ROWS` from the
     window's first row, the first and second half of the chunks on two threads, each chunk's
     sums kept and added in chunk order: the same numbers whatever the threads, and a window's
-    sums do not depend on what else was read with it."""
+    sums do not depend on what else was read with it.  ``counts``: each row stands for that
+    many identical rows (``--count``), every sum the expanded window's (a row's terms times
+    its count: the likelihood of k identical rows is the row's to the power k)."""
     from calcheck._threads import halves
 
     n = int(scores.shape[0])
     y = np.asarray(labels, dtype=np.float64)
+    k_all = None if counts is None else np.asarray(counts, dtype=np.float64)
     out = WindowSums(rows=n, positives=float(np.sum(labels)), score_sum=float(np.sum(scores)))
+    if k_all is not None:
+        out = WindowSums(rows=round(float(k_all.sum())), positives=float(np.dot(k_all, y)),
+                         score_sum=float(np.dot(k_all, scores)))
     k = len(ALTERNATIVES)
     slope = np.concatenate((ALTERNATIVES[:, 1], np.ones(OFFSETS.size)))[:, None]
     shift = np.concatenate((ALTERNATIVES[:, 0], OFFSETS))[:, None]
@@ -112,9 +119,16 @@ def window_sums(scores: FloatArray, labels: FloatArray) -> WindowSums:
             xs, ss = x[:, :m], scratch[:, :m]
             np.multiply(slope, eta[None, :], out=xs)
             xs += shift
-            soft[j] = _softplus(xs, ss).sum(axis=1)
             yy = y[lo:lo + m]
-            lin[j] = yy.sum(), (yy * eta).sum(), _softplus(eta.copy(), np.empty(m)).sum()
+            null = _softplus(eta.copy(), np.empty(m))
+            if k_all is None:
+                soft[j] = _softplus(xs, ss).sum(axis=1)
+                lin[j] = yy.sum(), (yy * eta).sum(), null.sum()
+            else:
+                kk = k_all[lo:lo + m]
+                soft[j] = _softplus(xs, ss) @ kk
+                ky = kk * yy
+                lin[j] = ky.sum(), np.dot(ky, eta), np.dot(kk, null)
 
     halves(run, len(starts))
     total = np.zeros(slope.shape[0])
