@@ -48,7 +48,15 @@ from calcheck.metrics.vece import (
     qcut_table,
     variable_result,
 )
-from calcheck.streaming.ranks import FULL, Distinct, Range, distinct_add, distinct_merge, order_keys
+from calcheck.streaming.ranks import (
+    FULL,
+    Distinct,
+    Range,
+    distinct_add,
+    distinct_merge,
+    key_value,
+    order_keys,
+)
 from calcheck.streaming.runner import one_pass
 from calcheck.streaming.states import CompensatedSum
 from calcheck.streaming.variables import SortedLookup, error_view
@@ -99,6 +107,9 @@ class MassScanState:
         k = len(self.spec.numeric)
         sums = np.zeros(2 * (k + 1))
         for j in range(k + 1):
+            col = self.columns[j]
+            if col is None and not self.spec.scan:      # (not searched in this pass)
+                continue
             v = values[:, j] if j < k else error_view(s, y, self.spec.binary)[0]
             used = _used(v, w)
             vu, wu = v[used], w[used]
@@ -111,7 +122,6 @@ class MassScanState:
                     self.rows[j] += v.shape[0] - nan
                     if vu.shape[0]:
                         self.top[j] = max(self.top[j], float(vu.max()))
-            col = self.columns[j]
             if col is not None:
                 col.add(order_keys(vu), wu)
         if self.spec.scan:
@@ -148,10 +158,10 @@ class CdfSearch(MassSearch):
         return j if j < cum.shape[0] else int(np.flatnonzero(mass > 0)[-1])
 
     def values(self, shares: FloatArray) -> FloatArray:
-        from calcheck.streaming.ranks import key_value
-
+        """The values found at ``shares`` (every one searched, the search done)."""
         found = {c.mass: c.key for c in self.cuts}
-        return np.array([key_value(found[float(q)]) for q in shares])   # type: ignore[arg-type]
+        keys = [found[float(q)] for q in shares]
+        return np.array([key_value(key) for key in keys if key is not None])
 
 
 def _shares(percents: FloatArray) -> FloatArray:
