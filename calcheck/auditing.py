@@ -131,7 +131,7 @@ def audit_section(data: SegmentData, opts: Options, *,
     """The audit of the segments of ``data``: settings, the search, every segment's entry
     (worst first), the multicalibration error and the summary."""
     table = data.table
-    atom_rows = table.cells["rows"].sum(axis=1).astype(np.int64)
+    atom_rows = np.round(table.cells["rows"].sum(axis=1)).astype(np.int64)
     space = search_space(data.columns, key_levels(table.keys, data.sizes), atom_rows,
                          depth=opts.depth, min_size=opts.min_size,
                          max_segments=opts.max_segments)
@@ -188,7 +188,7 @@ def _walks(data: SegmentData, space: SegmentSpace, residual: Any) -> tuple[Any, 
         for j, k in enumerate(members):
             lookup[space.segments[k].atoms] = j
         ranges = seg_stats.row_walk_ranges(scores, labels, lookup[atom_of], len(members),
-                                           by_score)
+                                           by_score, data.counts)
         out[members] = ranges
     return out, "rows"
 

@@ -136,10 +136,11 @@ def _weighting_checks(o: Options) -> None:
     assert o.weighting is not None
     lab = o.name_of
     flag = lab(o.weighting[1])
-    if o.command == "audit":
-        raise UsageError(f"{flag}: calcheck {o.command} does not take weighted or "
-                         "aggregated rows in this version; calcheck score and calcheck test "
-                         "do (docs/weights.md)")
+    if o.weighting[1] == "weight" and (o.command == "audit" or o.audit):
+        raise UsageError(f"{flag}: the audit's null redraws every row's label as Bernoulli(s) "
+                         "and its walks step row by row; sampling weights have no form of "
+                         f"either here (aggregated rows take {lab('count')}; score --by gives "
+                         "weighted metrics per group)")
     if o.command == "monitor" and o.weighting[1] == "weight":
         raise UsageError(f"{flag}: the monitor's e-process multiplies one likelihood ratio "
                          "per row, whose mean is 1 under calibration; a sampling weight as a "
@@ -150,9 +151,6 @@ def _weighting_checks(o: Options) -> None:
     if o.compat and o.command == "test":
         raise UsageError(f"{flag}: {lab('compat')} {o.compat}'s tests take no row weights; "
                          "run the weighted tests without --compat")
-    if o.command == "report" and o.audit:
-        raise UsageError(f"{flag}: the report's audit section ({lab('audit')}) is not "
-                         "computed on weighted rows in this version")
     drawn = ("reliability", "variable", "corp", "drift", "tce", "monitor") \
         if o.weighting[1] == "count" else ("reliability", "variable", "corp", "drift")
     if o.command == "plot" and o.kind not in drawn:

@@ -165,10 +165,12 @@ def level_codes(column: SegmentColumn, *, numeric: FloatArray | None = None,
 
 def code_column(name: str, *, numeric: FloatArray | None = None,
                 categories: tuple[list[Any], IntArray] | None = None, buckets: int,
-                max_levels: int, label: str = "--segment") -> tuple[SegmentColumn, IntArray]:
+                max_levels: int, label: str = "--segment",
+                counts: FloatArray | None = None) -> tuple[SegmentColumn, IntArray]:
     """The levels of one column and each row's level index (missing values: the last level):
     ``numeric`` (float64, NaN for missing) or ``categories`` (the distinct values as text,
-    sorted, and each row's index, −1 for missing — :func:`calcheck.io.columns.categories`)."""
+    sorted, and each row's index, −1 for missing — :func:`calcheck.io.columns.categories`);
+    ``counts``: each row stands for that many (positive, whole) — the expanded rows' buckets."""
     if numeric is not None:
         missing = np.isnan(numeric)
         present = numeric[~missing]
@@ -176,7 +178,9 @@ def code_column(name: str, *, numeric: FloatArray | None = None,
         if distinct.size > buckets:
             lo = float(present.min())
             column = bucket_column(name, lo, float(present.max()), inner_edges(
-                np.percentile(present, percents(buckets)), lo), bool(missing.any()))
+                percentiles(present, percents(buckets),
+                            None if counts is None else counts[~missing]), lo),
+                bool(missing.any()))
         else:
             column = value_column(name, distinct, bool(missing.any()), label)
     else:
@@ -326,8 +330,10 @@ class CellTable:
     def score_cells(self) -> int:
         return int(self.edges.size) + 1
 
-    def update(self, scores: FloatArray, labels: Any, keys: IntArray) -> CellTable:
-        """Add a batch: scores, 0/1 labels and each row's atom key."""
+    def update(self, scores: FloatArray, labels: Any, keys: IntArray,
+               counts: FloatArray | None = None) -> CellTable:
+        """Add a batch: scores, 0/1 labels and each row's atom key (``counts``: each row
+        stands for that many: the expanded rows' sums)."""
         uniq, atom = np.unique(keys, return_inverse=True)
         atom = atom.reshape(-1)
         g, b = self.score_cells, self.bins
@@ -335,13 +341,15 @@ class CellTable:
         ebin = atom * b + np.minimum((scores * b).astype(np.int64), b - 1)
         y = np.asarray(labels, dtype=np.float64)
         a = uniq.size
-        part = {"rows": np.bincount(cell, minlength=a * g).astype(np.float64),
-                "s": np.bincount(cell, weights=scores, minlength=a * g),
-                "y": np.bincount(cell, weights=y, minlength=a * g),
-                "v": np.bincount(cell, weights=scores * (1.0 - scores), minlength=a * g)}
-        epart = {"rows": np.bincount(ebin, minlength=a * b).astype(np.float64),
-                 "s": np.bincount(ebin, weights=scores, minlength=a * b),
-                 "y": np.bincount(ebin, weights=y, minlength=a * b)}
+        k = counts                       # (None: one row each)
+        ks, ky = (scores, y) if k is None else (k * scores, k * y)
+        part = {"rows": np.bincount(cell, weights=k, minlength=a * g).astype(np.float64),
+                "s": np.bincount(cell, weights=ks, minlength=a * g),
+                "y": np.bincount(cell, weights=ky, minlength=a * g),
+                "v": np.bincount(cell, weights=ks * (1.0 - scores), minlength=a * g)}
+        epart = {"rows": np.bincount(ebin, weights=k, minlength=a * b).astype(np.float64),
+                 "s": np.bincount(ebin, weights=ks, minlength=a * b),
+                 "y": np.bincount(ebin, weights=ky, minlength=a * b)}
         other = CellTable(self.edges, self.bins, uniq,
                           {k: np.asarray(v, dtype=np.float64).reshape(a, g)
                            for k, v in part.items()},
@@ -367,12 +375,24 @@ class CellTable:
         return self
 
 
-def score_cells(scores: FloatArray, cells: int) -> FloatArray:
+def score_cells(scores: FloatArray, cells: int, counts: FloatArray | None = None) -> FloatArray:
     """The inner edges of ``cells`` equal-mass score cells (numpy's linear percentiles,
-    distinct, above the smallest score): tied scores share a cell."""
+    distinct, above the smallest score; ``counts``: of the expanded rows): tied scores share
+    a cell."""
     if scores.size == 0:
         return np.zeros(0)
-    return inner_edges(np.percentile(scores, percents(cells)), float(scores.min()))
+    return inner_edges(percentiles(scores, percents(cells), counts), float(scores.min()))
+
+
+def percentiles(values: FloatArray, at: FloatArray, counts: FloatArray | None) -> FloatArray:
+    """numpy's linear percentiles of ``values`` at ``at`` percent — of the expanded rows when
+    each value stands for ``counts`` rows (bit for bit the expanded file's)."""
+    if counts is None:
+        return np.asarray(np.percentile(values, at), dtype=np.float64)
+    from calcheck.metrics.vece import mass_percentiles
+
+    order = np.argsort(values, kind="stable")
+    return mass_percentiles(values[order], counts[order], at, True)
 
 
 def percents(parts: int) -> FloatArray:
@@ -399,6 +419,7 @@ class SegmentData:
     columns: tuple[SegmentColumn, ...]
     table: CellTable
     rows: tuple[FloatArray, IntArray, IntArray] | None = None
+    counts: FloatArray | None = None        # --count: each held row stands for that many
 
     @property
     def sizes(self) -> list[int]:
@@ -407,17 +428,18 @@ class SegmentData:
 
 def segment_data(scores: FloatArray, labels: IntArray, names: list[str],
                  encoded: list[tuple[FloatArray | None, tuple[list[Any], IntArray] | None]],
-                 opts: SegmentOptions) -> SegmentData:
+                 opts: SegmentOptions, counts: FloatArray | None = None) -> SegmentData:
     """Cut the columns (each given as ``(numeric, None)`` or ``(None, categories)``, see
-    :func:`code_column`), key the atoms and fill the table from rows held in memory."""
+    :func:`code_column`), key the atoms and fill the table from rows held in memory
+    (``counts``: each row stands for that many, all positive — the expanded rows' audit)."""
     label = opts.label
     cut = [code_column(name, numeric=num, categories=cats, buckets=opts.buckets,
-                       max_levels=opts.max_levels, label=label)
+                       max_levels=opts.max_levels, label=label, counts=counts)
            for name, (num, cats) in zip(names, encoded)]
     columns = tuple(c for c, _ in cut)
     sizes = [len(c.levels) for c in columns]
     check_sizes(sizes)
     keys = atom_keys([codes for _, codes in cut], sizes)
-    table = CellTable(score_cells(scores, opts.score_cells), ECE_BINS).update(scores, labels,
-                                                                             keys)
-    return SegmentData(columns, table, (scores, labels, keys))
+    table = CellTable(score_cells(scores, opts.score_cells, counts), ECE_BINS).update(
+        scores, labels, keys, counts)
+    return SegmentData(columns, table, (scores, labels, keys), counts)

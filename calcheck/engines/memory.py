@@ -370,12 +370,17 @@ class MemoryEngine:
         from calcheck.segments import SegmentData, segment_data
 
         s, y = self.data.top
+        w = self.data.weights            # --count: the expanded rows' (rows of count 0, which
+        keep = counts = None             # the expanded file has not, take no part)
+        if w is not None and w.frequency:
+            keep = w.values > 0
+            s, y, counts = s[keep], y[keep], w.values[keep]
         encoded = []
         for c in columns:
-            raw = self.data.column(c)
+            raw = self.data.column(c) if keep is None else self.data.column(c)[keep]
             num = as_numeric(raw)
             encoded.append((num, None if num is not None else categories(raw)))
-        data: SegmentData = segment_data(s, y, columns, encoded, sopts)
+        data: SegmentData = segment_data(s, y, columns, encoded, sopts, counts)
         return data
 
     def window_rows(self, column: WindowColumn) -> tuple[np.ndarray, np.ndarray, np.ndarray,

@@ -200,7 +200,7 @@ class FirstPasses:
             grid["positional_cells"] = max(fine)
         out = {"batch_rows": self.source.batch_rows, "scheduler": self.source.scheduler,
                "passes": self.source.file_passes, "grid": grid}
-        if self.plan.count_column:
+        if self.plan.count_column and self.stats is not None:   # (after the first pass)
             out["expanded"] = {"rows": self.stats.counted_rows,
                                "expanded_rows": self.stats.count_sum, "note": EXPANDED_NOTE}
         return out

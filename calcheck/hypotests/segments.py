@@ -178,11 +178,13 @@ def adjust(membership: Any, cells: dict[str, FloatArray], sd: FloatArray, observ
 
 
 def row_walk_ranges(scores: FloatArray, labels: IntArray, segment_of: IntArray,
-                    segments: int, by_score: IntArray | None = None) -> FloatArray:
+                    segments: int, by_score: IntArray | None = None,
+                    counts: FloatArray | None = None) -> FloatArray:
     """The walk range V_k on the rows themselves (every distinct score of the segment a step;
     tied scores one step, so no value depends on the row order) for rows grouped by
     ``segment_of`` (−1: in none of these segments) — the numerator of MCGrad's ECCE.
-    ``by_score``: the rows in increasing score (a sort shared by several calls)."""
+    ``by_score``: the rows in increasing score (a sort shared by several calls); ``counts``:
+    each row stands for that many (the expanded rows' walk: its copies are tied)."""
     if by_score is None:
         by_score = np.argsort(scores, kind="stable")
     codes = segment_of[by_score]
@@ -191,7 +193,7 @@ def row_walk_ranges(scores: FloatArray, labels: IntArray, segment_of: IntArray,
     order = order[np.searchsorted(segment_of[order], 0):] if segments else order[:0]
     seg = segment_of[order]
     s = scores[order]
-    w = np.cumsum(labels[order] - s)
+    w = np.cumsum(labels[order] - s if counts is None else counts[order] * (labels[order] - s))
     out = np.zeros(segments)
     if not seg.size:
         return out
