@@ -341,13 +341,12 @@ class CellTable:
         ebin = atom * b + np.minimum((scores * b).astype(np.int64), b - 1)
         y = np.asarray(labels, dtype=np.float64)
         a = uniq.size
-        k = counts                       # (None: one row each)
-        ks, ky = (scores, y) if k is None else (k * scores, k * y)
-        part = {"rows": np.bincount(cell, weights=k, minlength=a * g).astype(np.float64),
+        ks, ky = (scores, y) if counts is None else (counts * scores, counts * y)
+        part = {"rows": np.bincount(cell, weights=counts, minlength=a * g).astype(np.float64),
                 "s": np.bincount(cell, weights=ks, minlength=a * g),
                 "y": np.bincount(cell, weights=ky, minlength=a * g),
                 "v": np.bincount(cell, weights=ks * (1.0 - scores), minlength=a * g)}
-        epart = {"rows": np.bincount(ebin, weights=k, minlength=a * b).astype(np.float64),
+        epart = {"rows": np.bincount(ebin, weights=counts, minlength=a * b).astype(np.float64),
                  "s": np.bincount(ebin, weights=ks, minlength=a * b),
                  "y": np.bincount(ebin, weights=ky, minlength=a * b)}
         other = CellTable(self.edges, self.bins, uniq,

@@ -370,11 +370,11 @@ class MemoryEngine:
         from calcheck.segments import SegmentData, segment_data
 
         s, y = self.data.top
-        w = self.data.weights            # --count: the expanded rows' (rows of count 0, which
-        keep = counts = None             # the expanded file has not, take no part)
-        if w is not None and w.frequency:
-            keep = w.values > 0
-            s, y, counts = s[keep], y[keep], w.values[keep]
+        counts = self._counts()          # --count: the expanded rows' (rows of count 0, which
+        keep = None                      # the expanded file has not, take no part)
+        if counts is not None:
+            keep = counts > 0
+            s, y, counts = s[keep], y[keep], counts[keep]
         encoded = []
         for c in columns:
             raw = self.data.column(c) if keep is None else self.data.column(c)[keep]
@@ -391,9 +391,12 @@ class MemoryEngine:
 
         ns = timestamps(self.data.column(column), str(column), self.data.provenance.path)
         s, y = self.data.top
+        return column.window.starts(ns), s, y, self._counts()
+
+    def _counts(self) -> np.ndarray | None:
+        """``--count``'s counts of the rows, or None (unweighted, or sampling weights)."""
         w = self.data.weights
-        return column.window.starts(ns), s, y, w.values if w is not None and w.frequency \
-            else None
+        return w.values if w is not None and w.frequency else None
 
     # -- figures -----------------------------------------------------------------------------
 

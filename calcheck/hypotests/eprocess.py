@@ -98,10 +98,10 @@ def window_sums(scores: FloatArray, labels: FloatArray,
     n = int(scores.shape[0])
     y = np.asarray(labels, dtype=np.float64)
     k_all = None if counts is None else np.asarray(counts, dtype=np.float64)
-    out = WindowSums(rows=n, positives=float(np.sum(labels)), score_sum=float(np.sum(scores)))
-    if k_all is not None:
-        out = WindowSums(rows=round(float(k_all.sum())), positives=float(np.dot(k_all, y)),
-                         score_sum=float(np.dot(k_all, scores)))
+    out = WindowSums(rows=n, positives=float(np.sum(labels)), score_sum=float(np.sum(scores))) \
+        if k_all is None else WindowSums(rows=round(float(k_all.sum())),
+                                         positives=float(np.dot(k_all, y)),
+                                         score_sum=float(np.dot(k_all, scores)))
     k = len(ALTERNATIVES)
     slope = np.concatenate((ALTERNATIVES[:, 1], np.ones(OFFSETS.size)))[:, None]
     shift = np.concatenate((ALTERNATIVES[:, 0], OFFSETS))[:, None]
